@@ -1,0 +1,1 @@
+//! bully (in progress)

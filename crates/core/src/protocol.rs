@@ -1,0 +1,143 @@
+//! The one sans-IO interface that Raft, Bully and Ring all implement.
+//!
+//! A runtime (the simulator today, the server later) drives a node with
+//! [`Protocol::tick`], [`Protocol::step`] and [`Protocol::peer_unreachable`],
+//! then drains [`Protocol::ready`] and carries the output out **in order**:
+//!
+//! 1. persist [`Ready::durable`] (fsync) if present;
+//! 2. only then send [`Ready::messages`].
+//!
+//! Step 2 may depend on step 1: a vote must never leave a node whose disk does
+//! not yet record that vote, or a crash could make it vote twice in one term.
+//! The core does no IO, reads no clock and draws randomness only from the
+//! seed it was built with, so the same inputs always give the same outputs.
+
+use crate::rng::Rng;
+use crate::types::{NodeId, Term};
+use std::fmt::Debug;
+
+/// What a node believes its own part in the cluster is right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Follows a leader, or waits for one.
+    Follower,
+    /// Raft PreVote (thesis §9.6): asking whether an election could succeed,
+    /// without raising its term.
+    PreCandidate,
+    /// Running an election.
+    Candidate,
+    /// Believes it leads. Under Raft, at most one node per term.
+    Leader,
+}
+
+impl Role {
+    /// Lower-case name for reports and metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Follower => "follower",
+            Role::PreCandidate => "pre-candidate",
+            Role::Candidate => "candidate",
+            Role::Leader => "leader",
+        }
+    }
+}
+
+/// Everything an observer may ask a node at any instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// This node.
+    pub id: NodeId,
+    /// Its current role.
+    pub role: Role,
+    /// Raft: the current term. Bully and Ring: the highest election epoch seen.
+    pub term: Term,
+    /// The leader this node currently follows (itself when leading).
+    pub leader: Option<NodeId>,
+    /// Present only while leading: the token a leader attaches to side effects
+    /// so that stale leaders can be fenced off. Raft uses the term, which is
+    /// unique per leader; Bully and Ring use their epoch, which is not (they
+    /// have no quorum), and the simulator measures what that costs.
+    pub fencing_token: Option<u64>,
+}
+
+/// A message type that can name itself, so that runtimes can count messages
+/// by type without knowing the algorithm.
+pub trait Message: Clone + Debug {
+    /// Stable, lower-case name of this message's type, e.g. `"vote_request"`.
+    fn kind(&self) -> &'static str;
+    /// Every kind this algorithm can send, in a fixed order for reports.
+    fn all_kinds() -> &'static [&'static str];
+}
+
+/// One outgoing message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope<M> {
+    /// Destination member.
+    pub to: NodeId,
+    /// The message itself.
+    pub message: M,
+}
+
+/// Output of a node since the last call to [`Protocol::ready`].
+#[derive(Clone, Debug)]
+pub struct Ready<M, D> {
+    /// New durable state. Persist (and fsync) it before sending anything.
+    pub durable: Option<D>,
+    /// Messages to send, in the order they were produced.
+    pub messages: Vec<Envelope<M>>,
+}
+
+impl<M, D> Default for Ready<M, D> {
+    fn default() -> Self {
+        Ready {
+            durable: None,
+            messages: Vec::new(),
+        }
+    }
+}
+
+/// A leader-election state machine driven by a runtime.
+pub trait Protocol: Sized {
+    /// The algorithm's static configuration (timeouts in ticks, options).
+    type Config: Clone + Debug;
+    /// The algorithm's wire messages.
+    type Message: Message;
+    /// What survives a crash. `Default` is the state of a brand-new node.
+    type Durable: Clone + Debug + Default + PartialEq;
+
+    /// Short algorithm name: `"raft"`, `"bully"` or `"ring"`.
+    const NAME: &'static str;
+
+    /// Builds node `id` of a cluster whose members are `members` (which
+    /// includes `id`), from what it had persisted before. `rng` is the only
+    /// source of randomness the node will ever use.
+    fn new(
+        config: &Self::Config,
+        id: NodeId,
+        members: &[NodeId],
+        durable: Self::Durable,
+        rng: Rng,
+    ) -> Self;
+
+    /// Advances logical time by one tick.
+    fn tick(&mut self);
+
+    /// Delivers one message that `from` sent to this node.
+    fn step(&mut self, from: NodeId, message: Self::Message);
+
+    /// A hint from the transport that the connection to `peer` broke, e.g. a
+    /// TCP reset after the peer's process died. It may be wrong; acting on it
+    /// must never cost safety, and a wrong one must not unseat a healthy
+    /// leader.
+    fn peer_unreachable(&mut self, peer: NodeId);
+
+    /// True when [`Protocol::ready`] would return something.
+    fn has_ready(&self) -> bool;
+
+    /// Takes the pending output. See the module docs for the order in which
+    /// the runtime must act on it.
+    fn ready(&mut self) -> Ready<Self::Message, Self::Durable>;
+
+    /// The node's observable state.
+    fn status(&self) -> Status;
+}

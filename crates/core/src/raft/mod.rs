@@ -1,0 +1,1 @@
+//! raft (in progress)
