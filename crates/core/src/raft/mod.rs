@@ -1,1 +1,36 @@
-//! raft (in progress)
+//! Raft leader election (Ongaro and Ousterhout, "In Search of an
+//! Understandable Consensus Algorithm", §5.2; Ongaro's thesis §3.10, §4.2.3,
+//! §9.6) as a pure state machine.
+//!
+//! On top of the paper's terms, randomized timeouts and RequestVote with the
+//! log check (§5.4.1), it adds what production clusters need:
+//!
+//! - PreVote, so a node that cannot win never inflates terms;
+//! - CheckQuorum, so a leader cut off from a majority steps down;
+//! - leader stickiness, so a rejoining node cannot unseat a healthy leader;
+//! - leadership transfer (TimeoutNow) and node priorities;
+//! - a connection-loss hint that starts PreVote at once.
+//!
+//! PreVote and CheckQuorum interact badly if done naively (etcd #8243,
+//! #10355). Here a pre-candidate forgets its leader, so it no longer defends
+//! it against others' pre-votes, and a lower-term pre-vote is refused with our
+//! term instead of being dropped.
+
+mod config;
+mod durable;
+mod election;
+mod leader;
+mod log;
+mod message;
+mod node;
+mod progress;
+
+pub use config::{ConfigError, RaftConfig};
+pub use durable::{HardState, RaftDurable};
+pub use leader::TransferError;
+pub use log::RaftLog;
+pub use message::RaftMessage;
+pub use node::{RaftNode, Transfer, OUTBOX_MESSAGES_PER_PEER_MAX};
+pub use progress::Progress;
+#[cfg(test)]
+mod tests;

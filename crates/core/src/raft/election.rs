@@ -1,0 +1,225 @@
+//! Follower, pre-candidate and candidate behaviour: the election timer,
+//! PreVote (thesis §9.6), RequestVote (paper §5.2, §5.4.1) and the
+//! connection-loss hint.
+
+use super::message::RaftMessage;
+use super::node::RaftNode;
+use crate::protocol::Role;
+use crate::types::{NodeId, Term};
+
+/// How a campaign starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Campaign {
+    /// Ask first (PreVote), if enabled; otherwise a normal election.
+    PreVote,
+    /// Raise the term and ask for votes.
+    Election,
+    /// Raise the term at the leader's request (TimeoutNow): voters set
+    /// stickiness aside.
+    Transfer,
+}
+
+impl RaftNode {
+    /// One tick for a non-leader: the election timer and any hint-triggered
+    /// campaign.
+    pub(super) fn tick_election(&mut self) {
+        debug_assert!(self.role != Role::Leader);
+        self.election_elapsed_ticks += 1;
+        if self
+            .hint_campaign_tick
+            .is_some_and(|at| self.now_tick >= at)
+        {
+            self.hint_campaign_tick = None;
+            self.campaign(Campaign::PreVote);
+            return;
+        }
+        if self.election_elapsed_ticks >= self.election_timeout_ticks {
+            self.campaign(Campaign::PreVote);
+        }
+    }
+
+    /// Starts a pre-vote or an election (§5.2).
+    pub(super) fn campaign(&mut self, kind: Campaign) {
+        assert!(self.role != Role::Leader, "a leader never campaigns");
+        self.hint_campaign_tick = None;
+        self.reset_election_timer();
+        self.votes.clear();
+        self.votes.insert(self.id, true);
+        self.leader = None;
+        let message = if kind == Campaign::PreVote && self.config.pre_vote {
+            // The term stays as it is: only a successful pre-vote raises it.
+            self.role = Role::PreCandidate;
+            RaftMessage::PreVoteRequest {
+                term: self.term.next(),
+                last_log_index: self.log.last_index(),
+                last_log_term: self.log.last_term(),
+            }
+        } else {
+            self.raise_term(self.term.next());
+            self.voted_for = Some(self.id);
+            self.role = Role::Candidate;
+            RaftMessage::VoteRequest {
+                term: self.term,
+                last_log_index: self.log.last_index(),
+                last_log_term: self.log.last_term(),
+                leadership_transfer: kind == Campaign::Transfer,
+            }
+        };
+        if self.votes.len() >= self.quorum() {
+            // A single-voter cluster wins at once.
+            self.on_quorum_granted();
+            return;
+        }
+        let peers: Vec<NodeId> = self.peers().collect();
+        for peer in peers {
+            self.send(peer, message.clone());
+        }
+    }
+
+    /// The current (pre-)campaign reached a quorum of grants.
+    fn on_quorum_granted(&mut self) {
+        match self.role {
+            Role::PreCandidate => self.campaign(Campaign::Election),
+            Role::Candidate => self.become_leader(),
+            role => panic!("quorum of grants while {}", role.as_str()),
+        }
+    }
+
+    /// Answers a PreVote or RequestVote whose term is not below ours.
+    pub(super) fn handle_vote_request(&mut self, from: NodeId, request: &RaftMessage) {
+        let (term, last_log_index, last_log_term, pre_vote) = match *request {
+            RaftMessage::PreVoteRequest {
+                term,
+                last_log_index,
+                last_log_term,
+            } => (term, last_log_index, last_log_term, true),
+            RaftMessage::VoteRequest {
+                term,
+                last_log_index,
+                last_log_term,
+                ..
+            } => (term, last_log_index, last_log_term, false),
+            _ => unreachable!("only vote requests are routed here"),
+        };
+        let log_ok = self.log.is_behind_or_equal(last_log_term, last_log_index);
+        let can_vote = if pre_vote {
+            // A pre-vote is only for a term above ours; it binds nobody.
+            term > self.term
+        } else {
+            assert_eq!(term, self.term, "term rules ran first");
+            self.voted_for == Some(from) || (self.voted_for.is_none() && self.leader.is_none())
+        };
+        let granted = can_vote && log_ok;
+        if granted {
+            // Someone else is about to campaign; our own hinted campaign would
+            // only split the vote.
+            self.hint_campaign_tick = None;
+        }
+        let response = if pre_vote {
+            // A grant echoes the requested term so the requester can count it
+            // even if our term is older (etcd #8243); a refusal carries ours.
+            RaftMessage::PreVoteResponse {
+                term: if granted { term } else { self.term },
+                granted,
+            }
+        } else {
+            if granted {
+                self.voted_for = Some(from);
+                self.durable_dirty = true;
+                self.reset_election_timer();
+            }
+            RaftMessage::VoteResponse {
+                term: self.term,
+                granted,
+            }
+        };
+        self.send(from, response);
+    }
+
+    /// Counts a pre-vote answer. `term` is the requested term when granted.
+    pub(super) fn handle_pre_vote_response(&mut self, from: NodeId, term: Term, granted: bool) {
+        if self.role != Role::PreCandidate || (granted && term != self.term.next()) {
+            return;
+        }
+        self.record_vote(from, granted);
+    }
+
+    /// Counts a vote in the current term.
+    pub(super) fn handle_vote_response(&mut self, from: NodeId, term: Term, granted: bool) {
+        assert_eq!(term, self.term, "term rules ran first");
+        if self.role != Role::Candidate {
+            return;
+        }
+        self.record_vote(from, granted);
+    }
+
+    /// Records one answer and acts once the outcome is decided either way.
+    fn record_vote(&mut self, from: NodeId, granted: bool) {
+        self.votes.entry(from).or_insert(granted);
+        let grants = self.votes.values().filter(|g| **g).count();
+        let refusals = self.votes.len() - grants;
+        if grants >= self.quorum() {
+            self.on_quorum_granted();
+        } else if refusals >= self.quorum() {
+            // Lost: wait for the next timeout as a follower of nobody.
+            self.become_follower(self.term, None);
+        }
+    }
+
+    /// A heartbeat from the leader of our term.
+    pub(super) fn handle_heartbeat(&mut self, from: NodeId, term: Term) {
+        assert_eq!(term, self.term, "term rules ran first");
+        assert!(
+            self.role != Role::Leader,
+            "Election Safety violated: {} and {} both lead {}",
+            self.id,
+            from,
+            term
+        );
+        if self.role != Role::Follower || self.leader != Some(from) {
+            self.become_follower(term, Some(from));
+        }
+        self.leader_contact_tick = Some(self.now_tick);
+        self.leader_lost = false;
+        self.hint_campaign_tick = None;
+        self.election_elapsed_ticks = 0;
+        self.send(from, self.heartbeat_response());
+    }
+
+    /// The leader asks this node to campaign now (thesis §3.10).
+    pub(super) fn handle_timeout_now(&mut self, from: NodeId, term: Term) {
+        assert_eq!(term, self.term, "term rules ran first");
+        if self.role == Role::Leader || self.leader != Some(from) {
+            return;
+        }
+        self.campaign(Campaign::Transfer);
+    }
+
+    /// The transport lost its connection to `peer`. When that is our leader,
+    /// schedule a PreVote at this node's rank slot instead of waiting out the
+    /// election timeout. A wrong hint costs one failed pre-vote: peers that
+    /// still hear the leader ignore it, and the leader's next heartbeat
+    /// restores this node as its follower.
+    pub(super) fn handle_unreachable_hint(&mut self, peer: NodeId) {
+        let slot = self.config.hint_slot_ticks;
+        if slot == 0 || self.role != Role::Follower || self.leader != Some(peer) {
+            return;
+        }
+        self.leader_lost = true;
+        if self.hint_campaign_tick.is_none() {
+            let rank = self.rank_without(peer) as u64;
+            self.hint_campaign_tick = Some(self.now_tick + (rank + 1) * slot);
+        }
+    }
+
+    /// This node's position among the voters other than `lost`, ordered by
+    /// priority (highest first) and then id (lowest first).
+    fn rank_without(&self, lost: NodeId) -> usize {
+        let key = |node: NodeId| (std::cmp::Reverse(self.config.priority(node)), node);
+        let mine = key(self.id);
+        self.voters
+            .iter()
+            .filter(|v| **v != lost && key(**v) < mine)
+            .count()
+    }
+}

@@ -1,0 +1,219 @@
+//! Leader behaviour: heartbeats (§5.2), CheckQuorum, leadership transfer
+//! (thesis §3.10) and the priority rule.
+//!
+//! # Priority rule
+//!
+//! Every `heartbeat_ticks`, a leader that is not already transferring looks
+//! for voters `p` with
+//!
+//! 1. `priority(p) > priority(leader)` (strictly),
+//! 2. caught up: `p`'s last log (term, index) equals the leader's, and
+//! 3. steadily reachable: `p` has answered without a silence of
+//!    `election_ticks_min` for at least `election_ticks_min` ticks.
+//!
+//! If any exist it transfers leadership to the one with the highest priority,
+//! the lowest id breaking ties. So whenever the cluster is stable, the leader
+//! has the highest priority among the caught-up, reachable voters. Priority
+//! never affects voting, so it can delay but never block an election.
+
+use super::message::RaftMessage;
+use super::node::{RaftNode, Transfer};
+use super::progress::Progress;
+use crate::protocol::Role;
+use crate::types::{LogIndex, NodeId, Term};
+
+/// Why a leadership transfer was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferError {
+    /// Only the leader can hand over leadership.
+    NotLeader,
+    /// The target is not another voter of this cluster.
+    UnknownTarget(NodeId),
+    /// No other voter has answered recently, so none could win.
+    NoReachableVoter,
+}
+
+impl std::fmt::Display for TransferError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransferError::NotLeader => write!(f, "this node is not the leader"),
+            TransferError::UnknownTarget(id) => write!(f, "{id} is not another voter"),
+            TransferError::NoReachableVoter => write!(f, "no other voter is reachable"),
+        }
+    }
+}
+
+impl std::error::Error for TransferError {}
+
+impl RaftNode {
+    /// Becomes leader of the current term after winning a quorum of votes.
+    pub(super) fn become_leader(&mut self) {
+        assert_eq!(self.role, Role::Candidate, "only a candidate can win");
+        assert_eq!(self.voted_for, Some(self.id), "a winner voted for itself");
+        self.role = Role::Leader;
+        self.leader = Some(self.id);
+        self.hint_campaign_tick = None;
+        self.transfer = None;
+        let now = self.now_tick;
+        self.progress = self.peers().map(|p| (p, Progress::new(now))).collect();
+        self.broadcast_heartbeat();
+    }
+
+    /// One tick as leader.
+    pub(super) fn tick_leader(&mut self) {
+        debug_assert_eq!(self.role, Role::Leader);
+        if self.config.check_quorum && !self.quorum_recently_heard() {
+            // CheckQuorum: without a quorum this node cannot commit, and a
+            // majority elsewhere may already have a new leader.
+            self.become_follower(self.term, None);
+            return;
+        }
+        if let Some(transfer) = self.transfer {
+            if self.now_tick - transfer.started_tick >= self.config.election_ticks_min {
+                self.transfer = None;
+            }
+        }
+        self.heartbeat_elapsed_ticks += 1;
+        if self.heartbeat_elapsed_ticks >= self.config.heartbeat_ticks {
+            self.broadcast_heartbeat();
+            self.hand_over_to_priority();
+        }
+    }
+
+    /// Sends a heartbeat to every follower.
+    fn broadcast_heartbeat(&mut self) {
+        self.heartbeat_elapsed_ticks = 0;
+        let message = RaftMessage::Heartbeat { term: self.term };
+        let peers: Vec<NodeId> = self.peers().collect();
+        for peer in peers {
+            self.send(peer, message.clone());
+        }
+    }
+
+    /// True when a quorum, counting this leader, answered within
+    /// `election_ticks_min` ticks.
+    fn quorum_recently_heard(&self) -> bool {
+        let window = self.config.election_ticks_min;
+        let recent = self
+            .progress
+            .values()
+            .filter(|p| self.now_tick - p.last_contact_tick < window)
+            .count();
+        recent + 1 >= self.quorum()
+    }
+
+    /// A follower answered a heartbeat in our term.
+    pub(super) fn handle_heartbeat_response(
+        &mut self,
+        from: NodeId,
+        term: Term,
+        last: (Term, LogIndex),
+    ) {
+        assert_eq!(term, self.term, "term rules ran first");
+        if self.role != Role::Leader {
+            return;
+        }
+        let (now, window) = (self.now_tick, self.config.election_ticks_min);
+        let progress = self
+            .progress
+            .get_mut(&from)
+            .expect("every peer has progress");
+        progress.record_answer(now, window, last);
+        self.send_timeout_now_if_ready();
+    }
+
+    /// Hands leadership to `target`, or to the most up-to-date reachable
+    /// voter when `None`. TimeoutNow goes out as soon as the target's log
+    /// matches ours; the transfer is abandoned after `election_ticks_min`.
+    pub fn transfer_leadership(&mut self, target: Option<NodeId>) -> Result<NodeId, TransferError> {
+        if self.role != Role::Leader {
+            return Err(TransferError::NotLeader);
+        }
+        let target = match target {
+            Some(t) if t == self.id || !self.voters.contains(&t) => {
+                return Err(TransferError::UnknownTarget(t))
+            }
+            Some(t) => t,
+            None => self
+                .most_up_to_date_peer()
+                .ok_or(TransferError::NoReachableVoter)?,
+        };
+        self.transfer = Some(Transfer {
+            target,
+            started_tick: self.now_tick,
+            timeout_now_sent: false,
+        });
+        self.send_timeout_now_if_ready();
+        Ok(target)
+    }
+
+    /// The reachable peer with the most up-to-date log; priority, then the
+    /// lowest id, break ties.
+    fn most_up_to_date_peer(&self) -> Option<NodeId> {
+        let window = self.config.election_ticks_min;
+        self.progress
+            .iter()
+            .filter(|(_, p)| {
+                p.reachable_since_tick.is_some() && self.now_tick - p.last_contact_tick < window
+            })
+            .max_by_key(|(id, p)| {
+                (
+                    p.last_log_term,
+                    p.last_log_index,
+                    self.config.priority(**id),
+                    std::cmp::Reverse(**id),
+                )
+            })
+            .map(|(id, _)| *id)
+    }
+
+    /// Sends TimeoutNow once the transfer target has caught up.
+    fn send_timeout_now_if_ready(&mut self) {
+        let Some(transfer) = self.transfer else {
+            return;
+        };
+        if transfer.timeout_now_sent || !self.is_caught_up(transfer.target) {
+            return;
+        }
+        self.transfer = Some(Transfer {
+            timeout_now_sent: true,
+            ..transfer
+        });
+        self.send(transfer.target, RaftMessage::TimeoutNow { term: self.term });
+    }
+
+    /// The follower's log matches ours at its end.
+    fn is_caught_up(&self, peer: NodeId) -> bool {
+        self.progress.get(&peer).is_some_and(|p| {
+            p.reachable_since_tick.is_some()
+                && (p.last_log_term, p.last_log_index)
+                    == (self.log.last_term(), self.log.last_index())
+        })
+    }
+
+    /// Applies the priority rule from the module docs.
+    fn hand_over_to_priority(&mut self) {
+        if self.transfer.is_some() {
+            return;
+        }
+        let mine = self.config.priority(self.id);
+        let window = self.config.election_ticks_min;
+        let now = self.now_tick;
+        let best = self
+            .progress
+            .iter()
+            .filter(|(id, p)| {
+                self.config.priority(**id) > mine
+                    && self.is_caught_up(**id)
+                    && now - p.last_contact_tick < window
+                    && p.reachable_since_tick
+                        .is_some_and(|since| now - since >= window)
+            })
+            .max_by_key(|(id, _)| (self.config.priority(**id), std::cmp::Reverse(**id)))
+            .map(|(id, _)| *id);
+        if let Some(target) = best {
+            let result = self.transfer_leadership(Some(target));
+            assert!(result.is_ok(), "a reachable voter is a valid target");
+        }
+    }
+}
