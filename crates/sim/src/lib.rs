@@ -1,1 +1,26 @@
-//! sim
+//! Deterministic simulator for bellwether's election algorithms.
+//!
+//! A [`World`] runs real protocol nodes against a virtual clock and a faulty
+//! network; checkers verify invariants after every event; scenarios inject
+//! crashes, pauses, partitions, loss and clock skew; reports aggregate
+//! election time, failover time, message counts and split-brain incidents.
+//! One seed reproduces a whole run.
+
+pub mod checkers;
+pub mod event;
+pub mod host;
+pub mod network;
+pub mod partition;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod spec;
+pub mod stats;
+pub mod world;
+
+pub use checkers::Violation;
+pub use partition::Partition;
+pub use report::RunReport;
+pub use run::run;
+pub use spec::{Algorithm, FaultProfile, RunSpec};
+pub use world::{LeadershipSpan, World, WorldConfig, WorldStats};

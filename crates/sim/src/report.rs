@@ -1,0 +1,143 @@
+//! The outcome of one run: invariants, timings, message counts, incidents.
+
+use crate::checkers::{SplitBrainIncident, Violation};
+use crate::spec::RunSpec;
+use crate::world::LeadershipSpan;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Everything measured in one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// What was run.
+    pub spec: RunSpec,
+    /// The first broken invariant (safety or liveness), if any.
+    pub violation: Option<Violation>,
+    /// When the first node became leader.
+    pub first_leader_ms: Option<f64>,
+    /// From boot until every node agreed on one leader.
+    pub election_ms: Option<f64>,
+    /// Messages sent from boot until that agreement.
+    pub election_messages: Option<u64>,
+    /// Each failover: from the leader's crash until every running node
+    /// agreed on a new leader.
+    pub failovers_ms: Vec<f64>,
+    /// Messages sent during each failover window, all types.
+    pub failover_messages: Vec<u64>,
+    /// Messages sent during failover windows, by type, summed.
+    pub failover_messages_by_kind: BTreeMap<String, u64>,
+    /// Messages sent during the whole run, by type.
+    pub messages_by_kind: BTreeMap<String, u64>,
+    /// Times any node entered the leader role.
+    pub leader_elections: u64,
+    /// Intervals with two or more acting leaders.
+    pub split_brain: Vec<SplitBrainIncident>,
+    /// Sum of their durations.
+    pub split_brain_ms: f64,
+    /// Time from healing until agreement on a leader (last heal).
+    pub recovery_ms: Option<f64>,
+    /// Events processed.
+    pub events: u64,
+    /// Virtual time simulated.
+    pub simulated_ms: f64,
+    /// Who led when, if requested.
+    pub timeline: Vec<LeadershipSpan>,
+    /// Event trace, if requested.
+    #[serde(skip)]
+    pub trace: Vec<String>,
+}
+
+impl RunReport {
+    /// An empty report for `spec`.
+    pub fn new(spec: RunSpec) -> Self {
+        RunReport {
+            spec,
+            violation: None,
+            first_leader_ms: None,
+            election_ms: None,
+            election_messages: None,
+            failovers_ms: Vec::new(),
+            failover_messages: Vec::new(),
+            failover_messages_by_kind: BTreeMap::new(),
+            messages_by_kind: BTreeMap::new(),
+            leader_elections: 0,
+            split_brain: Vec::new(),
+            split_brain_ms: 0.0,
+            recovery_ms: None,
+            events: 0,
+            simulated_ms: 0.0,
+            timeline: Vec::new(),
+            trace: Vec::new(),
+        }
+    }
+
+    /// True when no invariant broke.
+    pub fn passed(&self) -> bool {
+        self.violation.is_none()
+    }
+
+    /// A human-readable summary.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        let spec = &self.spec;
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} ms"));
+        let _ = writeln!(
+            out,
+            "{} · {} nodes · seed {} · faults {} · hint {} · tick {} µs · latency {}–{} µs",
+            spec.algorithm,
+            spec.nodes,
+            spec.seed,
+            spec.faults,
+            if spec.hint { "on" } else { "off" },
+            spec.tick_us,
+            spec.latency_us_min,
+            spec.latency_us_max
+        );
+        let verdict = match &self.violation {
+            None => "PASS: no invariant violated".to_string(),
+            Some(v) => format!("FAIL: {v}"),
+        };
+        let _ = writeln!(out, "  result           {verdict}");
+        let _ = writeln!(out, "  first leader     {}", ms(self.first_leader_ms));
+        let _ = writeln!(
+            out,
+            "  election         {} ({} messages)",
+            ms(self.election_ms),
+            self.election_messages.unwrap_or(0)
+        );
+        for (time, messages) in self.failovers_ms.iter().zip(&self.failover_messages) {
+            let _ = writeln!(out, "  failover         {time:.1} ms ({messages} messages)");
+        }
+        if let Some(recovery) = self.recovery_ms {
+            let _ = writeln!(out, "  recovery         {recovery:.1} ms after healing");
+        }
+        let _ = writeln!(out, "  leader elections {}", self.leader_elections);
+        let _ = writeln!(
+            out,
+            "  split brain      {} incidents, {:.1} ms in total{}",
+            self.split_brain.len(),
+            self.split_brain_ms,
+            if self.split_brain.iter().any(|i| i.same_term) {
+                " (some with equal terms/epochs)"
+            } else {
+                ""
+            }
+        );
+        let kinds: Vec<String> = self
+            .messages_by_kind
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(out, "  messages         {}", kinds.join(", "));
+        let _ = writeln!(
+            out,
+            "  simulated        {:.1} ms in {} events",
+            self.simulated_ms, self.events
+        );
+        if !self.passed() {
+            let _ = writeln!(out, "  replay           {}", spec.replay_command());
+        }
+        out
+    }
+}
