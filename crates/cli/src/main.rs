@@ -1,6 +1,7 @@
 //! The `bellwether` command. A thin layer over the library crates: it parses
 //! arguments, calls them, prints results and sets the exit code.
 
+mod progress;
 mod sim_command;
 
 use clap::{Parser, Subcommand};

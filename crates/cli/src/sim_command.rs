@@ -1,7 +1,9 @@
 //! `bellwether sim run|sweep|compare`.
 
 use anyhow::{bail, Result};
-use bellwether_sim::{run, Algorithm, FaultProfile, RunSpec};
+use crate::progress::ProgressBar;
+use bellwether_sim::sweep::Percentiles;
+use bellwether_sim::{run, sweep, Algorithm, FaultProfile, RunSpec, SweepSummary};
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
@@ -10,6 +12,30 @@ use std::process::ExitCode;
 pub enum SimCommand {
     /// Run one seed and print a summary.
     Run(RunArgs),
+    /// Run many seeds and print p50/p99 aggregates; exits 1 on any violation.
+    Sweep(SweepArgs),
+}
+
+/// `sim sweep`.
+#[derive(Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    spec: SpecArgs,
+    /// Number of seeds to run.
+    #[arg(long, default_value_t = 1000)]
+    seeds: u64,
+    /// First seed; seeds run from here upwards.
+    #[arg(long, default_value_t = 1)]
+    first_seed: u64,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// Options shared by every simulated run.
@@ -68,6 +94,7 @@ pub struct RunArgs {
 pub fn execute(command: SimCommand) -> Result<ExitCode> {
     match command {
         SimCommand::Run(args) => run_one(args),
+        SimCommand::Sweep(args) => run_sweep(args),
     }
 }
 
@@ -89,4 +116,75 @@ fn run_one(args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Worker threads: the flag, or every core.
+pub fn threads_or_all(threads: Option<usize>) -> usize {
+    threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1)
+}
+
+fn run_sweep(args: SweepArgs) -> Result<ExitCode> {
+    if args.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    let spec = args.spec.spec(args.first_seed)?;
+    let bar = ProgressBar::new(!args.quiet && !args.json);
+    let summary = sweep(&spec, args.seeds, threads_or_all(args.threads), &|done, total| bar.update(done, total));
+    bar.finish();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", sweep_text(&summary));
+    }
+    Ok(if summary.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn cell(p: &Percentiles) -> String {
+    match (p.p50, p.p99) {
+        (Some(p50), Some(p99)) => format!("p50 {p50:>8.1}   p99 {p99:>8.1}   (n={})", p.samples),
+        _ => "-".to_string(),
+    }
+}
+
+/// A sweep summary as text, with replay commands for failures.
+fn sweep_text(s: &SweepSummary) -> String {
+    let spec = &s.spec;
+    let mut out = format!(
+        "{} · {} nodes · faults {} · hint {} · seeds {}..{} · liveness bound {} ms\n",
+        spec.algorithm,
+        spec.nodes,
+        spec.faults,
+        if spec.hint { "on" } else { "off" },
+        spec.seed,
+        spec.seed + s.runs - 1,
+        spec.liveness_bound_ms
+    );
+    out += &format!("  runs                   {} ({} failed)\n", s.runs, s.failed);
+    out += &format!("  election ms            {}\n", cell(&s.election_ms));
+    out += &format!("  failover ms            {}\n", cell(&s.failover_ms));
+    out += &format!("  messages per election  {}\n", cell(&s.messages_per_election));
+    out += &format!("  recovery ms            {}\n", cell(&s.recovery_ms));
+    out += &format!("  leader elections/run   {}\n", cell(&s.leader_elections));
+    out += &format!(
+        "  split brain            {} runs ({:.1} per 1000), {} incidents ({} with equal terms), {:.1} ms total\n",
+        s.split_brain_runs,
+        s.split_brain_runs_per_1000(),
+        s.split_brain_incidents,
+        s.split_brain_same_term,
+        s.split_brain_ms_total
+    );
+    out += &format!(
+        "  speed                  {} events in {:.2} s on {} threads = {:.0} events/s\n",
+        s.events,
+        s.wall_seconds,
+        s.threads,
+        s.events_per_second()
+    );
+    for failure in &s.failures {
+        out += &format!("  FAILED seed {}: {}\n    replay: {}\n", failure.seed, failure.violation, failure.replay);
+    }
+    if s.failed as usize > s.failures.len() {
+        out += &format!("  … and {} more failing seeds\n", s.failed as usize - s.failures.len());
+    }
+    out
 }

@@ -16,11 +16,13 @@ pub mod run;
 pub mod scenario;
 pub mod spec;
 pub mod stats;
+pub mod sweep;
 pub mod world;
 
 pub use checkers::Violation;
 pub use partition::Partition;
 pub use report::RunReport;
 pub use run::run;
+pub use sweep::{sweep, SweepSummary};
 pub use spec::{Algorithm, FaultProfile, RunSpec};
 pub use world::{LeadershipSpan, World, WorldConfig, WorldStats};

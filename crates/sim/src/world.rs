@@ -131,6 +131,10 @@ pub struct World<P: Protocol> {
     pub trace: Vec<String>,
     /// When the first acting leader appeared.
     pub first_leader_us: Option<u64>,
+    /// Per directed link (`from * nodes + to`): latest scheduled delivery.
+    /// A connection-loss hint is delivered after it, as a TCP reset arrives
+    /// after the data that preceded it on the same connection.
+    link_last_delivery_us: Vec<u64>,
 }
 
 impl<P: Protocol> World<P> {
@@ -152,6 +156,7 @@ impl<P: Protocol> World<P> {
             })
             .collect();
         let network = Network::new(config.nodes, config.latency_us_min, config.latency_us_max);
+        let links = config.nodes * config.nodes;
         let mut world = World {
             split_brain: SplitBrain::new(config.split_brain_forbidden),
             term_monotonic: TermMonotonic::new(config.nodes),
@@ -174,6 +179,7 @@ impl<P: Protocol> World<P> {
             timeline: Vec::new(),
             trace: Vec::new(),
             first_leader_us: None,
+            link_last_delivery_us: vec![0; links],
         };
         for index in 0..world.config.nodes {
             world.boot(index);
@@ -404,30 +410,25 @@ impl<P: Protocol> World<P> {
             self.stats.dropped += 1;
             return;
         }
-        let incarnation = self.hosts[to].incarnation;
         if self.rng.chance(self.network.faults.duplicate) {
-            let at = self.now_us + self.network.sample_latency_us(&mut self.rng);
-            let copy = message.clone();
-            self.queue.push(
-                at,
-                Event::Deliver {
-                    from,
-                    to,
-                    incarnation,
-                    message: copy,
-                },
-            );
+            self.schedule_delivery(from, to, message.clone());
         }
+        self.schedule_delivery(from, to, message);
+    }
+
+    /// Puts one copy of `message` on the wire with a sampled latency.
+    fn schedule_delivery(&mut self, from: NodeIndex, to: NodeIndex, message: P::Message) {
+        let incarnation = self.hosts[to].incarnation;
         let at = self.now_us + self.network.sample_latency_us(&mut self.rng);
-        self.queue.push(
-            at,
-            Event::Deliver {
-                from,
-                to,
-                incarnation,
-                message,
-            },
-        );
+        let last = &mut self.link_last_delivery_us[from * self.config.nodes + to];
+        *last = (*last).max(at);
+        let deliver = Event::Deliver {
+            from,
+            to,
+            incarnation,
+            message,
+        };
+        self.queue.push(at, deliver);
     }
 
     /// Re-reads node `index`'s status and runs the checkers if it changed.
@@ -570,7 +571,9 @@ impl<P: Protocol> World<P> {
         if self.config.hint {
             for peer in (0..self.config.nodes).filter(|p| *p != index) {
                 if self.hosts[peer].node.is_some() && !self.network.is_blocked(index, peer) {
-                    let at = self.now_us + self.network.sample_latency_us(&mut self.rng);
+                    let latency = self.network.sample_latency_us(&mut self.rng);
+                    let in_flight = self.link_last_delivery_us[index * self.config.nodes + peer];
+                    let at = (self.now_us + latency).max(in_flight + 1);
                     let incarnation = self.hosts[peer].incarnation;
                     self.queue.push(
                         at,
