@@ -33,7 +33,9 @@ impl ProgressBar {
             return;
         }
         let filled = done * BAR_WIDTH / total;
-        let bar: String = (0..BAR_WIDTH).map(|i| if i < filled { '#' } else { '.' }).collect();
+        let bar: String = (0..BAR_WIDTH)
+            .map(|i| if i < filled { '#' } else { '.' })
+            .collect();
         let mut err = std::io::stderr().lock();
         let _ = write!(err, "\r[{bar}] {done}/{total} ({percent}%)");
         let _ = err.flush();

@@ -1,7 +1,7 @@
 //! `bellwether sim run|sweep|compare`.
 
-use anyhow::{bail, Result};
 use crate::progress::ProgressBar;
+use anyhow::{bail, Result};
 use bellwether_sim::sweep::Percentiles;
 use bellwether_sim::{run, sweep, Algorithm, FaultProfile, RunSpec, SweepSummary};
 use clap::{Args, Subcommand};
@@ -120,7 +120,9 @@ fn run_one(args: RunArgs) -> Result<ExitCode> {
 
 /// Worker threads: the flag, or every core.
 pub fn threads_or_all(threads: Option<usize>) -> usize {
-    threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1)
+    threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1)
 }
 
 fn run_sweep(args: SweepArgs) -> Result<ExitCode> {
@@ -129,14 +131,23 @@ fn run_sweep(args: SweepArgs) -> Result<ExitCode> {
     }
     let spec = args.spec.spec(args.first_seed)?;
     let bar = ProgressBar::new(!args.quiet && !args.json);
-    let summary = sweep(&spec, args.seeds, threads_or_all(args.threads), &|done, total| bar.update(done, total));
+    let summary = sweep(
+        &spec,
+        args.seeds,
+        threads_or_all(args.threads),
+        &|done, total| bar.update(done, total),
+    );
     bar.finish();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print!("{}", sweep_text(&summary));
     }
-    Ok(if summary.failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if summary.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn cell(p: &Percentiles) -> String {
@@ -159,10 +170,16 @@ fn sweep_text(s: &SweepSummary) -> String {
         spec.seed + s.runs - 1,
         spec.liveness_bound_ms
     );
-    out += &format!("  runs                   {} ({} failed)\n", s.runs, s.failed);
+    out += &format!(
+        "  runs                   {} ({} failed)\n",
+        s.runs, s.failed
+    );
     out += &format!("  election ms            {}\n", cell(&s.election_ms));
     out += &format!("  failover ms            {}\n", cell(&s.failover_ms));
-    out += &format!("  messages per election  {}\n", cell(&s.messages_per_election));
+    out += &format!(
+        "  messages per election  {}\n",
+        cell(&s.messages_per_election)
+    );
     out += &format!("  recovery ms            {}\n", cell(&s.recovery_ms));
     out += &format!("  leader elections/run   {}\n", cell(&s.leader_elections));
     out += &format!(
@@ -181,10 +198,16 @@ fn sweep_text(s: &SweepSummary) -> String {
         s.events_per_second()
     );
     for failure in &s.failures {
-        out += &format!("  FAILED seed {}: {}\n    replay: {}\n", failure.seed, failure.violation, failure.replay);
+        out += &format!(
+            "  FAILED seed {}: {}\n    replay: {}\n",
+            failure.seed, failure.violation, failure.replay
+        );
     }
     if s.failed as usize > s.failures.len() {
-        out += &format!("  … and {} more failing seeds\n", s.failed as usize - s.failures.len());
+        out += &format!(
+            "  … and {} more failing seeds\n",
+            s.failed as usize - s.failures.len()
+        );
     }
     out
 }

@@ -23,6 +23,6 @@ pub use checkers::Violation;
 pub use partition::Partition;
 pub use report::RunReport;
 pub use run::run;
-pub use sweep::{sweep, SweepSummary};
 pub use spec::{Algorithm, FaultProfile, RunSpec};
+pub use sweep::{sweep, SweepSummary};
 pub use world::{LeadershipSpan, World, WorldConfig, WorldStats};

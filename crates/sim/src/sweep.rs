@@ -124,14 +124,16 @@ impl Samples {
         self.events += report.events;
         self.election.extend(report.election_ms);
         self.failover.extend(&report.failovers_ms);
-        self.messages.extend(report.failover_messages.iter().map(|m| *m as f64));
+        self.messages
+            .extend(report.failover_messages.iter().map(|m| *m as f64));
         self.recovery.extend(report.recovery_ms);
         self.elections.push(report.leader_elections as f64);
         if !report.split_brain.is_empty() {
             self.split_brain_runs += 1;
         }
         self.split_brain_incidents += report.split_brain.len() as u64;
-        self.split_brain_same_term += report.split_brain.iter().filter(|i| i.same_term).count() as u64;
+        self.split_brain_same_term +=
+            report.split_brain.iter().filter(|i| i.same_term).count() as u64;
         self.split_brain_ms += report.split_brain_ms;
         if let Some(violation) = &report.violation {
             self.failed += 1;
@@ -148,7 +150,12 @@ impl Samples {
 
 /// Runs seeds `first.seed .. first.seed + seeds` on `threads` workers.
 /// `progress(done, total)` is called as runs complete.
-pub fn sweep(first: &RunSpec, seeds: u64, threads: usize, progress: &(dyn Fn(u64, u64) + Sync)) -> SweepSummary {
+pub fn sweep(
+    first: &RunSpec,
+    seeds: u64,
+    threads: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> SweepSummary {
     assert!(threads >= 1, "at least one worker");
     let started = Instant::now();
     let next = AtomicU64::new(0);
@@ -166,7 +173,10 @@ pub fn sweep(first: &RunSpec, seeds: u64, threads: usize, progress: &(dyn Fn(u64
                     ..first.clone()
                 };
                 let report = run(&spec);
-                samples.lock().expect("no worker panics while holding it").add(&report);
+                samples
+                    .lock()
+                    .expect("no worker panics while holding it")
+                    .add(&report);
                 progress(done.fetch_add(1, Ordering::Relaxed) + 1, seeds);
             });
         }
