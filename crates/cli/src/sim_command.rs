@@ -1,7 +1,8 @@
 //! `bellwether sim run|sweep|compare`.
 
 use crate::progress::ProgressBar;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+use bellwether_sim::compare::{compare, table, DEFAULT_SIZES};
 use bellwether_sim::sweep::Percentiles;
 use bellwether_sim::{run, sweep, Algorithm, FaultProfile, RunSpec, SweepSummary};
 use clap::{Args, Subcommand};
@@ -14,6 +15,34 @@ pub enum SimCommand {
     Run(RunArgs),
     /// Run many seeds and print p50/p99 aggregates; exits 1 on any violation.
     Sweep(SweepArgs),
+    /// Compare Raft, Bully and Ring across cluster sizes.
+    Compare(CompareArgs),
+}
+
+/// `sim compare`.
+#[derive(Args)]
+pub struct CompareArgs {
+    /// Seeds per sweep (each row runs three sweeps: crash, silent crash, partition).
+    #[arg(long, default_value_t = 1000)]
+    runs: u64,
+    /// Cluster sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_SIZES)]
+    sizes: Vec<usize>,
+    /// Algorithms, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = Algorithm::ALL)]
+    algorithms: Vec<Algorithm>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print the rows as a JSON array.
+    #[arg(long)]
+    json: bool,
+    /// Also write a self-contained HTML page with plots to this file.
+    #[arg(long)]
+    html: Option<std::path::PathBuf>,
+    /// No progress output.
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// `sim sweep`.
@@ -95,6 +124,7 @@ pub fn execute(command: SimCommand) -> Result<ExitCode> {
     match command {
         SimCommand::Run(args) => run_one(args),
         SimCommand::Sweep(args) => run_sweep(args),
+        SimCommand::Compare(args) => run_compare(args),
     }
 }
 
@@ -210,4 +240,59 @@ fn sweep_text(s: &SweepSummary) -> String {
         );
     }
     out
+}
+
+fn run_compare(args: CompareArgs) -> Result<ExitCode> {
+    if args.runs == 0 || args.sizes.is_empty() || args.algorithms.is_empty() {
+        bail!("--runs, --sizes and --algorithms must not be empty");
+    }
+    if let Some(size) = args.sizes.iter().find(|s| !(1..=1024).contains(*s)) {
+        bail!("cluster sizes must be between 1 and 1024, got {size}");
+    }
+    let threads = threads_or_all(args.threads);
+    let show = !args.quiet;
+    let rows = compare(
+        &args.algorithms,
+        &args.sizes,
+        args.runs,
+        threads,
+        &|label, done, total| {
+            if show && (done == total || done % (total / 10).max(1) == 0) {
+                eprint!("\r{label:<28} {done}/{total}   ");
+                if done == total {
+                    eprintln!();
+                }
+            }
+        },
+    );
+    if let Some(path) = &args.html {
+        let timelines: Vec<_> = args
+            .algorithms
+            .iter()
+            .map(|algorithm| {
+                let mut spec = RunSpec::new(*algorithm, 5, 1, FaultProfile::Partition);
+                spec.timeline = true;
+                run(&spec)
+            })
+            .collect();
+        std::fs::write(path, bellwether_sim::html::page(&rows, &timelines))
+            .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+        if show {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        print!("{}", table(&rows));
+        for failure in rows.iter().flat_map(|r| &r.failures) {
+            println!("FAILED: {failure}");
+        }
+    }
+    let failed: u64 = rows.iter().map(|r| r.failed_runs).sum();
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

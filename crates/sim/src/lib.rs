@@ -7,8 +7,10 @@
 //! One seed reproduces a whole run.
 
 pub mod checkers;
+pub mod compare;
 pub mod event;
 pub mod host;
+pub mod html;
 pub mod network;
 pub mod partition;
 pub mod report;

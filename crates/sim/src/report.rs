@@ -35,8 +35,9 @@ pub struct RunReport {
     pub split_brain: Vec<SplitBrainIncident>,
     /// Sum of their durations.
     pub split_brain_ms: f64,
-    /// Time from healing until agreement on a leader (last heal).
-    pub recovery_ms: Option<f64>,
+    /// Each heal (partition healed, or the final heal of everything): time
+    /// until every running node agreed on a leader.
+    pub recoveries_ms: Vec<f64>,
     /// Events processed.
     pub events: u64,
     /// Virtual time simulated.
@@ -64,7 +65,7 @@ impl RunReport {
             leader_elections: 0,
             split_brain: Vec::new(),
             split_brain_ms: 0.0,
-            recovery_ms: None,
+            recoveries_ms: Vec::new(),
             events: 0,
             simulated_ms: 0.0,
             timeline: Vec::new(),
@@ -109,7 +110,7 @@ impl RunReport {
         for (time, messages) in self.failovers_ms.iter().zip(&self.failover_messages) {
             let _ = writeln!(out, "  failover         {time:.1} ms ({messages} messages)");
         }
-        if let Some(recovery) = self.recovery_ms {
+        for recovery in &self.recoveries_ms {
             let _ = writeln!(out, "  recovery         {recovery:.1} ms after healing");
         }
         let _ = writeln!(out, "  leader elections {}", self.leader_elections);

@@ -80,7 +80,7 @@ impl<P: Protocol> Run<'_, P> {
         self.heal_everything();
         let healed_at = self.world.now_us();
         let (agreed_at, _) = self.await_leader("healing")?;
-        self.report.recovery_ms = Some(ms(agreed_at - healed_at));
+        self.report.recoveries_ms.push(ms(agreed_at - healed_at));
         // A short calm tail: a leader that only flickered into agreement
         // and is immediately unseated still shows up in the counters.
         self.world.run_for(200_000)
@@ -149,7 +149,9 @@ impl<P: Protocol> Run<'_, P> {
             let hold = self.random_ms(500, 2000);
             self.world.run_for(hold)?;
             self.world.heal_links();
-            self.await_leader("the partition healed")?;
+            let healed_at = self.world.now_us();
+            let (agreed_at, _) = self.await_leader("the partition healed")?;
+            self.report.recoveries_ms.push(ms(agreed_at - healed_at));
         }
         Ok(())
     }

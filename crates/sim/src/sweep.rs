@@ -68,6 +68,8 @@ pub struct SweepSummary {
     pub messages_per_election: Percentiles,
     /// Healing to agreed leader.
     pub recovery_ms: Percentiles,
+    /// Messages from boot to the first agreed leader.
+    pub boot_messages: Percentiles,
     /// Runs with at least one split-brain incident.
     pub split_brain_runs: u64,
     /// Incidents over all runs.
@@ -107,6 +109,7 @@ struct Samples {
     failover: Vec<f64>,
     messages: Vec<f64>,
     recovery: Vec<f64>,
+    boot_messages: Vec<f64>,
     elections: Vec<f64>,
     failures: Vec<Failure>,
     failed: u64,
@@ -126,7 +129,9 @@ impl Samples {
         self.failover.extend(&report.failovers_ms);
         self.messages
             .extend(report.failover_messages.iter().map(|m| *m as f64));
-        self.recovery.extend(report.recovery_ms);
+        self.recovery.extend(&report.recoveries_ms);
+        self.boot_messages
+            .extend(report.election_messages.map(|m| m as f64));
         self.elections.push(report.leader_elections as f64);
         if !report.split_brain.is_empty() {
             self.split_brain_runs += 1;
@@ -192,6 +197,7 @@ pub fn sweep(
         failover_ms: Percentiles::of(&samples.failover),
         messages_per_election: Percentiles::of(&samples.messages),
         recovery_ms: Percentiles::of(&samples.recovery),
+        boot_messages: Percentiles::of(&samples.boot_messages),
         split_brain_runs: samples.split_brain_runs,
         split_brain_incidents: samples.split_brain_incidents,
         split_brain_same_term: samples.split_brain_same_term,

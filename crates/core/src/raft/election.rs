@@ -109,7 +109,19 @@ impl RaftNode {
             assert_eq!(term, self.term, "term rules ran first");
             self.voted_for == Some(from) || (self.voted_for.is_none() && self.leader.is_none())
         };
-        let granted = can_vote && log_ok;
+        let rival = pre_vote && self.role == Role::PreCandidate && term == self.term.next();
+        let mut granted = can_vote && log_ok;
+        if rival && granted {
+            // Two pre-candidates racing for the same term would both pass
+            // and split the real vote. The lower-ranked one yields instead;
+            // the higher-ranked one refuses. Pre-votes bind nothing, so this
+            // changes only who goes first, never safety.
+            if self.rank_key(from) < self.rank_key(self.id) {
+                self.become_follower(self.term, None);
+            } else {
+                granted = false;
+            }
+        }
         if granted {
             // Someone else is about to campaign; our own hinted campaign would
             // only split the vote.
@@ -215,11 +227,15 @@ impl RaftNode {
     /// This node's position among the voters other than `lost`, ordered by
     /// priority (highest first) and then id (lowest first).
     fn rank_without(&self, lost: NodeId) -> usize {
-        let key = |node: NodeId| (std::cmp::Reverse(self.config.priority(node)), node);
-        let mine = key(self.id);
+        let mine = self.rank_key(self.id);
         self.voters
             .iter()
-            .filter(|v| **v != lost && key(**v) < mine)
+            .filter(|v| **v != lost && self.rank_key(**v) < mine)
             .count()
+    }
+
+    /// Orders voters for who goes first: higher priority, then lower id.
+    fn rank_key(&self, node: NodeId) -> (std::cmp::Reverse<u32>, NodeId) {
+        (std::cmp::Reverse(self.config.priority(node)), node)
     }
 }

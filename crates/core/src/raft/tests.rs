@@ -667,3 +667,54 @@ impl Router {
         panic!("no leader among {among:?}");
     }
 }
+
+#[test]
+fn rival_pre_candidates_the_lower_ranked_yields_so_the_vote_is_not_split() {
+    let mut router = Router::new(3, config());
+    // n2 and n3 both pre-campaign for term 1 at the same instant.
+    router
+        .node_mut(2)
+        .campaign(super::election::Campaign::PreVote);
+    router
+        .node_mut(3)
+        .campaign(super::election::Campaign::PreVote);
+    let to_n3 = router.node_mut(2).ready();
+    let to_n2 = router.node_mut(3).ready();
+    let request = |ready: &crate::Ready<RaftMessage, RaftDurable>, to: u64| {
+        ready
+            .messages
+            .iter()
+            .find(|e| e.to == NodeId(to))
+            .unwrap()
+            .message
+            .clone()
+    };
+    router.node_mut(3).step(NodeId(2), request(&to_n3, 3));
+    router.node_mut(2).step(NodeId(3), request(&to_n2, 2));
+    let n3_answer = router.node_mut(3).ready().messages[0].message.clone();
+    let n2_answer = router.node_mut(2).ready().messages[0].message.clone();
+    assert_eq!(
+        n3_answer,
+        RaftMessage::PreVoteResponse {
+            term: Term(1),
+            granted: true
+        }
+    );
+    assert_eq!(
+        router.node(3).status().role,
+        Role::Follower,
+        "n3 ranks lower and yields"
+    );
+    assert_eq!(
+        n2_answer,
+        RaftMessage::PreVoteResponse {
+            term: Term(0),
+            granted: false
+        }
+    );
+    assert_eq!(
+        router.node(2).status().role,
+        Role::PreCandidate,
+        "n2 keeps campaigning"
+    );
+}

@@ -1,0 +1,166 @@
+//! `sim compare`: the algorithms side by side over cluster sizes, measured
+//! rather than asserted. Each row combines three sweeps of the same seeds:
+//!
+//! - crash profile with connection-loss hints (election, failover, messages);
+//! - crash profile without hints (silent failover);
+//! - partition profile (split-brain incidents).
+
+use crate::spec::{Algorithm, FaultProfile, RunSpec};
+use crate::sweep::{sweep, SweepSummary};
+use serde::Serialize;
+
+/// Cluster sizes compared by default.
+pub const DEFAULT_SIZES: [usize; 5] = [3, 5, 9, 17, 33];
+
+/// One algorithm at one size.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareRow {
+    /// Algorithm.
+    pub algorithm: Algorithm,
+    /// Cluster size.
+    pub nodes: usize,
+    /// Seeds per sweep.
+    pub runs: u64,
+    /// Boot to agreed leader, median.
+    pub election_ms_p50: Option<f64>,
+    /// Boot to agreed leader, 99th percentile.
+    pub election_ms_p99: Option<f64>,
+    /// Leader crash to agreed new leader, with hints, median.
+    pub failover_ms_p50: Option<f64>,
+    /// Same, 99th percentile.
+    pub failover_ms_p99: Option<f64>,
+    /// Leader crash to agreed new leader, no hints, median.
+    pub silent_failover_ms_p50: Option<f64>,
+    /// Same, 99th percentile.
+    pub silent_failover_ms_p99: Option<f64>,
+    /// Messages sent during a failover election (with hints), median.
+    pub messages_per_election_p50: Option<f64>,
+    /// Same, 99th percentile.
+    pub messages_per_election_p99: Option<f64>,
+    /// Messages from boot to the first agreed leader, median.
+    pub boot_messages_p50: Option<f64>,
+    /// Partition runs with at least one split-brain incident, per 1000.
+    pub split_brain_runs_per_1000: f64,
+    /// Incidents across the partition sweep.
+    pub split_brain_incidents: u64,
+    /// Of those, incidents where two leaders shared a term or epoch.
+    pub split_brain_same_term: u64,
+    /// Total split-brain time across the partition sweep.
+    pub split_brain_ms_total: f64,
+    /// Healing to agreed leader in the partition sweep, median.
+    pub recovery_ms_p50: Option<f64>,
+    /// Runs (in any of the three sweeps) that broke an invariant.
+    pub failed_runs: u64,
+    /// Replay commands of failing runs, if any.
+    pub failures: Vec<String>,
+}
+
+/// Runs the comparison. `progress(label, done, total)` reports each sweep.
+pub fn compare(
+    algorithms: &[Algorithm],
+    sizes: &[usize],
+    runs: u64,
+    threads: usize,
+    progress: &(dyn Fn(&str, u64, u64) + Sync),
+) -> Vec<CompareRow> {
+    let mut rows = Vec::new();
+    for &nodes in sizes {
+        for &algorithm in algorithms {
+            let sweep_of = |faults: FaultProfile, hint: bool| -> SweepSummary {
+                let mut spec = RunSpec::new(algorithm, nodes, 1, faults);
+                spec.hint = hint;
+                let label = format!(
+                    "{algorithm} n={nodes} {faults}{}",
+                    if hint { "" } else { " silent" }
+                );
+                sweep(&spec, runs, threads, &|done, total| {
+                    progress(&label, done, total)
+                })
+            };
+            let crash = sweep_of(FaultProfile::Crash, true);
+            let silent = sweep_of(FaultProfile::Crash, false);
+            let partition = sweep_of(FaultProfile::Partition, true);
+            rows.push(row(algorithm, nodes, runs, &crash, &silent, &partition));
+        }
+    }
+    rows
+}
+
+fn row(
+    algorithm: Algorithm,
+    nodes: usize,
+    runs: u64,
+    crash: &SweepSummary,
+    silent: &SweepSummary,
+    partition: &SweepSummary,
+) -> CompareRow {
+    let failures = [crash, silent, partition]
+        .iter()
+        .flat_map(|s| {
+            s.failures
+                .iter()
+                .map(|f| format!("{} ({})", f.replay, f.violation))
+        })
+        .collect();
+    CompareRow {
+        algorithm,
+        nodes,
+        runs,
+        election_ms_p50: crash.election_ms.p50,
+        election_ms_p99: crash.election_ms.p99,
+        failover_ms_p50: crash.failover_ms.p50,
+        failover_ms_p99: crash.failover_ms.p99,
+        silent_failover_ms_p50: silent.failover_ms.p50,
+        silent_failover_ms_p99: silent.failover_ms.p99,
+        messages_per_election_p50: crash.messages_per_election.p50,
+        messages_per_election_p99: crash.messages_per_election.p99,
+        boot_messages_p50: crash.boot_messages.p50,
+        split_brain_runs_per_1000: partition.split_brain_runs_per_1000(),
+        split_brain_incidents: partition.split_brain_incidents,
+        split_brain_same_term: partition.split_brain_same_term,
+        split_brain_ms_total: partition.split_brain_ms_total,
+        recovery_ms_p50: partition.recovery_ms.p50,
+        failed_runs: crash.failed + silent.failed + partition.failed,
+        failures,
+    }
+}
+
+/// The rows as an aligned text table.
+pub fn table(rows: &[CompareRow]) -> String {
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    let mut out = format!(
+        "{:<6} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12} {:>7}\n",
+        "algo",
+        "nodes",
+        "runs",
+        "elect p50",
+        "fail p50",
+        "fail p99",
+        "silent p50",
+        "silent p99",
+        "msgs p50",
+        "msgs p99",
+        "split/1000",
+        "failed"
+    );
+    for r in rows {
+        out += &format!(
+            "{:<6} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12.1} {:>7}\n",
+            r.algorithm.as_str(),
+            r.nodes,
+            r.runs,
+            cell(r.election_ms_p50),
+            cell(r.failover_ms_p50),
+            cell(r.failover_ms_p99),
+            cell(r.silent_failover_ms_p50),
+            cell(r.silent_failover_ms_p99),
+            cell(r.messages_per_election_p50),
+            cell(r.messages_per_election_p99),
+            r.split_brain_runs_per_1000,
+            r.failed_runs
+        );
+    }
+    out += "times in ms of virtual time (1 ms ticks, 1–5 ms latency); msgs = messages sent during a failover election;\n";
+    out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once.\n";
+    out
+}
