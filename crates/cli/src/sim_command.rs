@@ -88,6 +88,10 @@ pub struct SpecArgs {
     /// Length of the chaos (or fault-free) phase in ms.
     #[arg(long, default_value_t = 3_000)]
     fault_phase_ms: u64,
+    /// Clock-rate skew bound per node, in parts per million (default: 50000
+    /// under chaos, 0 otherwise).
+    #[arg(long)]
+    skew_ppm: Option<u64>,
 }
 
 impl SpecArgs {
@@ -99,6 +103,12 @@ impl SpecArgs {
         spec.hint = !self.no_hint;
         spec.liveness_bound_ms = self.liveness_bound_ms;
         spec.fault_phase_ms = self.fault_phase_ms;
+        if let Some(skew) = self.skew_ppm {
+            if skew >= 500_000 {
+                bail!("--skew-ppm must be below 500000 (50%), got {skew}");
+            }
+            spec.skew_ppm_max = Some(skew);
+        }
         Ok(spec)
     }
 }

@@ -14,6 +14,10 @@ pub enum HeldInput<M> {
     Hint(NodeIndex),
 }
 
+/// At most this many missed ticks are replayed on resume; more would only
+/// repeat timeouts that have long expired.
+pub const MISSED_TICKS_BURST_MAX: u64 = 100_000;
+
 /// At most this many inputs wait for a paused node; beyond it the oldest are
 /// dropped, as a full socket buffer would.
 pub const HELD_INPUTS_MAX: usize = 10_000;
@@ -31,6 +35,10 @@ pub struct Host<P: Protocol> {
     pub tick_generation: u64,
     /// True while stopped (SIGSTOP): no ticks, input buffered.
     pub paused: bool,
+    /// When the current pause began; on resume the node gets the ticks it
+    /// missed in one burst, as a runtime that converts elapsed monotonic
+    /// time into ticks would deliver them.
+    pub paused_at_us: u64,
     /// Input buffered while paused, delivered in order on resume.
     pub held: VecDeque<HeldInput<P::Message>>,
     /// Interval between this node's ticks: the nominal tick stretched or
@@ -49,6 +57,7 @@ impl<P: Protocol> Host<P> {
             incarnation: 0,
             tick_generation: 0,
             paused: false,
+            paused_at_us: 0,
             held: VecDeque::new(),
             tick_interval_us,
             last_status: None,

@@ -157,6 +157,15 @@ impl RunSpec {
         if !self.hint {
             command.push_str(" --no-hint");
         }
+        if let Some(skew) = self.skew_ppm_max {
+            command.push_str(&format!(" --skew-ppm {skew}"));
+        }
+        if self.fault_phase_ms != 3_000 {
+            command.push_str(&format!(" --fault-phase-ms {}", self.fault_phase_ms));
+        }
+        if self.liveness_bound_ms != 5_000 {
+            command.push_str(&format!(" --liveness-bound-ms {}", self.liveness_bound_ms));
+        }
         command
     }
 }

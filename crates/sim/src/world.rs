@@ -7,7 +7,7 @@
 
 use crate::checkers::{ElectionSafety, SplitBrain, TermMonotonic, Violation};
 use crate::event::{Event, EventQueue, NodeIndex};
-use crate::host::{HeldInput, Host, HELD_INPUTS_MAX};
+use crate::host::{HeldInput, Host, HELD_INPUTS_MAX, MISSED_TICKS_BURST_MAX};
 use crate::network::Network;
 use crate::partition::Partition;
 use bellwether_core::{Message, NodeId, Protocol, Rng, Role};
@@ -601,19 +601,23 @@ impl<P: Protocol> World<P> {
 
     /// Stops node `index` (SIGSTOP): no ticks, input waits in its buffers.
     pub fn pause(&mut self, index: NodeIndex) {
+        let now = self.now_us;
         let host = &mut self.hosts[index];
         if host.node.is_none() || host.paused {
             return;
         }
         host.paused = true;
+        host.paused_at_us = now;
         host.tick_generation += 1;
         self.trace_line(|| format!("n{} pauses", index + 1));
         self.refresh_leadership();
     }
 
     /// Resumes a paused node (SIGCONT). It wakes with the view it had when
-    /// it stopped and then reads its buffered input.
+    /// it stopped; first its timers catch up on the ticks it missed, then it
+    /// reads the input buffered meanwhile.
     pub fn resume(&mut self, index: NodeIndex) {
+        let now = self.now_us;
         let host = &mut self.hosts[index];
         if host.node.is_none() || !host.paused {
             return;
@@ -621,15 +625,19 @@ impl<P: Protocol> World<P> {
         host.paused = false;
         host.tick_generation += 1;
         let (generation, interval) = (host.tick_generation, host.tick_interval_us);
+        let missed = ((now - host.paused_at_us) / interval).min(MISSED_TICKS_BURST_MAX);
         self.queue.push(
-            self.now_us + interval,
+            now + interval,
             Event::Tick {
                 node: index,
                 generation,
             },
         );
-        self.trace_line(|| format!("n{} resumes", index + 1));
-        self.refresh_leadership();
+        self.trace_line(|| format!("n{} resumes after missing {missed} ticks", index + 1));
+        for _ in 0..missed {
+            self.hosts[index].node.as_mut().expect("up").tick();
+            self.after_input(index);
+        }
         while let Some(input) = self.hosts[index].held.pop_front() {
             let node = self.hosts[index].node.as_mut().expect("up");
             match input {
@@ -639,6 +647,7 @@ impl<P: Protocol> World<P> {
             self.after_input(index);
         }
         self.observe(index);
+        self.refresh_leadership();
     }
 
     /// Adds a partition on top of whatever is already cut.

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# bellwether's test command: the one the README gives and .ci/run calls.
+#
+# It installs what the tests need when it is missing (today: a Rust
+# toolchain only; later stages add Debian packages here), then runs
+#   1. formatting and lint checks,
+#   2. every unit, scenario and simulator test (cargo test, release mode),
+#   3. the CI simulator sweep: 2,000 chaos seeds per algorithm,
+# and ends with one summary line "tests: N passed, M failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SEEDS="${BELLWETHER_CI_SEEDS:-2000}"
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install Rust first (https://rustup.rs), then rerun $0" >&2
+  exit 2
+fi
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  rustup component add rustfmt clippy
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --release --workspace --all-targets -- -D warnings
+
+echo "== cargo build --release"
+cargo build --release --workspace
+
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+echo "== cargo test"
+set +e
+cargo test --release --workspace 2>&1 | tee "$log"
+test_status=${PIPESTATUS[0]}
+set -e
+
+sweep_failed=0
+sweep_passed=0
+for algorithm in raft bully ring; do
+  echo "== sweep: $algorithm, 5 nodes, $SEEDS chaos seeds"
+  if ./target/release/bellwether sim sweep --algorithm "$algorithm" --nodes 5 \
+      --faults chaos --seeds "$SEEDS" --quiet; then
+    sweep_passed=$((sweep_passed + 1))
+  else
+    sweep_failed=$((sweep_failed + 1))
+  fi
+done
+
+passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
+failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
+passed=$((passed + sweep_passed))
+failed=$((failed + sweep_failed))
+if [ "$test_status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+  failed=1
+fi
+echo
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
