@@ -2,7 +2,7 @@
 //! "persistent state on all servers").
 
 use super::log::RaftLog;
-use crate::types::{NodeId, Term};
+use crate::types::{LogIndex, NodeId, Term};
 
 /// Term and vote. Both must be on disk before any message that depends on
 /// them leaves, or a restarted node could vote twice in one term.
@@ -12,6 +12,9 @@ pub struct HardState {
     pub term: Term,
     /// Candidate that received this node's vote in `term`, if any.
     pub voted_for: Option<NodeId>,
+    /// Highest index known committed. Not needed for safety (it can be
+    /// relearned), but lets a restarted node re-apply without waiting.
+    pub commit: LogIndex,
 }
 
 /// Everything a Raft node persists.

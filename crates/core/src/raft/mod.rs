@@ -19,6 +19,7 @@
 mod config;
 mod durable;
 mod election;
+mod entry;
 mod leader;
 mod log;
 mod message;
@@ -27,6 +28,7 @@ mod progress;
 
 pub use config::{ConfigError, RaftConfig};
 pub use durable::{HardState, RaftDurable};
+pub use entry::{ClusterConfig, Entry, Payload, Snapshot, SnapshotMeta};
 pub use leader::TransferError;
 pub use log::RaftLog;
 pub use message::RaftMessage;

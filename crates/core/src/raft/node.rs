@@ -12,7 +12,7 @@ use super::message::RaftMessage;
 use super::progress::Progress;
 use crate::protocol::{Envelope, Protocol, Ready, Role, Status};
 use crate::rng::Rng;
-use crate::types::{NodeId, Term};
+use crate::types::{LogIndex, NodeId, Term};
 use std::collections::BTreeMap;
 
 /// At most this many messages per peer may wait in the outbox between two
@@ -99,6 +99,7 @@ impl RaftNode {
         HardState {
             term: self.term,
             voted_for: self.voted_for,
+            commit: LogIndex(0),
         }
     }
 

@@ -291,7 +291,8 @@ fn durable_state_leaves_before_the_vote_that_depends_on_it() {
         durable.hard_state,
         HardState {
             term: Term(7),
-            voted_for: Some(NodeId(2))
+            voted_for: Some(NodeId(2)),
+            commit: LogIndex(0),
         }
     );
     assert_eq!(ready.messages.len(), 1);
