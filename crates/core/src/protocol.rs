@@ -4,8 +4,9 @@
 //! [`Protocol::tick`], [`Protocol::step`] and [`Protocol::peer_unreachable`],
 //! then drains [`Protocol::ready`] and carries the output out **in order**:
 //!
-//! 1. persist [`Ready::durable`] (fsync) if present;
-//! 2. only then send [`Ready::messages`].
+//! 1. persist [`Ready::persist`] (fsync) if present;
+//! 2. only then send [`Ready::messages`];
+//! 3. then hand [`Ready::output`] to the application.
 //!
 //! Step 2 may depend on step 1: a vote must never leave a node whose disk does
 //! not yet record that vote, or a crash could make it vote twice in one term.
@@ -78,21 +79,33 @@ pub struct Envelope<M> {
     pub message: M,
 }
 
-/// Output of a node since the last call to [`Protocol::ready`].
-#[derive(Clone, Debug)]
-pub struct Ready<M, D> {
-    /// New durable state. Persist (and fsync) it before sending anything.
-    pub durable: Option<D>,
+/// Output of a node since the last call to [`Protocol::ready`], to be acted
+/// on in field order.
+#[derive(Debug)]
+pub struct Ready<P: Protocol> {
+    /// State to persist (and fsync) before anything below happens.
+    pub persist: Option<P::Persist>,
     /// Messages to send, in the order they were produced.
-    pub messages: Vec<Envelope<M>>,
+    pub messages: Vec<Envelope<P::Message>>,
+    /// Output for the application (committed entries, read states), handed
+    /// over after persisting. Election-only algorithms have none.
+    pub output: Vec<P::Output>,
 }
 
-impl<M, D> Default for Ready<M, D> {
+impl<P: Protocol> Default for Ready<P> {
     fn default() -> Self {
         Ready {
-            durable: None,
+            persist: None,
             messages: Vec::new(),
+            output: Vec::new(),
         }
+    }
+}
+
+impl<P: Protocol> Ready<P> {
+    /// True when there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.persist.is_none() && self.messages.is_empty() && self.output.is_empty()
     }
 }
 
@@ -102,8 +115,13 @@ pub trait Protocol: Sized {
     type Config: Clone + Debug;
     /// The algorithm's wire messages.
     type Message: Message;
-    /// What survives a crash. `Default` is the state of a brand-new node.
+    /// Everything that survives a crash, as a runtime hands it back on
+    /// restart. `Default` is the state of a brand-new node.
     type Durable: Clone + Debug + Default + PartialEq;
+    /// One change to the durable state, as `ready()` asks for it.
+    type Persist: Debug;
+    /// Output for the application after persisting.
+    type Output: Debug;
 
     /// Short algorithm name: `"raft"`, `"bully"` or `"ring"`.
     const NAME: &'static str;
@@ -118,6 +136,10 @@ pub trait Protocol: Sized {
         durable: Self::Durable,
         rng: Rng,
     ) -> Self;
+
+    /// Applies one persisted change to an in-memory image of the disk. Real
+    /// runtimes write to storage instead; the simulator and tests use this.
+    fn apply_persist(durable: &mut Self::Durable, persist: Self::Persist);
 
     /// Advances logical time by one tick.
     fn tick(&mut self);
@@ -136,7 +158,7 @@ pub trait Protocol: Sized {
 
     /// Takes the pending output. See the module docs for the order in which
     /// the runtime must act on it.
-    fn ready(&mut self) -> Ready<Self::Message, Self::Durable>;
+    fn ready(&mut self) -> Ready<Self>;
 
     /// The node's observable state.
     fn status(&self) -> Status;

@@ -385,8 +385,8 @@ impl<P: Protocol> World<P> {
             }
             let ready = node.ready();
             // Durable state first: the messages below may depend on it.
-            if let Some(durable) = ready.durable {
-                self.hosts[index].disk = durable;
+            if let Some(persist) = ready.persist {
+                P::apply_persist(&mut self.hosts[index].disk, persist);
             }
             for envelope in ready.messages {
                 self.send(index, Host::<P>::index_of(envelope.to), envelope.message);

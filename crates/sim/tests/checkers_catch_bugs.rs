@@ -15,6 +15,8 @@ impl Protocol for ForgetsVotes {
     type Config = RaftConfig;
     type Message = RaftMessage;
     type Durable = RaftDurable;
+    type Persist = RaftDurable;
+    type Output = std::convert::Infallible;
     const NAME: &'static str = "raft";
 
     fn new(
@@ -38,9 +40,17 @@ impl Protocol for ForgetsVotes {
     fn has_ready(&self) -> bool {
         self.0.has_ready()
     }
-    fn ready(&mut self) -> Ready<RaftMessage, RaftDurable> {
-        let mut ready = self.0.ready();
-        if let Some(durable) = ready.durable.as_mut() {
+    fn apply_persist(durable: &mut RaftDurable, persist: RaftDurable) {
+        RaftNode::apply_persist(durable, persist)
+    }
+    fn ready(&mut self) -> Ready<Self> {
+        let inner = self.0.ready();
+        let mut ready: Ready<Self> = Ready {
+            persist: inner.persist,
+            messages: inner.messages,
+            output: inner.output,
+        };
+        if let Some(durable) = ready.persist.as_mut() {
             durable.hard_state.voted_for = None;
         }
         ready

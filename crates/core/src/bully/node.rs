@@ -38,8 +38,12 @@ pub struct BullyNode {
     pub(crate) now_ticks: u64,
     /// False until the first tick, which starts the boot election.
     pub(crate) booted: bool,
-    /// The highest election epoch this node has seen. Never decreases.
+    /// The highest election epoch this node has seen. Never decreases, not
+    /// even across a restart: it is persisted, so a restarted node cannot
+    /// hand out a fencing token it already used.
     pub(crate) epoch: u64,
+    /// The epoch the runtime last persisted.
+    pub(crate) persisted_epoch: u64,
     /// Where the node is in the protocol.
     pub(crate) state: State,
     /// Messages waiting for the runtime.
@@ -204,16 +208,21 @@ impl BullyNode {
 impl Protocol for BullyNode {
     type Config = BullyConfig;
     type Message = BullyMessage;
-    type Durable = ();
+    type Durable = u64;
+    type Persist = u64;
+    type Output = std::convert::Infallible;
 
     const NAME: &'static str = "bully";
 
-    fn new(config: &BullyConfig, id: NodeId, members: &[NodeId], _durable: (), rng: Rng) -> Self {
+    fn new(config: &BullyConfig, id: NodeId, members: &[NodeId], durable: u64, rng: Rng) -> Self {
         if let Err(error) = config.validate() {
             panic!("invalid Bully configuration: {error}");
         }
         assert!(members.contains(&id), "{id} is not among its own members");
-        assert!(members.len() <= MEMBERS_MAX, "more than {MEMBERS_MAX} members");
+        assert!(
+            members.len() <= MEMBERS_MAX,
+            "more than {MEMBERS_MAX} members"
+        );
         let mut others: Vec<NodeId> = members.iter().copied().filter(|m| *m != id).collect();
         others.sort();
         others.dedup();
@@ -231,7 +240,8 @@ impl Protocol for BullyNode {
             rng,
             now_ticks: 0,
             booted: false,
-            epoch: 0,
+            epoch: durable,
+            persisted_epoch: durable,
             state: State::Follower {
                 leader: None,
                 leader_deadline_tick: 0,
@@ -295,14 +305,22 @@ impl Protocol for BullyNode {
         self.finish_call();
     }
 
-    fn has_ready(&self) -> bool {
-        !self.outbox.is_empty()
+    fn apply_persist(durable: &mut u64, persist: u64) {
+        assert!(persist >= *durable, "the epoch never goes back");
+        *durable = persist;
     }
 
-    fn ready(&mut self) -> Ready<BullyMessage, ()> {
+    fn has_ready(&self) -> bool {
+        !self.outbox.is_empty() || self.epoch != self.persisted_epoch
+    }
+
+    fn ready(&mut self) -> Ready<Self> {
+        let persist = (self.epoch != self.persisted_epoch).then_some(self.epoch);
+        self.persisted_epoch = self.epoch;
         Ready {
-            durable: None,
+            persist,
             messages: self.outbox.take(),
+            output: Vec::new(),
         }
     }
 

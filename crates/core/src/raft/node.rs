@@ -289,6 +289,8 @@ impl Protocol for RaftNode {
     type Config = RaftConfig;
     type Message = RaftMessage;
     type Durable = RaftDurable;
+    type Persist = RaftDurable;
+    type Output = std::convert::Infallible;
     const NAME: &'static str = "raft";
 
     fn new(
@@ -358,20 +360,29 @@ impl Protocol for RaftNode {
         self.handle_unreachable_hint(peer);
     }
 
+    fn apply_persist(durable: &mut RaftDurable, persist: RaftDurable) {
+        assert!(
+            persist.hard_state.term >= durable.hard_state.term,
+            "terms never go back"
+        );
+        *durable = persist;
+    }
+
     fn has_ready(&self) -> bool {
         self.durable_dirty || !self.outbox.is_empty()
     }
 
-    fn ready(&mut self) -> Ready<RaftMessage, RaftDurable> {
-        let durable = if self.durable_dirty {
+    fn ready(&mut self) -> Ready<Self> {
+        let persist = if self.durable_dirty {
             self.durable_dirty = false;
             Some(self.durable())
         } else {
             None
         };
         Ready {
-            durable,
+            persist,
             messages: std::mem::take(&mut self.outbox),
+            output: Vec::new(),
         }
     }
 

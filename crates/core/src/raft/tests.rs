@@ -88,7 +88,7 @@ impl Router {
                 continue;
             }
             let ready = node.ready();
-            if let Some(durable) = ready.durable {
+            if let Some(durable) = ready.persist {
                 self.disk.insert(*id, durable);
             }
             for envelope in ready.messages {
@@ -244,7 +244,7 @@ fn paper_5_2_each_node_votes_at_most_once_per_term() {
     let first = n1.ready();
     n1.step(NodeId(3), vote_request(1, 0, 0));
     let second = n1.ready();
-    assert_eq!(first.durable.unwrap().hard_state.voted_for, Some(NodeId(2)));
+    assert_eq!(first.persist.unwrap().hard_state.voted_for, Some(NodeId(2)));
     assert!(matches!(
         first.messages[0].message,
         RaftMessage::VoteResponse { granted: true, .. }
@@ -286,7 +286,7 @@ fn durable_state_leaves_before_the_vote_that_depends_on_it() {
     );
     node.step(NodeId(2), vote_request(7, 0, 0));
     let ready = node.ready();
-    let durable = ready.durable.expect("term and vote must be persisted");
+    let durable = ready.persist.expect("term and vote must be persisted");
     assert_eq!(
         durable.hard_state,
         HardState {
@@ -310,7 +310,7 @@ fn restart_keeps_term_and_vote() {
         Rng::new(1),
     );
     node.step(NodeId(2), vote_request(4, 0, 0));
-    let durable = node.ready().durable.unwrap();
+    let durable = node.ready().persist.unwrap();
     let mut restarted = RaftNode::new(&cfg, NodeId(1), &ids(3), durable, Rng::new(2));
     restarted.step(NodeId(3), vote_request(4, 0, 0));
     let ready = restarted.ready();
@@ -681,7 +681,7 @@ fn rival_pre_candidates_the_lower_ranked_yields_so_the_vote_is_not_split() {
         .campaign(super::election::Campaign::PreVote);
     let to_n3 = router.node_mut(2).ready();
     let to_n2 = router.node_mut(3).ready();
-    let request = |ready: &crate::Ready<RaftMessage, RaftDurable>, to: u64| {
+    let request = |ready: &crate::Ready<RaftNode>, to: u64| {
         ready
             .messages
             .iter()
