@@ -141,7 +141,7 @@ pub fn execute(command: SimCommand) -> Result<ExitCode> {
 fn run_one(args: RunArgs) -> Result<ExitCode> {
     let mut spec = args.spec.spec(args.seed)?;
     spec.trace = args.trace;
-    spec.timeline = args.json;
+    spec.timeline = true;
     let report = run(&spec);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

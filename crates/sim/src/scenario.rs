@@ -308,6 +308,9 @@ impl<P: Protocol> Run<'_, P> {
             .collect();
         if self.spec.timeline {
             report.timeline = world.timeline.clone();
+            report
+                .timeline
+                .sort_by_key(|span| (span.start_us, span.node));
         }
         report.trace = std::mem::take(&mut self.world.trace);
         self.report

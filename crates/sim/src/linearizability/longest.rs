@@ -1,0 +1,74 @@
+//! The longest partial linearization the search has built, kept so that a
+//! failed check can say how far it got and where it got stuck.
+//!
+//! This is the explanation Porcupine's visualizer and Knossos's reports give
+//! too: the deepest point of the search is usually a few operations from the
+//! bug. Copying the whole search stack at every new record would cost
+//! O(depth) each time; instead the copy is repaired from the lowest stack
+//! level that changed since the last record, which is amortized O(1) per
+//! search step.
+
+/// The deepest configuration seen, by number of completed operations
+/// linearized (the first one reached wins a tie).
+#[derive(Debug)]
+pub(super) struct Longest<S> {
+    /// Call indices in linearization order.
+    pub(super) order: Vec<usize>,
+    /// Completed operations among `order`.
+    pub(super) completed: usize,
+    /// Model state after `order`.
+    pub(super) state: S,
+    /// Length of the prefix of `order` still equal to the live search stack.
+    shared_len: usize,
+}
+
+impl<S: Clone> Longest<S> {
+    /// The empty linearization in `initial` state.
+    pub(super) fn new(initial: S) -> Self {
+        Longest {
+            order: Vec::new(),
+            completed: 0,
+            state: initial,
+            shared_len: 0,
+        }
+    }
+
+    /// Called after the search pushed a step: `stack` is the live order,
+    /// `completed` how many of it are completed operations.
+    pub(super) fn pushed(&mut self, stack: &[usize], completed: usize, state: &S) {
+        if completed <= self.completed {
+            return;
+        }
+        assert!(self.shared_len <= stack.len(), "longest: shared prefix past the stack");
+        self.order.truncate(self.shared_len);
+        self.order.extend_from_slice(&stack[self.shared_len..]);
+        self.shared_len = stack.len();
+        self.completed = completed;
+        self.state = state.clone();
+    }
+
+    /// Called after the search popped a step, leaving `stack_len` steps.
+    pub(super) fn popped(&mut self, stack_len: usize) {
+        self.shared_len = self.shared_len.min(stack_len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Longest;
+
+    #[test]
+    fn keeps_the_deepest_order_across_backtracking() {
+        let mut longest = Longest::new(0);
+        longest.pushed(&[4], 1, &1);
+        longest.pushed(&[4, 7], 2, &2);
+        longest.popped(1);
+        longest.popped(0);
+        longest.pushed(&[5], 1, &3);
+        longest.pushed(&[5, 6], 2, &4);
+        assert_eq!(longest.order, vec![4, 7], "a tie keeps the first");
+        longest.pushed(&[5, 6, 8], 3, &5);
+        assert_eq!(longest.order, vec![5, 6, 8]);
+        assert_eq!((longest.completed, longest.state), (3, 5));
+    }
+}

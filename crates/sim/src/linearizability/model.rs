@@ -1,0 +1,50 @@
+//! The sequential specification an implementation must look like.
+//!
+//! Linearizability (Herlihy & Wing 1990) asks whether the concurrent history
+//! could have come from some sequential execution of the object's
+//! specification that respects real-time order. The search only needs to run
+//! the specification one step at a time, so a model is a pure step function
+//! over a hashable state (Lowe, "Testing for linearizability", 2017, section
+//! 3, keys its memo table by that state). Another object — a lock, a queue —
+//! plugs in by implementing this trait; nothing in the search knows about
+//! registers.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+
+/// A deterministic sequential object.
+pub trait Model {
+    /// The object's whole state. Compared and hashed by the search's memo
+    /// table, so keep it small.
+    type State: Clone + Eq + Hash + Debug;
+    /// A request.
+    type Command;
+    /// An answer to a request.
+    type Response;
+
+    /// The state before any operation.
+    fn initial_state(&self) -> Self::State;
+
+    /// Applies `command` to `state`.
+    ///
+    /// With `response: Some(r)` the answer was observed: returns the next
+    /// state if the specification allows answering `r` in `state`, else
+    /// `None`. With `response: None` the answer is unknown (the client timed
+    /// out): returns the state after applying the command, whatever it
+    /// answered; it must then be `Some`.
+    fn step(
+        &self,
+        state: &Self::State,
+        command: &Self::Command,
+        response: Option<&Self::Response>,
+    ) -> Option<Self::State>;
+
+    /// True if `command` is a blind write: `step` returns the same result
+    /// from every state. The search uses it to skip an unknown-outcome
+    /// operation that such a write would immediately overwrite unseen.
+    /// Answering `false` is always safe, only slower.
+    fn overwrites_state(&self, command: &Self::Command) -> bool {
+        let _ = command;
+        false
+    }
+}
