@@ -2,21 +2,23 @@
 //! variants of Raft through ordinary sweeps and demand that the simulator
 //! catches them.
 
-use bellwether_core::raft::{RaftConfig, RaftDurable, RaftMessage, RaftNode};
+use bellwether_core::raft::{
+    RaftConfig, RaftDurable, RaftMessage, RaftNode, RaftOutput, RaftPersist,
+};
 use bellwether_core::{NodeId, Protocol, Ready, Rng, Status};
 use bellwether_sim::scenario::run_with;
 use bellwether_sim::{Algorithm, FaultProfile, RunSpec};
 
-/// Raft that "persists" its term but silently drops its vote, so after a
-/// crash it can vote a second time in the same term.
+/// Raft that forgets whom it voted for after every message, so it can vote
+/// for two candidates in one term: the textbook way to get two leaders.
 struct ForgetsVotes(RaftNode);
 
 impl Protocol for ForgetsVotes {
     type Config = RaftConfig;
     type Message = RaftMessage;
     type Durable = RaftDurable;
-    type Persist = RaftDurable;
-    type Output = std::convert::Infallible;
+    type Persist = RaftPersist;
+    type Output = RaftOutput;
     const NAME: &'static str = "raft";
 
     fn new(
@@ -32,7 +34,8 @@ impl Protocol for ForgetsVotes {
         self.0.tick()
     }
     fn step(&mut self, from: NodeId, message: RaftMessage) {
-        self.0.step(from, message)
+        self.0.step(from, message);
+        self.0.forget_vote_for_fault_injection();
     }
     fn peer_unreachable(&mut self, peer: NodeId) {
         self.0.peer_unreachable(peer)
@@ -40,20 +43,16 @@ impl Protocol for ForgetsVotes {
     fn has_ready(&self) -> bool {
         self.0.has_ready()
     }
-    fn apply_persist(durable: &mut RaftDurable, persist: RaftDurable) {
+    fn apply_persist(durable: &mut RaftDurable, persist: RaftPersist) {
         RaftNode::apply_persist(durable, persist)
     }
     fn ready(&mut self) -> Ready<Self> {
         let inner = self.0.ready();
-        let mut ready: Ready<Self> = Ready {
+        Ready {
             persist: inner.persist,
             messages: inner.messages,
             output: inner.output,
-        };
-        if let Some(durable) = ready.persist.as_mut() {
-            durable.hard_state.voted_for = None;
         }
-        ready
     }
     fn status(&self) -> Status {
         self.0.status()
@@ -62,8 +61,8 @@ impl Protocol for ForgetsVotes {
 
 #[test]
 fn a_raft_that_forgets_its_vote_is_caught_by_election_safety() {
-    // Without PreVote and with hints off, crashed voters restart into
-    // contested terms often enough for the bug to bite within a sweep.
+    // Without PreVote, split votes (two candidates in one term) are common
+    // enough for the bug to bite within a sweep.
     let config = RaftConfig {
         pre_vote: false,
         ..RaftConfig::default()

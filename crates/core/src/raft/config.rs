@@ -35,6 +35,33 @@ pub struct RaftConfig {
     /// hands leadership to a caught-up, steadily reachable voter of strictly
     /// higher priority (see `leader.rs` for the exact rule).
     pub priorities: BTreeMap<NodeId, u32>,
+    /// Most entries in one AppendEntries message.
+    pub append_entries_max: usize,
+    /// About this many payload bytes per AppendEntries message at most.
+    pub append_bytes_max: usize,
+    /// AppendEntries messages in flight per follower while replicating
+    /// (pipelining); a probing follower gets one at a time.
+    pub inflight_appends_max: usize,
+    /// Proposals are refused with `Busy` while this many entries are
+    /// appended but not yet committed: back-pressure instead of an unbounded
+    /// log.
+    pub uncommitted_entries_max: usize,
+    /// Linearizable reads waiting for confirmation, at most.
+    pub pending_reads_max: usize,
+    /// Committed entries handed to the application per `ready()`, at most.
+    pub apply_batch_entries_max: usize,
+    /// Snapshot data per InstallSnapshot message.
+    pub snapshot_chunk_bytes_max: usize,
+    /// Largest snapshot a follower accepts.
+    pub snapshot_bytes_max: u64,
+    /// Serve linearizable reads from a leader lease instead of a ReadIndex
+    /// round. Valid only with CheckQuorum and stickiness and without the
+    /// connection-loss hint (which lets followers vote early). Safe while
+    /// no two clocks drift apart by more than `lease_margin_ticks` per
+    /// `election_ticks_min`.
+    pub lease_reads: bool,
+    /// The lease ends this many ticks before the followers' stickiness does.
+    pub lease_margin_ticks: u64,
 }
 
 impl Default for RaftConfig {
@@ -49,6 +76,16 @@ impl Default for RaftConfig {
             leader_stickiness: true,
             hint_slot_ticks: 6,
             priorities: BTreeMap::new(),
+            append_entries_max: 4_096,
+            append_bytes_max: 1 << 20,
+            inflight_appends_max: 64,
+            uncommitted_entries_max: 65_536,
+            pending_reads_max: 4_096,
+            apply_batch_entries_max: 4_096,
+            snapshot_chunk_bytes_max: 64 << 10,
+            snapshot_bytes_max: 1 << 30,
+            lease_reads: false,
+            lease_margin_ticks: 15,
         }
     }
 }
@@ -84,6 +121,35 @@ impl RaftConfig {
                 "hint_slot_ticks ({}) must be below election_ticks_min ({})",
                 self.hint_slot_ticks, self.election_ticks_min
             )));
+        }
+        let positive = [
+            ("append_entries_max", self.append_entries_max),
+            ("append_bytes_max", self.append_bytes_max),
+            ("inflight_appends_max", self.inflight_appends_max),
+            ("uncommitted_entries_max", self.uncommitted_entries_max),
+            ("pending_reads_max", self.pending_reads_max),
+            ("apply_batch_entries_max", self.apply_batch_entries_max),
+            ("snapshot_chunk_bytes_max", self.snapshot_chunk_bytes_max),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError(format!("{name} must be at least 1")));
+        }
+        if self.lease_reads {
+            if !self.check_quorum || !self.leader_stickiness {
+                return Err(ConfigError(
+                    "lease_reads needs check_quorum and leader_stickiness".into(),
+                ));
+            }
+            if self.hint_slot_ticks != 0 {
+                return Err(ConfigError(
+                    "lease_reads needs hint_slot_ticks = 0: a hinted follower may vote inside the lease".into(),
+                ));
+            }
+            if self.lease_margin_ticks == 0 || self.lease_margin_ticks >= self.election_ticks_min {
+                return Err(ConfigError(
+                    "lease_margin_ticks must be in [1, election_ticks_min)".into(),
+                ));
+            }
         }
         Ok(())
     }

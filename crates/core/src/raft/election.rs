@@ -25,6 +25,10 @@ impl RaftNode {
     pub(super) fn tick_election(&mut self) {
         debug_assert!(self.role != Role::Leader);
         self.election_elapsed_ticks += 1;
+        if !self.is_voter() {
+            // Learners and removed members never campaign (thesis §4.2.1).
+            return;
+        }
         if self
             .hint_campaign_tick
             .is_some_and(|at| self.now_tick >= at)
@@ -41,6 +45,7 @@ impl RaftNode {
     /// Starts a pre-vote or an election (§5.2).
     pub(super) fn campaign(&mut self, kind: Campaign) {
         assert!(self.role != Role::Leader, "a leader never campaigns");
+        assert!(self.is_voter(), "only voters campaign");
         self.hint_campaign_tick = None;
         self.reset_election_timer();
         self.votes.clear();
@@ -137,7 +142,7 @@ impl RaftNode {
         } else {
             if granted {
                 self.voted_for = Some(from);
-                self.durable_dirty = true;
+                self.hard_state_dirty = true;
                 self.reset_election_timer();
             }
             RaftMessage::VoteResponse {
@@ -178,30 +183,10 @@ impl RaftNode {
         }
     }
 
-    /// A heartbeat from the leader of our term.
-    pub(super) fn handle_heartbeat(&mut self, from: NodeId, term: Term) {
-        assert_eq!(term, self.term, "term rules ran first");
-        assert!(
-            self.role != Role::Leader,
-            "Election Safety violated: {} and {} both lead {}",
-            self.id,
-            from,
-            term
-        );
-        if self.role != Role::Follower || self.leader != Some(from) {
-            self.become_follower(term, Some(from));
-        }
-        self.leader_contact_tick = Some(self.now_tick);
-        self.leader_lost = false;
-        self.hint_campaign_tick = None;
-        self.election_elapsed_ticks = 0;
-        self.send(from, self.heartbeat_response());
-    }
-
     /// The leader asks this node to campaign now (thesis §3.10).
     pub(super) fn handle_timeout_now(&mut self, from: NodeId, term: Term) {
         assert_eq!(term, self.term, "term rules ran first");
-        if self.role == Role::Leader || self.leader != Some(from) {
+        if self.role == Role::Leader || self.leader != Some(from) || !self.is_voter() {
             return;
         }
         self.campaign(Campaign::Transfer);
@@ -228,7 +213,8 @@ impl RaftNode {
     /// priority (highest first) and then id (lowest first).
     fn rank_without(&self, lost: NodeId) -> usize {
         let mine = self.rank_key(self.id);
-        self.voters
+        self.cluster
+            .voters
             .iter()
             .filter(|v| **v != lost && self.rank_key(**v) < mine)
             .count()
@@ -237,5 +223,15 @@ impl RaftNode {
     /// Orders voters for who goes first: higher priority, then lower id.
     fn rank_key(&self, node: NodeId) -> (std::cmp::Reverse<u32>, NodeId) {
         (std::cmp::Reverse(self.config.priority(node)), node)
+    }
+
+    /// Fault injection for the simulator's own tests: forgets the vote of
+    /// this term, breaking Election Safety on purpose so that the checkers
+    /// can be shown to catch it. Not compiled into normal builds.
+    #[cfg(feature = "fault-injection")]
+    pub fn forget_vote_for_fault_injection(&mut self) {
+        if self.voted_for != Some(self.id) {
+            self.voted_for = None;
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! for voters `p` with
 //!
 //! 1. `priority(p) > priority(leader)` (strictly),
-//! 2. caught up: `p`'s last log (term, index) equals the leader's, and
+//! 2. caught up: `p` has matched the leader's whole log, and
 //! 3. steadily reachable: `p` has answered without a silence of
 //!    `election_ticks_min` for at least `election_ticks_min` ticks.
 //!
@@ -16,11 +16,12 @@
 //! has the highest priority among the caught-up, reachable voters. Priority
 //! never affects voting, so it can delay but never block an election.
 
+use super::entry::{Entry, Payload};
 use super::message::RaftMessage;
 use super::node::{RaftNode, Transfer};
 use super::progress::Progress;
 use crate::protocol::Role;
-use crate::types::{LogIndex, NodeId, Term};
+use crate::types::{LogIndex, NodeId};
 
 /// Why a leadership transfer was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +47,9 @@ impl std::fmt::Display for TransferError {
 impl std::error::Error for TransferError {}
 
 impl RaftNode {
-    /// Becomes leader of the current term after winning a quorum of votes.
+    /// Becomes leader of the current term after winning a quorum of votes,
+    /// and appends a no-op so that an entry of this term commits at once
+    /// (§5.4.2: only entries of the current term commit by counting).
     pub(super) fn become_leader(&mut self) {
         assert_eq!(self.role, Role::Candidate, "only a candidate can win");
         assert_eq!(self.voted_for, Some(self.id), "a winner voted for itself");
@@ -54,9 +57,23 @@ impl RaftNode {
         self.leader = Some(self.id);
         self.hint_campaign_tick = None;
         self.transfer = None;
-        let now = self.now_tick;
-        self.progress = self.peers().map(|p| (p, Progress::new(now))).collect();
-        self.broadcast_heartbeat();
+        let (now, next) = (self.now_tick, self.log.last_index().next());
+        self.progress = self
+            .replicas()
+            .into_iter()
+            .map(|p| (p, Progress::new(now, next)))
+            .collect();
+        self.reads.reset();
+        let noop = Entry {
+            term: self.term,
+            index: next,
+            payload: Payload::Noop,
+        };
+        self.log.append(noop);
+        let round = self.start_round();
+        self.broadcast_heartbeat(round);
+        self.replication_pending = true;
+        self.maybe_commit();
     }
 
     /// One tick as leader.
@@ -75,50 +92,77 @@ impl RaftNode {
         }
         self.heartbeat_elapsed_ticks += 1;
         if self.heartbeat_elapsed_ticks >= self.config.heartbeat_ticks {
-            self.broadcast_heartbeat();
+            let round = self.start_round();
+            self.broadcast_heartbeat(round);
             self.hand_over_to_priority();
         }
     }
 
-    /// Sends a heartbeat to every follower.
-    fn broadcast_heartbeat(&mut self) {
+    /// Sends a heartbeat to every other member. `round` is a ReadIndex
+    /// round to confirm, or 0.
+    pub(super) fn broadcast_heartbeat(&mut self, round: u64) {
         self.heartbeat_elapsed_ticks = 0;
-        let message = RaftMessage::Heartbeat { term: self.term };
-        let peers: Vec<NodeId> = self.peers().collect();
-        for peer in peers {
-            self.send(peer, message.clone());
+        for peer in self.replicas() {
+            let matched = self
+                .progress
+                .get(&peer)
+                .map_or(LogIndex(0), |p| p.match_index);
+            let message = RaftMessage::Heartbeat {
+                term: self.term,
+                commit: self.commit.min(matched),
+                round,
+            };
+            self.send(peer, message);
         }
     }
 
-    /// True when a quorum, counting this leader, answered within
+    /// True when a quorum of voters, counting this leader, answered within
     /// `election_ticks_min` ticks.
     fn quorum_recently_heard(&self) -> bool {
         let window = self.config.election_ticks_min;
         let recent = self
             .progress
-            .values()
-            .filter(|p| self.now_tick - p.last_contact_tick < window)
+            .iter()
+            .filter(|(id, p)| {
+                self.cluster.voters.contains(id) && self.now_tick - p.last_contact_tick < window
+            })
             .count();
-        recent + 1 >= self.quorum()
+        let me = usize::from(self.is_voter());
+        recent + me >= self.quorum()
     }
 
-    /// A follower answered a heartbeat in our term.
+    /// Any answer from `from` in our term proves it is reachable.
+    pub(super) fn record_contact(&mut self, from: NodeId) {
+        let (now, window) = (self.now_tick, self.config.election_ticks_min);
+        if let Some(progress) = self.progress.get_mut(&from) {
+            progress.record_contact(now, window);
+        }
+    }
+
+    /// A member answered a heartbeat in our term.
     pub(super) fn handle_heartbeat_response(
         &mut self,
         from: NodeId,
-        term: Term,
-        last: (Term, LogIndex),
+        round: u64,
+        last_log_index: LogIndex,
     ) {
-        assert_eq!(term, self.term, "term rules ran first");
         if self.role != Role::Leader {
             return;
         }
-        let (now, window) = (self.now_tick, self.config.election_ticks_min);
-        let progress = self
-            .progress
-            .get_mut(&from)
-            .expect("every peer has progress");
-        progress.record_answer(now, window, last);
+        self.record_contact(from);
+        let Some(progress) = self.progress.get_mut(&from) else {
+            return;
+        };
+        progress.round_acked = progress.round_acked.max(round);
+        // A paused probe resumes on any sign of life; a follower that is
+        // behind gets entries without waiting for the next proposal.
+        progress.unpause();
+        if progress.match_index < self.log.last_index() || last_log_index < self.log.last_index() {
+            self.send_append(from);
+        }
+        if round > 0 {
+            self.release_confirmed_reads();
+        }
         self.send_timeout_now_if_ready();
     }
 
@@ -130,7 +174,7 @@ impl RaftNode {
             return Err(TransferError::NotLeader);
         }
         let target = match target {
-            Some(t) if t == self.id || !self.voters.contains(&t) => {
+            Some(t) if t == self.id || !self.cluster.voters.contains(&t) => {
                 return Err(TransferError::UnknownTarget(t))
             }
             Some(t) => t,
@@ -143,23 +187,28 @@ impl RaftNode {
             started_tick: self.now_tick,
             timeout_now_sent: false,
         });
+        // A lease must not outlive the decision to hand over: the target
+        // campaigns with stickiness set aside.
+        self.reads.end_lease();
+        self.send_append(target);
         self.send_timeout_now_if_ready();
         Ok(target)
     }
 
-    /// The reachable peer with the most up-to-date log; priority, then the
+    /// The reachable voter with the most up-to-date log; priority, then the
     /// lowest id, break ties.
     fn most_up_to_date_peer(&self) -> Option<NodeId> {
         let window = self.config.election_ticks_min;
         self.progress
             .iter()
-            .filter(|(_, p)| {
-                p.reachable_since_tick.is_some() && self.now_tick - p.last_contact_tick < window
+            .filter(|(id, p)| {
+                self.cluster.voters.contains(id)
+                    && p.reachable_since_tick.is_some()
+                    && self.now_tick - p.last_contact_tick < window
             })
             .max_by_key(|(id, p)| {
                 (
-                    p.last_log_term,
-                    p.last_log_index,
+                    p.match_index,
                     self.config.priority(**id),
                     std::cmp::Reverse(**id),
                 )
@@ -168,7 +217,7 @@ impl RaftNode {
     }
 
     /// Sends TimeoutNow once the transfer target has caught up.
-    fn send_timeout_now_if_ready(&mut self) {
+    pub(super) fn send_timeout_now_if_ready(&mut self) {
         let Some(transfer) = self.transfer else {
             return;
         };
@@ -182,18 +231,16 @@ impl RaftNode {
         self.send(transfer.target, RaftMessage::TimeoutNow { term: self.term });
     }
 
-    /// The follower's log matches ours at its end.
+    /// The follower has matched our whole log.
     fn is_caught_up(&self, peer: NodeId) -> bool {
         self.progress.get(&peer).is_some_and(|p| {
-            p.reachable_since_tick.is_some()
-                && (p.last_log_term, p.last_log_index)
-                    == (self.log.last_term(), self.log.last_index())
+            p.reachable_since_tick.is_some() && p.match_index == self.log.last_index()
         })
     }
 
     /// Applies the priority rule from the module docs.
     fn hand_over_to_priority(&mut self) {
-        if self.transfer.is_some() {
+        if self.transfer.is_some() || self.config.priorities.is_empty() {
             return;
         }
         let mine = self.config.priority(self.id);
@@ -203,7 +250,8 @@ impl RaftNode {
             .progress
             .iter()
             .filter(|(id, p)| {
-                self.config.priority(**id) > mine
+                self.cluster.voters.contains(id)
+                    && self.config.priority(**id) > mine
                     && self.is_caught_up(**id)
                     && now - p.last_contact_tick < window
                     && p.reachable_since_tick

@@ -1,8 +1,10 @@
-//! Raft's election messages (paper §5.2, thesis §9.6 and §3.10).
+//! Raft's messages: elections (paper §5.2, thesis §9.6, §3.10), replication
+//! (§5.3), snapshots (§7) and read rounds (thesis §6.4).
 //!
-//! Heartbeats are separate from AppendEntries so that log replication can be
-//! added without changing how liveness is detected.
+//! Heartbeats are separate from AppendEntries (as in etcd-io/raft): they are
+//! small, never carry entries, and double as ReadIndex rounds.
 
+use super::entry::{Entry, SnapshotMeta};
 use crate::protocol::Message;
 use crate::types::{LogIndex, Term};
 
@@ -52,16 +54,72 @@ pub enum RaftMessage {
     Heartbeat {
         /// The leader's term.
         term: Term,
+        /// What the follower may commit: the leader's commit index, capped at
+        /// what the leader knows this follower has matched.
+        commit: LogIndex,
+        /// ReadIndex round (thesis §6.4): the follower echoes it, and a
+        /// quorum of echoes proves the leader still led when it was sent.
+        round: u64,
     },
     /// Follower's answer to a heartbeat. It lets the leader count a quorum
-    /// (CheckQuorum) and see how far each follower's log has come.
+    /// (CheckQuorum, ReadIndex, leases).
     HeartbeatResponse {
         /// The follower's term.
         term: Term,
-        /// The follower's last log index.
+        /// The round being answered.
+        round: u64,
+        /// The follower's last log index, so the leader sees a follower that
+        /// needs entries.
         last_log_index: LogIndex,
-        /// The follower's last log term.
-        last_log_term: Term,
+    },
+    /// AppendEntries (paper §5.3).
+    AppendEntries {
+        /// The leader's term.
+        term: Term,
+        /// Index of the entry just before `entries`.
+        prev_log_index: LogIndex,
+        /// Term of that entry.
+        prev_log_term: Term,
+        /// Entries to append, possibly none.
+        entries: Vec<Entry>,
+        /// The leader's commit index.
+        leader_commit: LogIndex,
+    },
+    /// Answer to AppendEntries.
+    AppendResponse {
+        /// The follower's term.
+        term: Term,
+        /// Whether the entries were accepted.
+        success: bool,
+        /// When accepted: the last index now known to match the leader.
+        match_index: LogIndex,
+        /// When refused: where the leader should try next (§5.3
+        /// fast backtracking).
+        hint_index: LogIndex,
+        /// When refused: the follower's term at the probed index.
+        hint_term: Option<Term>,
+    },
+    /// One chunk of a snapshot (paper §7, InstallSnapshot), sent in order.
+    InstallSnapshot {
+        /// The leader's term.
+        term: Term,
+        /// What the snapshot covers.
+        meta: SnapshotMeta,
+        /// Byte offset of `data` in the snapshot.
+        offset: u64,
+        /// Total size of the snapshot data.
+        total_bytes: u64,
+        /// The chunk.
+        data: Vec<u8>,
+    },
+    /// Acknowledges snapshot chunks: the follower holds `received_bytes`.
+    InstallSnapshotResponse {
+        /// The follower's term.
+        term: Term,
+        /// Snapshot being received.
+        last_index: LogIndex,
+        /// Bytes held so far; the leader continues from there.
+        received_bytes: u64,
     },
     /// Leadership transfer (thesis §3.10): "start an election now".
     TimeoutNow {
@@ -78,8 +136,12 @@ impl RaftMessage {
             | RaftMessage::PreVoteResponse { term, .. }
             | RaftMessage::VoteRequest { term, .. }
             | RaftMessage::VoteResponse { term, .. }
-            | RaftMessage::Heartbeat { term }
+            | RaftMessage::Heartbeat { term, .. }
             | RaftMessage::HeartbeatResponse { term, .. }
+            | RaftMessage::AppendEntries { term, .. }
+            | RaftMessage::AppendResponse { term, .. }
+            | RaftMessage::InstallSnapshot { term, .. }
+            | RaftMessage::InstallSnapshotResponse { term, .. }
             | RaftMessage::TimeoutNow { term } => *term,
         }
     }
@@ -93,6 +155,10 @@ const RAFT_KINDS: &[&str] = &[
     "heartbeat",
     "heartbeat_response",
     "timeout_now",
+    "append_entries",
+    "append_response",
+    "install_snapshot",
+    "install_snapshot_response",
 ];
 
 impl Message for RaftMessage {
@@ -105,6 +171,10 @@ impl Message for RaftMessage {
             RaftMessage::Heartbeat { .. } => RAFT_KINDS[4],
             RaftMessage::HeartbeatResponse { .. } => RAFT_KINDS[5],
             RaftMessage::TimeoutNow { .. } => RAFT_KINDS[6],
+            RaftMessage::AppendEntries { .. } => RAFT_KINDS[7],
+            RaftMessage::AppendResponse { .. } => RAFT_KINDS[8],
+            RaftMessage::InstallSnapshot { .. } => RAFT_KINDS[9],
+            RaftMessage::InstallSnapshotResponse { .. } => RAFT_KINDS[10],
         }
     }
 

@@ -1,25 +1,31 @@
-//! [`RaftNode`]: one member's Raft election state machine, and the term rules
-//! every message goes through (paper §5.1) before it reaches a role handler.
+//! [`RaftNode`]: one member's Raft state machine, and the term rules every
+//! message goes through (paper §5.1) before it reaches a role handler.
 //!
-//! Role-specific behaviour lives beside this file: `election.rs` (followers,
-//! pre-candidates and candidates) and `leader.rs` (heartbeats, CheckQuorum,
-//! transfer and priority).
+//! Behaviour lives beside this file, one concern per file: `election.rs`
+//! (timers, PreVote, votes, the hint), `leader.rs` (heartbeats, CheckQuorum,
+//! transfer, priority), `replication.rs` (leader side of AppendEntries and
+//! commitment), `follower.rs` (follower side), `reads.rs` (ReadIndex and
+//! leases), `membership.rs`, `snapshot.rs` and `proposal.rs`.
 
 use super::config::RaftConfig;
-use super::durable::{HardState, RaftDurable};
+use super::durable::{HardState, RaftDurable, RaftPersist};
+use super::entry::{ClusterConfig, Snapshot};
 use super::log::RaftLog;
 use super::message::RaftMessage;
+use super::output::RaftOutput;
 use super::progress::Progress;
+use super::reads::ReadQueue;
+use super::snapshot::IncomingSnapshot;
 use crate::protocol::{Envelope, Protocol, Ready, Role, Status};
 use crate::rng::Rng;
 use crate::types::{LogIndex, NodeId, Term};
 use std::collections::BTreeMap;
 
-/// At most this many messages per peer may wait in the outbox between two
+/// At most this many messages per member may wait in the outbox between two
 /// calls to `ready()`. A runtime that drains after every input never comes
 /// close; the bound turns a runtime that forgets to drain into a loud crash
 /// instead of unbounded memory.
-pub const OUTBOX_MESSAGES_PER_PEER_MAX: usize = 64;
+pub const OUTBOX_MESSAGES_PER_PEER_MAX: usize = 1_024;
 
 /// A leadership transfer under way (thesis §3.10).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,19 +47,36 @@ pub struct RaftNode {
     pub(super) config: RaftConfig,
     /// This member.
     pub(super) id: NodeId,
-    /// All voting members, sorted, including `id`.
-    pub(super) voters: Vec<NodeId>,
+    /// Members given at construction; the configuration until the log or a
+    /// snapshot says otherwise.
+    pub(super) bootstrap: ClusterConfig,
+    /// The configuration in force: the latest one in the log, committed or
+    /// not (thesis §4.1).
+    pub(super) cluster: ClusterConfig,
+    /// Log index of the entry that set `cluster` (0 = bootstrap/snapshot).
+    pub(super) cluster_index: LogIndex,
     /// The only source of randomness: election timeouts.
     pub(super) rng: Rng,
     /// Persistent: latest term seen.
     pub(super) term: Term,
     /// Persistent: vote cast in `term`.
     pub(super) voted_for: Option<NodeId>,
-    /// Persistent: the log, compared in elections.
+    /// Persistent: the log.
     pub(super) log: RaftLog,
-    /// Term or vote changed since the last `ready()`; must be persisted
-    /// before the messages produced alongside it are sent.
-    pub(super) durable_dirty: bool,
+    /// Highest index known committed; never decreases.
+    pub(super) commit: LogIndex,
+    /// Highest index handed to the application.
+    pub(super) applied: LogIndex,
+    /// Term or vote changed since the last `ready()`.
+    pub(super) hard_state_dirty: bool,
+    /// The latest snapshot (sent to followers that lag behind it).
+    pub(super) snapshot: Option<Snapshot>,
+    /// A snapshot to persist in the next `ready()`.
+    pub(super) snapshot_to_persist: Option<Snapshot>,
+    /// Follower: a snapshot being received in chunks.
+    pub(super) incoming_snapshot: Option<IncomingSnapshot>,
+    /// Output for the application, other than committed entries.
+    pub(super) pending_output: Vec<RaftOutput>,
     /// Current role.
     pub(super) role: Role,
     /// The leader of `term` as far as this node knows.
@@ -77,35 +100,47 @@ pub struct RaftNode {
     pub(super) votes: BTreeMap<NodeId, bool>,
     /// Leader only: ticks since the last heartbeat broadcast.
     pub(super) heartbeat_elapsed_ticks: u64,
-    /// Leader only: what it knows of each follower.
+    /// Leader only: what it knows of each other member.
     pub(super) progress: BTreeMap<NodeId, Progress>,
     /// Leader only: a leadership transfer under way.
     pub(super) transfer: Option<Transfer>,
+    /// Leader only: new entries await sending at the next `ready()`, so that
+    /// proposals made in between travel in one message per follower.
+    pub(super) replication_pending: bool,
+    /// Leader only: linearizable reads waiting for confirmation.
+    pub(super) reads: ReadQueue,
     /// Messages produced since the last `ready()`.
     pub(super) outbox: Vec<Envelope<RaftMessage>>,
 }
 
 impl RaftNode {
     /// The persistent state, as the runtime should have stored it.
-    pub fn durable(&self) -> RaftDurable {
-        RaftDurable {
-            hard_state: self.hard_state(),
-            log: self.log.clone(),
-        }
-    }
-
-    /// Current term and vote.
     pub fn hard_state(&self) -> HardState {
         HardState {
             term: self.term,
             voted_for: self.voted_for,
-            commit: LogIndex(0),
+            commit: self.commit,
         }
     }
 
-    /// The log this node compares in elections.
+    /// The in-memory log.
     pub fn log(&self) -> &RaftLog {
         &self.log
+    }
+
+    /// Highest committed index known here.
+    pub fn commit_index(&self) -> LogIndex {
+        self.commit
+    }
+
+    /// Highest index handed to the application.
+    pub fn applied_index(&self) -> LogIndex {
+        self.applied
+    }
+
+    /// The configuration in force.
+    pub fn cluster(&self) -> &ClusterConfig {
+        &self.cluster
     }
 
     /// The leadership transfer under way, if this node leads and started one.
@@ -118,21 +153,41 @@ impl RaftNode {
         &self.config
     }
 
+    /// Leader only: what it knows of `peer`.
+    pub fn progress(&self, peer: NodeId) -> Option<&Progress> {
+        self.progress.get(&peer)
+    }
+
     /// Voters needed for a majority.
     pub(super) fn quorum(&self) -> usize {
-        self.voters.len() / 2 + 1
+        self.cluster.voters.len() / 2 + 1
+    }
+
+    /// True when this node may vote and campaign.
+    pub(super) fn is_voter(&self) -> bool {
+        self.cluster.voters.contains(&self.id)
     }
 
     /// Other voters, in id order.
     pub(super) fn peers(&self) -> impl Iterator<Item = NodeId> + '_ {
         let me = self.id;
-        self.voters.iter().copied().filter(move |v| *v != me)
+        self.cluster
+            .voters
+            .iter()
+            .copied()
+            .filter(move |v| *v != me)
+    }
+
+    /// Every other member that receives the log (voters and learners).
+    pub(super) fn replicas(&self) -> Vec<NodeId> {
+        self.cluster.members().filter(|m| *m != self.id).collect()
     }
 
     /// Queues one message.
     pub(super) fn send(&mut self, to: NodeId, message: RaftMessage) {
         assert_ne!(to, self.id, "a node never messages itself");
-        let bound = OUTBOX_MESSAGES_PER_PEER_MAX * self.voters.len();
+        let bound = OUTBOX_MESSAGES_PER_PEER_MAX
+            * (self.cluster.voters.len() + self.cluster.learners.len() + 1);
         assert!(
             self.outbox.len() < bound,
             "outbox over {bound}: ready() not drained"
@@ -175,7 +230,7 @@ impl RaftNode {
         );
         self.term = term;
         self.voted_for = None;
-        self.durable_dirty = true;
+        self.hard_state_dirty = true;
     }
 
     /// Becomes a follower of `leader` (or of nobody yet) in `term`.
@@ -184,11 +239,15 @@ impl RaftNode {
             self.raise_term(term);
         }
         assert!(term == self.term, "cannot follow in an older term");
+        if self.role == Role::Leader {
+            self.reads.fail_all(&mut self.pending_output);
+        }
         self.role = Role::Follower;
         self.leader = leader;
         self.votes.clear();
         self.progress.clear();
         self.transfer = None;
+        self.replication_pending = false;
         self.hint_campaign_tick = None;
         if leader.is_some() {
             self.leader_contact_tick = Some(self.now_tick);
@@ -198,7 +257,7 @@ impl RaftNode {
     }
 
     /// Applies the term rules of §5.1 (plus stickiness and PreVote's
-    /// exceptions) and then hands the message to its role handler.
+    /// exceptions) and then hands the message to its handler.
     fn step_message(&mut self, from: NodeId, message: RaftMessage) {
         let term = message.term();
         if term > self.term && !self.accept_higher_term(from, &message) {
@@ -218,13 +277,47 @@ impl RaftNode {
             RaftMessage::VoteResponse { term, granted } => {
                 self.handle_vote_response(from, term, granted)
             }
-            RaftMessage::Heartbeat { term } => self.handle_heartbeat(from, term),
+            RaftMessage::Heartbeat { commit, round, .. } => {
+                self.handle_heartbeat(from, commit, round)
+            }
             RaftMessage::HeartbeatResponse {
-                term,
+                round,
                 last_log_index,
-                last_log_term,
-            } => self.handle_heartbeat_response(from, term, (last_log_term, last_log_index)),
+                ..
+            } => self.handle_heartbeat_response(from, round, last_log_index),
             RaftMessage::TimeoutNow { term } => self.handle_timeout_now(from, term),
+            RaftMessage::AppendEntries {
+                prev_log_index,
+                prev_log_term,
+                entries,
+                leader_commit,
+                ..
+            } => self.handle_append_entries(
+                from,
+                prev_log_index,
+                prev_log_term,
+                entries,
+                leader_commit,
+            ),
+            RaftMessage::AppendResponse {
+                success,
+                match_index,
+                hint_index,
+                hint_term,
+                ..
+            } => self.handle_append_response(from, success, match_index, hint_index, hint_term),
+            RaftMessage::InstallSnapshot {
+                meta,
+                offset,
+                total_bytes,
+                data,
+                ..
+            } => self.handle_install_snapshot(from, meta, offset, total_bytes, data),
+            RaftMessage::InstallSnapshotResponse {
+                last_index,
+                received_bytes,
+                ..
+            } => self.handle_install_snapshot_response(from, last_index, received_bytes),
         }
     }
 
@@ -241,7 +334,10 @@ impl RaftNode {
             // pre-vote answer merely echoes the term we asked about.
             RaftMessage::PreVoteRequest { .. } => true,
             RaftMessage::PreVoteResponse { granted: true, .. } => true,
-            RaftMessage::Heartbeat { term } | RaftMessage::TimeoutNow { term } => {
+            RaftMessage::Heartbeat { term, .. }
+            | RaftMessage::TimeoutNow { term }
+            | RaftMessage::AppendEntries { term, .. }
+            | RaftMessage::InstallSnapshot { term, .. } => {
                 self.become_follower(*term, Some(from));
                 true
             }
@@ -260,7 +356,12 @@ impl RaftNode {
             // off: tell it our term so it steps down. Without this, a node
             // whose term ran ahead could never rejoin, because stickiness and
             // PreVote stop it from raising anyone else's term.
-            RaftMessage::Heartbeat { .. } => self.send(from, self.heartbeat_response()),
+            RaftMessage::Heartbeat { round, .. } => {
+                self.send(from, self.heartbeat_response(*round))
+            }
+            RaftMessage::AppendEntries { .. } | RaftMessage::InstallSnapshot { .. } => {
+                self.send(from, self.heartbeat_response(0))
+            }
             // A pre-candidate with an older term would otherwise wait forever
             // for an answer it can use; the refusal carries our term so it
             // catches up and can campaign in a term that can win.
@@ -276,12 +377,36 @@ impl RaftNode {
     }
 
     /// This node's answer to a heartbeat, at its own term.
-    pub(super) fn heartbeat_response(&self) -> RaftMessage {
+    pub(super) fn heartbeat_response(&self, round: u64) -> RaftMessage {
         RaftMessage::HeartbeatResponse {
             term: self.term,
+            round,
             last_log_index: self.log.last_index(),
-            last_log_term: self.log.last_term(),
         }
+    }
+
+    /// Committed entries not yet handed out, bounded per `ready()`.
+    fn take_committed(&mut self, output: &mut Vec<RaftOutput>) {
+        let last = LogIndex(
+            self.commit
+                .0
+                .min(self.applied.0 + self.config.apply_batch_entries_max as u64),
+        );
+        if last <= self.applied {
+            return;
+        }
+        assert!(
+            self.applied >= self.log.snapshot_index(),
+            "applied entries precede the log"
+        );
+        for entry in self.log.slice(
+            self.applied.next(),
+            (last.0 - self.applied.0) as usize,
+            usize::MAX,
+        ) {
+            output.push(RaftOutput::Apply(entry));
+        }
+        self.applied = last;
     }
 }
 
@@ -289,8 +414,8 @@ impl Protocol for RaftNode {
     type Config = RaftConfig;
     type Message = RaftMessage;
     type Durable = RaftDurable;
-    type Persist = RaftDurable;
-    type Output = std::convert::Infallible;
+    type Persist = RaftPersist;
+    type Output = RaftOutput;
     const NAME: &'static str = "raft";
 
     fn new(
@@ -303,22 +428,42 @@ impl Protocol for RaftNode {
         if let Err(error) = config.validate() {
             panic!("{error}");
         }
-        let mut voters = members.to_vec();
-        voters.sort();
-        voters.dedup();
+        let bootstrap = ClusterConfig::voters(members.iter().copied());
+        let snapshot_meta = durable.snapshot.as_ref().map(|s| s.meta.clone());
+        let log = RaftLog::restore(snapshot_meta.as_ref(), durable.entries);
+        let base = snapshot_meta
+            .as_ref()
+            .map_or(bootstrap.clone(), |m| m.config.clone());
+        let (cluster, cluster_index) = log.latest_config(&base);
         assert!(
-            voters.contains(&id),
-            "{id} must be one of the members {voters:?}"
+            cluster.members().any(|m| m == id)
+                || snapshot_meta.is_some()
+                || cluster_index > LogIndex(0),
+            "{id} must be one of the members {members:?}"
         );
+        let snapshot_index = log.snapshot_index();
+        let commit = durable
+            .hard_state
+            .commit
+            .max(snapshot_index)
+            .min(log.last_index());
         let mut node = RaftNode {
             config: config.clone(),
             id,
-            voters,
+            bootstrap,
+            cluster,
+            cluster_index,
             rng,
             term: durable.hard_state.term,
             voted_for: durable.hard_state.voted_for,
-            log: durable.log,
-            durable_dirty: false,
+            log,
+            commit,
+            applied: snapshot_index,
+            hard_state_dirty: false,
+            snapshot: durable.snapshot,
+            snapshot_to_persist: None,
+            incoming_snapshot: None,
+            pending_output: Vec::new(),
             role: Role::Follower,
             leader: None,
             now_tick: 0,
@@ -331,10 +476,16 @@ impl Protocol for RaftNode {
             heartbeat_elapsed_ticks: 0,
             progress: BTreeMap::new(),
             transfer: None,
+            replication_pending: false,
+            reads: ReadQueue::default(),
             outbox: Vec::new(),
         };
         node.reset_election_timer();
         node
+    }
+
+    fn apply_persist(durable: &mut RaftDurable, persist: RaftPersist) {
+        durable.apply(persist);
     }
 
     fn tick(&mut self) {
@@ -347,9 +498,20 @@ impl Protocol for RaftNode {
     }
 
     fn step(&mut self, from: NodeId, message: RaftMessage) {
-        // Input from a non-member is dropped: membership, not the message,
-        // decides who may vote.
-        if from == self.id || !self.voters.contains(&from) {
+        if from == self.id {
+            return;
+        }
+        // Votes count only from voters; anything else from a stranger is
+        // still read, because a member added by a configuration change may
+        // hear from the leader before its log says who the members are.
+        let vote_traffic = matches!(
+            message,
+            RaftMessage::PreVoteRequest { .. }
+                | RaftMessage::VoteRequest { .. }
+                | RaftMessage::PreVoteResponse { .. }
+                | RaftMessage::VoteResponse { .. }
+        );
+        if vote_traffic && !self.cluster.voters.contains(&from) {
             return;
         }
         self.step_message(from, message);
@@ -360,29 +522,37 @@ impl Protocol for RaftNode {
         self.handle_unreachable_hint(peer);
     }
 
-    fn apply_persist(durable: &mut RaftDurable, persist: RaftDurable) {
-        assert!(
-            persist.hard_state.term >= durable.hard_state.term,
-            "terms never go back"
-        );
-        *durable = persist;
-    }
-
     fn has_ready(&self) -> bool {
-        self.durable_dirty || !self.outbox.is_empty()
+        self.hard_state_dirty
+            || !self.outbox.is_empty()
+            || self.replication_pending
+            || self.reads_waiting_for_round()
+            || self.log.has_unpersisted()
+            || self.snapshot_to_persist.is_some()
+            || !self.pending_output.is_empty()
+            || self.commit > self.applied
     }
 
     fn ready(&mut self) -> Ready<Self> {
-        let persist = if self.durable_dirty {
-            self.durable_dirty = false;
-            Some(self.durable())
-        } else {
-            None
+        if self.replication_pending {
+            self.replication_pending = false;
+            self.broadcast_append();
+        }
+        if self.role == Role::Leader && self.read_round_unsent() {
+            let round = self.start_round();
+            self.broadcast_heartbeat(round);
+        }
+        let persist = RaftPersist {
+            snapshot: self.snapshot_to_persist.take(),
+            entries: self.log.take_unpersisted(),
+            hard_state: std::mem::take(&mut self.hard_state_dirty).then(|| self.hard_state()),
         };
+        let mut output = std::mem::take(&mut self.pending_output);
+        self.take_committed(&mut output);
         Ready {
-            persist,
+            persist: (!persist.is_empty()).then_some(persist),
             messages: std::mem::take(&mut self.outbox),
-            output: Vec::new(),
+            output,
         }
     }
 

@@ -1,9 +1,35 @@
-//! What a leader knows about one follower.
+//! What a leader knows about one follower: liveness for CheckQuorum and
+//! priorities, and replication flow control (probe / replicate / snapshot,
+//! as in etcd-io/raft's progress tracker, thesis §3.5).
 
-use crate::types::{LogIndex, Term};
+use crate::types::LogIndex;
+use std::collections::VecDeque;
+
+/// How the leader currently sends entries to a follower.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicationState {
+    /// Where the logs diverge is unknown: one AppendEntries at a time,
+    /// backing off by the follower's hints.
+    Probe {
+        /// An append is outstanding; wait for its answer (or a heartbeat
+        /// answer) before sending another.
+        paused: bool,
+    },
+    /// The follower matches: stream entries, up to the inflight limit.
+    Replicate,
+    /// The entries it needs are compacted: send the snapshot in chunks.
+    Snapshot {
+        /// Snapshot being sent.
+        last_index: LogIndex,
+        /// Bytes the follower confirmed so far.
+        offset: u64,
+        /// A chunk is outstanding.
+        paused: bool,
+    },
+}
 
 /// The leader's view of one follower, reset at each election.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Progress {
     /// Leader-local tick at which this follower last answered. CheckQuorum
     /// counts followers whose last answer is recent.
@@ -13,34 +39,105 @@ pub struct Progress {
     /// has been steadily reachable, so a flapping node is never handed the
     /// leadership.
     pub reachable_since_tick: Option<u64>,
-    /// Last log position the follower reported.
-    pub last_log_index: LogIndex,
-    /// Term of that entry.
-    pub last_log_term: Term,
+    /// Highest index known to match the leader's log.
+    pub match_index: LogIndex,
+    /// Next index to send.
+    pub next_index: LogIndex,
+    /// Flow-control state.
+    pub state: ReplicationState,
+    /// Last index of each AppendEntries in flight, oldest first.
+    pub inflight: VecDeque<LogIndex>,
+    /// Highest ReadIndex round this follower has answered.
+    pub round_acked: u64,
 }
 
 impl Progress {
     /// Fresh progress for a new term: the follower is presumed live (it may
-    /// have just voted for us), but it has not answered yet.
-    pub fn new(now_tick: u64) -> Self {
+    /// have just voted for us), but nothing is known of its log.
+    pub fn new(now_tick: u64, next_index: LogIndex) -> Self {
         Progress {
             last_contact_tick: now_tick,
             reachable_since_tick: None,
-            last_log_index: LogIndex(0),
-            last_log_term: Term(0),
+            match_index: LogIndex(0),
+            next_index,
+            state: ReplicationState::Probe { paused: false },
+            inflight: VecDeque::new(),
+            round_acked: 0,
         }
     }
 
-    /// Records an answer at `now_tick`. An answer after a silence of
+    /// Records any answer at `now_tick`. An answer after a silence of
     /// `silence_ticks_max` or more starts a new reachable run.
-    pub fn record_answer(&mut self, now_tick: u64, silence_ticks_max: u64, last: (Term, LogIndex)) {
+    pub fn record_contact(&mut self, now_tick: u64, silence_ticks_max: u64) {
         assert!(now_tick >= self.last_contact_tick, "leader clock went back");
         let broken = now_tick - self.last_contact_tick >= silence_ticks_max;
         if self.reachable_since_tick.is_none() || broken {
             self.reachable_since_tick = Some(now_tick);
         }
         self.last_contact_tick = now_tick;
-        self.last_log_term = last.0;
-        self.last_log_index = last.1;
+    }
+
+    /// The follower accepted entries up to `index`.
+    pub fn on_match(&mut self, index: LogIndex) {
+        if index > self.match_index {
+            self.match_index = index;
+        }
+        if self.next_index <= self.match_index {
+            self.next_index = self.match_index.next();
+        }
+        while self.inflight.front().is_some_and(|last| *last <= index) {
+            self.inflight.pop_front();
+        }
+        if matches!(self.state, ReplicationState::Probe { .. }) {
+            self.state = ReplicationState::Replicate;
+        }
+        assert!(
+            self.next_index > self.match_index,
+            "next always follows match"
+        );
+    }
+
+    /// The follower refused; go back to probing from `next`.
+    pub fn on_refusal(&mut self, next: LogIndex) {
+        self.next_index = next.max(self.match_index.next());
+        self.inflight.clear();
+        self.state = ReplicationState::Probe { paused: false };
+    }
+
+    /// Whether another AppendEntries may be sent now.
+    pub fn can_send(&self, inflight_max: usize) -> bool {
+        match self.state {
+            ReplicationState::Probe { paused } => !paused,
+            ReplicationState::Replicate => self.inflight.len() < inflight_max,
+            ReplicationState::Snapshot { .. } => false,
+        }
+    }
+
+    /// Records an AppendEntries ending at `last` that was just sent.
+    pub fn on_sent(&mut self, last: LogIndex, inflight_max: usize) {
+        match &mut self.state {
+            ReplicationState::Probe { paused } => *paused = true,
+            ReplicationState::Replicate => {
+                assert!(
+                    self.inflight.len() < inflight_max,
+                    "inflight over {inflight_max}"
+                );
+                self.inflight.push_back(last);
+                self.next_index = last.next();
+            }
+            ReplicationState::Snapshot { .. } => {
+                unreachable!("no appends while sending a snapshot")
+            }
+        }
+    }
+
+    /// Lets a probing follower receive again (after a heartbeat answer).
+    pub fn unpause(&mut self) {
+        match &mut self.state {
+            ReplicationState::Probe { paused } | ReplicationState::Snapshot { paused, .. } => {
+                *paused = false
+            }
+            ReplicationState::Replicate => {}
+        }
     }
 }

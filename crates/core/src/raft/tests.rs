@@ -17,7 +17,22 @@ struct Router {
     cut: BTreeSet<(NodeId, NodeId)>,
     /// Every message sent, for assertions on traffic.
     sent: Vec<(NodeId, NodeId, RaftMessage)>,
+    /// For each TimeoutNow sent: had the target matched the sender's whole
+    /// log at that moment?
+    timeout_now_caught_up: Vec<bool>,
     queue: VecDeque<(NodeId, NodeId, RaftMessage)>,
+}
+
+fn entries_with_terms(terms: Vec<Term>) -> Vec<Entry> {
+    terms
+        .into_iter()
+        .enumerate()
+        .map(|(k, term)| Entry {
+            term,
+            index: LogIndex(k as u64 + 1),
+            payload: Payload::Noop,
+        })
+        .collect()
 }
 
 fn ids(n: u64) -> Vec<NodeId> {
@@ -34,9 +49,14 @@ impl Router {
         let mut nodes = BTreeMap::new();
         let mut disk = BTreeMap::new();
         for id in &members {
+            let terms = logs.get(id).cloned().unwrap_or_default();
             let durable = RaftDurable {
-                hard_state: HardState::default(),
-                log: RaftLog::from_terms(logs.get(id).cloned().unwrap_or_default()),
+                hard_state: HardState {
+                    term: terms.last().copied().unwrap_or_default(),
+                    ..HardState::default()
+                },
+                snapshot: None,
+                entries: entries_with_terms(logs.get(id).cloned().unwrap_or_default()),
             };
             let node = RaftNode::new(
                 &config,
@@ -53,6 +73,7 @@ impl Router {
             disk,
             cut: BTreeSet::new(),
             sent: Vec::new(),
+            timeout_now_caught_up: Vec::new(),
             queue: VecDeque::new(),
         }
     }
@@ -88,8 +109,15 @@ impl Router {
                 continue;
             }
             let ready = node.ready();
-            if let Some(durable) = ready.persist {
-                self.disk.insert(*id, durable);
+            for envelope in &ready.messages {
+                if let RaftMessage::TimeoutNow { .. } = envelope.message {
+                    let matched = node.progress(envelope.to).map(|p| p.match_index);
+                    self.timeout_now_caught_up
+                        .push(matched == Some(node.log().last_index()));
+                }
+            }
+            if let Some(persist) = ready.persist {
+                self.disk.get_mut(id).unwrap().apply(persist);
             }
             for envelope in ready.messages {
                 // Durable state in order: a granted vote never leaves a node
@@ -244,7 +272,10 @@ fn paper_5_2_each_node_votes_at_most_once_per_term() {
     let first = n1.ready();
     n1.step(NodeId(3), vote_request(1, 0, 0));
     let second = n1.ready();
-    assert_eq!(first.persist.unwrap().hard_state.voted_for, Some(NodeId(2)));
+    assert_eq!(
+        first.persist.unwrap().hard_state.unwrap().voted_for,
+        Some(NodeId(2))
+    );
     assert!(matches!(
         first.messages[0].message,
         RaftMessage::VoteResponse { granted: true, .. }
@@ -288,7 +319,7 @@ fn durable_state_leaves_before_the_vote_that_depends_on_it() {
     let ready = node.ready();
     let durable = ready.persist.expect("term and vote must be persisted");
     assert_eq!(
-        durable.hard_state,
+        durable.hard_state.unwrap(),
         HardState {
             term: Term(7),
             voted_for: Some(NodeId(2)),
@@ -310,7 +341,8 @@ fn restart_keeps_term_and_vote() {
         Rng::new(1),
     );
     node.step(NodeId(2), vote_request(4, 0, 0));
-    let durable = node.ready().persist.unwrap();
+    let mut durable = RaftDurable::default();
+    durable.apply(node.ready().persist.unwrap());
     let mut restarted = RaftNode::new(&cfg, NodeId(1), &ids(3), durable, Rng::new(2));
     restarted.step(NodeId(3), vote_request(4, 0, 0));
     let ready = restarted.ready();
@@ -464,23 +496,15 @@ fn transfer_to_a_named_peer_makes_it_leader_in_the_next_term() {
 
 #[test]
 fn transfer_without_target_picks_the_most_up_to_date_peer() {
-    let logs = BTreeMap::from([
-        (NodeId(1), vec![Term(1), Term(1)]),
-        (NodeId(2), vec![Term(1)]),
-        (NodeId(3), vec![Term(1), Term(1)]),
-    ]);
-    let mut cfg = config();
-    cfg.priorities = BTreeMap::from([(NodeId(1), 9)]);
-    let mut router = Router::with_logs(3, cfg, logs);
+    let mut router = Router::new(3, config());
     let leader = router.elect();
-    assert_eq!(
-        leader,
-        NodeId(1),
-        "n1 has the highest priority and a full log"
-    );
     router.run(2);
-    let target = router.node_mut(1).transfer_leadership(None);
-    assert_eq!(target, Ok(NodeId(3)), "n3 has the longer log");
+    let peers: Vec<NodeId> = ids(3).into_iter().filter(|id| *id != leader).collect();
+    let node = router.nodes.get_mut(&leader).unwrap();
+    // Pretend the lower-id peer lags: the higher-id one must be chosen even
+    // though ties would go to the lower id.
+    node.progress.get_mut(&peers[0]).unwrap().match_index = LogIndex(0);
+    assert_eq!(node.transfer_leadership(None), Ok(peers[1]));
 }
 
 #[test]
@@ -519,20 +543,38 @@ fn priority_a_caught_up_higher_priority_node_ends_up_leader() {
 }
 
 #[test]
-fn priority_a_lagging_higher_priority_node_is_not_handed_leadership() {
-    let logs = BTreeMap::from([
-        (NodeId(1), vec![Term(1)]),
-        (NodeId(2), vec![Term(1), Term(1)]),
-        (NodeId(3), vec![Term(1), Term(1)]),
-    ]);
+fn priority_a_lagging_higher_priority_node_takes_over_only_once_caught_up() {
     let mut cfg = config();
     cfg.priorities = BTreeMap::from([(NodeId(1), 5)]);
-    let mut router = Router::with_logs(3, cfg, logs);
-    let leader = router.elect();
-    router.run(200);
-    assert_eq!(router.agreed_leader(), Some(leader));
-    assert_ne!(leader, NodeId(1));
-    assert_eq!(router.count_sent("timeout_now"), 0);
+    let mut router = Router::new(3, cfg);
+    router.isolate(1);
+    let leader = router.elect_among(&[2, 3]);
+    for k in 0..20u8 {
+        router
+            .nodes
+            .get_mut(&leader)
+            .unwrap()
+            .propose(vec![k])
+            .unwrap();
+        router.settle();
+    }
+    router.heal();
+    router.sent.clear();
+    for _ in 0..400 {
+        router.run(1);
+        if router.count_sent("timeout_now") > 0 {
+            break;
+        }
+        // Until the hand-off starts, n1 lags or has just caught up.
+    }
+    assert_eq!(router.count_sent("timeout_now"), 1, "the hand-off happened");
+    assert_eq!(
+        router.timeout_now_caught_up,
+        vec![true],
+        "only once n1 matched the whole log"
+    );
+    router.run(50);
+    assert_eq!(router.agreed_leader(), Some(NodeId(1)));
 }
 
 // --- connection-loss hint ----------------------------------------------------------
@@ -640,19 +682,17 @@ fn a_stale_leader_learns_the_new_term_from_a_heartbeat_answer() {
     let term = router.nodes[&leader].status().term;
     let stale = RaftMessage::Heartbeat {
         term: Term(term.0 - 1),
+        commit: LogIndex(0),
+        round: 7,
     };
-    router
-        .nodes
-        .get_mut(&follower)
-        .unwrap()
-        .step(NodeId(99), stale.clone());
-    assert!(
-        !router.nodes[&follower].has_ready(),
-        "non-members are ignored"
-    );
     router.nodes.get_mut(&follower).unwrap().step(leader, stale);
     let ready = router.nodes.get_mut(&follower).unwrap().ready();
     assert_eq!(ready.messages[0].message.term(), term);
+    assert_eq!(
+        router.nodes[&follower].status().term,
+        term,
+        "the receiver kept its term"
+    );
 }
 
 impl Router {

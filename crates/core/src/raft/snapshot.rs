@@ -1,0 +1,245 @@
+//! Snapshots and log compaction (paper §7): the application hands the core
+//! a snapshot of its state, the log before it is dropped, and followers too
+//! far behind receive the snapshot in bounded chunks (InstallSnapshot).
+
+use super::entry::{Snapshot, SnapshotMeta};
+use super::message::RaftMessage;
+use super::node::RaftNode;
+use super::output::RaftOutput;
+use super::progress::ReplicationState;
+use crate::protocol::Role;
+use crate::types::{LogIndex, NodeId};
+use std::fmt;
+
+/// A snapshot arriving in chunks.
+#[derive(Clone, Debug)]
+pub struct IncomingSnapshot {
+    /// What it covers.
+    pub meta: SnapshotMeta,
+    /// Announced total size.
+    pub total_bytes: u64,
+    /// Bytes received so far, in order.
+    pub data: Vec<u8>,
+}
+
+/// Why a compaction request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactError {
+    /// The snapshot must cover only applied entries.
+    NotApplied {
+        /// Requested index.
+        index: LogIndex,
+        /// Applied so far.
+        applied: LogIndex,
+    },
+    /// The log is already compacted past that index.
+    AlreadyCompacted(LogIndex),
+}
+
+impl fmt::Display for CompactError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompactError::NotApplied { index, applied } => {
+                write!(f, "cannot snapshot at {index}: only {applied} is applied")
+            }
+            CompactError::AlreadyCompacted(index) => {
+                write!(f, "the log is already compacted past {index}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CompactError {}
+
+impl RaftNode {
+    /// Records the application's snapshot of its state after applying
+    /// `last_index`, persists it, and drops the log up to there.
+    pub fn compact(&mut self, last_index: LogIndex, data: Vec<u8>) -> Result<(), CompactError> {
+        if last_index > self.applied {
+            return Err(CompactError::NotApplied {
+                index: last_index,
+                applied: self.applied,
+            });
+        }
+        if last_index <= self.log.snapshot_index() {
+            return Err(CompactError::AlreadyCompacted(last_index));
+        }
+        let meta = SnapshotMeta {
+            last_index,
+            last_term: self
+                .log
+                .term(last_index)
+                .expect("applied entries are in the log"),
+            config: self.config_at(last_index),
+        };
+        self.log.compact(&meta);
+        let snapshot = Snapshot { meta, data };
+        self.snapshot_to_persist = Some(snapshot.clone());
+        self.snapshot = Some(snapshot);
+        Ok(())
+    }
+
+    /// Switches `peer` to receiving the snapshot.
+    pub(super) fn start_snapshot(&mut self, peer: NodeId) {
+        let last_index = self
+            .snapshot
+            .as_ref()
+            .expect("compacted logs have a snapshot")
+            .meta
+            .last_index;
+        let progress = self.progress.get_mut(&peer).expect("a replica");
+        progress.inflight.clear();
+        progress.state = ReplicationState::Snapshot {
+            last_index,
+            offset: 0,
+            paused: false,
+        };
+        self.send_snapshot_chunk(peer);
+    }
+
+    /// Sends the next chunk to `peer`.
+    pub(super) fn send_snapshot_chunk(&mut self, peer: NodeId) {
+        let snapshot = self
+            .snapshot
+            .as_ref()
+            .expect("compacted logs have a snapshot");
+        let progress = self.progress.get_mut(&peer).expect("a replica");
+        let ReplicationState::Snapshot {
+            last_index,
+            offset,
+            paused,
+        } = &mut progress.state
+        else {
+            unreachable!("only called while sending a snapshot")
+        };
+        if *last_index != snapshot.meta.last_index {
+            // A newer snapshot replaced the one being sent: start over.
+            *last_index = snapshot.meta.last_index;
+            *offset = 0;
+        }
+        *paused = true;
+        let start = (*offset as usize).min(snapshot.data.len());
+        let end = (start + self.config.snapshot_chunk_bytes_max).min(snapshot.data.len());
+        let message = RaftMessage::InstallSnapshot {
+            term: self.term,
+            meta: snapshot.meta.clone(),
+            offset: start as u64,
+            total_bytes: snapshot.data.len() as u64,
+            data: snapshot.data[start..end].to_vec(),
+        };
+        self.send(peer, message);
+    }
+
+    /// A follower confirmed `received_bytes` of the snapshot at `last_index`.
+    pub(super) fn handle_install_snapshot_response(
+        &mut self,
+        from: NodeId,
+        last_index: LogIndex,
+        received: u64,
+    ) {
+        if self.role != Role::Leader {
+            return;
+        }
+        self.record_contact(from);
+        let Some(progress) = self.progress.get_mut(&from) else {
+            return;
+        };
+        if let ReplicationState::Snapshot {
+            last_index: sending,
+            offset,
+            paused,
+        } = &mut progress.state
+        {
+            if *sending == last_index {
+                *offset = received;
+                *paused = false;
+                self.send_snapshot_chunk(from);
+            }
+        }
+    }
+
+    /// A chunk of the leader's snapshot.
+    pub(super) fn handle_install_snapshot(
+        &mut self,
+        from: NodeId,
+        meta: SnapshotMeta,
+        offset: u64,
+        total_bytes: u64,
+        data: Vec<u8>,
+    ) {
+        self.note_leader(from);
+        if meta.last_index <= self.commit {
+            // Already have everything it covers.
+            self.send_append_success(from, self.commit);
+            return;
+        }
+        if total_bytes > self.config.snapshot_bytes_max {
+            // Refuse loudly by never confirming; the operator must raise the
+            // limit. Nothing of ours is touched.
+            return;
+        }
+        let fresh = offset == 0
+            && self
+                .incoming_snapshot
+                .as_ref()
+                .is_none_or(|s| s.meta != meta || s.data.len() as u64 != 0);
+        if fresh {
+            self.incoming_snapshot = Some(IncomingSnapshot {
+                meta: meta.clone(),
+                total_bytes,
+                data: Vec::new(),
+            });
+        }
+        let Some(incoming) = self.incoming_snapshot.as_mut().filter(|s| s.meta == meta) else {
+            self.send(
+                from,
+                RaftMessage::InstallSnapshotResponse {
+                    term: self.term,
+                    last_index: meta.last_index,
+                    received_bytes: 0,
+                },
+            );
+            return;
+        };
+        if incoming.data.len() as u64 == offset
+            && offset + data.len() as u64 <= incoming.total_bytes
+        {
+            incoming.data.extend_from_slice(&data);
+        }
+        let received = incoming.data.len() as u64;
+        if received < incoming.total_bytes {
+            self.send(
+                from,
+                RaftMessage::InstallSnapshotResponse {
+                    term: self.term,
+                    last_index: meta.last_index,
+                    received_bytes: received,
+                },
+            );
+            return;
+        }
+        let incoming = self.incoming_snapshot.take().expect("complete");
+        self.install_snapshot(Snapshot {
+            meta: incoming.meta,
+            data: incoming.data,
+        });
+        self.send_append_success(from, meta.last_index);
+    }
+
+    /// Replaces this follower's state with a complete snapshot.
+    fn install_snapshot(&mut self, snapshot: Snapshot) {
+        let last = snapshot.meta.last_index;
+        assert!(
+            last > self.commit,
+            "only snapshots ahead of us are installed"
+        );
+        self.log.compact(&snapshot.meta);
+        self.commit = last;
+        self.applied = last;
+        self.snapshot_to_persist = Some(snapshot.clone());
+        self.pending_output
+            .push(RaftOutput::Restore(snapshot.clone()));
+        self.snapshot = Some(snapshot);
+        self.refresh_cluster_from_log();
+    }
+}
