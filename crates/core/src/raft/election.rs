@@ -118,10 +118,12 @@ impl RaftNode {
         let mut granted = can_vote && log_ok;
         if rival && granted {
             // Two pre-candidates racing for the same term would both pass
-            // and split the real vote. The lower-ranked one yields instead;
-            // the higher-ranked one refuses. Pre-votes bind nothing, so this
-            // changes only who goes first, never safety.
-            if self.rank_key(from) < self.rank_key(self.id) {
+            // and split the real vote. The one with the less up-to-date log
+            // yields (it could never win against the other), and on equal
+            // logs the lower-ranked one does. Pre-votes bind nothing, so
+            // this changes only who goes first, never safety.
+            let logs_equal = (last_log_term, last_log_index) == (self.log.last_term(), self.log.last_index());
+            if !logs_equal || self.rank_key(from) < self.rank_key(self.id) {
                 self.become_follower(self.term, None);
             } else {
                 granted = false;

@@ -31,20 +31,14 @@ pub trait Model {
     /// state if the specification allows answering `r` in `state`, else
     /// `None`. With `response: None` the answer is unknown (the client timed
     /// out): returns the state after applying the command, whatever it
-    /// answered; it must then be `Some`.
+    /// answered, or `None` if it cannot take effect in `state`.
+    ///
+    /// Must be a pure function: the search calls it on states other than the
+    /// current one to decide which orders are redundant.
     fn step(
         &self,
         state: &Self::State,
         command: &Self::Command,
         response: Option<&Self::Response>,
     ) -> Option<Self::State>;
-
-    /// True if `command` is a blind write: `step` returns the same result
-    /// from every state. The search uses it to skip an unknown-outcome
-    /// operation that such a write would immediately overwrite unseen.
-    /// Answering `false` is always safe, only slower.
-    fn overwrites_state(&self, command: &Self::Command) -> bool {
-        let _ = command;
-        false
-    }
 }

@@ -13,16 +13,24 @@
 //! Operations of unknown outcome (the client timed out) have no completion:
 //! they may be placed at any point after their invoke, or never — "never" is
 //! the same as "after everything else", so the search succeeds as soon as
-//! every *completed* operation is placed. Three cuts keep them cheap, each
-//! sound because the cut configuration can do nothing that a configuration
-//! the search also enters cannot:
+//! every *completed* operation is placed. Left alone, they make the search
+//! exponential: each stays a candidate forever, and every subset of them
+//! placed early and later overwritten leads to a distinct configuration.
+//! Four cuts prevent that. Each removes a configuration that another
+//! configuration the search also enters dominates (same completed
+//! operations, same state, a subset of the unknown-outcome ones), so the
+//! verdict is unchanged; each is an instance of rewriting a linearization
+//! into one that places unknown-outcome operations later or not at all:
 //!
-//! 1. an unknown-outcome operation that leaves the state unchanged is never
-//!    placed (placing it later, i.e. never, is as good);
-//! 2. a blind write (see [`Model::overwrites_state`]) is never placed right
-//!    after an unknown-outcome operation, which it would overwrite unseen:
-//!    the order without that operation is a sibling branch;
-//! 3. the memo table covers supersets of unknown-outcome operations (see
+//! 1. an unknown-outcome operation that leaves the state unchanged is not
+//!    placed (never placing it is as good);
+//! 2. an operation Y is not placed right after an unknown-outcome operation
+//!    X if Y, placed without X, would be accepted and leave the same state
+//!    (a blind write hides X): the order without X is a sibling branch;
+//! 3. an operation Y is not placed right after an unknown-outcome operation
+//!    X if Y is accepted and changes nothing both with and without X: the
+//!    order Y then X reaches the same configuration;
+//! 4. the memo table covers supersets of unknown-outcome operations (see
 //!    [`super::visited`]).
 //!
 //! Candidates are tried completed operations first, unknown-outcome ones
@@ -142,7 +150,7 @@ pub(super) struct Search<'a, 'h, M: Model> {
     steps_max: u64,
 }
 
-impl<'a, 'h, M: Model> Search<'a, 'h, M> where M::Command: std::fmt::Debug {
+impl<'a, 'h, M: Model> Search<'a, 'h, M> where M::Command: std::fmt::Debug, M::Response: std::fmt::Debug {
     /// Prepares a search over `calls` that gives up after `steps_max`
     /// placement attempts.
     pub(super) fn new(model: &'a M, calls: &'a [Call<'h, M>], steps_max: u64) -> Self {
@@ -211,8 +219,7 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> where M::Command: std::fmt::Debug {
                 }
                 None => match self.backtrack() {
                     Some(undone) => self.next_candidate(undone),
-                    None => { for (id, &c) in self.indeterminate.iter().enumerate() { eprintln!("IND {id} call {c} invoke {} cmd {:?}", self.calls[c].invoke_us, self.calls[c].command); }
- eprintln!("EXP stuck steps {} calls {} ind {} {}", self.steps, self.calls.len(), self.indeterminate.len(), self.visited.stats()); return self.stuck() },
+                    None => { eprintln!("EXP stuck steps {} calls {}", self.steps, self.calls.len()); return self.stuck() },
                 },
             };
         }
@@ -270,28 +277,38 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> where M::Command: std::fmt::Debug {
     fn try_place(&mut self, pick: Pick) -> bool {
         let call_index = self.call_index(pick);
         let call = &self.calls[call_index];
-        let unknown = matches!(pick, Pick::Indeterminate(_));
-        let after_unknown = matches!(
-            self.stack.last(),
-            Some(Frame { pick: Pick::Indeterminate(_), .. })
-        );
-        // Cut 2: this write would hide the unknown-outcome operation before it.
-        if after_unknown && self.model.overwrites_state(call.command) {
-            return false;
-        }
         let Some(next) = self.model.step(&self.state, call.command, call.response) else {
             return false;
         };
         // Cut 1: an unknown-outcome operation with no effect here.
-        if unknown && next == self.state {
+        if matches!(pick, Pick::Indeterminate(_)) && next == self.state {
             return false;
+        }
+        if let Some(Frame { pick: Pick::Indeterminate(_), state_before }) = self.stack.last() {
+            if let Some(without) = self.model.step(state_before, call.command, call.response) {
+                // Cut 2: this operation hides the unknown-outcome one before it.
+                let hides = without == next;
+                // Cut 3: this operation commutes with the one before it.
+                let commutes = without == *state_before && next == self.state;
+                if hides || commutes {
+                    return false;
+                }
+            }
         }
         self.mark(pick);
         let key = self.config_key(next.clone());
-        // Cut 3 and Lowe's memo table.
+        // Cut 4 and Lowe's memo table.
         if !self.visited.enter(key, self.indeterminate_set.members().into()) {
             self.unmark(pick);
             return false;
+        }
+        if self.indeterminate_set.count() == 5 && self.order.len() < 2000 && std::env::var("DUMP").is_ok() {
+            for (k, f) in self.stack.iter().enumerate().skip(self.stack.len().saturating_sub(12)) {
+                let c = &self.calls[self.call_index(f.pick)];
+                eprintln!("P {k} {:?} inv {} cmp {:?} {:?} {:?} before {:?}", f.pick, c.invoke_us, c.complete_us, c.command, c.response, f.state_before);
+            }
+            eprintln!("P now {:?} {:?} {:?} next {:?}", pick, call.command, call.response, next);
+            std::process::exit(1);
         }
         let state_before = std::mem::replace(&mut self.state, next);
         self.stack.push(Frame { pick, state_before });

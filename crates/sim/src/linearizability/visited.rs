@@ -35,21 +35,12 @@ pub(super) struct Visited<S> {
     entries: HashMap<ConfigKey<S>, Vec<Box<[u32]>>>,
 }
 
-impl<S: Clone + Eq + Hash + std::fmt::Debug> Visited<S> {
+impl<S: Clone + Eq + Hash> Visited<S> {
     /// An empty table.
     pub(super) fn new() -> Self {
         Visited {
             entries: HashMap::new(),
         }
-    }
-
-    /// debug
-    pub(super) fn stats(&self) -> String {
-        let mut sizes = std::collections::BTreeMap::new();
-        let mut chains = std::collections::BTreeMap::new();
-        for v in self.entries.values() { *chains.entry(v.len()).or_insert(0) += 1; for i in v { *sizes.entry(i.len()).or_insert(0) += 1; } }
-        let big = self.entries.iter().max_by_key(|(_, v)| v.len()).unwrap();
-        format!("keys {} Isizes {:?} antichains {:?}\nBIG prefix {} tail {:?} state {:?}\n{:?}", self.entries.len(), sizes, chains, big.0.completed_prefix, big.0.completed_tail, big.0.state, big.1)
     }
 
     /// Records the configuration and returns true, unless it is covered by

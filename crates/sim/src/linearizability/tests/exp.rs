@@ -9,8 +9,7 @@ fn exp() {
         let mut history = generate(1, shape);
         let last_read = (0..history.len()).rev().find(|&i| matches!(history[i].outcome, Outcome::Ok { response: Response::Get(_), .. }));
         if let Some(Outcome::Ok { response, .. }) = last_read.map(|i| &mut history[i].outcome) { *response = Response::Get(Some(Value(u64::MAX))); }
-        for (i, op) in history.iter().enumerate() { if op.key() == crate::linearizability::Key(0) { eprintln!("H {i} {op}"); } }
-        let r = check(&history, &CheckOptions{search_steps_max: 5_000_000});
+                let r = check(&history, &CheckOptions{search_steps_max: 5_000_000});
         eprintln!("EXP ops {ops} pct {pct}: {}", match r { crate::linearizability::CheckResult::Unknown{..} => "unknown", crate::linearizability::CheckResult::NotLinearizable{..} => "violation", _ => "lin"});
       }
     }

@@ -1,0 +1,75 @@
+//! The few file operations the WAL needs, behind a trait, so that the same
+//! WAL code runs on the real file system and on a simulated disk that can
+//! crash at any operation.
+//!
+//! The operations are the ones whose durability semantics the WAL depends
+//! on, and nothing else: append-only writes, `fdatasync`, truncation (to cut
+//! a torn tail), whole-file reads (recovery), and directory operations whose
+//! effect is durable only after the directory itself is synced (POSIX says
+//! nothing stronger, so neither does the simulated disk).
+
+mod real;
+mod sim;
+mod sim_disk;
+mod sim_fault;
+mod unsynced_data;
+
+pub use real::{RealFile, RealFileSystem};
+pub use sim::{SimFile, SimFileSystem};
+pub use sim_fault::SimFault;
+pub use unsynced_data::UnsyncedData;
+
+use std::io;
+use std::path::Path;
+
+/// An open file the WAL appends to.
+pub trait WalFile {
+    /// Appends all of `bytes` at the end of the file. On error, any prefix of
+    /// `bytes` may have been written.
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
+
+    /// Makes everything written so far durable, including the file's size
+    /// (`fdatasync`). Does not make the file's name durable; see
+    /// [`FileSystem::sync_dir`].
+    fn sync_data(&mut self) -> io::Result<()>;
+
+    /// Cuts the file to `len_bytes` (never longer than it is); later appends
+    /// go after the new end. Recovery uses it to drop a torn tail.
+    fn set_len(&mut self, len_bytes: u64) -> io::Result<()>;
+}
+
+/// The directory-level operations, and the factory of [`WalFile`]s.
+pub trait FileSystem {
+    /// The open-file type.
+    type File: WalFile;
+
+    /// Creates `dir` and its parents if missing.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+
+    /// Names of the entries of `dir`, sorted. Names that are not UTF-8 are
+    /// left out: the WAL never creates them.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
+
+    /// Creates a new, empty file for appending; fails if it exists.
+    fn create_new(&self, path: &Path) -> io::Result<Self::File>;
+
+    /// Opens an existing file for appending at its end.
+    fn open_append(&self, path: &Path) -> io::Result<Self::File>;
+
+    /// Size of a file in bytes.
+    fn file_len(&self, path: &Path) -> io::Result<u64>;
+
+    /// Reads a whole file, failing if it holds more than `bytes_max` bytes so
+    /// that a damaged size can never make recovery allocate without bound.
+    fn read(&self, path: &Path, bytes_max: u64) -> io::Result<Vec<u8>>;
+
+    /// Removes a file. Durable only after [`sync_dir`](FileSystem::sync_dir).
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+
+    /// Renames a file atomically, replacing `to` if it exists. Durable only
+    /// after [`sync_dir`](FileSystem::sync_dir).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+
+    /// Makes the creations, removals and renames in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
