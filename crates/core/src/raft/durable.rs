@@ -13,8 +13,8 @@ pub struct HardState {
     pub term: Term,
     /// Candidate that received this node's vote in `term`, if any.
     pub voted_for: Option<NodeId>,
-    /// A commit index known at the time of writing. Not needed for safety
-    /// (it can be relearned, so it may lag), but lets a restarted node
+    /// The commit index when written (updated with every `Ready` in which
+    /// it advanced). Not needed for safety, but lets a restarted node
     /// re-apply its log without waiting for a leader.
     pub commit: LogIndex,
 }

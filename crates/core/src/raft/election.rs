@@ -122,7 +122,8 @@ impl RaftNode {
             // yields (it could never win against the other), and on equal
             // logs the lower-ranked one does. Pre-votes bind nothing, so
             // this changes only who goes first, never safety.
-            let logs_equal = (last_log_term, last_log_index) == (self.log.last_term(), self.log.last_index());
+            let logs_equal =
+                (last_log_term, last_log_index) == (self.log.last_term(), self.log.last_index());
             if !logs_equal || self.rank_key(from) < self.rank_key(self.id) {
                 self.become_follower(self.term, None);
             } else {

@@ -19,7 +19,7 @@
 use super::entry::{Entry, Payload};
 use super::message::RaftMessage;
 use super::node::{RaftNode, Transfer};
-use super::progress::Progress;
+use super::progress::{Progress, ReplicationState};
 use crate::protocol::Role;
 use crate::types::{LogIndex, NodeId};
 
@@ -150,15 +150,25 @@ impl RaftNode {
             return;
         }
         self.record_contact(from);
+        let last = self.log.last_index();
         let Some(progress) = self.progress.get_mut(&from) else {
             return;
         };
         progress.round_acked = progress.round_acked.max(round);
+        let stalled = progress.state == ReplicationState::Replicate
+            && last_log_index <= progress.match_index
+            && progress.match_index < last;
+        if stalled {
+            // Nothing streamed since its last match has reached it: the
+            // appends were lost. Resend from the match point.
+            let next = progress.match_index.next();
+            progress.on_refusal(next);
+        }
         // A paused probe resumes on any sign of life; a follower that is
         // behind gets entries without waiting for the next proposal.
         progress.unpause();
-        if progress.match_index < self.log.last_index() || last_log_index < self.log.last_index() {
-            self.send_append(from);
+        if progress.match_index < last {
+            self.send_appends_to(from);
         }
         if round > 0 {
             self.release_confirmed_reads();

@@ -47,4 +47,6 @@ pub use proposal::ProposeError;
 pub use reads::ReadError;
 pub use snapshot::CompactError;
 #[cfg(test)]
+mod replication_tests;
+#[cfg(test)]
 mod tests;

@@ -108,6 +108,9 @@ impl RaftNode {
             }
             progress.on_match(match_index);
             if self.maybe_commit() {
+                if self.role != Role::Leader {
+                    return; // It committed its own removal and stepped down.
+                }
                 // Followers learn the new commit index with the next
                 // AppendEntries or heartbeat.
                 self.replication_pending = true;
@@ -158,6 +161,7 @@ impl RaftNode {
         }
         assert!(candidate <= last, "cannot commit beyond the log");
         self.commit = candidate;
+        self.hard_state_dirty = true;
         self.on_leader_commit();
         true
     }

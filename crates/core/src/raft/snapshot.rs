@@ -236,6 +236,7 @@ impl RaftNode {
         self.log.compact(&snapshot.meta);
         self.commit = last;
         self.applied = last;
+        self.hard_state_dirty = true;
         self.snapshot_to_persist = Some(snapshot.clone());
         self.pending_output
             .push(RaftOutput::Restore(snapshot.clone()));

@@ -9,18 +9,20 @@ use crate::types::{LogIndex, NodeId, Term};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A cluster whose network is a FIFO queue.
-struct Router {
-    nodes: BTreeMap<NodeId, RaftNode>,
+pub(super) struct Router {
+    pub(super) nodes: BTreeMap<NodeId, RaftNode>,
     /// Durable state as the runtime persisted it.
-    disk: BTreeMap<NodeId, RaftDurable>,
+    pub(super) disk: BTreeMap<NodeId, RaftDurable>,
     /// Directed links that drop everything.
-    cut: BTreeSet<(NodeId, NodeId)>,
+    pub(super) cut: BTreeSet<(NodeId, NodeId)>,
     /// Every message sent, for assertions on traffic.
-    sent: Vec<(NodeId, NodeId, RaftMessage)>,
+    pub(super) sent: Vec<(NodeId, NodeId, RaftMessage)>,
+    /// Application output per node, in order.
+    pub(super) outputs: BTreeMap<NodeId, Vec<RaftOutput>>,
     /// For each TimeoutNow sent: had the target matched the sender's whole
     /// log at that moment?
-    timeout_now_caught_up: Vec<bool>,
-    queue: VecDeque<(NodeId, NodeId, RaftMessage)>,
+    pub(super) timeout_now_caught_up: Vec<bool>,
+    pub(super) queue: VecDeque<(NodeId, NodeId, RaftMessage)>,
 }
 
 fn entries_with_terms(terms: Vec<Term>) -> Vec<Entry> {
@@ -40,11 +42,11 @@ fn ids(n: u64) -> Vec<NodeId> {
 }
 
 impl Router {
-    fn new(n: u64, config: RaftConfig) -> Self {
+    pub(super) fn new(n: u64, config: RaftConfig) -> Self {
         Self::with_logs(n, config, BTreeMap::new())
     }
 
-    fn with_logs(n: u64, config: RaftConfig, logs: BTreeMap<NodeId, Vec<Term>>) -> Self {
+    pub(super) fn with_logs(n: u64, config: RaftConfig, logs: BTreeMap<NodeId, Vec<Term>>) -> Self {
         let members = ids(n);
         let mut nodes = BTreeMap::new();
         let mut disk = BTreeMap::new();
@@ -74,21 +76,22 @@ impl Router {
             cut: BTreeSet::new(),
             sent: Vec::new(),
             timeout_now_caught_up: Vec::new(),
+            outputs: BTreeMap::new(),
             queue: VecDeque::new(),
         }
     }
 
-    fn node(&self, id: u64) -> &RaftNode {
+    pub(super) fn node(&self, id: u64) -> &RaftNode {
         &self.nodes[&NodeId(id)]
     }
 
-    fn node_mut(&mut self, id: u64) -> &mut RaftNode {
+    pub(super) fn node_mut(&mut self, id: u64) -> &mut RaftNode {
         self.nodes.get_mut(&NodeId(id)).unwrap()
     }
 
     /// Drains every node's output (persisting first) and delivers until the
     /// network is quiet.
-    fn settle(&mut self) {
+    pub(super) fn settle(&mut self) {
         loop {
             self.collect();
             let Some((from, to, message)) = self.queue.pop_front() else {
@@ -119,6 +122,7 @@ impl Router {
             if let Some(persist) = ready.persist {
                 self.disk.get_mut(id).unwrap().apply(persist);
             }
+            self.outputs.entry(*id).or_default().extend(ready.output);
             for envelope in ready.messages {
                 // Durable state in order: a granted vote never leaves a node
                 // whose disk does not already record it.
@@ -137,7 +141,7 @@ impl Router {
     }
 
     /// `ticks` rounds of: tick every node once, then settle.
-    fn run(&mut self, ticks: u64) {
+    pub(super) fn run(&mut self, ticks: u64) {
         for _ in 0..ticks {
             for node in self.nodes.values_mut() {
                 node.tick();
@@ -146,7 +150,7 @@ impl Router {
         }
     }
 
-    fn isolate(&mut self, id: u64) {
+    pub(super) fn isolate(&mut self, id: u64) {
         for other in self.nodes.keys().copied().collect::<Vec<_>>() {
             if other != NodeId(id) {
                 self.cut.insert((NodeId(id), other));
@@ -155,11 +159,11 @@ impl Router {
         }
     }
 
-    fn heal(&mut self) {
+    pub(super) fn heal(&mut self) {
         self.cut.clear();
     }
 
-    fn leaders(&self) -> Vec<(NodeId, Term)> {
+    pub(super) fn leaders(&self) -> Vec<(NodeId, Term)> {
         self.nodes
             .values()
             .filter(|n| n.status().role == Role::Leader)
@@ -168,7 +172,7 @@ impl Router {
     }
 
     /// Runs until exactly one leader exists and everyone follows it.
-    fn elect(&mut self) -> NodeId {
+    pub(super) fn elect(&mut self) -> NodeId {
         for _ in 0..2_000 {
             self.run(1);
             if let Some(leader) = self.agreed_leader() {
@@ -178,7 +182,7 @@ impl Router {
         panic!("no agreed leader within 2000 ticks: {:?}", self.leaders());
     }
 
-    fn agreed_leader(&self) -> Option<NodeId> {
+    pub(super) fn agreed_leader(&self) -> Option<NodeId> {
         let leader = self.nodes.values().next()?.status().leader?;
         let all = self
             .nodes
@@ -187,7 +191,7 @@ impl Router {
         (all && self.nodes[&leader].status().role == Role::Leader).then_some(leader)
     }
 
-    fn count_sent(&self, kind: &str) -> usize {
+    pub(super) fn count_sent(&self, kind: &str) -> usize {
         use crate::protocol::Message;
         self.sent
             .iter()
@@ -196,7 +200,7 @@ impl Router {
     }
 }
 
-fn config() -> RaftConfig {
+pub(super) fn config() -> RaftConfig {
     RaftConfig {
         heartbeat_ticks: 2,
         election_ticks_min: 10,
@@ -697,7 +701,7 @@ fn a_stale_leader_learns_the_new_term_from_a_heartbeat_answer() {
 
 impl Router {
     /// Elects a leader while only `among` can talk.
-    fn elect_among(&mut self, among: &[u64]) -> NodeId {
+    pub(super) fn elect_among(&mut self, among: &[u64]) -> NodeId {
         for _ in 0..2_000 {
             self.run(1);
             let leaders = self.leaders();

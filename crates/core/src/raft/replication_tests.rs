@@ -1,0 +1,518 @@
+//! Tests for log replication (§5.3), commitment (§5.4.2), reads (thesis
+//! §6.4), membership (thesis §4) and snapshots (§7), on the synchronous
+//! router of `tests.rs`.
+
+use super::tests::{config, Router};
+use super::*;
+use crate::protocol::{Protocol, Role};
+use crate::types::{LogIndex, NodeId, Term};
+use std::collections::BTreeMap;
+
+fn applied_commands(router: &Router, id: NodeId) -> Vec<Vec<u8>> {
+    router
+        .outputs
+        .get(&id)
+        .map(|outputs| {
+            outputs
+                .iter()
+                .filter_map(|o| match o {
+                    RaftOutput::Apply(Entry {
+                        payload: Payload::Command(data),
+                        ..
+                    }) => Some(data.clone()),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn applied_indexes(router: &Router, id: NodeId) -> Vec<u64> {
+    router.outputs.get(&id).map_or(Vec::new(), |outputs| {
+        outputs
+            .iter()
+            .filter_map(|o| match o {
+                RaftOutput::Apply(entry) => Some(entry.index.0),
+                _ => None,
+            })
+            .collect()
+    })
+}
+
+fn propose(router: &mut Router, leader: NodeId, data: &[u8]) -> LogIndex {
+    let index = router
+        .nodes
+        .get_mut(&leader)
+        .unwrap()
+        .propose(data.to_vec())
+        .unwrap();
+    router.settle();
+    index
+}
+
+#[test]
+fn paper_5_3_committed_commands_are_applied_everywhere_in_order() {
+    let mut router = Router::new(5, config());
+    let leader = router.elect();
+    for k in 0..10u8 {
+        propose(&mut router, leader, &[k]);
+    }
+    router.run(5);
+    let expected: Vec<Vec<u8>> = (0..10u8).map(|k| vec![k]).collect();
+    for id in router.nodes.keys().copied().collect::<Vec<_>>() {
+        assert_eq!(applied_commands(&router, id), expected, "{id}");
+        let indexes = applied_indexes(&router, id);
+        assert!(
+            indexes.windows(2).all(|w| w[1] == w[0] + 1),
+            "{id} applies strictly in order"
+        );
+        assert_eq!(
+            router.nodes[&id].commit_index(),
+            router.nodes[&leader].log().last_index()
+        );
+    }
+}
+
+#[test]
+fn paper_5_3_followers_persist_entries_before_acknowledging() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    let index = propose(&mut router, leader, b"x");
+    for (id, disk) in &router.disk {
+        let stored = disk.entries.iter().any(|e| e.index == index);
+        assert!(
+            stored,
+            "{id} stored entry {index} before the leader could count it"
+        );
+    }
+}
+
+#[test]
+fn paper_5_3_a_follower_with_a_divergent_tail_is_repaired() {
+    // n1 led term 1 and appended entries nobody else got; n2 then leads.
+    let logs = BTreeMap::from([
+        (
+            NodeId(1),
+            vec![Term(1), Term(1), Term(1), Term(1), Term(1), Term(1)],
+        ),
+        (NodeId(2), vec![Term(1), Term(2), Term(2)]),
+        (NodeId(3), vec![Term(1), Term(2), Term(2)]),
+    ]);
+    let mut router = Router::with_logs(3, config(), logs);
+    router.isolate(1);
+    let leader = router.elect_among(&[2, 3]);
+    router.heal();
+    propose(&mut router, leader, b"after");
+    router.run(10);
+    let n1 = router.node(1).log().clone();
+    let reference = router.nodes[&leader].log().clone();
+    assert_eq!(n1.last_index(), reference.last_index());
+    for i in 1..=reference.last_index().0 {
+        assert_eq!(
+            n1.term(LogIndex(i)),
+            reference.term(LogIndex(i)),
+            "index {i}"
+        );
+    }
+    let appends = router.count_sent("append_entries");
+    assert!(
+        appends < 40,
+        "fast backtracking keeps repair short: {appends} appends"
+    );
+}
+
+#[test]
+fn paper_5_4_2_old_term_entries_commit_only_with_an_entry_of_the_new_term() {
+    // n1 holds an entry of term 2 that only n1 has; n1 wins term 3 and its
+    // no-op; the term-2 entry commits together with the no-op, never alone.
+    let logs = BTreeMap::from([
+        (NodeId(1), vec![Term(1), Term(2)]),
+        (NodeId(2), vec![Term(1)]),
+        (NodeId(3), vec![Term(1)]),
+    ]);
+    let mut router = Router::with_logs(3, config(), logs);
+    router.isolate(2);
+    router.isolate(3);
+    router.run(40);
+    let n1 = router.node(1);
+    assert!(
+        n1.commit_index() < LogIndex(2),
+        "no quorum, nothing new commits"
+    );
+    router.heal();
+    let leader = router.elect();
+    router.run(5);
+    let node = &router.nodes[&leader];
+    let commit = node.commit_index();
+    assert_eq!(
+        node.log().term(commit),
+        Some(node.status().term),
+        "the commit point is in the leader's term"
+    );
+}
+
+#[test]
+fn flow_control_proposals_are_refused_when_too_much_is_uncommitted() {
+    let mut cfg = config();
+    cfg.uncommitted_entries_max = 8;
+    let mut router = Router::new(3, cfg);
+    let leader = router.elect();
+    router.isolate(leader.0);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    let mut accepted = 0;
+    let mut refused = None;
+    for k in 0..20u8 {
+        match node.propose(vec![k]) {
+            Ok(_) => accepted += 1,
+            Err(error) => {
+                refused = Some(error);
+                break;
+            }
+        }
+    }
+    assert_eq!(refused, Some(ProposeError::Busy));
+    assert!(accepted <= 8, "{accepted} accepted");
+}
+
+#[test]
+fn flow_control_inflight_appends_are_bounded() {
+    let mut cfg = config();
+    cfg.inflight_appends_max = 3;
+    cfg.append_entries_max = 1;
+    let mut router = Router::new(3, cfg);
+    let leader = router.elect();
+    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    router.cut.insert((follower, leader)); // answers are lost
+    let node = router.nodes.get_mut(&leader).unwrap();
+    for k in 0..10u8 {
+        node.propose(vec![k]).unwrap();
+    }
+    let ready = node.ready();
+    let to_follower = ready
+        .messages
+        .iter()
+        .filter(|e| e.to == follower && matches!(e.message, RaftMessage::AppendEntries { .. }))
+        .count();
+    assert!(to_follower <= 3, "{to_follower} appends in flight");
+}
+
+fn ids(n: u64) -> Vec<NodeId> {
+    (1..=n).map(NodeId).collect()
+}
+
+#[test]
+fn propose_on_a_follower_names_the_leader() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    let result = router
+        .nodes
+        .get_mut(&follower)
+        .unwrap()
+        .propose(b"x".to_vec());
+    assert_eq!(
+        result,
+        Err(ProposeError::NotLeader {
+            leader: Some(leader)
+        })
+    );
+}
+
+// --- reads (thesis §6.4) -----------------------------------------------------
+
+fn reads(router: &Router, id: NodeId) -> Vec<RaftOutput> {
+    router.outputs.get(&id).map_or(Vec::new(), |o| {
+        o.iter()
+            .filter(|o| {
+                matches!(
+                    o,
+                    RaftOutput::ReadReady { .. } | RaftOutput::ReadFailed { .. }
+                )
+            })
+            .cloned()
+            .collect()
+    })
+}
+
+#[test]
+fn read_index_is_released_after_a_quorum_round_at_the_commit_index() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    let index = propose(&mut router, leader, b"x");
+    router
+        .nodes
+        .get_mut(&leader)
+        .unwrap()
+        .read_index(7)
+        .unwrap();
+    let ready = router.nodes.get_mut(&leader).unwrap().ready();
+    assert!(ready.output.is_empty(), "not before the round is confirmed");
+    let rounds = ready
+        .messages
+        .iter()
+        .filter(|e| matches!(e.message, RaftMessage::Heartbeat { round, .. } if round > 0))
+        .count();
+    assert_eq!(rounds, 2, "one heartbeat round to each follower");
+    for envelope in ready.messages {
+        router
+            .queue
+            .push_back((leader, envelope.to, envelope.message));
+    }
+    router.settle();
+    assert_eq!(
+        reads(&router, leader),
+        vec![RaftOutput::ReadReady { id: 7, index }]
+    );
+}
+
+#[test]
+fn read_index_on_a_cut_off_leader_never_succeeds_and_fails_on_step_down() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.isolate(leader.0);
+    router
+        .nodes
+        .get_mut(&leader)
+        .unwrap()
+        .read_index(9)
+        .unwrap();
+    router.run(30);
+    assert_eq!(
+        reads(&router, leader),
+        vec![RaftOutput::ReadFailed { id: 9 }]
+    );
+}
+
+#[test]
+fn reads_wait_until_the_new_leader_commits_its_noop() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.run(3);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    assert_eq!(
+        node.log().term(node.commit_index()),
+        Some(node.status().term)
+    );
+    // Fresh cluster where the noop cannot commit: the read must wait.
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.isolate(leader.0);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    let uncommitted = node.log().term(node.commit_index()) != Some(node.status().term);
+    if uncommitted {
+        node.read_index(1).unwrap();
+        assert!(
+            node.ready().output.is_empty(),
+            "no read before the no-op commits"
+        );
+    }
+}
+
+#[test]
+fn lease_reads_are_served_at_once_and_refused_with_the_hint() {
+    let mut cfg = config();
+    cfg.lease_reads = true;
+    cfg.lease_margin_ticks = 2;
+    assert!(
+        cfg.validate().is_err(),
+        "the hint lets followers vote inside the lease"
+    );
+    cfg.hint_slot_ticks = 0;
+    assert!(cfg.validate().is_ok());
+    let mut router = Router::new(3, cfg);
+    let leader = router.elect();
+    router.run(3);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.read_index(5).unwrap();
+    let output = node.ready().output;
+    assert!(
+        matches!(output.as_slice(), [RaftOutput::ReadReady { id: 5, .. }]),
+        "{output:?}"
+    );
+    // Cut off, the lease runs out before followers may elect anyone else.
+    router.isolate(leader.0);
+    router.run(9);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    if node.status().role == Role::Leader {
+        node.read_index(6).unwrap();
+        assert!(
+            node.ready().output.is_empty(),
+            "an expired lease serves nothing"
+        );
+    }
+}
+
+// --- membership (thesis §4) -----------------------------------------------------
+
+#[test]
+fn membership_a_learner_catches_up_and_is_promoted() {
+    let mut router = Router::new(4, config());
+    // n4 starts outside the cluster: remove it first (bootstrap has all four).
+    router.isolate(4);
+    let leader = router.elect_among(&[1, 2, 3]);
+    router.run(3);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.propose_membership(MembershipChange::Remove(NodeId(4)))
+        .unwrap();
+    router.run(3);
+    for k in 0..5u8 {
+        propose(&mut router, leader, &[k]);
+    }
+    router.heal();
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.propose_membership(MembershipChange::AddLearner(NodeId(4)))
+        .unwrap();
+    let early = node.propose_membership(MembershipChange::PromoteLearner(NodeId(4)));
+    assert_eq!(
+        early,
+        Err(ProposeError::ConfigChangePending),
+        "one change at a time"
+    );
+    router.run(10);
+    assert_eq!(
+        router.node(4).commit_index(),
+        router.nodes[&leader].commit_index(),
+        "the learner caught up"
+    );
+    assert_eq!(router.node(4).status().role, Role::Follower);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.propose_membership(MembershipChange::PromoteLearner(NodeId(4)))
+        .unwrap();
+    router.run(10);
+    assert!(router.node(4).cluster().voters.contains(&NodeId(4)));
+    assert_eq!(router.nodes[&leader].cluster().voters.len(), 4);
+}
+
+#[test]
+fn membership_a_lagging_learner_is_not_promoted() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.run(3);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.propose_membership(MembershipChange::AddLearner(NodeId(9)))
+        .unwrap();
+    router.run(3);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    let result = node.propose_membership(MembershipChange::PromoteLearner(NodeId(9)));
+    assert!(
+        matches!(result, Err(ProposeError::LearnerBehind { .. })),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn membership_a_new_leader_must_commit_in_its_term_first() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.isolate(leader.0);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    if node.log().term(node.commit_index()) != Some(node.status().term) {
+        let result = node.propose_membership(MembershipChange::Remove(NodeId(1)));
+        assert_eq!(result, Err(ProposeError::NotReady));
+    }
+}
+
+#[test]
+fn membership_the_leader_can_remove_itself_and_the_rest_elect() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.run(3);
+    router
+        .nodes
+        .get_mut(&leader)
+        .unwrap()
+        .propose_membership(MembershipChange::Remove(leader))
+        .unwrap();
+    router.run(100);
+    assert_ne!(
+        router.nodes[&leader].status().role,
+        Role::Leader,
+        "the removed leader stepped down"
+    );
+    let leaders: Vec<_> = router.leaders().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(leaders.len(), 1);
+    assert_ne!(leaders[0], leader);
+    let new = leaders[0];
+    assert!(!router.nodes[&new].cluster().voters.contains(&leader));
+}
+
+// --- snapshots (§7) ------------------------------------------------------------
+
+#[test]
+fn snapshots_compact_the_log_and_a_lagging_follower_installs_one_in_chunks() {
+    let mut cfg = config();
+    cfg.snapshot_chunk_bytes_max = 4;
+    let mut router = Router::new(3, cfg);
+    let leader = router.elect();
+    let lagging = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    router.isolate(lagging.0);
+    for k in 0..20u8 {
+        propose(&mut router, leader, &[k]);
+    }
+    router.run(3);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    let applied = node.applied_index();
+    node.compact(applied, b"state-of-the-machine".to_vec())
+        .unwrap();
+    assert_eq!(node.log().snapshot_index(), applied);
+    assert!(
+        node.compact(applied, Vec::new()).is_err(),
+        "cannot compact twice at one index"
+    );
+    router.settle();
+    assert!(
+        router.disk[&leader].snapshot.is_some(),
+        "the snapshot was persisted"
+    );
+    router.heal();
+    router.run(20);
+    let kinds: Vec<String> = router
+        .sent
+        .iter()
+        .map(|(f, t, m)| format!("{f}->{t} {}", crate::protocol::Message::kind(m)))
+        .collect();
+    let chunks = router.count_sent("install_snapshot");
+    assert!(chunks > 0, "{:?}", &kinds[kinds.len().saturating_sub(30)..]);
+    assert!(chunks >= 5, "20 bytes in 4-byte chunks: {chunks}");
+    let restored = router.outputs[&lagging].iter().find_map(|o| match o {
+        RaftOutput::Restore(snapshot) => Some(snapshot.data.clone()),
+        _ => None,
+    });
+    assert_eq!(restored, Some(b"state-of-the-machine".to_vec()));
+    assert_eq!(
+        router.nodes[&lagging].commit_index(),
+        router.nodes[&leader].commit_index()
+    );
+    let disk = &router.disk[&lagging];
+    assert_eq!(
+        disk.snapshot.as_ref().map(|s| s.meta.last_index),
+        Some(applied)
+    );
+}
+
+#[test]
+fn restart_from_disk_restores_log_and_reapplies_committed_entries() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    for k in 0..5u8 {
+        propose(&mut router, leader, &[k]);
+    }
+    router.run(3);
+    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    let disk = router.disk[&follower].clone();
+    let mut restarted = RaftNode::new(&config(), follower, &ids(3), disk, crate::Rng::new(5));
+    assert_eq!(
+        restarted.log().last_index(),
+        router.nodes[&leader].log().last_index()
+    );
+    let applied: Vec<_> = restarted
+        .ready()
+        .output
+        .into_iter()
+        .filter(|o| matches!(o, RaftOutput::Apply(_)))
+        .collect();
+    assert!(
+        !applied.is_empty(),
+        "the persisted commit hint lets it re-apply at once"
+    );
+}
