@@ -32,6 +32,18 @@ pub enum Event<M> {
         /// Payload.
         message: M,
     },
+    /// The disk of `node` finished an fsync: everything queued is durable.
+    DiskDone {
+        /// Which node.
+        node: NodeIndex,
+        /// Incarnation that queued the writes; a crash voids them.
+        incarnation: u64,
+    },
+    /// A timer of the application running on top of the cluster.
+    App {
+        /// The application's own token.
+        token: u64,
+    },
     /// The transport tells `node` that its connection to `peer` broke.
     Hint {
         /// Receiver of the hint.

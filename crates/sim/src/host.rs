@@ -2,7 +2,7 @@
 //! and whether it is up, crashed or paused.
 
 use crate::event::NodeIndex;
-use bellwether_core::{NodeId, Protocol, Status};
+use bellwether_core::{NodeId, Protocol, Ready, Status};
 use std::collections::VecDeque;
 
 /// Input that reached a paused node and waits in its socket buffers.
@@ -46,6 +46,13 @@ pub struct Host<P: Protocol> {
     pub tick_interval_us: u64,
     /// Last observed status, to detect changes after each event.
     pub last_status: Option<Status>,
+    /// Output waiting for the disk: persisted in order, then its messages
+    /// are sent. A crash loses all of it, as it loses unsynced writes.
+    pub unsynced: VecDeque<Ready<P>>,
+    /// An fsync is under way (a `DiskDone` event is scheduled).
+    pub disk_busy: bool,
+    /// The disk answers nothing before this time (a stalled fsync).
+    pub disk_stalled_until_us: u64,
 }
 
 impl<P: Protocol> Host<P> {
@@ -61,6 +68,9 @@ impl<P: Protocol> Host<P> {
             held: VecDeque::new(),
             tick_interval_us,
             last_status: None,
+            unsynced: VecDeque::new(),
+            disk_busy: false,
+            disk_stalled_until_us: 0,
         }
     }
 

@@ -19,6 +19,7 @@ use super::options::CheckOptions;
 use super::register::Register;
 use super::result::{CheckResult, UnknownReason};
 use super::search::{Call, Search, SearchOutcome, Stuck};
+use super::unobserved::interchangeable_commands;
 use super::witness::validate;
 use std::collections::BTreeMap;
 
@@ -84,26 +85,36 @@ pub(super) fn check_partition(
     indices: &[usize],
     steps_max: u64,
 ) -> SearchOutcome<Option<Value>> {
-    let calls: Vec<Call<'_, Register>> = indices
+    let commands = interchangeable_commands(history, indices);
+    let outcome = Search::new(&Register, &calls(history, indices, &commands), steps_max).run();
+    if let SearchOutcome::Linearizable { order } = &outcome {
+        // A false "linearizable" is the one mistake a checker must not make:
+        // confirm the order against the recorded operations themselves.
+        let recorded: Vec<Command> = indices.iter().map(|&index| history[index].command).collect();
+        if let Err(problem) = validate(&Register, &calls(history, indices, &recorded), order) {
+            panic!("check: the search's linearization is invalid: {problem}");
+        }
+    }
+    outcome
+}
+
+/// The search's view of the operations at `indices`, with `commands[i]`
+/// standing for the command of `history[indices[i]]`.
+fn calls<'h>(history: &'h [Operation], indices: &[usize], commands: &'h [Command]) -> Vec<Call<'h, Register>> {
+    assert_eq!(indices.len(), commands.len());
+    indices
         .iter()
-        .map(|&index| {
+        .zip(commands)
+        .map(|(&index, command)| {
             let operation = &history[index];
             Call {
-                command: &operation.command,
+                command,
                 response: operation.response(),
                 invoke_us: operation.invoke_us,
                 complete_us: operation.complete_us(),
             }
         })
-        .collect();
-    let outcome = Search::new(&Register, &calls, steps_max).run();
-    if let SearchOutcome::Linearizable { order } = &outcome {
-        // A false "linearizable" is the one mistake a checker must not make.
-        if let Err(problem) = validate(&Register, &calls, order) {
-            panic!("check: the search's linearization is invalid: {problem}");
-        }
-    }
-    outcome
+        .collect()
 }
 
 /// Turns the search's stuck point into history terms. `stuck` indexes into
@@ -113,20 +124,29 @@ fn explain(history: &[Operation], indices: &[usize], stuck: &Stuck<Option<Value>
         index: indices[call],
         operation: history[indices[call]],
     };
-    // Replay the order to recover the state after each step.
+    // Replay the order with the commands the search saw to confirm it…
+    let commands = interchangeable_commands(history, indices);
+    let mut searched = Register.initial_state();
+    for &call in &stuck.order {
+        let response = history[indices[call]].response();
+        searched = Register
+            .step(&searched, &commands[call], response)
+            .expect("explain: the search's partial linearization must replay");
+    }
+    assert_eq!(searched, stuck.state, "explain: replay disagrees with the search");
+    // …and with the recorded ones, which behave the same, for real values.
     let mut state = Register.initial_state();
     let mut steps = Vec::with_capacity(stuck.order.len());
     for &call in &stuck.order {
         let operation = &history[indices[call]];
         state = Register
             .step(&state, &operation.command, operation.response())
-            .expect("explain: the search's partial linearization must replay");
+            .expect("explain: rewritten and recorded values must behave the same");
         steps.push(LinearizedStep {
             operation: indexed(call),
             state_after: state,
         });
     }
-    assert_eq!(state, stuck.state, "explain: replay disagrees with the search");
     let linearized_omitted = steps.len().saturating_sub(EXPLANATION_TAIL_MAX);
     let completed = |call: &&usize| history[indices[**call]].complete_us().is_some();
     Explanation {

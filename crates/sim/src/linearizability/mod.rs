@@ -38,6 +38,7 @@ mod options;
 mod register;
 mod result;
 mod search;
+mod unobserved;
 mod visited;
 mod witness;
 

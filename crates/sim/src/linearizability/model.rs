@@ -17,8 +17,9 @@ pub trait Model {
     /// The object's whole state. Compared and hashed by the search's memo
     /// table, so keep it small.
     type State: Clone + Eq + Hash + Debug;
-    /// A request.
-    type Command;
+    /// A request. Equal unknown-outcome requests are interchangeable to the
+    /// search, hence `Eq + Hash`.
+    type Command: Eq + Hash;
     /// An answer to a request.
     type Response;
 

@@ -30,7 +30,10 @@
 //! 3. an operation Y is not placed right after an unknown-outcome operation
 //!    X if Y is accepted and changes nothing both with and without X: the
 //!    order Y then X reaches the same configuration;
-//! 4. the memo table covers supersets of unknown-outcome operations (see
+//! 4. of several unplaced unknown-outcome operations with equal commands,
+//!    only the earliest invoked is placed: once both are invoked they are
+//!    interchangeable, so the others' branches mirror its branch;
+//! 5. the memo table covers supersets of unknown-outcome operations (see
 //!    [`super::visited`]).
 //!
 //! Candidates are tried completed operations first, unknown-outcome ones
@@ -45,6 +48,7 @@ use super::links::Links;
 use super::longest::Longest;
 use super::model::Model;
 use super::visited::{ConfigKey, Visited};
+use std::collections::HashMap;
 
 /// One operation of a partition, as the search sees it.
 pub(super) struct Call<'h, M: Model> {
@@ -124,6 +128,9 @@ pub(super) struct Search<'a, 'h, M: Model> {
     completion_rank: Vec<usize>,
     /// Indeterminate id → call index, ordered by invoke time.
     indeterminate: Vec<usize>,
+    /// Indeterminate id → the latest earlier indeterminate id with an equal
+    /// command (cut 4).
+    earlier_twin: Vec<Option<usize>>,
     /// Unplaced completed ids, by invoke time: the candidates' source.
     unplaced: Links,
     /// Unplaced completion ranks: the first gives the real-time frontier.
@@ -150,7 +157,7 @@ pub(super) struct Search<'a, 'h, M: Model> {
     steps_max: u64,
 }
 
-impl<'a, 'h, M: Model> Search<'a, 'h, M> where M::Command: std::fmt::Debug, M::Response: std::fmt::Debug {
+impl<'a, 'h, M: Model> Search<'a, 'h, M> {
     /// Prepares a search over `calls` that gives up after `steps_max`
     /// placement attempts.
     pub(super) fn new(model: &'a M, calls: &'a [Call<'h, M>], steps_max: u64) -> Self {
@@ -170,6 +177,10 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> where M::Command: std::fmt::Debug, M::R
         for (rank, &id) in by_completion.iter().enumerate() {
             completion_rank[id] = rank;
         }
+        let mut latest_with_command: HashMap<&M::Command, usize> = HashMap::new();
+        let earlier_twin = (0..indeterminate.len())
+            .map(|id| latest_with_command.insert(calls[indeterminate[id]].command, id))
+            .collect();
         let initial = model.initial_state();
         Search {
             model,
@@ -183,6 +194,7 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> where M::Command: std::fmt::Debug, M::R
             by_completion,
             completion_rank,
             indeterminate,
+            earlier_twin,
             visited: Visited::new(),
             longest: Longest::new(initial.clone()),
             state: initial,
@@ -277,6 +289,12 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> where M::Command: std::fmt::Debug, M::R
     fn try_place(&mut self, pick: Pick) -> bool {
         let call_index = self.call_index(pick);
         let call = &self.calls[call_index];
+        // Cut 4: an interchangeable earlier twin goes first.
+        if let Pick::Indeterminate(id) = pick {
+            if self.earlier_twin[id].is_some_and(|twin| !self.indeterminate_set.contains(twin)) {
+                return false;
+            }
+        }
         let Some(next) = self.model.step(&self.state, call.command, call.response) else {
             return false;
         };
@@ -297,18 +315,10 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> where M::Command: std::fmt::Debug, M::R
         }
         self.mark(pick);
         let key = self.config_key(next.clone());
-        // Cut 4 and Lowe's memo table.
+        // Cut 5 and Lowe's memo table.
         if !self.visited.enter(key, self.indeterminate_set.members().into()) {
             self.unmark(pick);
             return false;
-        }
-        if self.indeterminate_set.count() == 5 && self.order.len() < 2000 && std::env::var("DUMP").is_ok() {
-            for (k, f) in self.stack.iter().enumerate().skip(self.stack.len().saturating_sub(12)) {
-                let c = &self.calls[self.call_index(f.pick)];
-                eprintln!("P {k} {:?} inv {} cmp {:?} {:?} {:?} before {:?}", f.pick, c.invoke_us, c.complete_us, c.command, c.response, f.state_before);
-            }
-            eprintln!("P now {:?} {:?} {:?} next {:?}", pick, call.command, call.response, next);
-            std::process::exit(1);
         }
         let state_before = std::mem::replace(&mut self.state, next);
         self.stack.push(Frame { pick, state_before });

@@ -12,6 +12,12 @@ use crate::network::Network;
 use crate::partition::Partition;
 use bellwether_core::{Message, NodeId, Protocol, Rng, Role};
 use serde::Serialize;
+use std::collections::VecDeque;
+
+mod app;
+mod disk;
+
+pub use app::{Application, NoApp};
 
 /// Settings of a world; everything else follows from the seed.
 #[derive(Clone, Debug)]
@@ -39,6 +45,9 @@ pub struct WorldConfig {
     pub split_brain_forbidden: bool,
     /// Keep a human-readable event trace.
     pub trace: bool,
+    /// Time one fsync takes; 0 makes the disk synchronous (persisting costs
+    /// no virtual time).
+    pub fsync_us: u64,
 }
 
 impl WorldConfig {
@@ -56,6 +65,7 @@ impl WorldConfig {
             strict_election_safety: true,
             split_brain_forbidden: false,
             trace: false,
+            fsync_us: 0,
         }
     }
 }
@@ -93,8 +103,15 @@ impl WorldStats {
     }
 }
 
-/// A simulated cluster of `P` nodes.
-pub struct World<P: Protocol> {
+/// A simulated cluster of `P` nodes, with an application `A` on top.
+pub struct World<P: Protocol, A: Application<P> = NoApp> {
+    /// The application (workload, state machines, its own checkers).
+    pub app: A,
+    /// Application output not yet handed to `A`, in order. Queued so that an
+    /// application reacting to output (e.g. by proposing) never re-enters.
+    outputs: VecDeque<(NodeIndex, P::Output)>,
+    /// True while outputs are being handed over.
+    draining_outputs: bool,
     /// Settings.
     pub config: WorldConfig,
     /// Protocol settings shared by all nodes.
@@ -137,9 +154,17 @@ pub struct World<P: Protocol> {
     link_last_delivery_us: Vec<u64>,
 }
 
-impl<P: Protocol> World<P> {
-    /// Builds the cluster and boots every node at t = 0.
+impl<P: Protocol> World<P, NoApp> {
+    /// Builds the cluster with no application and boots every node.
     pub fn new(config: WorldConfig, protocol_config: P::Config) -> Self {
+        World::with_app(config, protocol_config, NoApp)
+    }
+}
+
+impl<P: Protocol, A: Application<P>> World<P, A> {
+    /// Builds the cluster with application `app` and boots every node at
+    /// t = 0.
+    pub fn with_app(config: WorldConfig, protocol_config: P::Config, app: A) -> Self {
         assert!(config.nodes >= 1 && config.tick_us >= 1);
         let mut rng = Rng::derive(config.seed, 0);
         let members: Vec<NodeId> = (0..config.nodes).map(Host::<P>::id_of).collect();
@@ -158,6 +183,9 @@ impl<P: Protocol> World<P> {
         let network = Network::new(config.nodes, config.latency_us_min, config.latency_us_max);
         let links = config.nodes * config.nodes;
         let mut world = World {
+            app,
+            outputs: VecDeque::new(),
+            draining_outputs: false,
             split_brain: SplitBrain::new(config.split_brain_forbidden),
             term_monotonic: TermMonotonic::new(config.nodes),
             open_spans: vec![None; config.nodes],
@@ -299,7 +327,10 @@ impl<P: Protocol> World<P> {
                 incarnation,
                 peer,
             } => self.on_hint(node, incarnation, peer),
+            Event::DiskDone { node, incarnation } => self.on_disk_done(node, incarnation),
+            Event::App { token } => A::on_timer(self, token),
         }
+        self.drain_outputs();
     }
 
     fn on_tick(&mut self, index: NodeIndex, generation: u64) {
@@ -374,7 +405,9 @@ impl<P: Protocol> World<P> {
         self.observe(index);
     }
 
-    /// Persists, then sends, whatever node `index` has ready.
+    /// Takes whatever node `index` has ready and passes it through its disk:
+    /// persisted first, then its messages are sent and its output handed to
+    /// the application.
     pub fn flush(&mut self, index: NodeIndex) {
         loop {
             let Some(node) = self.hosts[index].node.as_mut() else {
@@ -384,13 +417,7 @@ impl<P: Protocol> World<P> {
                 return;
             }
             let ready = node.ready();
-            // Durable state first: the messages below may depend on it.
-            if let Some(persist) = ready.persist {
-                P::apply_persist(&mut self.hosts[index].disk, persist);
-            }
-            for envelope in ready.messages {
-                self.send(index, Host::<P>::index_of(envelope.to), envelope.message);
-            }
+            self.write_through_disk(index, ready);
         }
     }
 
@@ -439,6 +466,7 @@ impl<P: Protocol> World<P> {
             return;
         }
         self.hosts[index].last_status = status;
+        A::on_status(self, index, previous, status);
         if let Some(status) = status {
             self.trace_line(|| {
                 let leader = status.leader.map_or("none".to_string(), |l| l.to_string());
@@ -511,6 +539,23 @@ impl<P: Protocol> World<P> {
         (leads && all).then_some(leader)
     }
 
+    /// Runs the application's timer `token` at `at_us`.
+    pub fn schedule_app_timer(&mut self, at_us: u64, token: u64) {
+        assert!(at_us >= self.now_us, "timers are set in the future");
+        self.queue.push(at_us, Event::App { token });
+    }
+
+    /// Records a violation found by the application's own checkers; the
+    /// world stops at the end of the current event.
+    pub fn report_violation(&mut self, violation: Violation) {
+        self.violation.get_or_insert(violation);
+    }
+
+    /// Re-checks node `index` after its disk completed writes.
+    pub(super) fn observe_after_disk(&mut self, index: NodeIndex) {
+        self.observe(index);
+    }
+
     /// Closes open spans and incidents; call once at the end of a run.
     pub fn finish(&mut self) {
         for index in 0..self.config.nodes {
@@ -553,6 +598,7 @@ impl<P: Protocol> World<P> {
             },
         );
         self.trace_line(|| format!("n{} boots", index + 1));
+        A::on_boot(self, index);
         self.after_input(index);
     }
 
@@ -567,6 +613,11 @@ impl<P: Protocol> World<P> {
         host.paused = false;
         host.held.clear();
         host.tick_generation += 1;
+        // Writes not yet fsynced are lost, and with them the messages and
+        // output that waited for them.
+        host.unsynced.clear();
+        host.disk_busy = false;
+        self.outputs.retain(|(node, _)| *node != index);
         self.trace_line(|| format!("n{} crashes", index + 1));
         if self.config.hint {
             for peer in (0..self.config.nodes).filter(|p| *p != index) {
