@@ -4,7 +4,7 @@ use crate::progress::ProgressBar;
 use anyhow::{bail, Context, Result};
 use bellwether_sim::compare::{compare, table, DEFAULT_SIZES};
 use bellwether_sim::sweep::Percentiles;
-use bellwether_sim::{run, sweep, Algorithm, FaultProfile, RunSpec, SweepSummary};
+use bellwether_sim::{run, sweep, Algorithm, FaultProfile, RunSpec, SweepSummary, Workload};
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
@@ -92,6 +92,15 @@ pub struct SpecArgs {
     /// under chaos, 0 otherwise).
     #[arg(long)]
     skew_ppm: Option<u64>,
+    /// none, or kv: clients put/get/compare-and-set through the Raft log
+    /// (disks then take 500 µs per fsync, can stall, and lose unsynced
+    /// writes on a crash).
+    #[arg(long, default_value = "none")]
+    workload: Workload,
+    /// What to check besides the invariants: `linearizability` (needs
+    /// `--workload kv`, where it is always on).
+    #[arg(long)]
+    check: Option<String>,
 }
 
 impl SpecArgs {
@@ -99,7 +108,21 @@ impl SpecArgs {
         if !(1..=1024).contains(&self.nodes) {
             bail!("--nodes must be between 1 and 1024, got {}", self.nodes);
         }
-        let mut spec = RunSpec::new(self.algorithm, self.nodes, seed, self.faults);
+        if let Some(check) = &self.check {
+            if check != "linearizability" {
+                bail!("--check accepts only 'linearizability', got '{check}'");
+            }
+            if self.workload != Workload::Kv {
+                bail!("--check linearizability needs --workload kv (a history to check)");
+            }
+        }
+        if self.workload == Workload::Kv && self.algorithm != Algorithm::Raft {
+            bail!("--workload kv needs --algorithm raft: Bully and Ring have no replicated log");
+        }
+        let mut spec = match self.workload {
+            Workload::Kv => RunSpec::kv(self.nodes, seed, self.faults),
+            Workload::None => RunSpec::new(self.algorithm, self.nodes, seed, self.faults),
+        };
         spec.hint = !self.no_hint;
         spec.liveness_bound_ms = self.liveness_bound_ms;
         spec.fault_phase_ms = self.fault_phase_ms;

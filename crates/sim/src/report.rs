@@ -7,6 +7,19 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+/// What the KV workload did and what the linearizability checker said.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadReport {
+    /// Operations in the history.
+    pub operations: usize,
+    /// Of those, completed with an answer.
+    pub completed: usize,
+    /// Of those, abandoned by their client (outcome unknown).
+    pub indeterminate: usize,
+    /// `linearizable`, `not linearizable: …` or `unknown: …`.
+    pub linearizability: String,
+}
+
 /// Everything measured in one run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
@@ -42,6 +55,8 @@ pub struct RunReport {
     pub events: u64,
     /// Virtual time simulated.
     pub simulated_ms: f64,
+    /// The KV workload's outcome, when one ran.
+    pub workload: Option<WorkloadReport>,
     /// Who led when, if requested.
     pub timeline: Vec<LeadershipSpan>,
     /// Event trace, if requested.
@@ -68,6 +83,7 @@ impl RunReport {
             recoveries_ms: Vec::new(),
             events: 0,
             simulated_ms: 0.0,
+            workload: None,
             timeline: Vec::new(),
             trace: Vec::new(),
         }
@@ -112,6 +128,16 @@ impl RunReport {
         }
         for recovery in &self.recoveries_ms {
             let _ = writeln!(out, "  recovery         {recovery:.1} ms after healing");
+        }
+        if let Some(workload) = &self.workload {
+            let _ = writeln!(
+                out,
+                "  kv workload      {} operations ({} completed, {} indeterminate): {}",
+                workload.operations,
+                workload.completed,
+                workload.indeterminate,
+                workload.linearizability
+            );
         }
         let _ = writeln!(out, "  leader elections {}", self.leader_elections);
         let _ = writeln!(

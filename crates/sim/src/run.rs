@@ -1,18 +1,64 @@
 //! Runs one spec with the algorithm it names, using each algorithm's default
 //! configuration (timeouts sized for 1 ms ticks and ≤ 5 ms latency).
 
+use crate::checkers::Violation;
+use crate::kv::{KvApp, KvConfig};
+use crate::linearizability::{check, CheckOptions, CheckResult};
 use crate::report::RunReport;
+use crate::report::WorkloadReport;
 use crate::scenario::run_with;
-use crate::spec::{Algorithm, RunSpec};
+use crate::scenario::run_with_app;
+use crate::spec::{Algorithm, RunSpec, Workload};
 use bellwether_core::bully::{BullyConfig, BullyNode};
 use bellwether_core::raft::{RaftConfig, RaftNode};
 use bellwether_core::ring::{RingConfig, RingNode};
 
 /// Runs `spec` and reports what happened.
 pub fn run(spec: &RunSpec) -> RunReport {
+    if spec.workload == Workload::Kv {
+        assert_eq!(
+            spec.algorithm,
+            Algorithm::Raft,
+            "the KV workload needs a replicated log"
+        );
+        return run_kv(spec);
+    }
     match spec.algorithm {
         Algorithm::Raft => run_with::<RaftNode>(spec, RaftConfig::default()),
         Algorithm::Bully => run_with::<BullyNode>(spec, BullyConfig::default()),
         Algorithm::Ring => run_with::<RingNode>(spec, RingConfig::default()),
     }
+}
+
+/// Raft with the KV workload: the usual profile, then the history goes
+/// through the linearizability checker; a violation fails the run.
+fn run_kv(spec: &RunSpec) -> RunReport {
+    let app = KvApp::new(KvConfig::default(), spec.nodes, spec.seed);
+    let (mut report, mut world) =
+        run_with_app::<RaftNode, KvApp>(spec, RaftConfig::default(), app, KvApp::start);
+    world.app.finish();
+    let history = &world.app.history;
+    let result = check(history, &CheckOptions::default());
+    let verdict = match &result {
+        CheckResult::Linearizable => "linearizable".to_string(),
+        CheckResult::NotLinearizable { key, explanation } => {
+            format!("NOT linearizable on {key}: {explanation}")
+        }
+        CheckResult::Unknown { key, reason } => format!("unknown on {key}: {reason:?}"),
+    };
+    if !result.is_linearizable() && report.violation.is_none() {
+        report.violation = Some(Violation {
+            property: "linearizability",
+            time_us: world.now_us(),
+            detail: verdict.clone(),
+        });
+    }
+    let completed = world.app.completed();
+    report.workload = Some(WorkloadReport {
+        operations: history.len(),
+        completed,
+        indeterminate: history.len() - completed,
+        linearizability: verdict,
+    });
+    report
 }

@@ -12,7 +12,7 @@ use crate::network::NetworkFaults;
 use crate::partition::Partition;
 use crate::report::RunReport;
 use crate::spec::{FaultProfile, RunSpec};
-use crate::world::{World, WorldConfig};
+use crate::world::{Application, NoApp, World, WorldConfig};
 use bellwether_core::{Message, Protocol, Rng};
 
 /// Leader crashes per crash-profile run.
@@ -24,6 +24,18 @@ pub const CHAOS_SKEW_PPM: u64 = 50_000;
 
 /// Runs `spec` with protocol `P` configured by `protocol_config`.
 pub fn run_with<P: Protocol>(spec: &RunSpec, protocol_config: P::Config) -> RunReport {
+    run_with_app::<P, NoApp>(spec, protocol_config, NoApp, |_| {}).0
+}
+
+/// Runs `spec` with an application on top; `start` is called once the
+/// cluster is built. Returns the report and the world (application
+/// included) as the run left it.
+pub fn run_with_app<P: Protocol, A: Application<P>>(
+    spec: &RunSpec,
+    protocol_config: P::Config,
+    app: A,
+    start: impl FnOnce(&mut World<P, A>),
+) -> (RunReport, World<P, A>) {
     let skew_default = if spec.faults == FaultProfile::Chaos {
         CHAOS_SKEW_PPM
     } else {
@@ -38,10 +50,13 @@ pub fn run_with<P: Protocol>(spec: &RunSpec, protocol_config: P::Config) -> RunR
         strict_election_safety: P::NAME == "raft",
         split_brain_forbidden: spec.faults == FaultProfile::None,
         trace: spec.trace,
+        fsync_us: spec.fsync_us,
         ..WorldConfig::new(spec.nodes, spec.seed)
     };
+    let mut world = World::with_app(world_config, protocol_config, app);
+    start(&mut world);
     let mut run = Run {
-        world: World::<P>::new(world_config, protocol_config),
+        world,
         plan: Rng::derive(spec.seed, u64::MAX),
         report: RunReport::new(spec.clone()),
         spec,
@@ -50,8 +65,8 @@ pub fn run_with<P: Protocol>(spec: &RunSpec, protocol_config: P::Config) -> RunR
     run.finish(outcome.err())
 }
 
-struct Run<'a, P: Protocol> {
-    world: World<P>,
+struct Run<'a, P: Protocol, A: Application<P>> {
+    world: World<P, A>,
     /// Randomness of the fault schedule, separate from the network's.
     plan: Rng,
     report: RunReport,
@@ -62,7 +77,7 @@ fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
-impl<P: Protocol> Run<'_, P> {
+impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
     fn bound_us(&self) -> u64 {
         self.spec.liveness_bound_ms * 1000
     }
@@ -227,6 +242,11 @@ impl<P: Protocol> Run<'_, P> {
             .filter(|i| self.world.hosts[*i].node.is_none())
             .collect();
         let paused: Vec<usize> = (0..nodes).filter(|i| self.world.hosts[*i].paused).collect();
+        if self.spec.fsync_us > 0 && self.plan.chance(0.1) {
+            let victim = self.plan.range(0, nodes as u64) as usize;
+            let until = self.world.now_us() + self.random_ms(50, 1_000);
+            self.world.stall_disk(victim, until);
+        }
         match self.plan.range(0, 8) {
             0 if up.len() > 1 => {
                 let victim = self.pick(&up);
@@ -290,7 +310,7 @@ impl<P: Protocol> Run<'_, P> {
         }
     }
 
-    fn finish(mut self, violation: Option<Violation>) -> RunReport {
+    fn finish(mut self, violation: Option<Violation>) -> (RunReport, World<P, A>) {
         self.world.finish();
         let world = &self.world;
         let report = &mut self.report;
@@ -313,6 +333,6 @@ impl<P: Protocol> Run<'_, P> {
                 .sort_by_key(|span| (span.start_us, span.node));
         }
         report.trace = std::mem::take(&mut self.world.trace);
-        self.report
+        (self.report, self.world)
     }
 }

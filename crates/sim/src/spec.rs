@@ -83,6 +83,28 @@ macro_rules! from_str_by_name {
     };
 }
 
+/// What runs on the cluster besides elections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// Elections only.
+    None,
+    /// Simulated clients put, get and compare-and-set through the Raft log;
+    /// the history is checked for linearizability (Raft only).
+    Kv,
+}
+
+impl Workload {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Workload::None => "none",
+            Workload::Kv => "kv",
+        }
+    }
+}
+
+from_str_by_name!(Workload, [Workload::None, Workload::Kv]);
 from_str_by_name!(Algorithm, Algorithm::ALL);
 from_str_by_name!(
     FaultProfile,
@@ -122,6 +144,10 @@ pub struct RunSpec {
     pub latency_us_min: u64,
     /// One-way latency bounds.
     pub latency_us_max: u64,
+    /// What runs on the cluster besides elections.
+    pub workload: Workload,
+    /// Time one fsync takes in the simulated disks (0 = synchronous).
+    pub fsync_us: u64,
     /// Clock-rate skew bound in parts per million; `None` = profile default
     /// (5% under chaos, none otherwise).
     pub skew_ppm_max: Option<u64>,
@@ -145,6 +171,18 @@ impl RunSpec {
             latency_us_min: 1_000,
             latency_us_max: 5_000,
             skew_ppm_max: None,
+            workload: Workload::None,
+            fsync_us: 0,
+        }
+    }
+
+    /// A KV-workload spec: clients through the Raft log, disks with a
+    /// 500 µs fsync that can stall and lose unsynced writes on a crash.
+    pub fn kv(nodes: usize, seed: u64, faults: FaultProfile) -> Self {
+        RunSpec {
+            workload: Workload::Kv,
+            fsync_us: 500,
+            ..RunSpec::new(Algorithm::Raft, nodes, seed, faults)
         }
     }
 
@@ -154,6 +192,9 @@ impl RunSpec {
             "bellwether sim run --algorithm {} --nodes {} --seed {} --faults {}",
             self.algorithm, self.nodes, self.seed, self.faults
         );
+        if self.workload == Workload::Kv {
+            command.push_str(" --workload kv --check linearizability");
+        }
         if !self.hint {
             command.push_str(" --no-hint");
         }

@@ -57,7 +57,11 @@ impl Bitset {
     /// search works near the front of the history.
     pub(super) fn words_from(&self, start: usize) -> Box<[u64]> {
         let first = (start / 64).min(self.words.len());
-        let last = self.words.iter().rposition(|&w| w != 0).map_or(first, |i| i + 1);
+        let last = self
+            .words
+            .iter()
+            .rposition(|&w| w != 0)
+            .map_or(first, |i| i + 1);
         self.words[first..last.max(first)].into()
     }
 

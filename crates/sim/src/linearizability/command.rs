@@ -62,9 +62,9 @@ impl Command {
     /// The key the command touches (every command touches exactly one).
     pub fn key(&self) -> Key {
         match *self {
-            Command::Put { key, .. } | Command::Get { key } | Command::CompareAndSet { key, .. } => {
-                key
-            }
+            Command::Put { key, .. }
+            | Command::Get { key }
+            | Command::CompareAndSet { key, .. } => key,
         }
     }
 

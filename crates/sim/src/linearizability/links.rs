@@ -23,8 +23,12 @@ impl Links {
     /// A list holding `0..len` in order.
     pub(super) fn new(len: usize) -> Self {
         let sentinel = len;
-        let next = (0..=len).map(|i| if i == sentinel { 0 } else { i + 1 }).collect();
-        let prev = (0..=len).map(|i| if i == 0 { sentinel } else { i - 1 }).collect();
+        let next = (0..=len)
+            .map(|i| if i == sentinel { 0 } else { i + 1 })
+            .collect();
+        let prev = (0..=len)
+            .map(|i| if i == 0 { sentinel } else { i - 1 })
+            .collect();
         Links {
             next,
             prev,

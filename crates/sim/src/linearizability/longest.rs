@@ -11,40 +11,39 @@
 /// The deepest configuration seen, by number of completed operations
 /// linearized (the first one reached wins a tie).
 #[derive(Debug)]
-pub(super) struct Longest<S> {
+pub(super) struct Longest {
     /// Call indices in linearization order.
     pub(super) order: Vec<usize>,
     /// Completed operations among `order`.
     pub(super) completed: usize,
-    /// Model state after `order`.
-    pub(super) state: S,
     /// Length of the prefix of `order` still equal to the live search stack.
     shared_len: usize,
 }
 
-impl<S: Clone> Longest<S> {
-    /// The empty linearization in `initial` state.
-    pub(super) fn new(initial: S) -> Self {
+impl Longest {
+    /// The empty linearization.
+    pub(super) fn new() -> Self {
         Longest {
             order: Vec::new(),
             completed: 0,
-            state: initial,
             shared_len: 0,
         }
     }
 
     /// Called after the search pushed a step: `stack` is the live order,
     /// `completed` how many of it are completed operations.
-    pub(super) fn pushed(&mut self, stack: &[usize], completed: usize, state: &S) {
+    pub(super) fn pushed(&mut self, stack: &[usize], completed: usize) {
         if completed <= self.completed {
             return;
         }
-        assert!(self.shared_len <= stack.len(), "longest: shared prefix past the stack");
+        assert!(
+            self.shared_len <= stack.len(),
+            "longest: shared prefix past the stack"
+        );
         self.order.truncate(self.shared_len);
         self.order.extend_from_slice(&stack[self.shared_len..]);
         self.shared_len = stack.len();
         self.completed = completed;
-        self.state = state.clone();
     }
 
     /// Called after the search popped a step, leaving `stack_len` steps.
@@ -59,16 +58,16 @@ mod tests {
 
     #[test]
     fn keeps_the_deepest_order_across_backtracking() {
-        let mut longest = Longest::new(0);
-        longest.pushed(&[4], 1, &1);
-        longest.pushed(&[4, 7], 2, &2);
+        let mut longest = Longest::new();
+        longest.pushed(&[4], 1);
+        longest.pushed(&[4, 7], 2);
         longest.popped(1);
         longest.popped(0);
-        longest.pushed(&[5], 1, &3);
-        longest.pushed(&[5, 6], 2, &4);
+        longest.pushed(&[5], 1);
+        longest.pushed(&[5, 6], 2);
         assert_eq!(longest.order, vec![4, 7], "a tie keeps the first");
-        longest.pushed(&[5, 6, 8], 3, &5);
+        longest.pushed(&[5, 6, 8], 3);
         assert_eq!(longest.order, vec![5, 6, 8]);
-        assert_eq!((longest.completed, longest.state), (3, 5));
+        assert_eq!(longest.completed, 3);
     }
 }

@@ -11,15 +11,18 @@
 //!
 //! How [`check`] decides it:
 //!
-//! - The history is split per key ([`check`]'s module, after Herlihy & Wing's
+//! - The history is split per key (`check` module, after Herlihy & Wing's
 //!   locality theorem and Horn & Kroening's P-compositionality, 2015).
 //! - Each key's history is searched depth-first for an order, Wing & Gong's
 //!   algorithm (1993) with Lowe's memo table of (operations placed, state)
-//!   ("Testing for linearizability", 2017), as in Porcupine
-//!   (`search` module).
+//!   ("Testing for linearizability", 2017), as in Porcupine (`search`
+//!   module).
 //! - Operations whose client timed out may take effect at any instant after
-//!   their invoke or never; the search handles them with three sound cuts so
-//!   a few of them do not blow it up (`search` and `visited` modules).
+//!   their invoke, or never. Left alone they make the search exponential;
+//!   five sound cuts and a symmetry reduction between interchangeable ones
+//!   keep it fast (`search`, `classes`, `visited` and `unobserved` modules).
+//! - Every "linearizable" verdict is re-checked against the definition on
+//!   the recorded operations (`witness` module) before it is returned.
 //! - Work is bounded by [`CheckOptions::search_steps_max`]; running out gives
 //!   [`CheckResult::Unknown`], never a false "linearizable".
 //!
@@ -28,6 +31,7 @@
 
 mod bitset;
 mod check;
+mod classes;
 mod command;
 mod explanation;
 mod links;
@@ -48,8 +52,7 @@ mod tests;
 pub use check::check;
 pub use command::{Command, Key, Response, Value};
 pub use explanation::{
-    Explanation, IndexedOperation, LinearizedStep, EXPLANATION_CANDIDATES_MAX,
-    EXPLANATION_TAIL_MAX,
+    Explanation, IndexedOperation, LinearizedStep, EXPLANATION_CANDIDATES_MAX, EXPLANATION_TAIL_MAX,
 };
 pub use model::Model;
 pub use operation::{ClientId, Operation, Outcome};

@@ -121,7 +121,10 @@ impl Operation {
             ));
         }
         if !self.command.accepts(&response) {
-            return Some(format!("{} cannot be answered by {response:?}", self.command));
+            return Some(format!(
+                "{} cannot be answered by {response:?}",
+                self.command
+            ));
         }
         None
     }

@@ -60,29 +60,54 @@ mod tests {
     fn get_must_read_the_current_value() {
         let get = Command::Get { key: KEY };
         let state = Some(Value(3));
-        assert_eq!(Register.step(&state, &get, Some(&Response::Get(state))), Some(state));
-        assert_eq!(Register.step(&state, &get, Some(&Response::Get(None))), None);
-        assert_eq!(Register.step(&None, &get, Some(&Response::Get(state))), None);
+        assert_eq!(
+            Register.step(&state, &get, Some(&Response::Get(state))),
+            Some(state)
+        );
+        assert_eq!(
+            Register.step(&state, &get, Some(&Response::Get(None))),
+            None
+        );
+        assert_eq!(
+            Register.step(&None, &get, Some(&Response::Get(state))),
+            None
+        );
     }
 
     #[test]
     fn compare_and_set_succeeds_exactly_when_expected_matches() {
-        let cas = Command::CompareAndSet { key: KEY, expected: None, new: Value(7) };
+        let cas = Command::CompareAndSet {
+            key: KEY,
+            expected: None,
+            new: Value(7),
+        };
         let yes = Response::CompareAndSet(true);
         let no = Response::CompareAndSet(false);
         assert_eq!(Register.step(&None, &cas, Some(&yes)), Some(Some(Value(7))));
         assert_eq!(Register.step(&None, &cas, Some(&no)), None);
         assert_eq!(Register.step(&Some(Value(1)), &cas, Some(&yes)), None);
-        assert_eq!(Register.step(&Some(Value(1)), &cas, Some(&no)), Some(Some(Value(1))));
+        assert_eq!(
+            Register.step(&Some(Value(1)), &cas, Some(&no)),
+            Some(Some(Value(1)))
+        );
         // Unknown answer: applied if it matches, no effect otherwise.
         assert_eq!(Register.step(&None, &cas, None), Some(Some(Value(7))));
-        assert_eq!(Register.step(&Some(Value(1)), &cas, None), Some(Some(Value(1))));
+        assert_eq!(
+            Register.step(&Some(Value(1)), &cas, None),
+            Some(Some(Value(1)))
+        );
     }
 
     #[test]
     fn wrong_response_kind_is_rejected() {
-        let put = Command::Put { key: KEY, value: Value(1) };
+        let put = Command::Put {
+            key: KEY,
+            value: Value(1),
+        };
         assert_eq!(Register.step(&None, &put, Some(&Response::Get(None))), None);
-        assert_eq!(Register.step(&None, &put, Some(&Response::Put)), Some(Some(Value(1))));
+        assert_eq!(
+            Register.step(&None, &put, Some(&Response::Put)),
+            Some(Some(Value(1)))
+        );
     }
 }

@@ -16,11 +16,12 @@
 //! every *completed* operation is placed. Left alone, they make the search
 //! exponential: each stays a candidate forever, and every subset of them
 //! placed early and later overwritten leads to a distinct configuration.
-//! Four cuts prevent that. Each removes a configuration that another
+//! Five cuts prevent that. Each removes a configuration that another
 //! configuration the search also enters dominates (same completed
-//! operations, same state, a subset of the unknown-outcome ones), so the
+//! operations, same state, no more unknown-outcome operations used), so the
 //! verdict is unchanged; each is an instance of rewriting a linearization
-//! into one that places unknown-outcome operations later or not at all:
+//! into one that places unknown-outcome operations later, not at all, or
+//! swapped for interchangeable ones:
 //!
 //! 1. an unknown-outcome operation that leaves the state unchanged is not
 //!    placed (never placing it is as good);
@@ -30,11 +31,11 @@
 //! 3. an operation Y is not placed right after an unknown-outcome operation
 //!    X if Y is accepted and changes nothing both with and without X: the
 //!    order Y then X reaches the same configuration;
-//! 4. of several unplaced unknown-outcome operations with equal commands,
-//!    only the earliest invoked is placed: once both are invoked they are
-//!    interchangeable, so the others' branches mirror its branch;
-//! 5. the memo table covers supersets of unknown-outcome operations (see
-//!    [`super::visited`]).
+//! 4. of several interchangeable unknown-outcome operations (see
+//!    [`super::classes`]), only the earliest invoked is tried at each
+//!    point: the others' branches mirror its branch;
+//! 5. the memo table counts placed unknown-outcome operations per class and
+//!    covers configurations with more of them (see [`super::visited`]).
 //!
 //! Candidates are tried completed operations first, unknown-outcome ones
 //! last, so those are placed only when some later observation needs them.
@@ -44,11 +45,11 @@
 //! operation); running out is reported, never mistaken for success.
 
 use super::bitset::Bitset;
+use super::classes::Classes;
 use super::links::Links;
 use super::longest::Longest;
 use super::model::Model;
 use super::visited::{ConfigKey, Visited};
-use std::collections::HashMap;
 
 /// One operation of a partition, as the search sees it.
 pub(super) struct Call<'h, M: Model> {
@@ -60,11 +61,15 @@ pub(super) struct Call<'h, M: Model> {
     pub(super) invoke_us: u64,
     /// When the answer arrived; `None` for an unknown outcome.
     pub(super) complete_us: Option<u64>,
+    /// For an unknown outcome only: `(after_us, command)` says that once
+    /// every completed operation that finished by `after_us` is placed, this
+    /// operation acts exactly like `command` (see [`super::classes`]).
+    pub(super) late: Option<(u64, &'h M::Command)>,
 }
 
 /// What the search concluded about one partition.
 #[derive(Debug)]
-pub(super) enum SearchOutcome<S> {
+pub(super) enum SearchOutcome {
     /// A linearization exists.
     Linearizable {
         /// Call indices in linearization order; unknown-outcome operations
@@ -72,7 +77,7 @@ pub(super) enum SearchOutcome<S> {
         order: Vec<usize>,
     },
     /// No linearization exists.
-    NotLinearizable(Box<Stuck<S>>),
+    NotLinearizable(Box<Stuck>),
     /// The step budget ran out first.
     StepsExceeded {
         /// Steps taken, equal to the budget.
@@ -83,11 +88,9 @@ pub(super) enum SearchOutcome<S> {
 /// Where the search got furthest before concluding there is no
 /// linearization.
 #[derive(Debug)]
-pub(super) struct Stuck<S> {
+pub(super) struct Stuck {
     /// Call indices of the longest partial linearization, in order.
     pub(super) order: Vec<usize>,
-    /// Model state after `order`.
-    pub(super) state: S,
     /// The unplaced completed operation that finished first: it had to be
     /// placed next or soon, and no order managed to.
     pub(super) blocking: usize,
@@ -128,9 +131,11 @@ pub(super) struct Search<'a, 'h, M: Model> {
     completion_rank: Vec<usize>,
     /// Indeterminate id → call index, ordered by invoke time.
     indeterminate: Vec<usize>,
-    /// Indeterminate id → the latest earlier indeterminate id with an equal
-    /// command (cut 4).
-    earlier_twin: Vec<Option<usize>>,
+    /// Interchangeability of indeterminate ids (cuts 4 and 5).
+    classes: Classes,
+    /// Per stack depth: the classes already tried at that depth's
+    /// configuration (cut 4).
+    tried: Vec<Vec<u32>>,
     /// Unplaced completed ids, by invoke time: the candidates' source.
     unplaced: Links,
     /// Unplaced completion ranks: the first gives the real-time frontier.
@@ -150,7 +155,7 @@ pub(super) struct Search<'a, 'h, M: Model> {
     /// Call indices of `stack`, kept for `longest`.
     order: Vec<usize>,
     /// The deepest partial linearization, for explanations.
-    longest: Longest<M::State>,
+    longest: Longest,
     /// Placement attempts so far.
     steps: u64,
     /// The budget for `steps`.
@@ -161,9 +166,13 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
     /// Prepares a search over `calls` that gives up after `steps_max`
     /// placement attempts.
     pub(super) fn new(model: &'a M, calls: &'a [Call<'h, M>], steps_max: u64) -> Self {
-        assert!(u32::try_from(calls.len()).is_ok(), "search: partition too large");
+        assert!(
+            u32::try_from(calls.len()).is_ok(),
+            "search: partition too large"
+        );
         for call in calls {
             assert_eq!(call.response.is_some(), call.complete_us.is_some());
+            assert!(call.late.is_none() || call.complete_us.is_none());
             assert!(call.complete_us.map_or(true, |c| c >= call.invoke_us));
         }
         let by_invoke = |ids: &mut Vec<usize>| ids.sort_by_key(|&i| (calls[i].invoke_us, i));
@@ -177,10 +186,7 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
         for (rank, &id) in by_completion.iter().enumerate() {
             completion_rank[id] = rank;
         }
-        let mut latest_with_command: HashMap<&M::Command, usize> = HashMap::new();
-        let earlier_twin = (0..indeterminate.len())
-            .map(|id| latest_with_command.insert(calls[indeterminate[id]].command, id))
-            .collect();
+        let classes = Classes::new(calls, &indeterminate);
         let initial = model.initial_state();
         Search {
             model,
@@ -194,9 +200,10 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
             by_completion,
             completion_rank,
             indeterminate,
-            earlier_twin,
+            classes,
+            tried: vec![Vec::new()],
             visited: Visited::new(),
-            longest: Longest::new(initial.clone()),
+            longest: Longest::new(),
             state: initial,
             stack: Vec::new(),
             order: Vec::new(),
@@ -206,9 +213,10 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
     }
 
     /// Runs the search to a verdict or until the budget is spent.
-    pub(super) fn run(mut self) -> SearchOutcome<M::State> {
+    pub(super) fn run(mut self) -> SearchOutcome {
         let initial_key = self.config_key(self.state.clone());
         assert!(self.visited.enter(initial_key, Box::new([])));
+        assert_eq!(self.tried.len(), 1);
         // Every iteration either takes a step, undoes one taken earlier, or
         // returns, so this many iterations always suffice.
         let iterations_max = self.steps_max.saturating_mul(2).saturating_add(1);
@@ -231,7 +239,7 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
                 }
                 None => match self.backtrack() {
                     Some(undone) => self.next_candidate(undone),
-                    None => { eprintln!("EXP stuck steps {} calls {}", self.steps, self.calls.len()); return self.stuck() },
+                    None => return self.stuck(),
                 },
             };
         }
@@ -284,26 +292,53 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
         }
     }
 
+    /// The command `pick` acts as in the current configuration.
+    fn command(&self, pick: Pick, frontier_us: u64) -> &'h M::Command {
+        let call = &self.calls[self.call_index(pick)];
+        match (pick, call.late) {
+            (Pick::Indeterminate(id), Some((_, late))) if self.classes.is_late(id, frontier_us) => {
+                late
+            }
+            _ => call.command,
+        }
+    }
+
     /// Places `pick` next if the model allows it, no cut applies and the
     /// resulting configuration is new. Returns whether it did.
     fn try_place(&mut self, pick: Pick) -> bool {
-        let call_index = self.call_index(pick);
-        let call = &self.calls[call_index];
-        // Cut 4: an interchangeable earlier twin goes first.
+        let frontier_us = self
+            .frontier_us()
+            .expect("search: placing with nothing left");
+        // Cut 4: an interchangeable earlier operation was tried here first.
         if let Pick::Indeterminate(id) = pick {
-            if self.earlier_twin[id].is_some_and(|twin| !self.indeterminate_set.contains(twin)) {
+            let class = self.classes.class(id, frontier_us);
+            let tried = self
+                .tried
+                .last_mut()
+                .expect("search: tried sets track the stack");
+            if tried.contains(&class) {
                 return false;
             }
+            tried.push(class);
         }
-        let Some(next) = self.model.step(&self.state, call.command, call.response) else {
+        let call_index = self.call_index(pick);
+        let (command, response) = (
+            self.command(pick, frontier_us),
+            self.calls[call_index].response,
+        );
+        let Some(next) = self.model.step(&self.state, command, response) else {
             return false;
         };
         // Cut 1: an unknown-outcome operation with no effect here.
         if matches!(pick, Pick::Indeterminate(_)) && next == self.state {
             return false;
         }
-        if let Some(Frame { pick: Pick::Indeterminate(_), state_before }) = self.stack.last() {
-            if let Some(without) = self.model.step(state_before, call.command, call.response) {
+        if let Some(Frame {
+            pick: Pick::Indeterminate(_),
+            state_before,
+        }) = self.stack.last()
+        {
+            if let Some(without) = self.model.step(state_before, command, response) {
                 // Cut 2: this operation hides the unknown-outcome one before it.
                 let hides = without == next;
                 // Cut 3: this operation commutes with the one before it.
@@ -314,17 +349,30 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
             }
         }
         self.mark(pick);
-        let key = self.config_key(next.clone());
-        // Cut 5 and Lowe's memo table.
-        if !self.visited.enter(key, self.indeterminate_set.members().into()) {
+        if !self.enter(next.clone()) {
             self.unmark(pick);
             return false;
         }
         let state_before = std::mem::replace(&mut self.state, next);
         self.stack.push(Frame { pick, state_before });
         self.order.push(call_index);
-        self.longest.pushed(&self.order, self.completed_set.count(), &self.state);
+        self.tried.truncate(self.stack.len());
+        self.tried.push(Vec::new());
+        self.longest.pushed(&self.order, self.completed_set.count());
         true
+    }
+
+    /// Records the configuration of the placed operations with `state` in
+    /// the memo table; false if one entered before covers it (cut 5).
+    fn enter(&mut self, state: M::State) -> bool {
+        let key = self.config_key(state);
+        // With every completed operation placed the search is over, and the
+        // classes no longer matter.
+        let frontier_us = self.frontier_us().unwrap_or(u64::MAX);
+        let placed = self
+            .classes
+            .counts(&self.indeterminate_set.members(), frontier_us);
+        self.visited.enter(key, placed)
     }
 
     /// Undoes the last placement; returns it, or `None` at the root.
@@ -334,6 +382,7 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
         assert_eq!(call_index, Some(self.call_index(frame.pick)));
         self.unmark(frame.pick);
         self.state = frame.state_before;
+        self.tried.truncate(self.stack.len() + 1);
         self.longest.popped(self.stack.len());
         Some(frame.pick)
     }
@@ -379,7 +428,7 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
     }
 
     /// The verdict after the whole tree was explored without success.
-    fn stuck(self) -> SearchOutcome<M::State> {
+    fn stuck(self) -> SearchOutcome {
         let calls = self.calls;
         let mut placed = vec![false; calls.len()];
         for &i in &self.longest.order {
@@ -398,7 +447,6 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
         candidates.sort_by_key(|&i| (calls[i].invoke_us, i));
         SearchOutcome::NotLinearizable(Box::new(Stuck {
             order: self.longest.order,
-            state: self.longest.state,
             blocking,
             candidates,
         }))

@@ -1,59 +1,89 @@
-//! Makes timed-out writes of values that nothing observes interchangeable.
+//! Lets the search treat timed-out writes of values that nothing will read
+//! as interchangeable.
 //!
 //! A compare-and-set that failed needs *some* value other than the one it
-//! expected, and any timed-out write can supply it. When those writes store
-//! values that no read returns and no compare-and-set expects, which one
-//! supplied it makes no difference to anything that follows — yet the
-//! search would try each, and revisit the rest of the history once per
-//! choice, which is exponential in the number of such writes. Rewriting all
-//! such values to one fresh value changes no verdict (no operation can tell
-//! them apart) and makes the writes equal commands, which the search then
-//! treats as interchangeable (cut 4 in [`super::search`]). This is symmetry
-//! reduction in the sense of model checking (Clarke, Emerson & Sistla,
-//! "Symmetry reductions in model checking", 1998), specialized to the
-//! register.
+//! expected, and any timed-out write can supply it. When a write's value is
+//! never observed — no read returns it, no compare-and-set expects it — the
+//! write is no different from a write of any other unobserved value, yet the
+//! search would try each such write in turn and revisit the rest of the
+//! history once per choice: exponential in their number. The same holds
+//! from the moment every operation that does observe the value is placed.
+//!
+//! So every unknown-outcome write of value v gets a stand-in command that
+//! writes one fresh value instead: from the start if nothing observes v,
+//! else once every completed observer of v (they all finish by some time T)
+//! is placed, which the search knows from its real-time frontier passing T.
+//! No operation left can tell v from the fresh value, so no verdict changes,
+//! and equal stand-ins make the writes interchangeable (symmetry reduction;
+//! see [`super::classes`]). An unknown-outcome compare-and-set that expects
+//! v may be placed at any time, so v then keeps its identity throughout.
 
 use super::command::{Command, Response, Value};
 use super::operation::Operation;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// The commands of the operations at `indices`, with every unknown-outcome
-/// write of an unobserved value rewritten to write one shared fresh value.
-pub(super) fn interchangeable_commands(history: &[Operation], indices: &[usize]) -> Vec<Command> {
+/// The command the search uses for one operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct SearchCommand {
+    /// The command from the start.
+    pub(super) early: Command,
+    /// `(after_us, command)`: once every completed operation that finished
+    /// by `after_us` is placed, the operation acts as `command`.
+    pub(super) late: Option<(u64, Command)>,
+}
+
+/// What the search should use for the operations at `indices`.
+pub(super) fn search_commands(history: &[Operation], indices: &[usize]) -> Vec<SearchCommand> {
     let operations = || indices.iter().map(|&index| &history[index]);
-    let mut observed = BTreeSet::new();
+    // Value → completion time of its last completed observer; `None` when an
+    // unknown-outcome operation observes it.
+    let mut observed_until: BTreeMap<Value, Option<u64>> = BTreeMap::new();
     let mut mentioned = BTreeSet::new();
     for operation in operations() {
-        match (operation.command, operation.response()) {
-            (Command::Get { .. }, Some(Response::Get(Some(value)))) => {
-                observed.insert(*value);
-            }
-            (Command::CompareAndSet { expected: Some(value), .. }, _) => {
-                observed.insert(value);
-            }
-            _ => {}
+        if let Some(value) = observed(operation) {
+            let until = observed_until.entry(value).or_insert(Some(0));
+            *until = until.zip(operation.complete_us()).map(|(a, b)| a.max(b));
         }
-        if let Some(value) = written(&operation.command) {
-            mentioned.insert(value);
-        }
+        mentioned.extend(observed(operation));
+        mentioned.extend(written(&operation.command));
     }
-    mentioned.extend(observed.iter().copied());
     let fresh = fresh_value(&mentioned);
     operations()
-        .map(|operation| match operation.command {
-            Command::Put { key, value }
-                if operation.complete_us().is_none() && !observed.contains(&value) =>
-            {
-                Command::Put { key, value: fresh }
+        .map(|operation| {
+            let unchanged = SearchCommand {
+                early: operation.command,
+                late: None,
+            };
+            let Some(value) = written(&operation.command) else {
+                return unchanged;
+            };
+            if operation.complete_us().is_some() {
+                return unchanged;
             }
-            Command::CompareAndSet { key, expected, new }
-                if operation.complete_us().is_none() && !observed.contains(&new) =>
-            {
-                Command::CompareAndSet { key, expected, new: fresh }
+            let stand_in = rewritten(operation.command, fresh);
+            match observed_until.get(&value) {
+                None => SearchCommand {
+                    early: stand_in,
+                    late: None,
+                },
+                Some(Some(until_us)) => SearchCommand {
+                    early: operation.command,
+                    late: Some((*until_us, stand_in)),
+                },
+                Some(None) => unchanged,
             }
-            command => command,
         })
         .collect()
+}
+
+/// The value whose identity `operation` observes: the one a read returned
+/// or a compare-and-set expected.
+fn observed(operation: &Operation) -> Option<Value> {
+    match (operation.command, operation.response()) {
+        (Command::Get { .. }, Some(Response::Get(read))) => *read,
+        (Command::CompareAndSet { expected, .. }, _) => expected,
+        _ => None,
+    }
 }
 
 /// The value a command may write.
@@ -62,6 +92,19 @@ fn written(command: &Command) -> Option<Value> {
         Command::Put { value, .. } => Some(value),
         Command::CompareAndSet { new, .. } => Some(new),
         Command::Get { .. } => None,
+    }
+}
+
+/// `command` writing `value` instead of its own value.
+fn rewritten(command: Command, value: Value) -> Command {
+    match command {
+        Command::Put { key, .. } => Command::Put { key, value },
+        Command::CompareAndSet { key, expected, .. } => Command::CompareAndSet {
+            key,
+            expected,
+            new: value,
+        },
+        Command::Get { .. } => unreachable!("unobserved: a get writes nothing"),
     }
 }
 
@@ -75,7 +118,10 @@ fn fresh_value(mentioned: &BTreeSet<Value>) -> Value {
         }
         candidate += 1;
     }
-    assert!(!mentioned.contains(&Value(candidate)), "unobserved: fresh value is taken");
+    assert!(
+        !mentioned.contains(&Value(candidate)),
+        "unobserved: fresh value is taken"
+    );
     Value(candidate)
 }
 
@@ -84,22 +130,90 @@ mod tests {
     use super::*;
     use crate::linearizability::{ClientId, Key};
 
+    const KEY: Key = Key(1);
+
+    fn put_timeout(value: u64) -> Operation {
+        Operation::indeterminate(
+            ClientId(1),
+            Command::Put {
+                key: KEY,
+                value: Value(value),
+            },
+            0,
+        )
+    }
+
     #[test]
-    fn only_unobserved_timed_out_writes_are_rewritten() {
-        let key = Key(1);
+    fn timed_out_writes_get_stand_ins_when_their_value_is_no_longer_observed() {
         let history = [
-            Operation::ok(ClientId(1), Command::Put { key, value: Value(0) }, 0, 1, Response::Put),
-            Operation::indeterminate(ClientId(2), Command::Put { key, value: Value(5) }, 2),
-            Operation::indeterminate(ClientId(3), Command::Put { key, value: Value(6) }, 3),
-            Operation::indeterminate(ClientId(4), Command::Put { key, value: Value(7) }, 4),
-            Operation::ok(ClientId(5), Command::Get { key }, 5, 6, Response::Get(Some(Value(6)))),
-            Operation::ok(ClientId(5), Command::Put { key, value: Value(9) }, 7, 8, Response::Put),
+            Operation::ok(
+                ClientId(1),
+                Command::Put {
+                    key: KEY,
+                    value: Value(0),
+                },
+                0,
+                1,
+                Response::Put,
+            ),
+            put_timeout(5),
+            put_timeout(6),
+            put_timeout(7),
+            Operation::ok(
+                ClientId(2),
+                Command::Get { key: KEY },
+                5,
+                6,
+                Response::Get(Some(Value(6))),
+            ),
+            Operation::ok(
+                ClientId(2),
+                Command::Get { key: KEY },
+                7,
+                9,
+                Response::Get(Some(Value(6))),
+            ),
+            Operation::indeterminate(
+                ClientId(3),
+                Command::CompareAndSet {
+                    key: KEY,
+                    expected: Some(Value(7)),
+                    new: Value(8),
+                },
+                0,
+            ),
         ];
-        let commands = interchangeable_commands(&history, &[0, 1, 2, 3, 4, 5]);
-        // 0, 5, 6, 7, 9 are mentioned, so 1 is the fresh value.
-        assert_eq!(commands[1], Command::Put { key, value: Value(1) });
-        assert_eq!(commands[2], history[2].command, "6 is read, so it stays");
-        assert_eq!(commands[3], Command::Put { key, value: Value(1) });
-        assert_eq!(commands[5], history[5].command, "completed writes stay");
+        let commands = search_commands(&history, &[0, 1, 2, 3, 4, 5, 6]);
+        // 0 and 5..=8 are mentioned, so 1 is the fresh value.
+        let stand_in = Command::Put {
+            key: KEY,
+            value: Value(1),
+        };
+        assert_eq!(
+            commands[1],
+            SearchCommand {
+                early: stand_in,
+                late: None
+            },
+            "5 is never observed"
+        );
+        assert_eq!(
+            commands[2],
+            SearchCommand {
+                early: history[2].command,
+                late: Some((9, stand_in))
+            }
+        );
+        assert_eq!(
+            commands[3].late, None,
+            "7 is expected by an unknown-outcome CAS"
+        );
+        assert_eq!(commands[0].late, None, "completed writes keep their value");
+        assert_eq!(commands[6].early.key(), KEY);
+        assert_eq!(
+            commands[6].late.map(|(after_us, _)| after_us),
+            None,
+            "8 is never observed"
+        );
     }
 }

@@ -27,10 +27,19 @@ fn random_history(rng: &mut SplitMix64) -> Vec<Operation> {
         .map(|client| {
             let (command, response) = match rng.below(3) {
                 0 => (Command::Get { key }, Response::Get(small_value(rng))),
-                1 => (Command::Put { key, value: Value(rng.below(3) + 1) }, Response::Put),
+                1 => (
+                    Command::Put {
+                        key,
+                        value: Value(rng.below(3) + 1),
+                    },
+                    Response::Put,
+                ),
                 _ => {
                     let (expected, new) = (small_value(rng), Value(rng.below(3) + 1));
-                    (Command::CompareAndSet { key, expected, new }, Response::CompareAndSet(rng.chance(50)))
+                    (
+                        Command::CompareAndSet { key, expected, new },
+                        Response::CompareAndSet(rng.chance(50)),
+                    )
                 }
             };
             let invoke_us = rng.below(30);
@@ -68,18 +77,26 @@ fn apply(operation: &Operation, value: Option<Value>) -> Option<Option<Value>> {
 /// Tries every order: any unplaced operation may go next unless an unplaced
 /// completed one finished before it was invoked; done once every completed
 /// operation is placed (the rest never took effect).
-fn linearizable_by_enumeration(history: &[Operation], placed: &mut Vec<bool>, value: Option<Value>) -> bool {
-    let unplaced_completed = |i: usize, placed: &[bool]| !placed[i] && history[i].complete_us().is_some();
+fn linearizable_by_enumeration(
+    history: &[Operation],
+    placed: &mut Vec<bool>,
+    value: Option<Value>,
+) -> bool {
+    let unplaced_completed =
+        |i: usize, placed: &[bool]| !placed[i] && history[i].complete_us().is_some();
     if !(0..history.len()).any(|i| unplaced_completed(i, placed)) {
         return true;
     }
     for i in 0..history.len() {
-        let blocked = (0..history.len())
-            .any(|j| unplaced_completed(j, placed) && history[j].complete_us() < Some(history[i].invoke_us));
+        let blocked = (0..history.len()).any(|j| {
+            unplaced_completed(j, placed) && history[j].complete_us() < Some(history[i].invoke_us)
+        });
         if placed[i] || blocked {
             continue;
         }
-        let Some(next) = apply(&history[i], value) else { continue };
+        let Some(next) = apply(&history[i], value) else {
+            continue;
+        };
         placed[i] = true;
         let found = linearizable_by_enumeration(history, placed, next);
         placed[i] = false;
@@ -101,11 +118,16 @@ fn search_agrees_with_enumeration_of_all_orders() {
         match (&result, expected) {
             (CheckResult::Linearizable, true) => linearizable += 1,
             (CheckResult::NotLinearizable { .. }, false) => violations += 1,
-            _ => panic!("history {seed}: search says {result}, enumeration says {expected}\n{history:#?}"),
+            _ => panic!(
+                "history {seed}: search says {result}, enumeration says {expected}\n{history:#?}"
+            ),
         }
     }
     // Both verdicts must be well represented for the comparison to mean much.
-    assert!(linearizable > HISTORIES_MAX / 5 && violations > HISTORIES_MAX / 5, "{linearizable} vs {violations}");
+    assert!(
+        linearizable > HISTORIES_MAX / 5 && violations > HISTORIES_MAX / 5,
+        "{linearizable} vs {violations}"
+    );
 }
 
 #[test]
@@ -113,12 +135,25 @@ fn search_agrees_with_enumeration_on_generated_histories() {
     // Realistic shapes (sequential clients, timeouts, unique values), half
     // of them with one read changed to a random small value.
     let mut rng = SplitMix64::new(11);
-    let shape = Shape { clients: 4, keys: 1, operations: 9, indeterminate_percent: 30, latency_us_max: 10 };
+    let shape = Shape {
+        clients: 4,
+        keys: 1,
+        operations: 9,
+        indeterminate_percent: 30,
+        latency_us_max: 10,
+    };
     let (mut linearizable, mut violations) = (0, 0);
     for seed in 0..HISTORIES_MAX / 4 {
         let mut history = generate(seed, shape);
         let target = rng.below(history.len() as u64) as usize;
-        if let (true, Outcome::Ok { response: Response::Get(read), .. }) = (rng.chance(50), &mut history[target].outcome) {
+        if let (
+            true,
+            Outcome::Ok {
+                response: Response::Get(read),
+                ..
+            },
+        ) = (rng.chance(50), &mut history[target].outcome)
+        {
             *read = (rng.below(4) > 0).then(|| Value(rng.below(9) + 1));
         }
         let expected = linearizable_by_enumeration(&history, &mut vec![false; history.len()], None);
@@ -126,8 +161,13 @@ fn search_agrees_with_enumeration_on_generated_histories() {
         match (&result, expected) {
             (CheckResult::Linearizable, true) => linearizable += 1,
             (CheckResult::NotLinearizable { .. }, false) => violations += 1,
-            _ => panic!("history {seed}: search says {result}, enumeration says {expected}\n{history:#?}"),
+            _ => panic!(
+                "history {seed}: search says {result}, enumeration says {expected}\n{history:#?}"
+            ),
         }
     }
-    assert!(linearizable > HISTORIES_MAX / 10 && violations > HISTORIES_MAX / 100, "{linearizable} vs {violations}");
+    assert!(
+        linearizable > HISTORIES_MAX / 10 && violations > HISTORIES_MAX / 100,
+        "{linearizable} vs {violations}"
+    );
 }

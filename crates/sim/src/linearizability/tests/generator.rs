@@ -76,9 +76,16 @@ pub(super) fn generate(seed: u64, shape: Shape) -> Vec<Operation> {
     let mut planned = Vec::with_capacity(shape.operations);
     for value_counter in 0..shape.operations as u64 {
         // The client that has been idle longest goes next, so all overlap.
-        let client = (0..free_us.len()).min_by_key(|&c| (free_us[c], c)).expect("clients");
+        let client = (0..free_us.len())
+            .min_by_key(|&c| (free_us[c], c))
+            .expect("clients");
         let invoke_us = free_us[client] + rng.below(shape.latency_us_max / 2 + 1);
-        let command = random_command(&mut rng, shape.keys, Value(value_counter + 1), &mut last_written);
+        let command = random_command(
+            &mut rng,
+            shape.keys,
+            Value(value_counter + 1),
+            &mut last_written,
+        );
         let latency_us = shape.latency_us_max;
         let (effect_us, complete_us) = if rng.chance(shape.indeterminate_percent) {
             let timeout_us = 3 * latency_us;
@@ -92,7 +99,11 @@ pub(super) fn generate(seed: u64, shape: Shape) -> Vec<Operation> {
             (Some(effect_us), Some(complete_us))
         };
         let operation = Operation::indeterminate(ClientId(client as u64), command, invoke_us);
-        planned.push(Planned { operation, effect_us, complete_us });
+        planned.push(Planned {
+            operation,
+            effect_us,
+            complete_us,
+        });
     }
     respond(planned)
 }
@@ -113,9 +124,17 @@ fn random_command(
             Command::Put { key, value }
         }
         _ => {
-            let expected = if rng.chance(80) { last_written.get(&key).copied() } else { None };
+            let expected = if rng.chance(80) {
+                last_written.get(&key).copied()
+            } else {
+                None
+            };
             last_written.insert(key, value);
-            Command::CompareAndSet { key, expected, new: value }
+            Command::CompareAndSet {
+                key,
+                expected,
+                new: value,
+            }
         }
     }
 }
@@ -123,7 +142,9 @@ fn random_command(
 /// Runs a register per key through the effects in time order and fills in
 /// the responses of the operations that completed.
 fn respond(planned: Vec<Planned>) -> Vec<Operation> {
-    let mut effects: Vec<usize> = (0..planned.len()).filter(|&i| planned[i].effect_us.is_some()).collect();
+    let mut effects: Vec<usize> = (0..planned.len())
+        .filter(|&i| planned[i].effect_us.is_some())
+        .collect();
     effects.sort_by_key(|&i| (planned[i].effect_us, i));
     let mut registers: BTreeMap<Key, Value> = BTreeMap::new();
     let mut responses: Vec<Option<Response>> = vec![None; planned.len()];

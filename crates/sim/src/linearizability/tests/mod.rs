@@ -6,4 +6,3 @@ mod brute_force;
 mod generator;
 mod randomized;
 mod scenarios;
-mod exp;

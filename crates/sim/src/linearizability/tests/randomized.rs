@@ -48,7 +48,10 @@ fn generated_linearizable_histories_pass() {
     let mut indeterminate = 0;
     for seed in 0..SEEDS_MAX {
         let history = history_for(seed);
-        indeterminate += history.iter().filter(|op| op.complete_us().is_none()).count();
+        indeterminate += history
+            .iter()
+            .filter(|op| op.complete_us().is_none())
+            .count();
         let result = check(&history, &CheckOptions::default());
         assert!(result.is_linearizable(), "seed {seed}: {result}");
     }
@@ -60,10 +63,17 @@ fn reads_of_never_written_values_fail() {
     for seed in 0..SEEDS_MAX {
         let mut history = history_for(seed);
         let reads: Vec<usize> = completed_indices(&history, |c| matches!(c, Command::Get { .. }));
-        let Some(&target) = reads.get(seed as usize % reads.len().max(1)) else { continue };
+        let Some(&target) = reads.get(seed as usize % reads.len().max(1)) else {
+            continue;
+        };
         // Generated values count up from 1, so this one was never written.
         respond_with(&mut history, target, Response::Get(Some(Value(u64::MAX))));
-        assert_violation_on(&history, history[target].key(), seed, "read of an unwritten value");
+        assert_violation_on(
+            &history,
+            history[target].key(),
+            seed,
+            "read of an unwritten value",
+        );
     }
 }
 
@@ -72,12 +82,22 @@ fn compare_and_set_denied_although_its_value_was_read_fails() {
     let mut mutated = 0;
     for seed in 0..SEEDS_MAX {
         let mut history = history_for(seed);
-        let Some(target) = observed_successful_cas(&history) else { continue };
+        let Some(target) = observed_successful_cas(&history) else {
+            continue;
+        };
         respond_with(&mut history, target, Response::CompareAndSet(false));
-        assert_violation_on(&history, history[target].key(), seed, "denied CAS whose value was read");
+        assert_violation_on(
+            &history,
+            history[target].key(),
+            seed,
+            "denied CAS whose value was read",
+        );
         mutated += 1;
     }
-    assert!(mutated > SEEDS_MAX / 4, "only {mutated} histories had a CAS to flip");
+    assert!(
+        mutated > SEEDS_MAX / 4,
+        "only {mutated} histories had a CAS to flip"
+    );
 }
 
 #[test]
@@ -85,12 +105,17 @@ fn stale_reads_fail() {
     let mut mutated = 0;
     for seed in 0..SEEDS_MAX {
         let mut history = history_for(seed);
-        let Some((read, stale)) = stale_read_candidate(&history) else { continue };
+        let Some((read, stale)) = stale_read_candidate(&history) else {
+            continue;
+        };
         respond_with(&mut history, read, Response::Get(Some(stale)));
         assert_violation_on(&history, history[read].key(), seed, "stale read");
         mutated += 1;
     }
-    assert!(mutated > SEEDS_MAX / 4, "only {mutated} histories had a stale read to plant");
+    assert!(
+        mutated > SEEDS_MAX / 4,
+        "only {mutated} histories had a stale read to plant"
+    );
 }
 
 #[test]
@@ -106,7 +131,8 @@ fn arbitrary_read_mutations_never_break_the_checker() {
             continue;
         }
         let target = reads[rng.below(reads.len() as u64) as usize];
-        let value = (rng.below(history.len() as u64) > 0).then(|| Value(rng.below(history.len() as u64)));
+        let value =
+            (rng.below(history.len() as u64) > 0).then(|| Value(rng.below(history.len() as u64)));
         respond_with(&mut history, target, Response::Get(value));
         match check(&history, &CheckOptions::default()) {
             CheckResult::Linearizable => {}
@@ -138,7 +164,8 @@ fn observed_successful_cas(history: &[Operation]) -> Option<usize> {
     history.iter().enumerate().position(|(i, op)| {
         matches!(op.response(), Some(Response::CompareAndSet(true)))
             && history.iter().any(|read| {
-                read.key() == op.key() && read.response() == Some(&Response::Get(written_value(&history[i])))
+                read.key() == op.key()
+                    && read.response() == Some(&Response::Get(written_value(&history[i])))
             })
     })
 }
@@ -159,7 +186,8 @@ fn stale_read_candidate(history: &[Operation]) -> Option<(usize, Value)> {
                 continue;
             }
             let older = writes.iter().find(|&&w| {
-                history[w].key() == r.key() && history[w].complete_us() < Some(history[w2].invoke_us)
+                history[w].key() == r.key()
+                    && history[w].complete_us() < Some(history[w2].invoke_us)
             });
             if let Some(&w) = older {
                 return Some((read, written_value(&history[w])?));

@@ -9,8 +9,17 @@ use crate::linearizability::{
 const K: u64 = 1;
 
 fn put(client: u64, key: u64, value: u64, invoke_us: u64, complete_us: u64) -> Operation {
-    let command = Command::Put { key: Key(key), value: Value(value) };
-    Operation::ok(ClientId(client), command, invoke_us, complete_us, Response::Put)
+    let command = Command::Put {
+        key: Key(key),
+        value: Value(value),
+    };
+    Operation::ok(
+        ClientId(client),
+        command,
+        invoke_us,
+        complete_us,
+        Response::Put,
+    )
 }
 
 fn get(client: u64, key: u64, read: Option<u64>, invoke_us: u64, complete_us: u64) -> Operation {
@@ -20,17 +29,34 @@ fn get(client: u64, key: u64, read: Option<u64>, invoke_us: u64, complete_us: u6
 }
 
 fn cas(client: u64, expected: Option<u64>, new: u64, ok: bool, at: (u64, u64)) -> Operation {
-    let command = Command::CompareAndSet { key: Key(K), expected: expected.map(Value), new: Value(new) };
-    Operation::ok(ClientId(client), command, at.0, at.1, Response::CompareAndSet(ok))
+    let command = Command::CompareAndSet {
+        key: Key(K),
+        expected: expected.map(Value),
+        new: Value(new),
+    };
+    Operation::ok(
+        ClientId(client),
+        command,
+        at.0,
+        at.1,
+        Response::CompareAndSet(ok),
+    )
 }
 
 fn put_timeout(client: u64, value: u64, invoke_us: u64) -> Operation {
-    let command = Command::Put { key: Key(K), value: Value(value) };
+    let command = Command::Put {
+        key: Key(K),
+        value: Value(value),
+    };
     Operation::indeterminate(ClientId(client), command, invoke_us)
 }
 
 fn cas_timeout(client: u64, expected: Option<u64>, new: u64, invoke_us: u64) -> Operation {
-    let command = Command::CompareAndSet { key: Key(K), expected: expected.map(Value), new: Value(new) };
+    let command = Command::CompareAndSet {
+        key: Key(K),
+        expected: expected.map(Value),
+        new: Value(new),
+    };
     Operation::indeterminate(ClientId(client), command, invoke_us)
 }
 
@@ -40,13 +66,19 @@ fn verdict(history: &[Operation]) -> CheckResult {
 
 fn assert_linearizable(history: &[Operation]) {
     let result = verdict(history);
-    assert!(result.is_linearizable(), "expected linearizable, got {result}");
+    assert!(
+        result.is_linearizable(),
+        "expected linearizable, got {result}"
+    );
 }
 
 /// Asserts a violation on `key` and returns its explanation.
 fn assert_violation(history: &[Operation], key: u64) -> Explanation {
     match verdict(history) {
-        CheckResult::NotLinearizable { key: found, explanation } => {
+        CheckResult::NotLinearizable {
+            key: found,
+            explanation,
+        } => {
             assert_eq!(found, Key(key), "violation reported on the wrong key");
             *explanation
         }
@@ -90,12 +122,22 @@ fn concurrent_overlapping_operations_that_admit_an_order_pass() {
 
 #[test]
 fn stale_read_after_a_completed_write_fails() {
-    let history = [put(1, K, 1, 0, 10), put(2, K, 2, 20, 30), get(3, K, Some(1), 40, 50)];
+    let history = [
+        put(1, K, 1, 0, 10),
+        put(2, K, 2, 20, 30),
+        get(3, K, Some(1), 40, 50),
+    ];
     let explanation = assert_violation(&history, K);
-    assert_eq!(explanation.blocking.index, 2, "the stale read is what cannot be placed");
+    assert_eq!(
+        explanation.blocking.index, 2,
+        "the stale read is what cannot be placed"
+    );
     assert_eq!(explanation.state, Some(Value(2)));
     assert_eq!(explanation.linearized_completed, 2);
-    assert!(explanation.to_string().contains("#2 c3 get(k1) -> 1"), "{explanation}");
+    assert!(
+        explanation.to_string().contains("#2 c3 get(k1) -> 1"),
+        "{explanation}"
+    );
 }
 
 #[test]
@@ -208,7 +250,14 @@ fn indeterminate_compare_and_set_applies_only_when_it_matches() {
         get(3, K, Some(5), 50, 60),
     ]);
     // It expected 9, which the key never held, so 5 can never appear.
-    assert_violation(&[put(1, K, 1, 0, 10), cas_timeout(2, Some(9), 5, 20), get(3, K, Some(5), 50, 60)], K);
+    assert_violation(
+        &[
+            put(1, K, 1, 0, 10),
+            cas_timeout(2, Some(9), 5, 20),
+            get(3, K, Some(5), 50, 60),
+        ],
+        K,
+    );
 }
 
 #[test]
@@ -222,10 +271,23 @@ fn many_unobserved_indeterminate_writes_stay_cheap() {
         history.push(put_timeout(1 + i, 100 + i, 20 + 10 * i));
         history.push(get(100 + i, K, Some(1), 25 + 10 * i, 26 + 10 * i));
     }
-    assert_eq!(check(&history, &CheckOptions { search_steps_max: 1_000 }), CheckResult::Linearizable);
+    assert_eq!(
+        check(
+            &history,
+            &CheckOptions {
+                search_steps_max: 1_000
+            }
+        ),
+        CheckResult::Linearizable
+    );
     history.push(get(0, K, Some(999), 10_000, 10_010));
-    let options = CheckOptions { search_steps_max: 200_000 };
-    assert!(matches!(check(&history, &options), CheckResult::NotLinearizable { .. }));
+    let options = CheckOptions {
+        search_steps_max: 20_000,
+    };
+    assert!(matches!(
+        check(&history, &options),
+        CheckResult::NotLinearizable { .. }
+    ));
 }
 
 #[test]
@@ -251,18 +313,30 @@ fn violation_is_reported_on_its_own_key() {
     ];
     let explanation = assert_violation(&history, 2);
     assert_eq!(explanation.blocking.index, 4);
-    let others: Vec<Operation> = history.iter().copied().filter(|op| op.key() != Key(2)).collect();
+    let others: Vec<Operation> = history
+        .iter()
+        .copied()
+        .filter(|op| op.key() != Key(2))
+        .collect();
     assert_linearizable(&others);
 }
 
 #[test]
 fn operations_on_different_keys_do_not_interact() {
-    assert_linearizable(&[put(1, 1, 1, 0, 10), get(2, 2, None, 20, 30), get(2, 1, Some(1), 40, 50)]);
+    assert_linearizable(&[
+        put(1, 1, 1, 0, 10),
+        get(2, 2, None, 20, 30),
+        get(2, 1, Some(1), 40, 50),
+    ]);
 }
 
 #[test]
 fn history_order_does_not_change_the_verdict() {
-    let mut history = vec![put(1, K, 1, 0, 10), put(2, K, 2, 20, 30), get(3, K, Some(1), 40, 50)];
+    let mut history = vec![
+        put(1, K, 1, 0, 10),
+        put(2, K, 2, 20, 30),
+        get(3, K, Some(1), 40, 50),
+    ];
     history.reverse();
     assert_violation(&history, K);
 }
@@ -270,7 +344,9 @@ fn history_order_does_not_change_the_verdict() {
 #[test]
 fn step_limit_returns_unknown() {
     let history: Vec<Operation> = (0..50).map(|i| put(1, K, i, 10 * i, 10 * i + 5)).collect();
-    let tight = CheckOptions { search_steps_max: 10 };
+    let tight = CheckOptions {
+        search_steps_max: 10,
+    };
     let expected = CheckResult::Unknown {
         key: Key(K),
         reason: UnknownReason::SearchStepsExceeded { steps_max: 10 },
@@ -284,7 +360,9 @@ fn step_limit_returns_unknown() {
 fn violation_on_one_key_outranks_unknown_on_another() {
     let mut history: Vec<Operation> = (0..50).map(|i| put(1, 1, i, 10 * i, 10 * i + 5)).collect();
     history.extend([put(2, 2, 1, 0, 10), get(2, 2, None, 20, 30)]);
-    let tight = CheckOptions { search_steps_max: 20 };
+    let tight = CheckOptions {
+        search_steps_max: 20,
+    };
     match check(&history, &tight) {
         CheckResult::NotLinearizable { key, .. } => assert_eq!(key, Key(2)),
         other => panic!("expected the key-2 violation, got {other}"),
@@ -295,15 +373,27 @@ fn violation_on_one_key_outranks_unknown_on_another() {
 fn malformed_operations_make_the_result_unknown() {
     let backwards = put(1, K, 1, 10, 5);
     match verdict(&[put(1, K, 1, 0, 1), backwards]) {
-        CheckResult::Unknown { reason: UnknownReason::MalformedOperation { index, .. }, .. } => {
+        CheckResult::Unknown {
+            reason: UnknownReason::MalformedOperation { index, .. },
+            ..
+        } => {
             assert_eq!(index, 1)
         }
         other => panic!("expected a malformed-operation unknown, got {other}"),
     }
-    let wrong_kind = Operation::ok(ClientId(1), Command::Get { key: Key(K) }, 0, 1, Response::Put);
+    let wrong_kind = Operation::ok(
+        ClientId(1),
+        Command::Get { key: Key(K) },
+        0,
+        1,
+        Response::Put,
+    );
     assert!(matches!(
         verdict(&[wrong_kind]),
-        CheckResult::Unknown { reason: UnknownReason::MalformedOperation { index: 0, .. }, .. }
+        CheckResult::Unknown {
+            reason: UnknownReason::MalformedOperation { index: 0, .. },
+            ..
+        }
     ));
 }
 
@@ -313,7 +403,16 @@ fn explanation_limits_its_length() {
     let mut history: Vec<Operation> = (0..40).map(|i| put(1, K, i, 10 * i, 10 * i + 5)).collect();
     history.push(get(2, K, Some(0), 1_000, 1_010));
     let explanation = assert_violation(&history, K);
-    assert_eq!(explanation.linearized_tail.len(), crate::linearizability::EXPLANATION_TAIL_MAX);
-    assert_eq!(explanation.linearized_omitted + explanation.linearized_tail.len(), 40);
-    assert_eq!(explanation.linearized_tail.last().map(|s| s.state_after), Some(Some(Value(39))));
+    assert_eq!(
+        explanation.linearized_tail.len(),
+        crate::linearizability::EXPLANATION_TAIL_MAX
+    );
+    assert_eq!(
+        explanation.linearized_omitted + explanation.linearized_tail.len(),
+        40
+    );
+    assert_eq!(
+        explanation.linearized_tail.last().map(|s| s.state_after),
+        Some(Some(Value(39)))
+    );
 }
