@@ -141,6 +141,10 @@ pub trait Protocol: Sized {
     /// runtimes write to storage instead; the simulator and tests use this.
     fn apply_persist(durable: &mut Self::Durable, persist: Self::Persist);
 
+    /// The term (or epoch) recorded in a durable image, so that runtimes
+    /// can check it never goes back across restarts.
+    fn durable_term(durable: &Self::Durable) -> Term;
+
     /// Advances logical time by one tick.
     fn tick(&mut self);
 

@@ -43,6 +43,9 @@ impl Protocol for ForgetsVotes {
     fn has_ready(&self) -> bool {
         self.0.has_ready()
     }
+    fn durable_term(durable: &RaftDurable) -> bellwether_core::Term {
+        RaftNode::durable_term(durable)
+    }
     fn apply_persist(durable: &mut RaftDurable, persist: RaftPersist) {
         RaftNode::apply_persist(durable, persist)
     }

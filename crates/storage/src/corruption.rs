@@ -110,7 +110,9 @@ pub enum Corruption {
     },
     /// A file has a WAL extension but not a WAL name, so it may be a segment
     /// someone renamed; ignoring it could hide lost entries.
-    #[error("file name has a WAL extension but not the WAL's name format; move it out of the directory")]
+    #[error(
+        "file name has a WAL extension but not the WAL's name format; move it out of the directory"
+    )]
     UnrecognizedName,
     /// A file name and the header inside disagree.
     #[error("file name says {name_says}, header says {header_says}")]

@@ -49,7 +49,9 @@ impl Recovered {
             );
         }
         assert!(
-            self.entries.windows(2).all(|pair| pair[0].term <= pair[1].term),
+            self.entries
+                .windows(2)
+                .all(|pair| pair[0].term <= pair[1].term),
             "recovered entry terms must never decrease"
         );
     }

@@ -484,6 +484,10 @@ impl Protocol for RaftNode {
         node
     }
 
+    fn durable_term(durable: &RaftDurable) -> Term {
+        durable.hard_state.term
+    }
+
     fn apply_persist(durable: &mut RaftDurable, persist: RaftPersist) {
         durable.apply(persist);
     }

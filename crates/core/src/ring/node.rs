@@ -326,6 +326,10 @@ impl Protocol for RingNode {
         self.finish_call();
     }
 
+    fn durable_term(durable: &u64) -> crate::types::Term {
+        crate::types::Term(*durable)
+    }
+
     fn apply_persist(durable: &mut u64, persist: u64) {
         assert!(persist >= *durable, "the epoch never goes back");
         *durable = persist;

@@ -1,14 +1,19 @@
-//! Monotonic terms: a node's term never decreases, not even across a crash,
-//! because the term is persisted before it is used (paper Figure 2).
+//! Monotonic terms: the term a node has on disk never decreases, not even
+//! across a crash, because it is persisted before it is used (paper
+//! Figure 2); and within one incarnation the term it shows never decreases.
+//! (A term raised in memory but lost with unsynced writes in a crash was
+//! never acted on, so the restarted node may show the older one.)
 
 use super::Violation;
 use bellwether_core::Term;
 
-/// Highest term each node has shown so far.
+/// Highest terms seen per node.
 #[derive(Debug)]
 pub struct TermMonotonic {
-    /// Index = node index.
+    /// Shown in this incarnation; index = node index.
     highest: Vec<Term>,
+    /// On disk, over the whole run.
+    durable: Vec<Term>,
 }
 
 impl TermMonotonic {
@@ -16,10 +21,41 @@ impl TermMonotonic {
     pub fn new(nodes: usize) -> Self {
         TermMonotonic {
             highest: vec![Term(0); nodes],
+            durable: vec![Term(0); nodes],
         }
     }
 
-    /// Fails if `term` is below what `node` showed before.
+    /// A node restarted: what it shows now starts from its disk.
+    pub fn restart(&mut self, node: usize, durable: Term) {
+        self.highest[node] = durable;
+    }
+
+    /// Fails if the term on `node`'s disk went back.
+    pub fn observe_durable(
+        &mut self,
+        time_us: u64,
+        node: usize,
+        term: Term,
+    ) -> Result<(), Violation> {
+        let highest = &mut self.durable[node];
+        if term < *highest {
+            return Err(Violation {
+                property: "monotonic-term",
+                time_us,
+                detail: format!(
+                    "n{}'s disk went back from {} to {}",
+                    node + 1,
+                    highest,
+                    term
+                ),
+            });
+        }
+        *highest = term;
+        Ok(())
+    }
+
+    /// Fails if `term` is below what `node` showed before in this
+    /// incarnation.
     pub fn observe(&mut self, time_us: u64, node: usize, term: Term) -> Result<(), Violation> {
         let highest = &mut self.highest[node];
         if term < *highest {

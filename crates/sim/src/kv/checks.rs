@@ -138,7 +138,12 @@ impl ReplicationChecker {
                 } else {
                     None
                 };
-            let hash = known.or_else(|| self.prefixes.get(&(index, term)).copied());
+            // The run-wide record of (index, term) comes first: this node's
+            // own entry at that index may be one the snapshot replaces.
+            let recorded = self.prefixes.get(&(index, term)).copied();
+            let own_matches = known.is_some() && (recorded.is_none() || recorded == known);
+            let hash = recorded.or(known);
+            let known = if own_matches { known } else { None };
             let keep_from = (index.saturating_sub(log.base_index)) as usize;
             let suffix = if known.is_some() && keep_from <= log.hashes.len() {
                 log.hashes.split_off(keep_from)

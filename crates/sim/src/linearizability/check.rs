@@ -79,11 +79,7 @@ fn partition(history: &[Operation]) -> BTreeMap<Key, Vec<usize>> {
 }
 
 /// Runs the search over the operations at `indices`.
-pub(super) fn check_partition(
-    history: &[Operation],
-    indices: &[usize],
-    steps_max: u64,
-) -> SearchOutcome {
+fn check_partition(history: &[Operation], indices: &[usize], steps_max: u64) -> SearchOutcome {
     let commands = search_commands(history, indices);
     let outcome = Search::new(&Register, &calls(history, indices, &commands), steps_max).run();
     if let SearchOutcome::Linearizable { order } = &outcome {
@@ -152,11 +148,17 @@ fn explain(history: &[Operation], indices: &[usize], stuck: &Stuck) -> Explanati
         });
     }
     let linearized_omitted = steps.len().saturating_sub(EXPLANATION_TAIL_MAX);
-    let completed = |call: &&usize| history[indices[**call]].complete_us().is_some();
+    let is_completed = |call: usize| history[indices[call]].complete_us().is_some();
     Explanation {
         operations: indices.len(),
-        completed: (0..indices.len()).filter(|call| completed(&call)).count(),
-        linearized_completed: stuck.order.iter().filter(completed).count(),
+        completed: (0..indices.len())
+            .filter(|&call| is_completed(call))
+            .count(),
+        linearized_completed: stuck
+            .order
+            .iter()
+            .filter(|&&call| is_completed(call))
+            .count(),
         linearized_tail: steps.split_off(linearized_omitted),
         linearized_omitted,
         state,

@@ -115,7 +115,7 @@ impl fmt::Display for Response {
 }
 
 /// Shows an optional value as the value or `absent`.
-pub(crate) struct DisplayValue<'a>(pub(crate) &'a Option<Value>);
+pub(super) struct DisplayValue<'a>(pub(super) &'a Option<Value>);
 
 impl fmt::Display for DisplayValue<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -173,7 +173,12 @@ impl<'a, 'h, M: Model> Search<'a, 'h, M> {
         for call in calls {
             assert_eq!(call.response.is_some(), call.complete_us.is_some());
             assert!(call.late.is_none() || call.complete_us.is_none());
-            assert!(call.complete_us.map_or(true, |c| c >= call.invoke_us));
+            if let Some(complete_us) = call.complete_us {
+                assert!(
+                    complete_us >= call.invoke_us,
+                    "search: completes before invoke"
+                );
+            }
         }
         let by_invoke = |ids: &mut Vec<usize>| ids.sort_by_key(|&i| (calls[i].invoke_us, i));
         let (mut completed, mut indeterminate): (Vec<usize>, Vec<usize>) =

@@ -71,6 +71,13 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
         if let Some(persist) = ready.persist {
             A::on_persisted(self, index, &persist);
             P::apply_persist(&mut self.hosts[index].disk, persist);
+            let term = P::durable_term(&self.hosts[index].disk);
+            let result = self
+                .term_monotonic
+                .observe_durable(self.now_us, index, term);
+            if let Err(violation) = result {
+                self.report_violation(violation);
+            }
         }
         for envelope in ready.messages {
             self.send(index, Host::<P>::index_of(envelope.to), envelope.message);

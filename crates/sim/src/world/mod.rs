@@ -598,6 +598,8 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
             },
         );
         self.trace_line(|| format!("n{} boots", index + 1));
+        let durable_term = P::durable_term(&self.hosts[index].disk);
+        self.term_monotonic.restart(index, durable_term);
         A::on_boot(self, index);
         self.after_input(index);
     }

@@ -96,7 +96,9 @@ pub(crate) fn decode_entries(payload: &[u8]) -> Result<Vec<Entry>, Malformed> {
         return Err(Malformed("entry batch starts at index 0".into()));
     }
     if count == 0 || count > reader.remaining() / ENTRY_FIXED_BYTES {
-        return Err(Malformed(format!("entry count {count} does not fit the payload")));
+        return Err(Malformed(format!(
+            "entry count {count} does not fit the payload"
+        )));
     }
     let mut entries = Vec::with_capacity(count);
     for offset in 0..count as u64 {

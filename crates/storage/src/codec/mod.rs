@@ -13,8 +13,8 @@ mod state;
 pub(crate) use entry::{decode_entries, encode_entries, entry_encoded_bytes, ENTRIES_HEADER_BYTES};
 pub(crate) use reader::{Malformed, Reader};
 pub(crate) use state::{
-    decode_hard_state, decode_snapshot_meta, encode_hard_state, encode_snapshot_meta,
-    HARD_STATE_BYTES,
+    decode_hard_state, decode_snapshot_meta, decode_snapshot_reset, encode_hard_state,
+    encode_snapshot_meta, encode_snapshot_reset, HARD_STATE_BYTES, SNAPSHOT_RESET_BYTES,
 };
 
 /// Appends one byte.

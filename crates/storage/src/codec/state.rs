@@ -1,8 +1,9 @@
 //! Encoding of the hard state and of snapshot metadata.
 //!
 //! ```text
-//! hard_state    = term:u64 has_vote:u8 voted_for:u64 commit:u64
-//! snapshot_meta = last_index:u64 last_term:u64 config
+//! hard_state     = term:u64 has_vote:u8 voted_for:u64 commit:u64
+//! snapshot_meta  = last_index:u64 last_term:u64 config
+//! snapshot_reset = last_index:u64 last_term:u64
 //! ```
 
 use super::entry::{decode_config, encode_config};
@@ -34,7 +35,11 @@ pub(crate) fn decode_hard_state(payload: &[u8]) -> Result<HardState, Malformed> 
     let voted_for = match (has_vote, voted_for) {
         (0, 0) => None,
         (1, id) => Some(NodeId(id)),
-        _ => return Err(Malformed(format!("vote flag {has_vote} with id {voted_for}"))),
+        _ => {
+            return Err(Malformed(format!(
+                "vote flag {has_vote} with id {voted_for}"
+            )))
+        }
     };
     Ok(HardState {
         term,
@@ -60,6 +65,25 @@ pub(crate) fn decode_snapshot_meta(reader: &mut Reader<'_>) -> Result<SnapshotMe
         last_term,
         config,
     })
+}
+
+/// Bytes of an encoded snapshot reset.
+pub(crate) const SNAPSHOT_RESET_BYTES: usize = 16;
+
+/// Appends the encoding of a snapshot reset: the log now ends at `index`,
+/// whose entry has `term`.
+pub(crate) fn encode_snapshot_reset(buffer: &mut Vec<u8>, index: LogIndex, term: Term) {
+    put_u64(buffer, index.0);
+    put_u64(buffer, term.0);
+}
+
+/// Decodes a whole snapshot-reset payload.
+pub(crate) fn decode_snapshot_reset(payload: &[u8]) -> Result<(LogIndex, Term), Malformed> {
+    let mut reader = Reader::new(payload);
+    let index = LogIndex(reader.u64("reset index")?);
+    let term = Term(reader.u64("reset term")?);
+    reader.finish("snapshot reset")?;
+    Ok((index, term))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::io;
 use std::path::Path;
 
 /// An open file the WAL appends to.
-pub trait WalFile {
+pub trait WalFile: std::fmt::Debug {
     /// Appends all of `bytes` at the end of the file. On error, any prefix of
     /// `bytes` may have been written.
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
@@ -39,7 +39,7 @@ pub trait WalFile {
 }
 
 /// The directory-level operations, and the factory of [`WalFile`]s.
-pub trait FileSystem {
+pub trait FileSystem: std::fmt::Debug {
     /// The open-file type.
     type File: WalFile;
 

@@ -28,7 +28,10 @@ impl WalFile for RealFile {
 
     fn set_len(&mut self, len_bytes: u64) -> io::Result<()> {
         let current_bytes = self.file.metadata()?.len();
-        assert!(len_bytes <= current_bytes, "set_len only ever shortens a file");
+        assert!(
+            len_bytes <= current_bytes,
+            "set_len only ever shortens a file"
+        );
         self.file.set_len(len_bytes)
     }
 }
@@ -52,7 +55,10 @@ impl FileSystem for RealFileSystem {
     }
 
     fn create_new(&self, path: &Path) -> io::Result<RealFile> {
-        let file = OpenOptions::new().append(true).create_new(true).open(path)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(path)?;
         Ok(RealFile { file })
     }
 

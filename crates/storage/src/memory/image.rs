@@ -34,7 +34,9 @@ impl MemoryImage {
 
     /// Term of the last entry (the anchor's when there is none).
     pub(crate) fn last_term(&self) -> Term {
-        self.entries.back().map_or(self.anchor_term, |entry| entry.term)
+        self.entries
+            .back()
+            .map_or(self.anchor_term, |entry| entry.term)
     }
 
     /// Term of the entry at `index`, if it is stored.
@@ -70,7 +72,10 @@ impl MemoryImage {
         let keep = first.0 - self.anchor_index.0 - 1;
         self.entries.truncate(keep as usize);
         self.entries.extend(entries);
-        debug_assert_eq!(self.entries.back().map(|e| e.index), Some(self.last_index()));
+        debug_assert_eq!(
+            self.entries.back().map(|e| e.index),
+            Some(self.last_index())
+        );
     }
 
     /// Stores a snapshot: keeps the entries after it if the log holds its
@@ -78,7 +83,10 @@ impl MemoryImage {
     /// (Raft §7).
     pub(crate) fn install_snapshot(&mut self, snapshot: &Snapshot) {
         let meta = &snapshot.meta;
-        assert!(meta.last_index >= self.snapshot_index(), "snapshots only move forward");
+        assert!(
+            meta.last_index >= self.snapshot_index(),
+            "snapshots only move forward"
+        );
         if self.term_at(meta.last_index) != Some(meta.last_term) {
             self.entries.clear();
             self.anchor_index = meta.last_index;
@@ -89,7 +97,10 @@ impl MemoryImage {
 
     /// Drops entries up to and including `through`.
     pub(crate) fn compact(&mut self, through: LogIndex) {
-        assert!(through <= self.snapshot_index(), "only snapshotted entries are dropped");
+        assert!(
+            through <= self.snapshot_index(),
+            "only snapshotted entries are dropped"
+        );
         while let Some(front) = self.entries.front() {
             if front.index > through {
                 break;

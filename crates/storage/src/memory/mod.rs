@@ -82,7 +82,10 @@ impl MemoryStorage {
     }
 
     fn refresh_view(&mut self) {
-        assert!(self.pending.is_empty(), "the view is rebuilt from the image alone");
+        assert!(
+            self.pending.is_empty(),
+            "the view is rebuilt from the image alone"
+        );
         self.last_index = self.durable.last_index();
         self.last_term = self.durable.last_term();
         self.hard_state = self.durable.hard_state;
@@ -100,7 +103,11 @@ impl MemoryStorage {
         for write in std::mem::take(&mut self.pending) {
             self.durable.apply(write);
         }
-        assert_eq!(self.durable.last_index(), self.last_index, "view matches image");
+        assert_eq!(
+            self.durable.last_index(),
+            self.last_index,
+            "view matches image"
+        );
     }
 }
 
@@ -170,6 +177,9 @@ impl Storage for MemoryStorage {
     }
 
     fn snapshot_meta(&self) -> Option<&SnapshotMeta> {
-        self.durable.snapshot.as_ref().map(|snapshot| &snapshot.meta)
+        self.durable
+            .snapshot
+            .as_ref()
+            .map(|snapshot| &snapshot.meta)
     }
 }

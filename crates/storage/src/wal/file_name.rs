@@ -114,7 +114,10 @@ mod tests {
                 last_index: LogIndex(7)
             }
         );
-        assert_eq!(classify(&snapshot_temp_name(LogIndex(7))), FileName::Temporary);
+        assert_eq!(
+            classify(&snapshot_temp_name(LogIndex(7))),
+            FileName::Temporary
+        );
     }
 
     #[test]

@@ -79,7 +79,11 @@ pub(crate) fn finish_record(buffer: &mut [u8], start: usize, kind: RecordKind) {
 /// Parses a header, or `None` if its checksum fails or its reserved bytes
 /// are not zero (which no writer produces).
 pub(crate) fn parse_header(bytes: &[u8]) -> Option<RecordHeader> {
-    assert_eq!(bytes.len(), RECORD_HEADER_BYTES, "callers pass exactly one header");
+    assert_eq!(
+        bytes.len(),
+        RECORD_HEADER_BYTES,
+        "callers pass exactly one header"
+    );
     let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     if crc32c::crc32c(&bytes[..12]) != word(12) || bytes[5..8] != [0, 0, 0] {
         return None;
@@ -103,7 +107,10 @@ mod tests {
         finish_record(&mut buffer, start, RecordKind::HardState);
         let header = parse_header(&buffer[3..3 + RECORD_HEADER_BYTES]).unwrap();
         assert_eq!(header.payload_bytes, 7);
-        assert_eq!(RecordKind::from_byte(header.kind), Some(RecordKind::HardState));
+        assert_eq!(
+            RecordKind::from_byte(header.kind),
+            Some(RecordKind::HardState)
+        );
         assert_eq!(header.payload_crc, crc32c::crc32c(b"payload"));
         for bit in 0..RECORD_HEADER_BYTES * 8 {
             let mut damaged = buffer[3..3 + RECORD_HEADER_BYTES].to_vec();

@@ -141,7 +141,10 @@ impl ReplayLog {
             if entry.index == self.snapshot_index {
                 self.anchor_term = Some(entry.term);
             } else if entry.index > self.snapshot_index {
-                assert!(self.anchor_term.is_some(), "the log reached the snapshot first");
+                assert!(
+                    self.anchor_term.is_some(),
+                    "the log reached the snapshot first"
+                );
                 self.entries.push(entry);
             }
         }
@@ -155,7 +158,11 @@ impl ReplayLog {
 
     /// Applies a snapshot-reset record: the log now ends at the entry at
     /// `index`, of `term`, which a snapshot covers.
-    pub(crate) fn apply_snapshot_reset(&mut self, index: LogIndex, term: Term) -> Result<(), Corruption> {
+    pub(crate) fn apply_snapshot_reset(
+        &mut self,
+        index: LogIndex,
+        term: Term,
+    ) -> Result<(), Corruption> {
         assert!(self.last_index.is_some(), "records follow a segment header");
         if index > self.snapshot_index {
             return Err(Corruption::MissingSnapshot {
@@ -179,10 +186,15 @@ impl ReplayLog {
                 needs_reset: false,
             };
         };
-        let continues = last_index >= self.snapshot_index && self.anchor_term == Some(self.snapshot_term);
+        let continues =
+            last_index >= self.snapshot_index && self.anchor_term == Some(self.snapshot_term);
         let entries = if continues { self.entries } else { Vec::new() };
         if let Some(first) = entries.first() {
-            assert_eq!(first.index.0, self.snapshot_index.0 + 1, "entries follow the snapshot");
+            assert_eq!(
+                first.index.0,
+                self.snapshot_index.0 + 1,
+                "entries follow the snapshot"
+            );
         }
         ReplayOutcome {
             hard_state: self.hard_state,
@@ -283,7 +295,10 @@ mod tests {
         let mut short = ReplayLog::new(Some(&snapshot(9, 5)));
         short.start_segment(&header(1, 1, 0)).unwrap();
         short.apply_entries(entries(1, &[1])).unwrap();
-        assert!(short.finish().needs_reset, "a log ending before the snapshot");
+        assert!(
+            short.finish().needs_reset,
+            "a log ending before the snapshot"
+        );
     }
 
     #[test]

@@ -131,7 +131,10 @@ mod tests {
         ));
         let mut flipped = buffer.clone();
         flipped[30] ^= 4;
-        assert_eq!(SegmentHeader::decode(&flipped), Err(Corruption::HeaderChecksum));
+        assert_eq!(
+            SegmentHeader::decode(&flipped),
+            Err(Corruption::HeaderChecksum)
+        );
         let mut future = Vec::new();
         sample().encode(&mut future);
         future[8] = 2;

@@ -17,7 +17,7 @@ use super::file_name::segment_name;
 use super::options::WalOptions;
 use super::record::{RecordKind, RECORD_HEADER_BYTES};
 use super::segment_header::SegmentHeader;
-use crate::codec::{encode_hard_state, HARD_STATE_BYTES};
+use crate::codec::encode_hard_state;
 use crate::error::StorageError;
 use crate::fs::FileSystem;
 use bellwether_core::raft::HardState;
@@ -77,7 +77,9 @@ impl<F: FileSystem> SegmentLog<F> {
         dir_dirty: bool,
     ) -> Self {
         assert!(
-            sealed.iter().all(|segment| segment.sequence < active.sequence()),
+            sealed
+                .iter()
+                .all(|segment| segment.sequence < active.sequence()),
             "sealed segments precede the active one"
         );
         SegmentLog {
@@ -126,7 +128,8 @@ impl<F: FileSystem> SegmentLog<F> {
 
     /// Bytes the active segment can still take before rotation.
     pub(crate) fn room_bytes(&self) -> u64 {
-        self.segment_bytes_max.saturating_sub(self.active.len_bytes())
+        self.segment_bytes_max
+            .saturating_sub(self.active.len_bytes())
     }
 
     /// Number of segment files, for tests and metrics.
@@ -158,7 +161,10 @@ impl<F: FileSystem> SegmentLog<F> {
         if record_bytes > self.room_bytes() {
             self.rotate(start)?;
         }
-        assert!(record_bytes <= self.room_bytes(), "options guarantee a record fits a fresh segment");
+        assert!(
+            record_bytes <= self.room_bytes(),
+            "options guarantee a record fits a fresh segment"
+        );
         let before = self.active.len_bytes();
         self.active.push_record(kind, encode);
         assert_eq!(
@@ -170,6 +176,30 @@ impl<F: FileSystem> SegmentLog<F> {
             self.active.flush()?;
         }
         Ok(())
+    }
+
+    /// Stages a record in the active segment even if it overflows
+    /// `segment_bytes_max`. Recovery uses it for the few bytes of repair
+    /// records, whose segment header could not describe the log correctly
+    /// if they started a new segment (the log's end before a snapshot reset
+    /// may be unknown). It overshoots by at most one reset and one
+    /// hard-state record.
+    pub(crate) fn push_repair_record(
+        &mut self,
+        kind: RecordKind,
+        payload_bytes: usize,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) {
+        assert!(
+            matches!(kind, RecordKind::SnapshotReset | RecordKind::HardState),
+            "only small repair records bypass rotation"
+        );
+        let before = self.active.len_bytes();
+        self.active.push_record(kind, encode);
+        assert_eq!(
+            self.active.len_bytes() - before,
+            (RECORD_HEADER_BYTES + payload_bytes) as u64
+        );
     }
 
     /// Seals the active segment (after making it durable) and starts the
@@ -185,7 +215,9 @@ impl<F: FileSystem> SegmentLog<F> {
             path: sealed.path().to_path_buf(),
         });
         self.dir_dirty = true;
-        assert!(self.room_bytes() >= self.segment_bytes_max - super::options::SEGMENT_PREAMBLE_BYTES);
+        assert!(
+            self.room_bytes() >= self.segment_bytes_max - super::options::SEGMENT_PREAMBLE_BYTES
+        );
         Ok(())
     }
 
@@ -226,7 +258,10 @@ impl<F: FileSystem> SegmentLog<F> {
         if removable == 0 {
             return Ok(0);
         }
-        assert!(!self.is_dirty(), "segments are deleted only once everything is durable");
+        assert!(
+            !self.is_dirty(),
+            "segments are deleted only once everything is durable"
+        );
         for segment in self.sealed.drain(..removable) {
             self.fs
                 .remove_file(&segment.path)

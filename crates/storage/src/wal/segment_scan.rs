@@ -100,7 +100,10 @@ impl<'a> SegmentScan<'a> {
 
     /// A scan of the records after the header.
     pub(crate) fn records(path: &'a Path, bytes: &'a [u8], is_last: bool) -> Self {
-        assert!(bytes.len() >= SEGMENT_HEADER_BYTES, "the header was read first");
+        assert!(
+            bytes.len() >= SEGMENT_HEADER_BYTES,
+            "the header was read first"
+        );
         SegmentScan {
             path,
             bytes,
@@ -256,7 +259,10 @@ mod tests {
         let (bytes, offsets) = segment();
         let mut zeroed = bytes.clone();
         zeroed[offsets[1] + 20..].fill(0);
-        assert_eq!(scan_all(&zeroed, true).unwrap(), (1, Some(offsets[1] as u64)));
+        assert_eq!(
+            scan_all(&zeroed, true).unwrap(),
+            (1, Some(offsets[1] as u64))
+        );
 
         let mut flipped = bytes.clone();
         flipped[offsets[1] + RECORD_HEADER_BYTES] ^= 1;
@@ -266,7 +272,10 @@ mod tests {
             "{error}"
         );
         let message = error.to_string();
-        assert!(message.contains("/wal/seg") && message.contains(&format!("byte {}", offsets[1])), "{message}");
+        assert!(
+            message.contains("/wal/seg") && message.contains(&format!("byte {}", offsets[1])),
+            "{message}"
+        );
     }
 
     #[test]
@@ -275,19 +284,38 @@ mod tests {
         let mut damaged = bytes.clone();
         damaged[offsets[0]] = 0xFF; // payload length now points past the end
         let error = scan_all(&damaged, true).unwrap_err();
-        assert!(matches!(error, StorageError::Corrupt { reason: Corruption::HeaderChecksum, .. }));
+        assert!(matches!(
+            error,
+            StorageError::Corrupt {
+                reason: Corruption::HeaderChecksum,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn torn_and_damaged_headers() {
         let (bytes, _) = segment();
         let path = Path::new("/wal/seg");
-        assert_eq!(SegmentScan::header(path, &bytes[..20], true).unwrap(), HeaderScan::Torn);
-        assert_eq!(SegmentScan::header(path, &[0; 100], true).unwrap(), HeaderScan::Torn);
+        assert_eq!(
+            SegmentScan::header(path, &bytes[..20], true).unwrap(),
+            HeaderScan::Torn
+        );
+        assert_eq!(
+            SegmentScan::header(path, &[0; 100], true).unwrap(),
+            HeaderScan::Torn
+        );
         assert!(SegmentScan::header(path, &bytes[..20], false).is_err());
         let mut bad_magic = bytes.clone();
         bad_magic[0] = b'x';
         let error = SegmentScan::header(path, &bad_magic, true).unwrap_err();
-        assert!(matches!(error, StorageError::Corrupt { offset: 0, reason: Corruption::BadMagic { .. }, .. }));
+        assert!(matches!(
+            error,
+            StorageError::Corrupt {
+                offset: 0,
+                reason: Corruption::BadMagic { .. },
+                ..
+            }
+        ));
     }
 }

@@ -125,7 +125,12 @@ fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, (u64, Corruption)> {
         return Err((0, reason));
     }
     if bytes[..8] != SNAPSHOT_MAGIC {
-        return Err((0, Corruption::BadMagic { expected: "snapshot" }));
+        return Err((
+            0,
+            Corruption::BadMagic {
+                expected: "snapshot",
+            },
+        ));
     }
     let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     let body_bytes = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
@@ -156,7 +161,10 @@ fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, (u64, Corruption)> {
     let mut reader = Reader::new(body);
     let meta = decode_snapshot_meta(&mut reader).map_err(malformed)?;
     let data_len = reader.u64("data length").map_err(malformed)?;
-    let data = reader.take(data_len as usize, "data").map_err(malformed)?.to_vec();
+    let data = reader
+        .take(data_len as usize, "data")
+        .map_err(malformed)?
+        .to_vec();
     reader.finish("snapshot").map_err(malformed)?;
     Ok(Snapshot { meta, data })
 }

@@ -67,7 +67,10 @@ impl TermRuns {
             self.runs.retain(|run| run.0 < index);
         }
         if term != self.last_term() {
-            assert!(term > self.last_term(), "terms never decrease along the log");
+            assert!(
+                term > self.last_term(),
+                "terms never decrease along the log"
+            );
             self.runs.push((index, term));
         }
         self.last_index = index;

@@ -1,0 +1,146 @@
+//! Measures WAL write throughput with fsync on: how many entries per second
+//! become durable, first with fixed group-commit batches, then with closed-
+//! loop clients (each submits one entry and waits for it to be durable)
+//! whose requests a single writer thread batches, the way a node's event
+//! loop would.
+//!
+//! This is a measurement, not a test: it asserts nothing about speed.
+//!
+//! ```text
+//! cargo run --release -p bellwether-storage --example wal_throughput -- [DIR] [SECONDS]
+//! ```
+//!
+//! DIR defaults to a fresh temporary directory (put it on the disk you care
+//! about); SECONDS (per scenario) defaults to 2.
+
+use bellwether_core::raft::{Entry, Payload};
+use bellwether_core::{LogIndex, Term};
+use bellwether_storage::{MemoryStorage, Storage, WalOptions, WalStorage};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Bytes of each command, a typical small key-value write.
+const COMMAND_BYTES: usize = 100;
+
+/// Most entries the writer puts in one group commit; bounds its batch.
+const BATCH_ENTRIES_MAX: usize = 4096;
+
+fn entry(index: u64) -> Entry {
+    Entry {
+        term: Term(1),
+        index: LogIndex(index),
+        payload: Payload::Command(vec![b'x'; COMMAND_BYTES]),
+    }
+}
+
+/// Appends `batch` entries then syncs, for `duration`; returns entries/s
+/// and syncs/s.
+fn fixed_batches(storage: &mut dyn Storage, batch: usize, duration: Duration) -> (f64, f64) {
+    let start = Instant::now();
+    let mut next = storage.last_index().0 + 1;
+    let mut syncs = 0u64;
+    let mut entries: Vec<Entry> = Vec::with_capacity(batch);
+    while start.elapsed() < duration {
+        entries.clear();
+        entries.extend((next..next + batch as u64).map(entry));
+        storage.append(&entries).expect("append");
+        storage.sync().expect("sync");
+        next += batch as u64;
+        syncs += 1;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    ((syncs * batch as u64) as f64 / seconds, syncs as f64 / seconds)
+}
+
+/// One client request: the payload, and where to say it is durable.
+type Request = (Vec<u8>, mpsc::Sender<()>);
+
+/// `clients` threads each submit one entry at a time and wait for its ack;
+/// one writer batches whatever is queued. Returns entries/s and the mean
+/// batch size.
+fn closed_loop(storage: &mut dyn Storage, clients: usize, duration: Duration) -> (f64, f64) {
+    let (submit, requests) = mpsc::sync_channel::<Request>(clients);
+    let deadline = Instant::now() + duration;
+    let mut handles = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let submit = submit.clone();
+        handles.push(thread::spawn(move || {
+            let (ack, acked) = mpsc::channel();
+            while Instant::now() < deadline {
+                if submit.send((vec![b'x'; COMMAND_BYTES], ack.clone())).is_err() {
+                    break;
+                }
+                if acked.recv().is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(submit);
+    let start = Instant::now();
+    let mut next = storage.last_index().0 + 1;
+    let (mut committed, mut batches) = (0u64, 0u64);
+    let mut entries = Vec::with_capacity(BATCH_ENTRIES_MAX);
+    let mut acks = Vec::with_capacity(BATCH_ENTRIES_MAX);
+    while let Ok(first) = requests.recv() {
+        let mut take = |(data, ack): Request| {
+            entries.push(Entry {
+                term: Term(1),
+                index: LogIndex(next + entries.len() as u64),
+                payload: Payload::Command(data),
+            });
+            acks.push(ack);
+        };
+        take(first);
+        while entries.len() < BATCH_ENTRIES_MAX {
+            match requests.try_recv() {
+                Ok(request) => take(request),
+                Err(_) => break,
+            }
+        }
+        storage.append(&entries).expect("append");
+        storage.sync().expect("sync");
+        next += entries.len() as u64;
+        committed += entries.len() as u64;
+        batches += 1;
+        entries.clear();
+        for ack in acks.drain(..) {
+            let _ = ack.send(());
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    for handle in handles {
+        handle.join().expect("client thread");
+    }
+    (committed as f64 / seconds, committed as f64 / batches.max(1) as f64)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let temp = tempfile::tempdir().expect("temporary directory");
+    let base: PathBuf = args.next().map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
+    let seconds: f64 = args.next().map_or(2.0, |s| s.parse().expect("SECONDS is a number"));
+    let duration = Duration::from_secs_f64(seconds);
+    println!("WAL in {} ({COMMAND_BYTES}-byte commands, fsync on)", base.display());
+
+    for batch in [1usize, 16, 256, 1024] {
+        let dir = base.join(format!("fixed-{batch}"));
+        let mut wal = WalStorage::open(&dir, WalOptions::default()).expect("open");
+        wal.recover().expect("recover");
+        let (entries, syncs) = fixed_batches(&mut wal, batch, duration);
+        println!("fixed batch {batch:>5}: {entries:>10.0} entries/s  {syncs:>8.0} fsyncs/s");
+    }
+    for clients in [1usize, 16, 256] {
+        let dir = base.join(format!("clients-{clients}"));
+        let mut wal = WalStorage::open(&dir, WalOptions::default()).expect("open");
+        wal.recover().expect("recover");
+        let (entries, batch) = closed_loop(&mut wal, clients, duration);
+        println!("{clients:>4} clients:      {entries:>10.0} entries/s  mean group commit {batch:.1} entries");
+    }
+    // Short: the memory store keeps every entry, and this never compacts.
+    let mut memory = MemoryStorage::new();
+    let (entries, _) = fixed_batches(&mut memory, 256, duration.min(Duration::from_millis(500)));
+    println!("memory, batch 256:  {entries:>10.0} entries/s");
+}
