@@ -5,12 +5,14 @@
 # toolchain only; later stages add Debian packages here), then runs
 #   1. formatting and lint checks,
 #   2. every unit, scenario and simulator test (cargo test, release mode),
-#   3. the CI simulator sweep: 2,000 chaos seeds per algorithm,
+#   3. the CI simulator sweeps: 2,000 chaos seeds per algorithm, and 500
+#      chaos seeds of the KV workload checked for linearizability,
 # and ends with one summary line "tests: N passed, M failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SEEDS="${BELLWETHER_CI_SEEDS:-2000}"
+KV_SEEDS="${BELLWETHER_CI_KV_SEEDS:-500}"
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust first (https://rustup.rs), then rerun $0" >&2
@@ -48,6 +50,14 @@ for algorithm in raft bully ring; do
     sweep_failed=$((sweep_failed + 1))
   fi
 done
+
+echo "== sweep: raft + kv workload, 5 nodes, $KV_SEEDS chaos seeds, linearizability"
+if ./target/release/bellwether sim sweep --algorithm raft --nodes 5 --workload kv \
+    --check linearizability --faults chaos --seeds "$KV_SEEDS" --quiet; then
+  sweep_passed=$((sweep_passed + 1))
+else
+  sweep_failed=$((sweep_failed + 1))
+fi
 
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')

@@ -2,7 +2,7 @@
 //! configuration (timeouts sized for 1 ms ticks and ≤ 5 ms latency).
 
 use crate::checkers::Violation;
-use crate::kv::{KvApp, KvConfig};
+use crate::kv::{KvApp, KvConfig, RaftLike};
 use crate::linearizability::{check, CheckOptions, CheckResult};
 use crate::report::RunReport;
 use crate::report::WorkloadReport;
@@ -33,9 +33,13 @@ pub fn run(spec: &RunSpec) -> RunReport {
 /// Raft with the KV workload: the usual profile, then the history goes
 /// through the linearizability checker; a violation fails the run.
 fn run_kv(spec: &RunSpec) -> RunReport {
+    run_kv_with::<RaftNode>(spec, RaftConfig::default())
+}
+
+/// The KV run for any Raft-like protocol (tests use broken variants).
+pub fn run_kv_with<P: RaftLike>(spec: &RunSpec, config: RaftConfig) -> RunReport {
     let app = KvApp::new(KvConfig::default(), spec.nodes, spec.seed);
-    let (mut report, mut world) =
-        run_with_app::<RaftNode, KvApp>(spec, RaftConfig::default(), app, KvApp::start);
+    let (mut report, mut world) = run_with_app::<P, KvApp>(spec, config, app, KvApp::start);
     world.app.finish();
     let history = &world.app.history;
     let result = check(history, &CheckOptions::default());

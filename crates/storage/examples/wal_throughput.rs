@@ -51,54 +51,63 @@ fn fixed_batches(storage: &mut dyn Storage, batch: usize, duration: Duration) ->
         syncs += 1;
     }
     let seconds = start.elapsed().as_secs_f64();
-    ((syncs * batch as u64) as f64 / seconds, syncs as f64 / seconds)
+    (
+        (syncs * batch as u64) as f64 / seconds,
+        syncs as f64 / seconds,
+    )
 }
 
 /// One client request: the payload, and where to say it is durable.
 type Request = (Vec<u8>, mpsc::Sender<()>);
 
-/// `clients` threads each submit one entry at a time and wait for its ack;
-/// one writer batches whatever is queued. Returns entries/s and the mean
-/// batch size.
-fn closed_loop(storage: &mut dyn Storage, clients: usize, duration: Duration) -> (f64, f64) {
+/// Starts `clients` threads that each submit one entry at a time and wait
+/// for its acknowledgement, until `deadline`.
+fn start_clients(
+    clients: usize,
+    deadline: Instant,
+) -> (mpsc::Receiver<Request>, Vec<thread::JoinHandle<()>>) {
     let (submit, requests) = mpsc::sync_channel::<Request>(clients);
-    let deadline = Instant::now() + duration;
-    let mut handles = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        let submit = submit.clone();
-        handles.push(thread::spawn(move || {
-            let (ack, acked) = mpsc::channel();
-            while Instant::now() < deadline {
-                if submit.send((vec![b'x'; COMMAND_BYTES], ack.clone())).is_err() {
-                    break;
+    let handles = (0..clients)
+        .map(|_| {
+            let submit = submit.clone();
+            thread::spawn(move || {
+                let (ack, acked) = mpsc::channel();
+                while Instant::now() < deadline {
+                    let request = (vec![b'x'; COMMAND_BYTES], ack.clone());
+                    if submit.send(request).is_err() || acked.recv().is_err() {
+                        break;
+                    }
                 }
-                if acked.recv().is_err() {
-                    break;
-                }
-            }
-        }));
-    }
-    drop(submit);
+            })
+        })
+        .collect();
+    (requests, handles)
+}
+
+/// Closed-loop clients against one writer that batches whatever is queued
+/// into one append and one sync. Returns entries/s and the mean batch.
+fn closed_loop(storage: &mut dyn Storage, clients: usize, duration: Duration) -> (f64, f64) {
+    let (requests, handles) = start_clients(clients, Instant::now() + duration);
     let start = Instant::now();
     let mut next = storage.last_index().0 + 1;
     let (mut committed, mut batches) = (0u64, 0u64);
     let mut entries = Vec::with_capacity(BATCH_ENTRIES_MAX);
     let mut acks = Vec::with_capacity(BATCH_ENTRIES_MAX);
     while let Ok(first) = requests.recv() {
-        let mut take = |(data, ack): Request| {
+        let mut batch = vec![first];
+        while batch.len() < BATCH_ENTRIES_MAX {
+            match requests.try_recv() {
+                Ok(request) => batch.push(request),
+                Err(_) => break,
+            }
+        }
+        for (data, ack) in batch {
             entries.push(Entry {
                 term: Term(1),
                 index: LogIndex(next + entries.len() as u64),
                 payload: Payload::Command(data),
             });
             acks.push(ack);
-        };
-        take(first);
-        while entries.len() < BATCH_ENTRIES_MAX {
-            match requests.try_recv() {
-                Ok(request) => take(request),
-                Err(_) => break,
-            }
         }
         storage.append(&entries).expect("append");
         storage.sync().expect("sync");
@@ -114,16 +123,26 @@ fn closed_loop(storage: &mut dyn Storage, clients: usize, duration: Duration) ->
     for handle in handles {
         handle.join().expect("client thread");
     }
-    (committed as f64 / seconds, committed as f64 / batches.max(1) as f64)
+    (
+        committed as f64 / seconds,
+        committed as f64 / batches.max(1) as f64,
+    )
 }
 
 fn main() {
     let mut args = std::env::args().skip(1);
     let temp = tempfile::tempdir().expect("temporary directory");
-    let base: PathBuf = args.next().map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
-    let seconds: f64 = args.next().map_or(2.0, |s| s.parse().expect("SECONDS is a number"));
+    let base: PathBuf = args
+        .next()
+        .map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
+    let seconds: f64 = args
+        .next()
+        .map_or(2.0, |s| s.parse().expect("SECONDS is a number"));
     let duration = Duration::from_secs_f64(seconds);
-    println!("WAL in {} ({COMMAND_BYTES}-byte commands, fsync on)", base.display());
+    println!(
+        "WAL in {} ({COMMAND_BYTES}-byte commands, fsync on)",
+        base.display()
+    );
 
     for batch in [1usize, 16, 256, 1024] {
         let dir = base.join(format!("fixed-{batch}"));
@@ -137,10 +156,13 @@ fn main() {
         let mut wal = WalStorage::open(&dir, WalOptions::default()).expect("open");
         wal.recover().expect("recover");
         let (entries, batch) = closed_loop(&mut wal, clients, duration);
-        println!("{clients:>4} clients:      {entries:>10.0} entries/s  mean group commit {batch:.1} entries");
+        println!(
+            "{clients:>4} clients:      {entries:>10.0} entries/s  mean group commit {batch:.1} entries"
+        );
     }
     // Short: the memory store keeps every entry, and this never compacts.
     let mut memory = MemoryStorage::new();
-    let (entries, _) = fixed_batches(&mut memory, 256, duration.min(Duration::from_millis(500)));
+    let short = duration.min(Duration::from_millis(500));
+    let (entries, _) = fixed_batches(&mut memory, 256, short);
     println!("memory, batch 256:  {entries:>10.0} entries/s");
 }

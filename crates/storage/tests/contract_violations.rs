@@ -150,3 +150,12 @@ fn invalid_options_are_refused_up_front() {
     let error = WalStorage::open("/nonexistent", options).unwrap_err();
     assert!(error.to_string().contains("segment_bytes_max"), "{error}");
 }
+
+#[test]
+fn stores_can_move_to_a_writer_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<MemoryStorage>();
+    assert_send::<WalStorage>();
+    assert_send::<WalStorage<SimFileSystem>>();
+    assert_send::<Box<dyn Storage + Send>>();
+}

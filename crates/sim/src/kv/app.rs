@@ -8,10 +8,11 @@ use super::checks::ReplicationChecker;
 use super::client::{Client, PendingOp};
 use super::codec::{encode, LoggedWrite};
 use super::machine::KvMachine;
+use super::RaftLike;
 use crate::event::NodeIndex;
 use crate::linearizability::{ClientId, Command, Key, Operation, Response, Value};
 use crate::world::{Application, World};
-use bellwether_core::raft::{Payload, ProposeError, RaftNode, RaftOutput, RaftPersist, ReadError};
+use bellwether_core::raft::{Payload, ProposeError, RaftOutput, RaftPersist, ReadError};
 use bellwether_core::{LogIndex, Rng, Role, Status};
 use std::collections::BTreeMap;
 
@@ -144,7 +145,7 @@ impl KvApp {
     }
 
     /// Starts every client.
-    pub fn start(world: &mut World<RaftNode, KvApp>) {
+    pub fn start<P: RaftLike>(world: &mut World<P, KvApp>) {
         for client in 0..world.app.clients.len() as u64 {
             let at = world.now_us() + world.app.rng.range(0, 10_000);
             world.schedule_app_timer(at, Timer::Start(client).token());
@@ -196,12 +197,12 @@ impl KvApp {
     }
 }
 
-fn latency(world: &mut World<RaftNode, KvApp>) -> u64 {
+fn latency<P: RaftLike>(world: &mut World<P, KvApp>) -> u64 {
     world.network.sample_latency_us(&mut world.rng)
 }
 
 impl KvApp {
-    fn on_start(world: &mut World<RaftNode, KvApp>, client: u64) {
+    fn on_start<P: RaftLike>(world: &mut World<P, KvApp>, client: u64) {
         let now = world.now_us();
         let app = &mut world.app;
         let c = client as usize;
@@ -228,7 +229,7 @@ impl KvApp {
         Self::send_attempt(world, client);
     }
 
-    fn send_attempt(world: &mut World<RaftNode, KvApp>, client: u64) {
+    fn send_attempt<P: RaftLike>(world: &mut World<P, KvApp>, client: u64) {
         let c = client as usize;
         if world.app.clients[c].op.is_none() {
             return;
@@ -238,14 +239,14 @@ impl KvApp {
         world.schedule_app_timer(at, Timer::Arrive(client, attempt).token());
     }
 
-    fn reply(world: &mut World<RaftNode, KvApp>, client: u64, attempt: u32, reply: Reply) {
+    fn reply<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, attempt: u32, reply: Reply) {
         world.app.replies.insert((client, attempt), reply);
         let at = world.now_us() + latency(world);
         world.schedule_app_timer(at, Timer::Respond(client, attempt).token());
     }
 
     /// A request reaches its target node.
-    fn on_arrive(world: &mut World<RaftNode, KvApp>, client: u64, attempt: u32) {
+    fn on_arrive<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, attempt: u32) {
         let Some(op) = world.app.clients[client as usize]
             .op
             .filter(|op| op.attempt == attempt)
@@ -266,7 +267,7 @@ impl KvApp {
             Command::Get { key } => {
                 let id = world.app.next_read_id;
                 world.app.next_read_id += 1;
-                let raft = world.node_mut(node).expect("running");
+                let raft = world.node_mut(node).expect("running").raft_mut();
                 match raft.read_index(id) {
                     Ok(()) => {
                         world.app.requests[node]
@@ -281,7 +282,7 @@ impl KvApp {
                 }
             }
             command => {
-                let raft = world.node_mut(node).expect("running");
+                let raft = world.node_mut(node).expect("running").raft_mut();
                 match raft.propose(encode(&LoggedWrite { op_id, command })) {
                     Ok(index) => {
                         world.app.requests[node]
@@ -306,7 +307,7 @@ impl KvApp {
     }
 
     /// A reply reaches its client.
-    fn on_respond(world: &mut World<RaftNode, KvApp>, client: u64, attempt: u32) {
+    fn on_respond<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, attempt: u32) {
         let Some(reply) = world.app.replies.remove(&(client, attempt)) else {
             return;
         };
@@ -353,7 +354,7 @@ impl KvApp {
         }
     }
 
-    fn retry(world: &mut World<RaftNode, KvApp>, client: u64, backoff_us: u64) {
+    fn retry<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, backoff_us: u64) {
         let c = client as usize;
         let Some(op) = world.app.clients[c].op else {
             return;
@@ -366,7 +367,7 @@ impl KvApp {
         world.schedule_app_timer(at, Timer::Arrive(client, attempt).token());
     }
 
-    fn on_deadline(world: &mut World<RaftNode, KvApp>, client: u64, ops: u32) {
+    fn on_deadline<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, ops: u32) {
         let c = client as usize;
         if world.app.clients[c].ops_started != ops {
             return;
@@ -383,8 +384,8 @@ impl KvApp {
         world.schedule_app_timer(world.now_us(), Timer::Start(client).token());
     }
 
-    fn on_apply(
-        world: &mut World<RaftNode, KvApp>,
+    fn on_apply<P: RaftLike>(
+        world: &mut World<P, KvApp>,
         node: NodeIndex,
         entry: bellwether_core::raft::Entry,
     ) {
@@ -410,7 +411,7 @@ impl KvApp {
         Self::maybe_snapshot(world, node);
     }
 
-    fn serve_confirmed_reads(world: &mut World<RaftNode, KvApp>, node: NodeIndex) {
+    fn serve_confirmed_reads<P: RaftLike>(world: &mut World<P, KvApp>, node: NodeIndex) {
         let applied = world.app.machines[node].applied;
         let (ready, waiting): (Vec<_>, Vec<_>) = world.app.requests[node]
             .confirmed
@@ -423,25 +424,27 @@ impl KvApp {
         }
     }
 
-    fn maybe_snapshot(world: &mut World<RaftNode, KvApp>, node: NodeIndex) {
+    fn maybe_snapshot<P: RaftLike>(world: &mut World<P, KvApp>, node: NodeIndex) {
         let machine = &world.app.machines[node];
         let every = world.app.config.snapshot_every_entries;
-        let Some(raft) = world.node(node) else { return };
+        let Some(raft) = world.node(node).map(|n| n.raft()) else {
+            return;
+        };
         if machine.applied.0 < raft.log().snapshot_index().0 + every
             || raft.applied_index() != machine.applied
         {
             return;
         }
         let (applied, data) = (machine.applied, machine.encode());
-        let raft = world.node_mut(node).expect("up");
+        let raft = world.node_mut(node).expect("up").raft_mut();
         raft.compact(applied, data)
             .expect("applied entries can be compacted");
         world.flush(node);
     }
 }
 
-impl Application<RaftNode> for KvApp {
-    fn on_boot(world: &mut World<RaftNode, Self>, node: NodeIndex) {
+impl<P: RaftLike> Application<P> for KvApp {
+    fn on_boot(world: &mut World<P, Self>, node: NodeIndex) {
         let disk = &world.hosts[node].disk;
         world.app.machines[node] = disk.snapshot.as_ref().map_or_else(KvMachine::default, |s| {
             KvMachine::decode(&s.data, s.meta.last_index)
@@ -452,7 +455,7 @@ impl Application<RaftNode> for KvApp {
         world.app.requests[node] = NodeRequests::default();
     }
 
-    fn on_output(world: &mut World<RaftNode, Self>, node: NodeIndex, output: RaftOutput) {
+    fn on_output(world: &mut World<P, Self>, node: NodeIndex, output: RaftOutput) {
         match output {
             RaftOutput::Apply(entry) => Self::on_apply(world, node, entry),
             RaftOutput::Restore(snapshot) => {
@@ -477,7 +480,7 @@ impl Application<RaftNode> for KvApp {
             }
         }
         let now = world.now_us();
-        if let Some(raft) = world.hosts[node].node.as_ref() {
+        if let Some(raft) = world.hosts[node].node.as_ref().map(|n| n.raft()) {
             let result = world.app.checker.on_progress(node, raft, now);
             if let Err(violation) = result {
                 world.report_violation(violation);
@@ -485,7 +488,7 @@ impl Application<RaftNode> for KvApp {
         }
     }
 
-    fn on_persisted(world: &mut World<RaftNode, Self>, node: NodeIndex, persist: &RaftPersist) {
+    fn on_persisted(world: &mut World<P, Self>, node: NodeIndex, persist: &RaftPersist) {
         let now = world.now_us();
         if let Err(violation) = world.app.checker.on_persist(node, persist, now) {
             world.report_violation(violation);
@@ -493,7 +496,7 @@ impl Application<RaftNode> for KvApp {
     }
 
     fn on_status(
-        world: &mut World<RaftNode, Self>,
+        world: &mut World<P, Self>,
         node: NodeIndex,
         old: Option<Status>,
         new: Option<Status>,
@@ -504,13 +507,17 @@ impl Application<RaftNode> for KvApp {
             return;
         }
         let now = world.now_us();
-        let raft = world.hosts[node].node.as_ref().expect("a leader is up");
+        let raft = world.hosts[node]
+            .node
+            .as_ref()
+            .expect("a leader is up")
+            .raft();
         if let Err(violation) = world.app.checker.on_leader(node, raft, now) {
             world.report_violation(violation);
         }
     }
 
-    fn on_timer(world: &mut World<RaftNode, Self>, token: u64) {
+    fn on_timer(world: &mut World<P, Self>, token: u64) {
         match Timer::from_token(token) {
             Timer::Start(client) => Self::on_start(world, client),
             Timer::Arrive(client, attempt) => Self::on_arrive(world, client, attempt),

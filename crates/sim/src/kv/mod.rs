@@ -9,4 +9,37 @@ mod machine;
 
 pub use app::{KvApp, KvConfig};
 pub use checks::ReplicationChecker;
+pub use client::Client;
 pub use machine::KvMachine;
+
+use bellwether_core::raft::{
+    RaftConfig, RaftDurable, RaftMessage, RaftNode, RaftOutput, RaftPersist,
+};
+use bellwether_core::Protocol;
+
+/// A protocol that is Raft underneath: the workload drives proposals and
+/// reads through [`RaftLike::raft_mut`]. Implemented by [`RaftNode`] and by
+/// deliberately broken wrappers in tests, which must be caught.
+pub trait RaftLike:
+    Protocol<
+    Config = RaftConfig,
+    Message = RaftMessage,
+    Durable = RaftDurable,
+    Persist = RaftPersist,
+    Output = RaftOutput,
+>
+{
+    /// The Raft node inside.
+    fn raft(&self) -> &RaftNode;
+    /// The Raft node inside, mutably.
+    fn raft_mut(&mut self) -> &mut RaftNode;
+}
+
+impl RaftLike for RaftNode {
+    fn raft(&self) -> &RaftNode {
+        self
+    }
+    fn raft_mut(&mut self) -> &mut RaftNode {
+        self
+    }
+}
