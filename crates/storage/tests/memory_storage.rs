@@ -6,7 +6,7 @@ mod common;
 use bellwether_core::raft::HardState;
 use bellwether_core::{LogIndex, NodeId, Term};
 use bellwether_storage::{MemoryStorage, Storage, PENDING_WRITES_MAX};
-use common::{commands, snapshot};
+use common::{commands, is_allowed, oracle_states, snapshot, workload, TestRng};
 
 fn voted(term: u64) -> HardState {
     HardState {
@@ -103,4 +103,28 @@ fn staged_writes_are_bounded() {
         "written back when the bound was hit"
     );
     assert!(kept < total, "the rest was still unsynced");
+}
+
+#[test]
+fn a_crash_anywhere_leaves_a_prefix_that_includes_every_sync() {
+    let operations = workload(3, 150);
+    let states = oracle_states(&operations);
+    let mut rng = TestRng::new(3);
+    for stop in 0..=operations.len() {
+        let mut storage = MemoryStorage::new();
+        let mut durable = 0;
+        for (position, operation) in operations[..stop].iter().enumerate() {
+            operation.apply(&mut storage).unwrap();
+            if operation.is_sync_point() {
+                durable = position + 1;
+            }
+        }
+        let kept = rng.below(storage.pending_writes() as u64 + 1) as usize;
+        storage.crash_keeping(kept);
+        let recovered = storage.recover().unwrap();
+        assert!(
+            is_allowed(&states, durable, stop, &recovered),
+            "crash after {stop} operations keeping {kept} staged writes"
+        );
+    }
 }

@@ -28,7 +28,7 @@ pub(crate) const SEGMENT_HEADER_BYTES: usize = 48;
 
 /// First bytes of every segment. The `\r\n` catches transfers that mangle
 /// line endings.
-const SEGMENT_MAGIC: [u8; 8] = *b"BWLWAL\r\n";
+pub(crate) const SEGMENT_MAGIC: [u8; 8] = *b"BWLWAL\r\n";
 
 /// Format version written and read by this build.
 pub(crate) const SEGMENT_FORMAT_VERSION: u32 = 1;

@@ -18,6 +18,11 @@
 //! record header carries its own checksum, so a damaged length is detected
 //! before it is used and can never make the scan skip good records.
 //!
+//! The same reasoning applies to a segment's header: a last segment whose
+//! header is a prefix of a valid one followed by zeros was being created at
+//! the crash and holds nothing; recovery deletes it. A foreign magic number
+//! is corruption.
+//!
 //! A real disk may also write back unsynced pages out of order, leaving a
 //! hole of zeros *followed* by later records. Those records were never
 //! acknowledged, but the scan cannot prove it, so it refuses to start rather
@@ -26,7 +31,7 @@
 
 use super::options::FORMAT_RECORD_BYTES_MAX;
 use super::record::{parse_header, RecordKind, RECORD_HEADER_BYTES};
-use super::segment_header::{SegmentHeader, SEGMENT_HEADER_BYTES};
+use super::segment_header::{SegmentHeader, SEGMENT_HEADER_BYTES, SEGMENT_MAGIC};
 use crate::corruption::Corruption;
 use crate::error::StorageError;
 use std::path::Path;
@@ -70,6 +75,22 @@ fn all_zero(bytes: &[u8]) -> bool {
     bytes.iter().all(|byte| *byte == 0)
 }
 
+/// Whether an invalid segment header looks like one whose write was cut
+/// short: a prefix of the magic number followed only by zeros, or a whole
+/// magic number with nothing but zeros after the header's end. Any other
+/// magic was never written by this WAL.
+fn is_torn_header(bytes: &[u8]) -> bool {
+    let matching = SEGMENT_MAGIC
+        .iter()
+        .zip(bytes)
+        .take_while(|(expected, found)| expected == found)
+        .count();
+    if matching < SEGMENT_MAGIC.len().min(bytes.len()) {
+        return all_zero(&bytes[matching..]);
+    }
+    bytes.len() < SEGMENT_HEADER_BYTES || all_zero(&bytes[SEGMENT_HEADER_BYTES..])
+}
+
 impl<'a> SegmentScan<'a> {
     /// Reads the header of the segment in `bytes`.
     pub(crate) fn header(
@@ -77,25 +98,22 @@ impl<'a> SegmentScan<'a> {
         bytes: &'a [u8],
         is_last: bool,
     ) -> Result<HeaderScan, StorageError> {
-        if bytes.len() < SEGMENT_HEADER_BYTES {
-            if is_last {
-                return Ok(HeaderScan::Torn);
-            }
-            let reason = Corruption::Truncated {
+        let reason = if bytes.len() < SEGMENT_HEADER_BYTES {
+            Corruption::Truncated {
                 bytes_needed: SEGMENT_HEADER_BYTES as u64,
                 bytes_found: bytes.len() as u64,
-            };
-            return Err(StorageError::corrupt(path, 0, reason));
-        }
-        match SegmentHeader::decode(bytes) {
-            Ok(header) => Ok(HeaderScan::Valid(header)),
-            Err(Corruption::BadMagic { .. } | Corruption::HeaderChecksum)
-                if is_last && all_zero(&bytes[SEGMENT_HEADER_BYTES..]) =>
-            {
-                Ok(HeaderScan::Torn)
             }
-            Err(reason) => Err(StorageError::corrupt(path, 0, reason)),
+        } else {
+            match SegmentHeader::decode(bytes) {
+                Ok(header) => return Ok(HeaderScan::Valid(header)),
+                Err(reason) => reason,
+            }
+        };
+        let retryable = !matches!(reason, Corruption::UnsupportedVersion { .. });
+        if is_last && retryable && is_torn_header(bytes) {
+            return Ok(HeaderScan::Torn);
         }
+        Err(StorageError::corrupt(path, 0, reason))
     }
 
     /// A scan of the records after the header.
@@ -306,8 +324,19 @@ mod tests {
             HeaderScan::Torn
         );
         assert!(SegmentScan::header(path, &bytes[..20], false).is_err());
-        let mut bad_magic = bytes.clone();
+        assert!(
+            SegmentScan::header(path, b"NOTAWAL", true).is_err(),
+            "short but foreign"
+        );
+        let mut partial = bytes[..5].to_vec();
+        partial.resize(200, 0);
+        assert_eq!(
+            SegmentScan::header(path, &partial, true).unwrap(),
+            HeaderScan::Torn
+        );
+        let mut bad_magic = bytes[..SEGMENT_HEADER_BYTES].to_vec();
         bad_magic[0] = b'x';
+        bad_magic.resize(200, 0);
         let error = SegmentScan::header(path, &bad_magic, true).unwrap_err();
         assert!(matches!(
             error,
