@@ -22,6 +22,19 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy
 fi
 
+# Debian packages the tests use: nftables for partition tests.
+need=()
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "note: ${need[*]} missing and cannot be installed here (needs root and apt-get); partition tests will say they were skipped" >&2
+  fi
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -2,8 +2,12 @@
 //! arguments, calls them, prints results and sets the exit code.
 
 mod bench_raft;
+mod http_get;
+mod node_command;
 mod progress;
 mod sim_command;
+mod status_command;
+mod up_command;
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +21,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run one cluster member.
+    Node(node_command::NodeArgs),
+    /// Start a local cluster of member processes on loopback.
+    Up(up_command::UpArgs),
+    /// Show the members of a running cluster.
+    Status(status_command::StatusArgs),
     /// Deterministic simulation of Raft, Bully and Ring.
     Sim {
         #[command(subcommand)]
@@ -56,7 +66,11 @@ enum BenchCommand {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let result = match cli.command {
+        Command::Node(args) => node_command::execute(args),
+        Command::Up(args) => up_command::execute(args),
+        Command::Status(args) => status_command::execute(args),
         Command::Sim { command } => sim_command::execute(command),
         Command::Bench { command } => bench(command),
     };
@@ -101,4 +115,16 @@ fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
             Ok(std::process::ExitCode::SUCCESS)
         }
     }
+}
+
+/// Logs to stderr; `BELLWETHER_LOG` (or `RUST_LOG`) sets the filter.
+fn init_logging() {
+    let filter = std::env::var("BELLWETHER_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info".to_string());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
 }

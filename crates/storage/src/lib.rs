@@ -53,7 +53,7 @@
 
 #![deny(missing_docs)]
 
-mod codec;
+pub mod codec;
 mod contract;
 mod corruption;
 mod error;

@@ -20,7 +20,7 @@ use bellwether_core::{LogIndex, NodeId, Term};
 use std::collections::BTreeSet;
 
 /// Bytes of the batch prefix: first index and count.
-pub(crate) const ENTRIES_HEADER_BYTES: usize = 8 + 4;
+pub const ENTRIES_HEADER_BYTES: usize = 8 + 4;
 
 /// Fixed bytes of every entry: term and payload tag.
 const ENTRY_FIXED_BYTES: usize = 8 + 1;
@@ -36,7 +36,7 @@ const TAG_COMMAND: u8 = 2;
 const TAG_MEMBERSHIP: u8 = 3;
 
 /// Bytes `entry` takes inside a batch.
-pub(crate) fn entry_encoded_bytes(entry: &Entry) -> usize {
+pub fn entry_encoded_bytes(entry: &Entry) -> usize {
     ENTRY_FIXED_BYTES
         + match &entry.payload {
             Payload::Noop => 0,
@@ -50,7 +50,7 @@ fn config_encoded_bytes(config: &ClusterConfig) -> usize {
 }
 
 /// Appends the batch encoding of `entries`, which must be contiguous.
-pub(crate) fn encode_entries(buffer: &mut Vec<u8>, entries: &[Entry]) {
+pub fn encode_entries(buffer: &mut Vec<u8>, entries: &[Entry]) {
     assert!(!entries.is_empty(), "a batch holds at least one entry");
     let count = u32::try_from(entries.len()).expect("a record holds fewer than 2^32 entries");
     put_u64(buffer, entries[0].index.0);
@@ -78,7 +78,7 @@ pub(crate) fn encode_entries(buffer: &mut Vec<u8>, entries: &[Entry]) {
 }
 
 /// Appends the encoding of a cluster configuration.
-pub(crate) fn encode_config(buffer: &mut Vec<u8>, config: &ClusterConfig) {
+pub fn encode_config(buffer: &mut Vec<u8>, config: &ClusterConfig) {
     for set in [&config.voters, &config.learners] {
         put_len(buffer, set.len());
         for id in set {
@@ -88,7 +88,7 @@ pub(crate) fn encode_config(buffer: &mut Vec<u8>, config: &ClusterConfig) {
 }
 
 /// Decodes a whole batch payload into entries.
-pub(crate) fn decode_entries(payload: &[u8]) -> Result<Vec<Entry>, Malformed> {
+pub fn decode_entries(payload: &[u8]) -> Result<Vec<Entry>, Malformed> {
     let mut reader = Reader::new(payload);
     let first_index = reader.u64("first index")?;
     let count = reader.u32("entry count")? as usize;
@@ -130,7 +130,7 @@ fn decode_payload(reader: &mut Reader<'_>) -> Result<Payload, Malformed> {
 }
 
 /// Decodes a cluster configuration.
-pub(crate) fn decode_config(reader: &mut Reader<'_>) -> Result<ClusterConfig, Malformed> {
+pub fn decode_config(reader: &mut Reader<'_>) -> Result<ClusterConfig, Malformed> {
     let voters = decode_member_set(reader, "voters")?;
     let learners = decode_member_set(reader, "learners")?;
     Ok(ClusterConfig { voters, learners })

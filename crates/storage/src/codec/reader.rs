@@ -6,10 +6,10 @@
 
 /// Why a payload could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Malformed(pub String);
+pub struct Malformed(pub String);
 
 /// Reads fixed-width little-endian values from a byte slice, front to back.
-pub(crate) struct Reader<'a> {
+pub struct Reader<'a> {
     /// The whole payload.
     bytes: &'a [u8],
     /// Offset of the next unread byte; never beyond `bytes.len()`.
@@ -18,17 +18,17 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A reader at the start of `bytes`.
-    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+    pub fn new(bytes: &'a [u8]) -> Self {
         Reader { bytes, position: 0 }
     }
 
     /// Bytes not read yet.
-    pub(crate) fn remaining(&self) -> usize {
+    pub fn remaining(&self) -> usize {
         self.bytes.len() - self.position
     }
 
     /// Takes the next `len` bytes, naming `what` if they are not there.
-    pub(crate) fn take(&mut self, len: usize, what: &str) -> Result<&'a [u8], Malformed> {
+    pub fn take(&mut self, len: usize, what: &str) -> Result<&'a [u8], Malformed> {
         if len > self.remaining() {
             return Err(Malformed(format!(
                 "{what}: needs {len} bytes, {} left",
@@ -42,25 +42,25 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads one byte.
-    pub(crate) fn u8(&mut self, what: &str) -> Result<u8, Malformed> {
+    pub fn u8(&mut self, what: &str) -> Result<u8, Malformed> {
         Ok(self.take(1, what)?[0])
     }
 
     /// Reads a little-endian `u32`.
-    pub(crate) fn u32(&mut self, what: &str) -> Result<u32, Malformed> {
+    pub fn u32(&mut self, what: &str) -> Result<u32, Malformed> {
         let bytes = self.take(4, what)?;
         Ok(u32::from_le_bytes(bytes.try_into().expect("took 4 bytes")))
     }
 
     /// Reads a little-endian `u64`.
-    pub(crate) fn u64(&mut self, what: &str) -> Result<u64, Malformed> {
+    pub fn u64(&mut self, what: &str) -> Result<u64, Malformed> {
         let bytes = self.take(8, what)?;
         Ok(u64::from_le_bytes(bytes.try_into().expect("took 8 bytes")))
     }
 
     /// Fails unless every byte was consumed: trailing bytes mean the writer
     /// and the reader disagree about the layout.
-    pub(crate) fn finish(&self, what: &str) -> Result<(), Malformed> {
+    pub fn finish(&self, what: &str) -> Result<(), Malformed> {
         if self.remaining() != 0 {
             return Err(Malformed(format!(
                 "{what}: {} unexpected trailing bytes",

@@ -12,10 +12,10 @@ use bellwether_core::raft::{HardState, SnapshotMeta};
 use bellwether_core::{LogIndex, NodeId, Term};
 
 /// Bytes of an encoded hard state.
-pub(crate) const HARD_STATE_BYTES: usize = 8 + 1 + 8 + 8;
+pub const HARD_STATE_BYTES: usize = 8 + 1 + 8 + 8;
 
 /// Appends the encoding of a hard state.
-pub(crate) fn encode_hard_state(buffer: &mut Vec<u8>, state: &HardState) {
+pub fn encode_hard_state(buffer: &mut Vec<u8>, state: &HardState) {
     let start = buffer.len();
     put_u64(buffer, state.term.0);
     put_u8(buffer, u8::from(state.voted_for.is_some()));
@@ -25,7 +25,7 @@ pub(crate) fn encode_hard_state(buffer: &mut Vec<u8>, state: &HardState) {
 }
 
 /// Decodes a whole hard-state payload.
-pub(crate) fn decode_hard_state(payload: &[u8]) -> Result<HardState, Malformed> {
+pub fn decode_hard_state(payload: &[u8]) -> Result<HardState, Malformed> {
     let mut reader = Reader::new(payload);
     let term = Term(reader.u64("term")?);
     let has_vote = reader.u8("vote flag")?;
@@ -49,14 +49,14 @@ pub(crate) fn decode_hard_state(payload: &[u8]) -> Result<HardState, Malformed> 
 }
 
 /// Appends the encoding of snapshot metadata.
-pub(crate) fn encode_snapshot_meta(buffer: &mut Vec<u8>, meta: &SnapshotMeta) {
+pub fn encode_snapshot_meta(buffer: &mut Vec<u8>, meta: &SnapshotMeta) {
     put_u64(buffer, meta.last_index.0);
     put_u64(buffer, meta.last_term.0);
     encode_config(buffer, &meta.config);
 }
 
 /// Decodes snapshot metadata from the front of `reader`.
-pub(crate) fn decode_snapshot_meta(reader: &mut Reader<'_>) -> Result<SnapshotMeta, Malformed> {
+pub fn decode_snapshot_meta(reader: &mut Reader<'_>) -> Result<SnapshotMeta, Malformed> {
     let last_index = LogIndex(reader.u64("snapshot last index")?);
     let last_term = Term(reader.u64("snapshot last term")?);
     let config = decode_config(reader)?;
@@ -68,17 +68,17 @@ pub(crate) fn decode_snapshot_meta(reader: &mut Reader<'_>) -> Result<SnapshotMe
 }
 
 /// Bytes of an encoded snapshot reset.
-pub(crate) const SNAPSHOT_RESET_BYTES: usize = 16;
+pub const SNAPSHOT_RESET_BYTES: usize = 16;
 
 /// Appends the encoding of a snapshot reset: the log now ends at `index`,
 /// whose entry has `term`.
-pub(crate) fn encode_snapshot_reset(buffer: &mut Vec<u8>, index: LogIndex, term: Term) {
+pub fn encode_snapshot_reset(buffer: &mut Vec<u8>, index: LogIndex, term: Term) {
     put_u64(buffer, index.0);
     put_u64(buffer, term.0);
 }
 
 /// Decodes a whole snapshot-reset payload.
-pub(crate) fn decode_snapshot_reset(payload: &[u8]) -> Result<(LogIndex, Term), Malformed> {
+pub fn decode_snapshot_reset(payload: &[u8]) -> Result<(LogIndex, Term), Malformed> {
     let mut reader = Reader::new(payload);
     let index = LogIndex(reader.u64("reset index")?);
     let term = Term(reader.u64("reset term")?);

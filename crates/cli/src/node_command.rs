@@ -1,0 +1,125 @@
+//! `bellwether node`: runs one member until SIGTERM or Ctrl-C.
+
+use anyhow::{Context, Result};
+use bellwether_server::config::{ConfigLayer, NodeConfig};
+use bellwether_server::node::Node;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Flags of `bellwether node`; each overrides the file and is overridden by
+/// the matching `BELLWETHER_*` variable.
+#[derive(Args, Clone, Debug, Default)]
+pub struct NodeArgs {
+    /// TOML configuration file (lowest precedence).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Member id (1 or more).
+    #[arg(long)]
+    id: Option<u64>,
+    /// Cluster name; peers of another cluster are refused.
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Address peers connect to.
+    #[arg(long)]
+    peer_listen: Option<String>,
+    /// Address of /metrics, /health, /ready, /status and the dashboard.
+    #[arg(long)]
+    http_listen: Option<String>,
+    /// Data directory (write-ahead log, snapshots).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Heartbeat interval in ms.
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+    /// Minimum election timeout in ms.
+    #[arg(long)]
+    election_ms: Option<u64>,
+    /// Leadership priority.
+    #[arg(long)]
+    priority: Option<u32>,
+    /// All members as id=host:port, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    peers: Option<Vec<String>>,
+    /// Members' HTTP addresses as id=host:port, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    peer_http: Option<Vec<String>>,
+}
+
+impl NodeArgs {
+    fn layer(&self) -> ConfigLayer {
+        ConfigLayer {
+            id: self.id,
+            cluster: self.cluster.clone(),
+            peer_listen: self.peer_listen.clone(),
+            http_listen: self.http_listen.clone(),
+            data_dir: self.data_dir.clone(),
+            heartbeat_ms: self.heartbeat_ms,
+            election_ms: self.election_ms,
+            priority: self.priority,
+            peers: self.peers.clone(),
+            peer_http: self.peer_http.clone(),
+        }
+    }
+
+    /// Merges file, flags and environment, then validates.
+    pub fn resolve(&self) -> Result<NodeConfig> {
+        let file = match &self.config {
+            Some(path) => ConfigLayer::from_file(path)?,
+            None => ConfigLayer::default(),
+        };
+        let env = ConfigLayer::from_env(|name| std::env::var(name).ok())?;
+        Ok(NodeConfig::from_layer(file.merge(self.layer()).merge(env))?)
+    }
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+pub async fn termination() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("signal handlers can be installed");
+    let mut interrupt = signal(SignalKind::interrupt()).expect("signal handlers can be installed");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+}
+
+/// Runs one member.
+pub fn execute(args: NodeArgs) -> Result<ExitCode> {
+    let config = args.resolve()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime.block_on(async move {
+        let mut node = Node::open(config.clone()).await?;
+        let handles = node.handles();
+        let http_listener = node.http_listener.take().expect("fresh node");
+        let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+        let http = tokio::spawn(bellwether_server::http::serve(
+            http_listener,
+            bellwether_server::http::HttpState {
+                status: handles.status.clone(),
+                metrics: handles.metrics.clone(),
+            },
+            async move {
+                let _ = http_stopped.await;
+            },
+        ));
+        tracing::info!(
+            id = config.id,
+            cluster = %config.cluster,
+            peers = %config.peer_listen,
+            http = %node.http_address,
+            data_dir = %config.data_dir.display(),
+            "node started"
+        );
+        let result = node.run(termination()).await;
+        let _ = stop_http.send(());
+        let _ = http.await;
+        result?;
+        tracing::info!(id = config.id, "node stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,248 @@
+//! `bellwether up`: a local cluster of N member processes on loopback.
+//!
+//! Node i listens for peers on `base_port + i` and serves HTTP on
+//! `base_port + 100 + i`. Each member gets `DIR/n<i>.toml`, its data in
+//! `DIR/n<i>/`, its log in `DIR/n<i>.log` and its pid in `DIR/n<i>.pid`.
+//! Running `up` again on the same directory restarts the same cluster with
+//! its data. Ctrl-C stops every member cleanly (SIGTERM, so a leader hands
+//! over first).
+
+use crate::http_get;
+use anyhow::{bail, Context, Result};
+use bellwether_server::NodeStatus;
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// Asks a process to stop cleanly (POSIX signal number).
+pub const SIGTERM: i32 = 15;
+
+/// Flags of `bellwether up`.
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Number of members.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Directory for configs, data, logs and pid files.
+    #[arg(long, default_value = "bellwether-data")]
+    dir: PathBuf,
+    /// Node i uses peer port base+i and HTTP port base+100+i.
+    #[arg(long, default_value_t = 7000)]
+    base_port: u16,
+    /// Heartbeat interval in ms.
+    #[arg(long, default_value_t = 100)]
+    heartbeat_ms: u64,
+    /// Minimum election timeout in ms.
+    #[arg(long, default_value_t = 1000)]
+    election_ms: u64,
+}
+
+fn peer_address(base: u16, i: usize) -> String {
+    format!("127.0.0.1:{}", base as usize + i)
+}
+
+fn http_address(base: u16, i: usize) -> String {
+    format!("127.0.0.1:{}", base as usize + 100 + i)
+}
+
+/// The members' HTTP addresses for a base port.
+pub fn http_addresses(base: u16, nodes: usize) -> Vec<SocketAddr> {
+    (1..=nodes)
+        .map(|i| http_address(base, i).parse().expect("valid"))
+        .collect()
+}
+
+fn write_configs(args: &UpArgs) -> Result<()> {
+    let existing = (1..=64)
+        .filter(|i| args.dir.join(format!("n{i}.toml")).exists())
+        .count();
+    if existing > 0 && existing != args.nodes {
+        bail!(
+            "{} holds a {existing}-node cluster; run with --nodes {existing} to restart it, or pick another --dir",
+            args.dir.display()
+        );
+    }
+    if existing == args.nodes {
+        return Ok(()); // Restart with the configs (and data) already there.
+    }
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("cannot create {}", args.dir.display()))?;
+    let list = |f: fn(u16, usize) -> String| {
+        (1..=args.nodes)
+            .map(|i| format!("\"{i}={}\"", f(args.base_port, i)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for i in 1..=args.nodes {
+        let data = args.dir.join(format!("n{i}"));
+        let text = format!(
+            "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\n",
+            peer_address(args.base_port, i),
+            http_address(args.base_port, i),
+            data.canonicalize().unwrap_or(data.clone()).display(),
+            args.heartbeat_ms,
+            args.election_ms,
+            list(peer_address),
+            list(http_address),
+        );
+        std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;
+    }
+    Ok(())
+}
+
+/// Starts member `i` of the cluster described in `dir`.
+pub fn spawn_member(dir: &Path, i: usize) -> Result<Child> {
+    let log = std::fs::File::create(dir.join(format!("n{i}.log")))?;
+    let child = Command::new(std::env::current_exe()?)
+        .args(["node", "--config"])
+        .arg(dir.join(format!("n{i}.toml")))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("cannot start member {i}"))?;
+    std::fs::write(dir.join(format!("n{i}.pid")), child.id().to_string())?;
+    Ok(child)
+}
+
+/// Sends SIGTERM, then SIGKILL after `grace`.
+pub fn stop_members(children: &mut [Child], grace: Duration) {
+    for child in children.iter() {
+        let _ = send_signal(child.id(), SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    for child in children.iter_mut() {
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Sends `signal` to `pid` with the `kill` command, keeping the crate free
+/// of unsafe code.
+pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "kill -{signal} {pid} failed"
+        )))
+    }
+}
+
+/// Reads every member's status (down ones are `None`).
+pub fn poll(addresses: &[SocketAddr]) -> Vec<Option<NodeStatus>> {
+    addresses
+        .iter()
+        .map(|a| {
+            http_get::get(*a, "/status", Duration::from_millis(300))
+                .ok()
+                .and_then(|body| serde_json::from_str(&body).ok())
+        })
+        .collect()
+}
+
+/// Runs the local cluster until Ctrl-C.
+pub fn execute(args: UpArgs) -> Result<ExitCode> {
+    if args.nodes == 0 || args.nodes > 64 {
+        bail!("--nodes must be between 1 and 64");
+    }
+    write_configs(&args)?;
+    let mut children = Vec::new();
+    for i in 1..=args.nodes {
+        children.push(spawn_member(&args.dir, i)?);
+    }
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = interrupted.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(crate::node_command::termination());
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let addresses = http_addresses(args.base_port, args.nodes);
+    println!(
+        "bellwether: {}-node cluster in {}",
+        args.nodes,
+        args.dir.display()
+    );
+    for (i, address) in addresses.iter().enumerate() {
+        println!(
+            "  n{}: peers {}  http http://{address}/  (dashboard, /metrics, /status)",
+            i + 1,
+            peer_address(args.base_port, i + 1)
+        );
+    }
+    println!(
+        "  status: bellwether status --endpoints {}",
+        addresses
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    println!("  Ctrl-C stops every member");
+    let mut shown: Option<(Option<u64>, u64)> = None;
+    while !interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+        for (i, child) in children.iter_mut().enumerate() {
+            if let Ok(Some(status)) = child.try_wait() {
+                println!(
+                    "member n{} exited ({status}); see {}",
+                    i + 1,
+                    args.dir.join(format!("n{}.log", i + 1)).display()
+                );
+                *child = spawn_member(&args.dir, i + 1)?;
+            }
+        }
+        let statuses = poll(&addresses);
+        let leader = statuses
+            .iter()
+            .flatten()
+            .filter(|s| s.role == "leader")
+            .max_by_key(|s| s.term)
+            .map(|s| (Some(s.id), s.term));
+        let current = leader.unwrap_or((
+            None,
+            statuses.iter().flatten().map(|s| s.term).max().unwrap_or(0),
+        ));
+        if shown != Some(current) {
+            let clock = chrono_like_now();
+            match current.0 {
+                Some(id) => println!("[{clock}] leader n{id} (term {})", current.1),
+                None => println!("[{clock}] no leader (term {})", current.1),
+            }
+            shown = Some(current);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!("stopping members…");
+    stop_members(&mut children, Duration::from_secs(5));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn chrono_like_now() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let seconds = (ms / 1000) % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{:03} UTC",
+        seconds / 3600,
+        (seconds / 60) % 60,
+        seconds % 60,
+        ms % 1000
+    )
+}

@@ -1,0 +1,283 @@
+//! Real `bellwether node` processes on loopback: crashes, pauses,
+//! partitions (nftables), restarts, and bad disks and peers.
+
+mod common;
+
+use common::{snapshot_files, Cluster};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const HEARTBEAT_MS: u64 = 50;
+const ELECTION_MS: u64 = 300;
+const SIGSTOP: i32 = 19;
+const SIGCONT: i32 = 18;
+const SIGTERM: i32 = 15;
+
+fn kill_leader_and_reelect(name: &str, nodes: usize) {
+    let mut cluster = Cluster::start(name, nodes, HEARTBEAT_MS, ELECTION_MS);
+    let all = cluster.all();
+    let (leader, term) = cluster.wait_leader(&all, Duration::from_secs(10));
+    cluster.kill(leader);
+    let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != leader).collect();
+    let (new_leader, new_term) = cluster.wait_leader(&survivors, Duration::from_secs(10));
+    assert_ne!(new_leader, leader);
+    assert!(new_term > term);
+    cluster.assert_one_leader_per_term();
+}
+
+#[test]
+fn sigkill_of_the_leader_elects_a_new_one_3_nodes() {
+    kill_leader_and_reelect("kill3", 3);
+}
+
+#[test]
+fn sigkill_of_the_leader_elects_a_new_one_5_nodes() {
+    kill_leader_and_reelect("kill5", 5);
+}
+
+#[test]
+fn sigstop_of_the_leader_the_old_leader_steps_down_and_its_term_is_not_accepted() {
+    let mut cluster = Cluster::start("stop", 3, HEARTBEAT_MS, ELECTION_MS);
+    let all = cluster.all();
+    let (leader, term) = cluster.wait_leader(&all, Duration::from_secs(10));
+    cluster.signal(leader, SIGSTOP);
+    let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != leader).collect();
+    let (new_leader, new_term) = cluster.wait_leader(&survivors, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(3 * ELECTION_MS));
+    cluster.signal(leader, SIGCONT);
+    let (agreed, agreed_term) = cluster.wait_leader(&all, Duration::from_secs(10));
+    assert_eq!(
+        agreed, new_leader,
+        "the woken leader did not take over with its stale term"
+    );
+    assert!(agreed_term >= new_term && new_term > term);
+    let old = cluster.status(leader).unwrap();
+    assert_eq!(old["role"], "follower");
+    cluster.assert_one_leader_per_term();
+}
+
+#[test]
+fn restart_with_the_data_dir_keeps_term_vote_and_log() {
+    let mut cluster = Cluster::start("restart", 3, HEARTBEAT_MS, ELECTION_MS);
+    let all = cluster.all();
+    let (leader, _) = cluster.wait_leader(&all, Duration::from_secs(10));
+    let follower = all.iter().copied().find(|i| *i != leader).unwrap();
+    let before = cluster.status(follower).unwrap();
+    cluster.kill(follower);
+    // Restart it alone, cut off from the others by stopping them, so what
+    // it shows comes from its disk only.
+    for i in all.iter().copied().filter(|i| *i != follower) {
+        cluster.signal(i, SIGSTOP);
+    }
+    cluster.spawn(follower);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let after = loop {
+        if let Some(status) = cluster.status(follower) {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted node never answered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        after["term"].as_u64() >= before["term"].as_u64(),
+        "term kept: {after} vs {before}"
+    );
+    assert!(
+        after["last_index"].as_u64() >= before["last_index"].as_u64(),
+        "log kept: {after} vs {before}"
+    );
+    for i in all.iter().copied().filter(|i| *i != follower) {
+        cluster.signal(i, SIGCONT);
+    }
+    cluster.wait_leader(&all, Duration::from_secs(10));
+}
+
+#[test]
+fn sigterm_of_the_leader_hands_over_before_exiting() {
+    let mut cluster = Cluster::start("term", 3, HEARTBEAT_MS, ELECTION_MS);
+    let all = cluster.all();
+    let (leader, term) = cluster.wait_leader(&all, Duration::from_secs(10));
+    cluster.signal(leader, SIGTERM);
+    let started = Instant::now();
+    let status = cluster
+        .wait_exit(leader, Duration::from_secs(5))
+        .expect("the leader exits after SIGTERM");
+    assert!(status.success(), "clean exit: {status}");
+    let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != leader).collect();
+    let (_, new_term) = cluster.wait_leader(&survivors, Duration::from_secs(5));
+    assert_eq!(
+        new_term,
+        term + 1,
+        "handed over in the next term, without an election timeout"
+    );
+    assert!(started.elapsed() < Duration::from_millis(2 * ELECTION_MS + 2_000));
+}
+
+fn nft(args: &str) -> bool {
+    Command::new("nft")
+        .args(args.split(' '))
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn partition_of_the_leader_with_nftables() {
+    if !nft("list tables") {
+        eprintln!("nft is not available here: scripts/test.sh installs nftables; skipping");
+        return;
+    }
+    let mut cluster = Cluster::start("nft", 3, HEARTBEAT_MS, ELECTION_MS);
+    let all = cluster.all();
+    let (leader, term) = cluster.wait_leader(&all, Duration::from_secs(10));
+    let table = format!("bwtest{}", cluster.net);
+    let ip = cluster.ip(leader);
+    assert!(nft(&format!("add table ip {table}")));
+    let _guard = NftGuard(table.clone());
+    assert!(nft(&format!(
+        "add chain ip {table} out {{ type filter hook output priority 0 ; }}"
+    )));
+    // Drop everything from and to the leader's peer IP; no resets are sent,
+    // so this is a silent partition.
+    assert!(nft(&format!("add rule ip {table} out ip saddr {ip} drop")));
+    assert!(nft(&format!("add rule ip {table} out ip daddr {ip} drop")));
+    let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != leader).collect();
+    let (new_leader, new_term) = cluster.wait_leader(&survivors, Duration::from_secs(10));
+    assert!(new_term > term);
+    // CheckQuorum: the cut-off leader steps down by itself.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let status = cluster.status(leader).unwrap();
+        if status["role"] != "leader" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the minority leader never stepped down"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(_guard);
+    let (after, after_term) = cluster.wait_leader(&all, Duration::from_secs(10));
+    assert_eq!(
+        (after, after_term),
+        (new_leader, new_term),
+        "the old leader rejoined without disruption"
+    );
+    cluster.assert_one_leader_per_term();
+}
+
+/// Deletes the test's nftables table however the test ends.
+struct NftGuard(String);
+
+impl Drop for NftGuard {
+    fn drop(&mut self) {
+        nft(&format!("delete table ip {}", self.0));
+    }
+}
+
+#[test]
+fn an_unwritable_data_dir_is_refused_with_a_clear_error() {
+    let mut cluster = Cluster::start("unwritable", 1, HEARTBEAT_MS, ELECTION_MS);
+    cluster.kill(1);
+    // The environment outranks the flag the harness passes.
+    let output = cluster
+        .command(1, "test")
+        .env("BELLWETHER_DATA_DIR", "/proc/version/data")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("/proc/version/data") && stderr.contains("writable"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_corrupt_wal_is_refused_and_left_untouched() {
+    let mut cluster = Cluster::start("corrupt", 1, HEARTBEAT_MS, ELECTION_MS);
+    cluster.wait_leader(&[1], Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(200));
+    cluster.kill(1);
+    let wal = cluster.data_dir(1).join("wal");
+    let segment = std::fs::read_dir(&wal)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "wal" || e == "log")
+                || p.to_string_lossy().contains("segment")
+        })
+        .max()
+        .or_else(|| {
+            std::fs::read_dir(&wal)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .max()
+        })
+        .expect("a segment file");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    assert!(bytes.len() > 80, "segment holds records");
+    let middle = 60.min(bytes.len() - 20);
+    bytes[middle] ^= 0xFF;
+    bytes.extend_from_slice(&[1u8; 64]); // data after the damage: not a torn tail
+    std::fs::write(&segment, &bytes).unwrap();
+    let before = snapshot_files(&cluster.data_dir(1));
+    let output = cluster.command(1, "test").output().unwrap();
+    assert!(!output.status.success(), "a corrupt log must not start");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&segment.file_name().unwrap().to_string_lossy().to_string()),
+        "names the file: {stderr}"
+    );
+    assert!(stderr.contains("at byte"), "names the offset: {stderr}");
+    assert_eq!(
+        snapshot_files(&cluster.data_dir(1)),
+        before,
+        "nothing was modified"
+    );
+}
+
+#[test]
+fn a_node_of_another_cluster_is_refused_with_a_log_line_and_a_metric() {
+    let mut cluster = Cluster::start("foreign", 3, HEARTBEAT_MS, ELECTION_MS);
+    let all = cluster.all();
+    cluster.wait_leader(&all, Duration::from_secs(10));
+    // A stranger claiming to be member 3 of cluster "other" dials member 1.
+    cluster.kill(3);
+    let mut stranger = cluster
+        .command(3, "other")
+        .env("BELLWETHER_DATA_DIR", cluster.dir.join("stranger"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let metrics = loop {
+        let metrics = common::get(cluster.http(1), "/metrics").unwrap_or_default();
+        if metrics.contains("bellwether_refused_peers_total{reason=\"foreign_cluster\"}")
+            || Instant::now() > deadline
+        {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = stranger.kill();
+    let _ = stranger.wait();
+    assert!(
+        metrics.contains("bellwether_refused_peers_total{reason=\"foreign_cluster\"}"),
+        "{metrics}"
+    );
+    assert!(
+        cluster.log(1).contains("refused a peer connection"),
+        "log line"
+    );
+    assert!(
+        cluster.status(1).unwrap()["leader"].is_u64(),
+        "the real members still have a leader"
+    );
+}

@@ -1,0 +1,280 @@
+//! A real cluster of `bellwether node` processes for tests: each node on
+//! its own loopback IP (127.0.<net>.<i>) so that firewall rules can cut one
+//! node off, HTTP on 127.0.0.1. Everything started here is stopped on drop.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running test cluster.
+pub struct Cluster {
+    /// Temporary directory for data and logs.
+    pub dir: PathBuf,
+    /// Size.
+    pub nodes: usize,
+    /// Third octet of the nodes' loopback IPs.
+    pub net: u8,
+    /// First HTTP port; node i uses http_base + i.
+    pub http_base: u16,
+    /// Peer port (same on every node's own IP).
+    pub peer_port: u16,
+    /// Heartbeat and election settings.
+    pub heartbeat_ms: u64,
+    /// Minimum election timeout.
+    pub election_ms: u64,
+    /// Running members (None when stopped).
+    pub children: Vec<Option<Child>>,
+    /// Every (term → leaders) seen by any poll, to check Election Safety.
+    pub leaders_seen: BTreeMap<u64, std::collections::BTreeSet<u64>>,
+    /// Extra flags for every node.
+    pub cluster_name: String,
+}
+
+/// A distinct network number per test name, so parallel tests never share
+/// addresses or ports.
+pub fn net_for(name: &str) -> u8 {
+    let hash = name
+        .bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
+    20 + (hash % 200) as u8
+}
+
+impl Cluster {
+    /// Starts `nodes` members and waits for nothing.
+    pub fn start(name: &str, nodes: usize, heartbeat_ms: u64, election_ms: u64) -> Cluster {
+        let net = net_for(name);
+        let dir = std::env::temp_dir().join(format!("bw-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cluster = Cluster {
+            dir,
+            nodes,
+            net,
+            http_base: 20_000 + net as u16 * 100,
+            peer_port: 7000,
+            heartbeat_ms,
+            election_ms,
+            children: (0..nodes).map(|_| None).collect(),
+            leaders_seen: BTreeMap::new(),
+            cluster_name: "test".into(),
+        };
+        for i in 1..=nodes {
+            cluster.spawn(i);
+        }
+        cluster
+    }
+
+    /// Node i's peer IP.
+    pub fn ip(&self, i: usize) -> String {
+        format!("127.0.{}.{}", self.net, i)
+    }
+
+    /// Node i's HTTP address.
+    pub fn http(&self, i: usize) -> SocketAddr {
+        format!("127.0.0.1:{}", self.http_base + i as u16)
+            .parse()
+            .unwrap()
+    }
+
+    /// Node i's data directory.
+    pub fn data_dir(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("n{i}"))
+    }
+
+    /// The node command line for member i.
+    pub fn command(&self, i: usize, cluster_name: &str) -> Command {
+        let peers: Vec<String> = (1..=self.nodes)
+            .map(|j| format!("{j}={}:{}", self.ip(j), self.peer_port))
+            .collect();
+        let https: Vec<String> = (1..=self.nodes)
+            .map(|j| format!("{j}={}", self.http(j)))
+            .collect();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bellwether"));
+        command
+            .arg("node")
+            .args(["--id", &i.to_string(), "--cluster", cluster_name])
+            .args(["--peers", &peers.join(","), "--peer-http", &https.join(",")])
+            .args(["--http-listen", &self.http(i).to_string()])
+            .arg("--data-dir")
+            .arg(self.data_dir(i))
+            .args([
+                "--heartbeat-ms",
+                &self.heartbeat_ms.to_string(),
+                "--election-ms",
+                &self.election_ms.to_string(),
+            ])
+            .env("BELLWETHER_LOG", "info");
+        command
+    }
+
+    /// Starts member i (again).
+    pub fn spawn(&mut self, i: usize) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("n{i}.log")))
+            .unwrap();
+        let child = self
+            .command(i, &self.cluster_name.clone())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("the bellwether binary runs");
+        self.children[i - 1] = Some(child);
+    }
+
+    /// Sends `signal` (a number) to member i.
+    pub fn signal(&self, i: usize, signal: i32) {
+        let pid = self.children[i - 1].as_ref().expect("running").id();
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGKILLs member i and reaps it.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.children[i - 1].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Waits for member i to exit; returns its exit status.
+    pub fn wait_exit(&mut self, i: usize, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(child) = self.children[i - 1].as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.children[i - 1] = None;
+                    return Some(status);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Member i's `/status`, if it answers.
+    pub fn status(&mut self, i: usize) -> Option<Value> {
+        let body = get(self.http(i), "/status").ok()?;
+        let status: Value = serde_json::from_str(&body).ok()?;
+        if status["role"] == "leader" {
+            let term = status["term"].as_u64().unwrap();
+            self.leaders_seen
+                .entry(term)
+                .or_default()
+                .insert(status["id"].as_u64().unwrap());
+        }
+        Some(status)
+    }
+
+    /// Polls everyone; returns (leader, term) if exactly one running member
+    /// leads in the highest term and every running member follows it.
+    pub fn agreed_leader(&mut self, among: &[usize]) -> Option<(usize, u64)> {
+        let statuses: Vec<(usize, Value)> = among
+            .iter()
+            .filter_map(|i| self.status(*i).map(|s| (*i, s)))
+            .collect();
+        if statuses.len() != among.len() {
+            return None;
+        }
+        let leader = statuses[0].1["leader"].as_u64()? as usize;
+        let term = statuses.iter().find(|(i, _)| *i == leader)?.1["term"].as_u64()?;
+        let leads = statuses
+            .iter()
+            .any(|(i, s)| *i == leader && s["role"] == "leader" && s["committed_in_term"] == true);
+        let all = statuses
+            .iter()
+            .all(|(_, s)| s["leader"].as_u64() == Some(leader as u64));
+        (leads && all).then_some((leader, term))
+    }
+
+    /// Waits until `among` agree on a leader that committed in its term.
+    pub fn wait_leader(&mut self, among: &[usize], timeout: Duration) -> (usize, u64) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(found) = self.agreed_leader(among) {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "no agreed leader among {among:?} within {timeout:?}; logs in {}",
+            self.dir.display()
+        );
+    }
+
+    /// All member numbers.
+    pub fn all(&self) -> Vec<usize> {
+        (1..=self.nodes).collect()
+    }
+
+    /// Fails if any term ever showed two leaders.
+    pub fn assert_one_leader_per_term(&self) {
+        for (term, leaders) in &self.leaders_seen {
+            assert!(leaders.len() <= 1, "term {term} had leaders {leaders:?}");
+        }
+    }
+
+    /// Reads a node's log file.
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.join(format!("n{i}.log"))).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 1..=self.nodes {
+            if let Some(mut child) = self.children[i - 1].take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// GET over plain TCP; the body of a 2xx/5xx response.
+pub fn get(address: SocketAddr, path: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(300))?;
+    stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    Ok(response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default())
+}
+
+/// Bytes of every file under `dir`, to prove nothing was modified.
+pub fn snapshot_files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.insert(path.clone(), std::fs::read(&path).unwrap_or_default());
+            }
+        }
+    }
+    out
+}

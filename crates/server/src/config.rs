@@ -1,0 +1,314 @@
+//! Node configuration from three layers, lowest precedence first:
+//!
+//! 1. a TOML file (`--config FILE`);
+//! 2. command-line flags;
+//! 3. `BELLWETHER_*` environment variables.
+//!
+//! A later layer overrides a setting of an earlier one. The merged result
+//! is validated once, and every error says which setting to fix and how.
+//!
+//! ```toml
+//! id = 1
+//! cluster = "bellwether"
+//! peer_listen = "127.0.0.1:7001"
+//! http_listen = "127.0.0.1:7101"
+//! data_dir = "data/n1"
+//! heartbeat_ms = 100
+//! election_ms = 1000
+//! priority = 0
+//! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
+//! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
+//! ```
+//!
+//! Environment variables: `BELLWETHER_ID`, `BELLWETHER_CLUSTER`,
+//! `BELLWETHER_PEER_LISTEN`, `BELLWETHER_HTTP_LISTEN`, `BELLWETHER_DATA_DIR`,
+//! `BELLWETHER_HEARTBEAT_MS`, `BELLWETHER_ELECTION_MS`,
+//! `BELLWETHER_PRIORITY`, `BELLWETHER_PEERS` and `BELLWETHER_PEER_HTTP`
+//! (comma-separated `id=address` lists).
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// One layer of settings; every field optional.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigLayer {
+    /// This member's id (1 or more).
+    pub id: Option<u64>,
+    /// Cluster name; peers of another cluster are refused.
+    pub cluster: Option<String>,
+    /// Address peers connect to.
+    pub peer_listen: Option<String>,
+    /// Address of `/metrics`, `/health`, `/ready`, `/status` and the
+    /// dashboard.
+    pub http_listen: Option<String>,
+    /// Directory of the write-ahead log and snapshots.
+    pub data_dir: Option<PathBuf>,
+    /// Leader heartbeat interval.
+    pub heartbeat_ms: Option<u64>,
+    /// Minimum election timeout; the timeout is drawn from [this, 2 × this).
+    pub election_ms: Option<u64>,
+    /// Leadership priority (higher wins when caught up).
+    pub priority: Option<u32>,
+    /// Every member, as `id=host:port` peer addresses (this node included).
+    pub peers: Option<Vec<String>>,
+    /// HTTP addresses of members, as `id=host:port` (for the dashboard and
+    /// `bellwether status`).
+    pub peer_http: Option<Vec<String>>,
+}
+
+impl ConfigLayer {
+    /// Reads a TOML file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+        toml::from_str(&text)
+            .map_err(|e| ConfigError(format!("config file {}: {e}", path.display())))
+    }
+
+    /// Reads `BELLWETHER_*` variables through `lookup` (the process
+    /// environment in production, a map in tests).
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let number = |name: &str| -> Result<Option<u64>, ConfigError> {
+            lookup(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .map_err(|_| ConfigError(format!("{name}={v:?} is not a whole number")))
+                })
+                .transpose()
+        };
+        let list = |name: &str| {
+            lookup(name).map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+        };
+        Ok(ConfigLayer {
+            id: number("BELLWETHER_ID")?,
+            cluster: lookup("BELLWETHER_CLUSTER"),
+            peer_listen: lookup("BELLWETHER_PEER_LISTEN"),
+            http_listen: lookup("BELLWETHER_HTTP_LISTEN"),
+            data_dir: lookup("BELLWETHER_DATA_DIR").map(PathBuf::from),
+            heartbeat_ms: number("BELLWETHER_HEARTBEAT_MS")?,
+            election_ms: number("BELLWETHER_ELECTION_MS")?,
+            priority: number("BELLWETHER_PRIORITY")?
+                .map(|p| {
+                    u32::try_from(p)
+                        .map_err(|_| ConfigError(format!("BELLWETHER_PRIORITY={p} is too large")))
+                })
+                .transpose()?,
+            peers: list("BELLWETHER_PEERS"),
+            peer_http: list("BELLWETHER_PEER_HTTP"),
+        })
+    }
+
+    /// `self` overridden by every setting `over` has.
+    pub fn merge(self, over: ConfigLayer) -> ConfigLayer {
+        ConfigLayer {
+            id: over.id.or(self.id),
+            cluster: over.cluster.or(self.cluster),
+            peer_listen: over.peer_listen.or(self.peer_listen),
+            http_listen: over.http_listen.or(self.http_listen),
+            data_dir: over.data_dir.or(self.data_dir),
+            heartbeat_ms: over.heartbeat_ms.or(self.heartbeat_ms),
+            election_ms: over.election_ms.or(self.election_ms),
+            priority: over.priority.or(self.priority),
+            peers: over.peers.or(self.peers),
+            peer_http: over.peer_http.or(self.peer_http),
+        }
+    }
+}
+
+/// A configuration that cannot run, with what to fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(pub String);
+
+/// A validated node configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// This member.
+    pub id: u64,
+    /// Cluster name.
+    pub cluster: String,
+    /// Where peers connect.
+    pub peer_listen: SocketAddr,
+    /// Where HTTP is served.
+    pub http_listen: SocketAddr,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Heartbeat interval.
+    pub heartbeat_ms: u64,
+    /// Minimum election timeout.
+    pub election_ms: u64,
+    /// Leadership priority.
+    pub priority: u32,
+    /// Member id → peer address (includes this node).
+    pub peers: BTreeMap<u64, SocketAddr>,
+    /// Member id → HTTP address, where known.
+    pub peer_http: BTreeMap<u64, SocketAddr>,
+}
+
+fn address(setting: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    value.parse().map_err(|_| {
+        ConfigError(format!(
+            "{setting} = {value:?} is not an address; write it as host:port, e.g. 127.0.0.1:7001"
+        ))
+    })
+}
+
+fn members(setting: &str, list: &[String]) -> Result<BTreeMap<u64, SocketAddr>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for item in list {
+        let (id, addr) = item.split_once('=').ok_or_else(|| {
+            ConfigError(format!(
+                "{setting}: {item:?} should be id=host:port, e.g. 2=127.0.0.1:7002"
+            ))
+        })?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| ConfigError(format!("{setting}: {id:?} is not a member id")))?;
+        if id == 0 {
+            return Err(ConfigError(format!("{setting}: member ids start at 1")));
+        }
+        if out.insert(id, address(setting, addr.trim())?).is_some() {
+            return Err(ConfigError(format!(
+                "{setting}: member {id} is listed twice"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+impl NodeConfig {
+    /// Validates a merged layer.
+    pub fn from_layer(layer: ConfigLayer) -> Result<Self, ConfigError> {
+        let id = layer.id.ok_or_else(|| {
+            ConfigError("id is missing: set --id, BELLWETHER_ID or `id` in the file".into())
+        })?;
+        if id == 0 {
+            return Err(ConfigError("id must be 1 or more".into()));
+        }
+        let peers = members("peers", layer.peers.as_deref().unwrap_or_default())?;
+        if peers.is_empty() {
+            return Err(ConfigError(
+                "peers is missing: list every member as id=host:port, this one included".into(),
+            ));
+        }
+        let own = *peers.get(&id).ok_or_else(|| {
+            ConfigError(format!(
+                "peers does not list this node's id {id}; add {id}=host:port"
+            ))
+        })?;
+        let peer_listen = match &layer.peer_listen {
+            Some(value) => address("peer_listen", value)?,
+            None => own,
+        };
+        let http_listen = address(
+            "http_listen",
+            layer.http_listen.as_deref().unwrap_or("127.0.0.1:0"),
+        )?;
+        let data_dir = layer.data_dir.ok_or_else(|| {
+            ConfigError(
+                "data_dir is missing: set --data-dir, BELLWETHER_DATA_DIR or `data_dir`".into(),
+            )
+        })?;
+        let heartbeat_ms = layer.heartbeat_ms.unwrap_or(100);
+        let election_ms = layer.election_ms.unwrap_or(1000);
+        if heartbeat_ms == 0 || election_ms < 2 * heartbeat_ms {
+            return Err(ConfigError(format!(
+                "election_ms ({election_ms}) must be at least twice heartbeat_ms ({heartbeat_ms}), and heartbeat_ms at least 1"
+            )));
+        }
+        let cluster = layer.cluster.unwrap_or_else(|| "bellwether".to_string());
+        if cluster.is_empty() || cluster.len() > 255 {
+            return Err(ConfigError("cluster must be 1 to 255 bytes".into()));
+        }
+        Ok(NodeConfig {
+            id,
+            cluster,
+            peer_listen,
+            http_listen,
+            data_dir,
+            heartbeat_ms,
+            election_ms,
+            priority: layer.priority.unwrap_or(0),
+            peers,
+            peer_http: members("peer_http", layer.peer_http.as_deref().unwrap_or_default())?,
+        })
+    }
+
+    /// Length of one Raft tick: a tenth of the heartbeat, at least 1 ms.
+    pub fn tick_ms(&self) -> u64 {
+        (self.heartbeat_ms / 10).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> ConfigLayer {
+        ConfigLayer {
+            id: Some(1),
+            peers: Some(vec!["1=127.0.0.1:7001".into(), "2=127.0.0.1:7002".into()]),
+            data_dir: Some("d".into()),
+            ..ConfigLayer::default()
+        }
+    }
+
+    #[test]
+    fn file_then_flags_then_environment() {
+        let file: ConfigLayer = toml::from_str("id = 1\nheartbeat_ms = 50\nelection_ms = 500\npeers = [\"1=127.0.0.1:7001\"]\ndata_dir = \"x\"").unwrap();
+        let flags = ConfigLayer {
+            heartbeat_ms: Some(20),
+            ..ConfigLayer::default()
+        };
+        let env = ConfigLayer::from_env(|name| {
+            (name == "BELLWETHER_ELECTION_MS").then(|| "400".to_string())
+        })
+        .unwrap();
+        let config = NodeConfig::from_layer(file.merge(flags).merge(env)).unwrap();
+        assert_eq!((config.heartbeat_ms, config.election_ms), (20, 400));
+        assert_eq!(config.peer_listen, "127.0.0.1:7001".parse().unwrap());
+    }
+
+    #[test]
+    fn errors_say_what_to_fix() {
+        let missing_self = ConfigLayer {
+            id: Some(3),
+            ..base()
+        };
+        assert!(NodeConfig::from_layer(missing_self)
+            .unwrap_err()
+            .0
+            .contains("add 3=host:port"));
+        let bad_timing = ConfigLayer {
+            heartbeat_ms: Some(100),
+            election_ms: Some(150),
+            ..base()
+        };
+        assert!(NodeConfig::from_layer(bad_timing)
+            .unwrap_err()
+            .0
+            .contains("at least twice"));
+        let bad_peer = ConfigLayer {
+            peers: Some(vec!["1-127.0.0.1:7001".into()]),
+            ..base()
+        };
+        assert!(NodeConfig::from_layer(bad_peer)
+            .unwrap_err()
+            .0
+            .contains("id=host:port"));
+        let unknown: Result<ConfigLayer, _> = toml::from_str("idd = 1");
+        assert!(unknown.is_err(), "a misspelt setting is refused");
+        let env = ConfigLayer::from_env(|_| Some("x".into()));
+        assert!(env.unwrap_err().0.contains("not a whole number"));
+    }
+}

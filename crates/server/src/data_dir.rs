@@ -1,0 +1,111 @@
+//! The data directory: its identity file, which ties it to one member of
+//! one cluster, and the write-ahead log inside it.
+
+use crate::config::NodeConfig;
+use bellwether_core::raft::RaftDurable;
+use bellwether_storage::{Storage, WalOptions, WalStorage};
+use std::path::Path;
+
+/// Name of the identity file.
+const IDENTITY_FILE: &str = "bellwether.id";
+
+/// Why a data directory cannot be used; each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirError {
+    /// The directory cannot be created or written.
+    #[error("data dir {path}: {error}; choose a writable --data-dir (or fix its permissions)")]
+    Unwritable {
+        /// The directory.
+        path: String,
+        /// What failed.
+        error: std::io::Error,
+    },
+    /// It belongs to another member or cluster.
+    #[error("data dir {path} belongs to cluster {cluster:?} member {id}, but this node is cluster {our_cluster:?} member {our_id}; use its own --data-dir")]
+    Foreign {
+        /// The directory.
+        path: String,
+        /// Cluster recorded there.
+        cluster: String,
+        /// Member recorded there.
+        id: String,
+        /// Our cluster.
+        our_cluster: String,
+        /// Our id.
+        our_id: u64,
+    },
+    /// The log is damaged or unreadable; nothing was changed.
+    #[error("write-ahead log in {path}: {error} (nothing was modified)")]
+    Storage {
+        /// The WAL directory.
+        path: String,
+        /// The storage error (names the file and offset for corruption).
+        error: bellwether_storage::StorageError,
+    },
+}
+
+/// Opens (or initialises) the data directory of `config` and recovers what
+/// the node persisted.
+pub fn open(config: &NodeConfig) -> Result<(WalStorage, RaftDurable), DataDirError> {
+    let dir = &config.data_dir;
+    let unwritable = |error| DataDirError::Unwritable {
+        path: dir.display().to_string(),
+        error,
+    };
+    std::fs::create_dir_all(dir).map_err(unwritable)?;
+    check_identity(dir, config)?;
+    let wal_dir = dir.join("wal");
+    let storage_error = |error| DataDirError::Storage {
+        path: wal_dir.display().to_string(),
+        error,
+    };
+    let mut wal = WalStorage::open(&wal_dir, WalOptions::default()).map_err(storage_error)?;
+    let recovered = wal.recover().map_err(storage_error)?;
+    let durable = RaftDurable {
+        hard_state: recovered.hard_state,
+        snapshot: recovered.snapshot,
+        entries: recovered.entries,
+    };
+    Ok((wal, durable))
+}
+
+fn check_identity(dir: &Path, config: &NodeConfig) -> Result<(), DataDirError> {
+    let path = dir.join(IDENTITY_FILE);
+    let expected = format!("cluster={}\nid={}\n", config.cluster, config.id);
+    let unwritable = |error| DataDirError::Unwritable {
+        path: dir.display().to_string(),
+        error,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(found) if found == expected => Ok(()),
+        Ok(found) => {
+            let field = |name: &str| {
+                found
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            Err(DataDirError::Foreign {
+                path: dir.display().to_string(),
+                cluster: field("cluster"),
+                id: field("id"),
+                our_cluster: config.cluster.clone(),
+                our_id: config.id,
+            })
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let temporary = dir.join(format!("{IDENTITY_FILE}.tmp"));
+            std::fs::write(&temporary, &expected).map_err(unwritable)?;
+            std::fs::File::open(&temporary)
+                .and_then(|f| f.sync_all())
+                .map_err(unwritable)?;
+            std::fs::rename(&temporary, &path).map_err(unwritable)?;
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(unwritable)?;
+            Ok(())
+        }
+        Err(error) => Err(unwritable(error)),
+    }
+}

@@ -1,0 +1,39 @@
+//! The two machine-readable reports: Prometheus metrics and the JSON status.
+//!
+//! `/status` carries `Access-Control-Allow-Origin: *` because the dashboard
+//! served by one member polls every other member's `/status` from the
+//! browser, which is a cross-origin request. The data is what any member
+//! already tells its peers (ids, addresses, terms, indexes), never
+//! credentials or log contents, so allowing any origin exposes nothing new.
+
+use axum::extract::State;
+use axum::http::header::{ACCESS_CONTROL_ALLOW_ORIGIN, CACHE_CONTROL, CONTENT_TYPE};
+use axum::response::IntoResponse;
+use axum::Json;
+
+use super::HttpState;
+
+/// Content type of the Prometheus text exposition format, version 0.0.4.
+pub(super) const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
+
+/// `GET /metrics`: every metric in the text exposition format.
+pub(super) async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    (
+        [(CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+        state.metrics.render(),
+    )
+}
+
+/// `GET /status`: the latest `NodeStatus` as JSON, readable from any origin.
+pub(super) async fn status(State(state): State<HttpState>) -> impl IntoResponse {
+    // Clone out of the watch so its lock is not held while serializing.
+    let status = state.status.borrow().clone();
+    (
+        [
+            (ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+            // A poller wants the present, never a cached past.
+            (CACHE_CONTROL, "no-store"),
+        ],
+        Json(status),
+    )
+}

@@ -1,0 +1,18 @@
+//! The bellwether node: one process, one Raft member.
+//!
+//! An event loop owns the Raft core (`node`); around it, IO tasks carry the
+//! peer transport (`transport`), ticks, and the write-ahead log; `http`
+//! serves `/metrics`, `/health`, `/ready`, `/status` and the dashboard.
+//! Everything between tasks is a bounded channel.
+
+pub mod config;
+pub mod data_dir;
+pub mod http;
+pub mod metrics;
+pub mod node;
+pub mod status;
+pub mod transport;
+pub mod wire;
+
+pub use metrics::Metrics;
+pub use status::{LeadershipChange, MemberStatus, NodeStatus};

@@ -1,0 +1,199 @@
+//! Prometheus metrics, kept with atomics and rendered by hand in the text
+//! exposition format (no registry crate: the set is small and fixed).
+//!
+//! The five figures of any election system are here: election duration,
+//! leadership changes, leader uptime, failover time, and messages sent by
+//! type; plus term, role, commit and applied index, proposal latency and
+//! refused peers.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Histogram bucket upper bounds, in seconds.
+const BUCKETS_SECONDS: [f64; 14] = [
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+];
+
+/// A fixed-bucket histogram of durations.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Count per bucket (not cumulative), plus one overflow bucket.
+    counts: [AtomicU64; 15],
+    /// Sum of observations in microseconds.
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    /// Records one duration.
+    pub fn observe_us(&self, us: u64) {
+        let seconds = us as f64 / 1e6;
+        let bucket = BUCKETS_SECONDS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(BUCKETS_SECONDS.len());
+        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, bound) in BUCKETS_SECONDS.iter().enumerate() {
+            cumulative += self.counts[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        cumulative += self.counts[BUCKETS_SECONDS.len()].load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+    }
+}
+
+/// Every metric a node exports.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Time from losing a leader to knowing a new one.
+    pub election_duration: Histogram,
+    /// Time from losing a leader to the first commit in the new term.
+    pub failover: Histogram,
+    /// Time from a proposal to its application on this (leader) node.
+    pub proposal_latency: Histogram,
+    /// Times the leader this node follows changed.
+    pub leader_changes: AtomicU64,
+    /// Current term.
+    pub term: AtomicU64,
+    /// 0 follower, 1 pre-candidate, 2 candidate, 3 leader.
+    pub role: AtomicU64,
+    /// Commit index.
+    pub commit: AtomicU64,
+    /// Applied index.
+    pub applied: AtomicU64,
+    /// Milliseconds this node has been leader (0 when not leading).
+    pub leader_uptime_ms: AtomicU64,
+    /// Messages sent, by type.
+    pub messages_sent: Mutex<BTreeMap<&'static str, u64>>,
+    /// Peer connections refused, by reason.
+    pub refused_peers: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Metrics {
+    /// Counts one message of `kind` sent.
+    pub fn count_sent(&self, kind: &'static str) {
+        *self
+            .messages_sent
+            .lock()
+            .expect("metrics lock")
+            .entry(kind)
+            .or_default() += 1;
+    }
+
+    /// Counts one refused peer connection.
+    pub fn count_refused(&self, reason: &'static str) {
+        *self
+            .refused_peers
+            .lock()
+            .expect("metrics lock")
+            .entry(reason)
+            .or_default() += 1;
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        self.election_duration.render(
+            &mut out,
+            "bellwether_election_duration_seconds",
+            "Time from losing a leader to knowing a new one.",
+        );
+        self.failover.render(
+            &mut out,
+            "bellwether_failover_seconds",
+            "Time from losing a leader to the first commit under the new one.",
+        );
+        self.proposal_latency.render(
+            &mut out,
+            "bellwether_proposal_latency_seconds",
+            "Time from proposal to application on the leader.",
+        );
+        let gauges = [
+            (
+                "bellwether_leader_changes_total",
+                "counter",
+                "Leader changes seen by this node.",
+                &self.leader_changes,
+            ),
+            ("bellwether_term", "gauge", "Current Raft term.", &self.term),
+            (
+                "bellwether_role",
+                "gauge",
+                "0 follower, 1 pre-candidate, 2 candidate, 3 leader.",
+                &self.role,
+            ),
+            (
+                "bellwether_commit_index",
+                "gauge",
+                "Commit index.",
+                &self.commit,
+            ),
+            (
+                "bellwether_applied_index",
+                "gauge",
+                "Applied index.",
+                &self.applied,
+            ),
+            (
+                "bellwether_leader_uptime_seconds",
+                "gauge",
+                "Seconds this node has led without interruption.",
+                &self.leader_uptime_ms,
+            ),
+        ];
+        for (name, kind, help, value) in gauges {
+            let mut value = value.load(Ordering::Relaxed) as f64;
+            if name == "bellwether_leader_uptime_seconds" {
+                value /= 1000.0;
+            }
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        }
+        let _ = writeln!(out, "# HELP bellwether_messages_sent_total Peer messages sent, by type.\n# TYPE bellwether_messages_sent_total counter");
+        for (kind, count) in self.messages_sent.lock().expect("metrics lock").iter() {
+            let _ = writeln!(
+                out,
+                "bellwether_messages_sent_total{{type=\"{kind}\"}} {count}"
+            );
+        }
+        let _ = writeln!(out, "# HELP bellwether_refused_peers_total Peer connections refused, by reason.\n# TYPE bellwether_refused_peers_total counter");
+        for (reason, count) in self.refused_peers.lock().expect("metrics lock").iter() {
+            let _ = writeln!(
+                out,
+                "bellwether_refused_peers_total{{reason=\"{reason}\"}} {count}"
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative_and_counted() {
+        let metrics = Metrics::default();
+        metrics.failover.observe_us(1_500);
+        metrics.failover.observe_us(150_000);
+        metrics.count_sent("heartbeat");
+        metrics.count_refused("foreign_cluster");
+        let text = metrics.render();
+        assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.002\"} 1"));
+        assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.2\"} 2"));
+        assert!(text.contains("bellwether_failover_seconds_count 2"));
+        assert!(text.contains("bellwether_messages_sent_total{type=\"heartbeat\"} 1"));
+        assert!(text.contains("bellwether_refused_peers_total{reason=\"foreign_cluster\"} 1"));
+    }
+}

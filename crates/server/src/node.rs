@@ -1,0 +1,430 @@
+//! The node's event loop: the only owner of the Raft core. It wakes on a
+//! tick, a peer message, a lost connection or shutdown; drains what else is
+//! waiting (bounded); then persists what the core asks (one fsync for the
+//! whole batch: group commit), sends its messages, applies committed
+//! entries, and publishes status and metrics.
+
+use crate::config::NodeConfig;
+use crate::data_dir::{self, DataDirError};
+use crate::metrics::Metrics;
+use crate::status::{LeadershipChange, MemberStatus, NodeStatus, LEADERSHIP_HISTORY_MAX};
+use crate::transport::{self, Identity, PeerEvent, INBOUND_QUEUE_MAX};
+use bellwether_core::raft::{RaftConfig, RaftMessage, RaftNode, RaftOutput, RaftPersist};
+use bellwether_core::{NodeId, Protocol, Rng, Role};
+use bellwether_storage::{Storage, WalStorage};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+/// Inputs handled per wake-up before persisting, at most: bounds both the
+/// batch and the delay any one input waits.
+const INPUTS_PER_BATCH_MAX: usize = 4_096;
+
+/// Why the node stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The data directory cannot be used.
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
+    /// An address cannot be bound.
+    #[error("cannot listen on {address} ({what}): {error}; is another process using it?")]
+    Bind {
+        /// Which listener.
+        what: &'static str,
+        /// The address.
+        address: std::net::SocketAddr,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// Writing the log failed (full disk, IO error). The node stops rather
+    /// than acknowledge anything it could not persist.
+    #[error("cannot persist to the write-ahead log in {path}: {error}; free disk space or fix the disk, then restart this node (nothing acknowledged was lost)")]
+    Persist {
+        /// The data directory.
+        path: String,
+        /// The storage error.
+        error: bellwether_storage::StorageError,
+    },
+}
+
+/// Handles the rest of the process uses to observe a running node.
+#[derive(Clone)]
+pub struct NodeHandles {
+    /// Latest status.
+    pub status: watch::Receiver<NodeStatus>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+/// A node bound to its addresses and ready to run.
+pub struct Node {
+    config: NodeConfig,
+    raft: RaftNode,
+    wal: WalStorage,
+    peer_listener: Option<TcpListener>,
+    metrics: Arc<Metrics>,
+    status_tx: watch::Sender<NodeStatus>,
+    /// Address HTTP is bound to (for status).
+    pub http_address: std::net::SocketAddr,
+    /// The HTTP listener, handed to the HTTP server.
+    pub http_listener: Option<TcpListener>,
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn raft_config(config: &NodeConfig) -> RaftConfig {
+    let tick = config.tick_ms();
+    let hint_ms: u64 = 3;
+    RaftConfig {
+        heartbeat_ticks: (config.heartbeat_ms / tick).max(1),
+        election_ticks_min: (config.election_ms / tick).max(2),
+        hint_slot_ticks: hint_ms.div_ceil(tick).max(1),
+        priorities: BTreeMap::from([(NodeId(config.id), config.priority)]),
+        ..RaftConfig::default()
+    }
+}
+
+impl Node {
+    /// Opens the data directory, recovers, and binds both listeners.
+    pub async fn open(config: NodeConfig) -> Result<Node, NodeError> {
+        let (wal, durable) = data_dir::open(&config)?;
+        let members: Vec<NodeId> = config.peers.keys().map(|id| NodeId(*id)).collect();
+        let seed = unix_ms() ^ (u64::from(std::process::id()) << 32) ^ config.id;
+        let raft = RaftNode::new(
+            &raft_config(&config),
+            NodeId(config.id),
+            &members,
+            durable,
+            Rng::new(seed),
+        );
+        let peer_listener = TcpListener::bind(config.peer_listen)
+            .await
+            .map_err(|error| NodeError::Bind {
+                what: "peers",
+                address: config.peer_listen,
+                error,
+            })?;
+        let http_listener = TcpListener::bind(config.http_listen)
+            .await
+            .map_err(|error| NodeError::Bind {
+                what: "http",
+                address: config.http_listen,
+                error,
+            })?;
+        let http_address = http_listener.local_addr().unwrap_or(config.http_listen);
+        let metrics = Arc::new(Metrics::default());
+        let (status_tx, _) = watch::channel(empty_status(&config, http_address));
+        Ok(Node {
+            config,
+            raft,
+            wal,
+            peer_listener: Some(peer_listener),
+            metrics,
+            status_tx,
+            http_address,
+            http_listener: Some(http_listener),
+        })
+    }
+
+    /// Observers of this node.
+    pub fn handles(&self) -> NodeHandles {
+        NodeHandles {
+            status: self.status_tx.subscribe(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    /// Runs until `shutdown` completes. A leader then hands over to the most
+    /// up-to-date follower before returning.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+        let identity = Identity {
+            cluster: self.config.cluster.clone(),
+            id: self.config.id,
+            members: self.config.peers.keys().copied().collect(),
+            source_ip: self.config.peer_listen.ip(),
+        };
+        let (events_tx, mut events) = mpsc::channel(INBOUND_QUEUE_MAX);
+        let listener = self.peer_listener.take().expect("run is called once");
+        tokio::spawn(transport::accept(
+            listener,
+            identity.clone(),
+            events_tx.clone(),
+            self.metrics.clone(),
+        ));
+        let mut outbound = BTreeMap::new();
+        for (id, address) in &self.config.peers {
+            if *id != self.config.id {
+                let queue = transport::spawn_outbound(
+                    identity.clone(),
+                    *id,
+                    *address,
+                    events_tx.clone(),
+                    self.metrics.clone(),
+                );
+                outbound.insert(*id, queue);
+            }
+        }
+        let mut tracker = Tracker::new(&self.config, self.http_address);
+        let mut ticker = tokio::time::interval(Duration::from_millis(self.config.tick_ms()));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        tokio::pin!(shutdown);
+        let mut handover_deadline: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => self.raft.tick(),
+                event = events.recv() => match event {
+                    Some(event) => self.handle(event),
+                    None => break,
+                },
+                _ = &mut shutdown, if handover_deadline.is_none() => {
+                    handover_deadline = Some(Instant::now() + Duration::from_millis(2 * self.config.election_ms));
+                    if self.raft.status().role == Role::Leader {
+                        match self.raft.transfer_leadership(None) {
+                            Ok(target) => tracing::info!(target = target.0, "shutting down: handing leadership over"),
+                            Err(error) => tracing::warn!(%error, "shutting down without a handover"),
+                        }
+                    }
+                }
+            }
+            for _ in 0..INPUTS_PER_BATCH_MAX {
+                match events.try_recv() {
+                    Ok(event) => self.handle(event),
+                    Err(_) => break,
+                }
+            }
+            self.process_ready(&outbound)?;
+            tracker.publish(&self.raft, &self.metrics, &self.status_tx);
+            if let Some(deadline) = handover_deadline {
+                if self.raft.status().role != Role::Leader || Instant::now() >= deadline {
+                    // Let the last messages (the TimeoutNow) reach the wire.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, event: PeerEvent) {
+        match event {
+            PeerEvent::Message(from, message) => self.raft.step(NodeId(from), message),
+            PeerEvent::Lost(peer) => self.raft.peer_unreachable(NodeId(peer)),
+        }
+    }
+
+    /// Persist, then send, then apply.
+    fn process_ready(
+        &mut self,
+        outbound: &BTreeMap<u64, mpsc::Sender<RaftMessage>>,
+    ) -> Result<(), NodeError> {
+        while self.raft.has_ready() {
+            let ready = self.raft.ready();
+            if let Some(persist) = ready.persist {
+                let result = tokio::task::block_in_place(|| persist_to(&mut self.wal, persist));
+                result.map_err(|error| NodeError::Persist {
+                    path: self.config.data_dir.display().to_string(),
+                    error,
+                })?;
+            }
+            for envelope in ready.messages {
+                if let Some(queue) = outbound.get(&envelope.to.0) {
+                    // A full queue means the peer is slow or gone: drop the
+                    // message; Raft retransmits what matters.
+                    let _ = queue.try_send(envelope.message);
+                }
+            }
+            for output in ready.output {
+                if let RaftOutput::Restore(_) | RaftOutput::Apply(_) = output {
+                    // No state machine yet: applying is recording the index.
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn persist_to(
+    wal: &mut WalStorage,
+    persist: RaftPersist,
+) -> Result<(), bellwether_storage::StorageError> {
+    if let Some(snapshot) = &persist.snapshot {
+        wal.save_snapshot(snapshot)?;
+    }
+    if !persist.entries.is_empty() {
+        wal.append(&persist.entries)?;
+    }
+    if let Some(hard_state) = &persist.hard_state {
+        wal.save_hard_state(hard_state)?;
+    }
+    wal.sync()
+}
+
+fn empty_status(config: &NodeConfig, http_address: std::net::SocketAddr) -> NodeStatus {
+    NodeStatus {
+        id: config.id,
+        cluster: config.cluster.clone(),
+        peer_address: config.peer_listen.to_string(),
+        http_address: http_address.to_string(),
+        role: "follower".into(),
+        term: 0,
+        leader: None,
+        commit: 0,
+        applied: 0,
+        last_index: 0,
+        committed_in_term: false,
+        uptime_ms: 0,
+        leader_uptime_ms: 0,
+        members: Vec::new(),
+        leadership: Vec::new(),
+    }
+}
+
+/// Turns core state into status, metrics and leadership history.
+struct Tracker {
+    template: NodeStatus,
+    peer_http: BTreeMap<u64, String>,
+    peers: BTreeMap<u64, String>,
+    started: Instant,
+    last: Option<(Option<u64>, u64, String)>,
+    leader_since: Option<Instant>,
+    lost_at: Option<Instant>,
+    failover_pending: bool,
+    history: Vec<LeadershipChange>,
+    last_publish: Option<Instant>,
+}
+
+impl Tracker {
+    fn new(config: &NodeConfig, http_address: std::net::SocketAddr) -> Self {
+        Tracker {
+            template: empty_status(config, http_address),
+            peer_http: config
+                .peer_http
+                .iter()
+                .map(|(id, a)| (*id, a.to_string()))
+                .collect(),
+            peers: config
+                .peers
+                .iter()
+                .map(|(id, a)| (*id, a.to_string()))
+                .collect(),
+            started: Instant::now(),
+            last: None,
+            leader_since: None,
+            lost_at: Some(Instant::now()),
+            failover_pending: true,
+            history: Vec::new(),
+            last_publish: None,
+        }
+    }
+
+    fn publish(&mut self, raft: &RaftNode, metrics: &Metrics, sender: &watch::Sender<NodeStatus>) {
+        let status = raft.status();
+        let leader = status.leader.map(|l| l.0);
+        let role = status.role.as_str().to_string();
+        let now = Instant::now();
+        let committed_in_term = raft.log().term(raft.commit_index()) == Some(status.term);
+        let key = (leader, status.term.0, role.clone());
+        let changed = self.last.as_ref() != Some(&key);
+        if changed {
+            let previous_leader = self.last.as_ref().and_then(|(l, _, _)| *l);
+            if leader != previous_leader {
+                if leader.is_none() {
+                    self.lost_at = Some(now);
+                    self.failover_pending = true;
+                } else {
+                    if let Some(lost) = self.lost_at.take() {
+                        metrics
+                            .election_duration
+                            .observe_us(now.duration_since(lost).as_micros() as u64);
+                    }
+                    metrics.leader_changes.fetch_add(1, Ordering::Relaxed);
+                    self.failover_pending = true;
+                }
+                if self.history.len() >= LEADERSHIP_HISTORY_MAX {
+                    self.history.remove(0);
+                }
+                self.history.push(LeadershipChange {
+                    at_unix_ms: unix_ms(),
+                    term: status.term.0,
+                    leader,
+                });
+            }
+            self.leader_since = (status.role == Role::Leader).then_some(now);
+            self.last = Some(key);
+        }
+        if self.failover_pending && leader.is_some() && committed_in_term {
+            self.failover_pending = false;
+            if let Some(lost) = self
+                .history
+                .iter()
+                .rev()
+                .find(|c| c.leader.is_none())
+                .map(|c| c.at_unix_ms)
+            {
+                metrics
+                    .failover
+                    .observe_us(unix_ms().saturating_sub(lost) * 1000);
+            }
+        }
+        metrics.term.store(status.term.0, Ordering::Relaxed);
+        metrics.role.store(status.role as u64, Ordering::Relaxed);
+        metrics
+            .commit
+            .store(raft.commit_index().0, Ordering::Relaxed);
+        metrics
+            .applied
+            .store(raft.applied_index().0, Ordering::Relaxed);
+        let leader_uptime_ms = self
+            .leader_since
+            .map_or(0, |since| now.duration_since(since).as_millis() as u64);
+        metrics
+            .leader_uptime_ms
+            .store(leader_uptime_ms, Ordering::Relaxed);
+        let due = self
+            .last_publish
+            .is_none_or(|at| now.duration_since(at) >= Duration::from_millis(50));
+        if !changed && !due {
+            return;
+        }
+        self.last_publish = Some(now);
+        let last_index = raft.log().last_index().0;
+        let members = self
+            .peers
+            .iter()
+            .filter(|(id, _)| **id != self.template.id)
+            .map(|(id, address)| {
+                let matched = raft.progress(NodeId(*id)).map(|p| p.match_index.0);
+                MemberStatus {
+                    id: *id,
+                    peer_address: address.clone(),
+                    http_address: self.peer_http.get(id).cloned(),
+                    match_index: matched,
+                    lag: matched.map(|m| last_index.saturating_sub(m)),
+                }
+            })
+            .collect();
+        let next = NodeStatus {
+            role,
+            term: status.term.0,
+            leader,
+            commit: raft.commit_index().0,
+            applied: raft.applied_index().0,
+            last_index,
+            committed_in_term,
+            uptime_ms: now.duration_since(self.started).as_millis() as u64,
+            leader_uptime_ms,
+            members,
+            leadership: self.history.clone(),
+            ..self.template.clone()
+        };
+        sender.send_replace(next);
+    }
+}

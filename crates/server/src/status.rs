@@ -1,0 +1,77 @@
+//! What a node reports about itself: the snapshot behind `/status`,
+//! `bellwether status` and the dashboard.
+
+use serde::{Deserialize, Serialize};
+
+/// Most leadership changes a node remembers for the dashboard's timeline.
+pub const LEADERSHIP_HISTORY_MAX: usize = 256;
+
+/// One change of leader as seen by this node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeadershipChange {
+    /// Wall-clock time of the observation, in ms since the Unix epoch.
+    pub at_unix_ms: u64,
+    /// Term of the new leader (or the term in which the leader was lost).
+    pub term: u64,
+    /// The new leader, or `None` when the node stopped knowing one.
+    pub leader: Option<u64>,
+}
+
+/// Another member, as this node knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    /// Member id.
+    pub id: u64,
+    /// Its peer address.
+    pub peer_address: String,
+    /// Its HTTP address (metrics, status, dashboard), if configured.
+    pub http_address: Option<String>,
+    /// Leader only: highest log index known to match.
+    pub match_index: Option<u64>,
+    /// Leader only: entries it is behind the leader's last index.
+    pub lag: Option<u64>,
+}
+
+/// A node's report about itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// This node.
+    pub id: u64,
+    /// Cluster name.
+    pub cluster: String,
+    /// Address peers connect to.
+    pub peer_address: String,
+    /// Address of the HTTP endpoint.
+    pub http_address: String,
+    /// `follower`, `pre-candidate`, `candidate` or `leader`.
+    pub role: String,
+    /// Current term.
+    pub term: u64,
+    /// Leader it follows (itself when leading).
+    pub leader: Option<u64>,
+    /// Commit index.
+    pub commit: u64,
+    /// Applied index.
+    pub applied: u64,
+    /// Last log index.
+    pub last_index: u64,
+    /// True when the commit index is in the current term: the leader of
+    /// this term has committed (its no-op at least).
+    pub committed_in_term: bool,
+    /// Milliseconds since the process started.
+    pub uptime_ms: u64,
+    /// Milliseconds this node has led without interruption (0 otherwise).
+    pub leader_uptime_ms: u64,
+    /// The other members.
+    pub members: Vec<MemberStatus>,
+    /// Recent leadership changes seen here, oldest first.
+    pub leadership: Vec<LeadershipChange>,
+}
+
+impl NodeStatus {
+    /// Ready: a leader is known and this node has applied everything it
+    /// knows to be committed.
+    pub fn is_ready(&self) -> bool {
+        self.leader.is_some() && self.applied >= self.commit
+    }
+}

@@ -1,0 +1,248 @@
+//! The peer transport: one outbound connection per peer (dialed, with
+//! batching and reconnect with backoff) and the inbound connections peers
+//! dial to us. Every channel is bounded.
+//!
+//! A connection that breaks (a TCP reset or EOF, as when a peer's process
+//! dies) is reported to the event loop as [`PeerEvent::Lost`], which feeds
+//! Raft's `peer_unreachable`: the fast failure-detection path. A partition
+//! that silently drops packets produces no such event; the election timeout
+//! covers it.
+
+mod frame;
+mod handshake;
+
+pub use frame::{put_frame, read_frame, FrameError, FRAME_BYTES_MAX};
+pub use handshake::{Hello, Refusal};
+
+use crate::metrics::Metrics;
+use crate::wire;
+use bellwether_core::raft::RaftMessage;
+use bellwether_core::Message;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// Messages queued for one peer, at most; more are dropped (Raft resends).
+pub const OUTBOUND_QUEUE_MAX: usize = 4_096;
+/// Messages received from all peers and not yet handled, at most.
+pub const INBOUND_QUEUE_MAX: usize = 8_192;
+/// Messages written per batch, at most.
+const BATCH_MESSAGES_MAX: usize = 1_024;
+/// First reconnect delay; doubles up to [`RECONNECT_DELAY_MAX`].
+const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(10);
+/// Longest reconnect delay.
+const RECONNECT_DELAY_MAX: Duration = Duration::from_secs(1);
+/// A dial or handshake that takes longer fails.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What the transport tells the event loop.
+#[derive(Debug)]
+pub enum PeerEvent {
+    /// A message from `from`.
+    Message(u64, RaftMessage),
+    /// A connection to or from `peer` broke.
+    Lost(u64),
+}
+
+/// Identity the transport speaks for.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    /// Cluster name.
+    pub cluster: String,
+    /// This node.
+    pub id: u64,
+    /// All member ids.
+    pub members: Vec<u64>,
+    /// Local address outbound connections leave from: the peer listener's
+    /// IP, so that a firewall rule on a node's IP cuts all its traffic.
+    pub source_ip: std::net::IpAddr,
+}
+
+/// Starts the dialer for `peer` at `address`; returns its queue.
+pub fn spawn_outbound(
+    identity: Identity,
+    peer: u64,
+    address: SocketAddr,
+    events: mpsc::Sender<PeerEvent>,
+    metrics: Arc<Metrics>,
+) -> mpsc::Sender<RaftMessage> {
+    let (sender, receiver) = mpsc::channel(OUTBOUND_QUEUE_MAX);
+    tokio::spawn(outbound(identity, peer, address, receiver, events, metrics));
+    sender
+}
+
+async fn outbound(
+    identity: Identity,
+    peer: u64,
+    address: SocketAddr,
+    mut queue: mpsc::Receiver<RaftMessage>,
+    events: mpsc::Sender<PeerEvent>,
+    metrics: Arc<Metrics>,
+) {
+    let mut delay = RECONNECT_DELAY_MIN;
+    loop {
+        match dial(&identity, peer, address).await {
+            Ok(stream) => {
+                delay = RECONNECT_DELAY_MIN;
+                // Anything queued while disconnected is stale; Raft resends.
+                while queue.try_recv().is_ok() {}
+                let broke = pump(stream, &mut queue, &metrics).await;
+                if broke.is_none() {
+                    return; // The event loop is gone.
+                }
+                let _ = events.try_send(PeerEvent::Lost(peer));
+            }
+            Err(error) => {
+                tracing::debug!(peer, %address, %error, "cannot reach peer");
+                while queue.try_recv().is_ok() {}
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(RECONNECT_DELAY_MAX);
+    }
+}
+
+async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = if identity.source_ip.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.bind(SocketAddr::new(identity.source_ip, 0))?;
+    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(address)).await??;
+    stream.set_nodelay(true)?;
+    let hello = Hello {
+        cluster: identity.cluster.clone(),
+        from: identity.id,
+        to: peer,
+    };
+    let mut frame = Vec::new();
+    put_frame(&mut frame, &hello.encode());
+    stream.write_all(&frame).await?;
+    let mut answer = [0u8; 1];
+    tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        tokio::io::AsyncReadExt::read_exact(&mut stream, &mut answer),
+    )
+    .await??;
+    if answer[0] != 0 {
+        let reason = Refusal::from_code(answer[0]).map_or("unknown refusal", Refusal::as_str);
+        tracing::error!(peer, %address, reason, "peer refused our connection: check that both use the same cluster name and member list");
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            reason,
+        ));
+    }
+    Ok(stream)
+}
+
+/// Writes queued messages in batches until the connection breaks (`Some`)
+/// or the queue closes (`None`).
+async fn pump(
+    mut stream: TcpStream,
+    queue: &mut mpsc::Receiver<RaftMessage>,
+    metrics: &Metrics,
+) -> Option<()> {
+    let mut buffer = Vec::with_capacity(64 << 10);
+    let mut payload = Vec::new();
+    loop {
+        let first = queue.recv().await?;
+        buffer.clear();
+        let mut next = Some(first);
+        let mut count = 0;
+        while let Some(message) = next.take() {
+            metrics.count_sent(message.kind());
+            payload.clear();
+            wire::encode(&mut payload, &message);
+            if payload.len() <= FRAME_BYTES_MAX {
+                put_frame(&mut buffer, &payload);
+            }
+            count += 1;
+            if count < BATCH_MESSAGES_MAX {
+                next = queue.try_recv().ok();
+            }
+        }
+        if stream.write_all(&buffer).await.is_err() {
+            return Some(());
+        }
+    }
+}
+
+/// Accepts peer connections until the process ends.
+pub async fn accept(
+    listener: TcpListener,
+    identity: Identity,
+    events: mpsc::Sender<PeerEvent>,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        let Ok((stream, remote)) = listener.accept().await else {
+            continue;
+        };
+        let (identity, events, metrics) = (identity.clone(), events.clone(), metrics.clone());
+        tokio::spawn(async move {
+            if let Err(error) = inbound(stream, &identity, &events, &metrics).await {
+                tracing::debug!(%remote, %error, "peer connection closed");
+            }
+        });
+    }
+}
+
+async fn inbound(
+    mut stream: TcpStream,
+    identity: &Identity,
+    events: &mpsc::Sender<PeerEvent>,
+    metrics: &Metrics,
+) -> Result<(), FrameError> {
+    stream.set_nodelay(true)?;
+    let remote = stream.peer_addr()?;
+    let mut buffer = Vec::new();
+    tokio::time::timeout(CONNECT_TIMEOUT, read_frame(&mut stream, &mut buffer))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "handshake timed out"))??;
+    let hello = Hello::decode(&buffer);
+    let verdict = match &hello {
+        Ok(hello) => hello.check(&identity.cluster, identity.id, &identity.members),
+        Err(_) => Err(Refusal::Malformed),
+    };
+    if let Err(refusal) = verdict {
+        metrics.count_refused(refusal.as_str());
+        match &hello {
+            Ok(h) => {
+                tracing::error!(%remote, reason = refusal.as_str(), their_cluster = %h.cluster, their_id = h.from, our_cluster = %identity.cluster, "refused a peer connection")
+            }
+            Err(e) => {
+                tracing::error!(%remote, reason = refusal.as_str(), error = %e.0, "refused a peer connection")
+            }
+        }
+        let _ = stream.write_all(&[refusal as u8]).await;
+        return Ok(());
+    }
+    let from = hello.expect("accepted").from;
+    stream.write_all(&[0]).await?;
+    let result = loop {
+        if let Err(error) = read_frame(&mut stream, &mut buffer).await {
+            break Err(error);
+        }
+        match wire::decode(&buffer) {
+            Ok(message) => {
+                if events
+                    .send(PeerEvent::Message(from, message))
+                    .await
+                    .is_err()
+                {
+                    break Ok(());
+                }
+            }
+            Err(error) => {
+                tracing::error!(peer = from, error = %error.0, "undecodable message; closing the connection");
+                break Ok(());
+            }
+        }
+    };
+    let _ = events.try_send(PeerEvent::Lost(from));
+    result
+}
