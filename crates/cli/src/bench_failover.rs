@@ -1,0 +1,831 @@
+//! `bellwether bench failover`: how long a real cluster of member processes
+//! on loopback goes without a leader that can commit when its leader fails,
+//! and, with `--compare-etcd`, the same measurement on a real etcd cluster
+//! with the same heartbeat and election timeout.
+//!
+//! Three faults, each repeated `--runs` times, one of each per run:
+//! - crash: SIGKILL of the leader. Its peers see the connections reset.
+//! - graceful: SIGTERM of the leader, which hands leadership over before
+//!   exiting (bellwether and etcd both do).
+//! - silent: the leader is cut off by nftables rules that drop its packets,
+//!   so nothing resets; its followers only notice that heartbeats stop
+//!   (the election timeout of Raft §5.2).
+//!
+//! A failover lasts from the instant just before the fault is injected
+//! (T0) until a poll of a survivor sees it lead, in a term above the old
+//! leader's, with a commit in that term (T1): the point where the cluster
+//! can serve again (Raft §5.4.2, §8: a leader commits a no-op of its term).
+//! Survivors are polled back to back with a 1 ms pause, so T1 is late by
+//! up to one poll interval, which the report states. After each fault the
+//! member is restarted on its data (or the partition healed) and the
+//! benchmark waits until every member follows one leader and has its
+//! commit index again.
+//!
+//! Everything started is undone on every exit path: members are killed by
+//! their guards, nftables tables are deleted by theirs, the temporary
+//! directory is removed (only logs are kept when the run failed). This is a
+//! measurement, not a test: it asserts nothing about the times.
+
+use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout};
+use crate::process_cluster::{ClusterLayout, Member, ProcessCluster, MEMBERS_MAX};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Most runs per scenario: bounds the benchmark's length.
+const RUNS_MAX: usize = 100;
+/// Pause between two poll rounds of the survivors while a failover is on.
+const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// Pause between two polls while waiting for agreement (nothing is timed).
+const AGREEMENT_POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// A failover must complete within this many election timeouts (and at
+/// least `FAILOVER_TIME_MIN`), else the run fails.
+const FAILOVER_ELECTIONS_MAX: u32 = 20;
+/// Lower bound of the failover deadline, for tiny election timeouts.
+const FAILOVER_TIME_MIN: Duration = Duration::from_secs(5);
+/// Base of the deadline for a cluster to agree on a leader (plus
+/// `FAILOVER_ELECTIONS_MAX` election timeouts): covers process start-up.
+const AGREEMENT_TIME_BASE: Duration = Duration::from_secs(30);
+/// Base of the deadline for a process to exit after SIGTERM or SIGKILL
+/// (plus five election timeouts, for a leader that hands over first).
+const EXIT_TIME_BASE: Duration = Duration::from_secs(10);
+/// Quiet time after the first agreement before idle memory is read, so
+/// start-up allocations have settled.
+const IDLE_SETTLE: Duration = Duration::from_secs(3);
+/// Quiet time after each recovery before the next fault, in heartbeats
+/// (at least `SETTLE_MIN`): lets the restarted member's connections and
+/// the followers' election timers settle into their steady state.
+const SETTLE_HEARTBEATS: u32 = 5;
+/// Lower bound of the settle time.
+const SETTLE_MIN: Duration = Duration::from_millis(300);
+
+/// Set when SIGINT or SIGTERM reaches the benchmark; every wait checks it
+/// and fails, so guards clean up before the process exits.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Starts the thread that sets `INTERRUPTED`, once per process.
+static WATCH_INTERRUPTION: std::sync::Once = std::sync::Once::new();
+
+/// Flags of `bellwether bench failover`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FailoverArgs {
+    /// Members per cluster (3 to 9).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Measurements per scenario.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Heartbeat interval in ms (etcd: --heartbeat-interval).
+    #[arg(long, default_value_t = 100)]
+    pub heartbeat_ms: u64,
+    /// Minimum election timeout in ms (etcd: --election-timeout).
+    #[arg(long, default_value_t = 1000)]
+    pub election_ms: u64,
+    /// Also measure a real etcd cluster of the same size (Debian's
+    /// etcd-server; installed with apt-get when missing).
+    #[arg(long)]
+    pub compare_etcd: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Member i: peer port base+i on 127.0.<net>.<i>, HTTP on
+    /// 127.0.0.1:base+100+i. The loopback nets (bellwether, then etcd) are
+    /// 230 + 2·((base / 100) mod 12) and the next one.
+    #[arg(long, default_value_t = 17000)]
+    pub base_port: u16,
+    /// Directory for data and logs (must be empty; kept afterwards).
+    /// Default: a temporary directory, removed afterwards.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// The faults measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scenario {
+    /// SIGKILL of the leader.
+    Crash,
+    /// SIGTERM of the leader (it hands over first).
+    Graceful,
+    /// The leader's packets are dropped (nftables); nothing resets.
+    Silent,
+}
+
+impl Scenario {
+    /// In the order of each run.
+    pub const ALL: [Scenario; 3] = [Scenario::Crash, Scenario::Graceful, Scenario::Silent];
+
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Crash => "crash",
+            Scenario::Graceful => "graceful",
+            Scenario::Silent => "silent",
+        }
+    }
+
+    fn fault(self) -> &'static str {
+        match self {
+            Scenario::Crash => "SIGKILL of the leader",
+            Scenario::Graceful => "SIGTERM of the leader (it hands over)",
+            Scenario::Silent => "nftables drop of the leader's packets",
+        }
+    }
+}
+
+/// A leader every member agrees on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leadership {
+    /// Member number (1-based).
+    pub member: usize,
+    /// Its term.
+    pub term: u64,
+    /// Its commit index.
+    pub commit: u64,
+}
+
+/// What the failover procedure needs from a cluster under test. Members are
+/// numbered from 1; member i is `members()[i - 1]`.
+pub trait Contender {
+    /// Name and version, for the report.
+    fn system(&self) -> String;
+    /// Every member's process.
+    fn members(&self) -> &[Member];
+    /// Every member's process, to signal, reap and restart.
+    fn members_mut(&mut self) -> &mut [Member];
+    /// Member i's peer IP: what the partition rules match.
+    fn peer_ip(&self, i: usize) -> Ipv4Addr;
+    /// Uid of member i's sockets when it runs under its own uid, so the
+    /// partition also drops packets leaving from other addresses.
+    fn socket_uid(&self, _i: usize) -> Option<u32> {
+        None
+    }
+    /// One poll of every member: the leader they all follow, if they agree
+    /// and have its commit index.
+    fn agreed_leader(&mut self) -> Option<Leadership>;
+    /// One poll of `survivors`: the first that leads, in a term above
+    /// `old.term`, with a commit in that term.
+    fn new_leader(&mut self, survivors: &[usize], old: &Leadership) -> Option<usize>;
+    /// Starts member i again on its data; its previous process was reaped.
+    fn restart(&mut self, i: usize) -> Result<()>;
+}
+
+/// Everything measured, for `--json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailoverReport {
+    /// Members per cluster.
+    pub nodes: usize,
+    /// Measurements per scenario.
+    pub runs: usize,
+    /// Heartbeat interval, ms (both systems).
+    pub heartbeat_ms: u64,
+    /// Minimum election timeout, ms (both systems).
+    pub election_ms: u64,
+    /// The bellwether cluster.
+    pub bellwether: SystemReport,
+    /// The etcd cluster, with `--compare-etcd`.
+    pub etcd: Option<SystemReport>,
+    /// Medians side by side, with `--compare-etcd`.
+    pub comparison: Vec<Comparison>,
+}
+
+/// One system's measurements.
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemReport {
+    /// Name and version.
+    pub system: String,
+    /// One entry per scenario, in `Scenario::ALL` order.
+    pub scenarios: Vec<ScenarioReport>,
+    /// Resident memory of the members.
+    pub memory: MemoryReport,
+    /// Mean time between two polls of the same survivor while waiting for
+    /// the new leader: the typical lateness of T1.
+    pub poll_interval_ms_mean: f64,
+    /// Longest such gap: the worst lateness of T1.
+    pub poll_interval_ms_max: f64,
+    /// How a new leader is recognised.
+    pub leader_detection: String,
+    /// The nftables rules of the silent scenario.
+    pub partition_rules: String,
+}
+
+/// One scenario's failover times, in ms.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioReport {
+    /// Which fault.
+    pub scenario: Scenario,
+    /// The fault, in words.
+    pub fault: String,
+    /// Every measured failover, in run order.
+    pub samples_ms: Vec<f64>,
+    /// Median of the samples.
+    pub median_ms: Option<f64>,
+    /// Smallest sample.
+    pub min_ms: Option<f64>,
+    /// Largest sample.
+    pub max_ms: Option<f64>,
+    /// Longest time the fault took to inject (the `kill` or `nft`
+    /// command); included in the samples, since T0 precedes it.
+    pub injection_ms_max: Option<f64>,
+    /// Why the scenario was not measured.
+    pub skipped: Option<String>,
+}
+
+/// Resident set sizes (`VmRSS`), KiB, per member (index 0 is member 1).
+#[derive(Clone, Debug, Serialize)]
+pub struct MemoryReport {
+    /// After the first agreement and `IDLE_SETTLE` of quiet.
+    pub idle_kib: Vec<Option<u64>>,
+    /// Largest value sampled right after each new leader was detected and
+    /// right after each recovery; see `note`.
+    pub after_failover_kib_max: Vec<Option<u64>>,
+    /// What "after failover" means.
+    pub note: String,
+}
+
+/// Medians of one scenario side by side.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// Which fault.
+    pub scenario: Scenario,
+    /// bellwether's median failover, ms.
+    pub bellwether_median_ms: Option<f64>,
+    /// etcd's median failover, ms.
+    pub etcd_median_ms: Option<f64>,
+    /// etcd's median over bellwether's: above 1, bellwether fails over faster.
+    pub ratio_etcd_over_bellwether: Option<f64>,
+}
+
+const MEMORY_NOTE: &str = "no client load: there is no client API yet. 'after failover' is the largest VmRSS \
+    sampled from each running member right after each new leader was detected and right after each restarted or \
+    healed member caught up, i.e. during election and recovery activity only";
+
+/// Deadlines and pauses derived from the flags.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    /// Longest failover accepted.
+    failover_max: Duration,
+    /// Longest wait for agreement.
+    agreement_max: Duration,
+    /// Longest wait for a signalled member to exit.
+    exit_max: Duration,
+    /// Quiet time between a recovery and the next fault.
+    settle: Duration,
+}
+
+impl Timing {
+    fn new(args: &FailoverArgs) -> Timing {
+        let election = Duration::from_millis(args.election_ms);
+        Timing {
+            failover_max: (election * FAILOVER_ELECTIONS_MAX).max(FAILOVER_TIME_MIN),
+            agreement_max: AGREEMENT_TIME_BASE + election * FAILOVER_ELECTIONS_MAX,
+            exit_max: EXIT_TIME_BASE + election * 5,
+            settle: (Duration::from_millis(args.heartbeat_ms) * SETTLE_HEARTBEATS).max(SETTLE_MIN),
+        }
+    }
+}
+
+/// Runs the benchmark: bellwether, then etcd with `--compare-etcd`.
+pub fn run(args: &FailoverArgs) -> Result<FailoverReport> {
+    validate(args)?;
+    watch_for_interruption();
+    let mut scratch = ScratchDir::create(args.dir.as_deref())?;
+    match measure_all(args, &scratch.path) {
+        Ok(report) => Ok(report),
+        Err(error) => {
+            scratch.keep_logs = true;
+            Err(error.context(format!("logs are kept in {}", scratch.path.display())))
+        }
+    }
+}
+
+fn validate(args: &FailoverArgs) -> Result<()> {
+    if !(3..=MEMBERS_MAX).contains(&args.nodes) {
+        bail!("--nodes must be between 3 and {MEMBERS_MAX}: the survivors of a failed leader must still be a majority");
+    }
+    if !(1..=RUNS_MAX).contains(&args.runs) {
+        bail!("--runs must be between 1 and {RUNS_MAX}");
+    }
+    if args.heartbeat_ms == 0 || args.election_ms < 2 * args.heartbeat_ms || args.election_ms > 60_000 {
+        bail!("--election-ms must be at least twice --heartbeat-ms (at least 1) and at most 60000");
+    }
+    if args.compare_etcd && (args.election_ms < 5 * args.heartbeat_ms || args.election_ms > 50_000) {
+        bail!("etcd refuses an --election-timeout under 5 heartbeats or over 50000 ms; pick --election-ms accordingly");
+    }
+    if args.base_port < 1024 || args.base_port as usize + 100 + args.nodes > u16::MAX as usize {
+        bail!("--base-port must leave room for ports base+1 ..= base+100+nodes, from 1024 up");
+    }
+    Ok(())
+}
+
+/// The third octets of the two clusters' loopback IPs (see `--base-port`).
+fn nets(base_port: u16) -> (u8, u8) {
+    let bellwether = 230 + ((base_port / 100) % 12) as u8 * 2;
+    (bellwether, bellwether + 1)
+}
+
+fn measure_all(args: &FailoverArgs, dir: &Path) -> Result<FailoverReport> {
+    let (bellwether_net, etcd_net) = nets(args.base_port);
+    let timing = Timing::new(args);
+    let partitioning = nft_unavailable().map_or(Ok(()), Err);
+    let bellwether = {
+        let layout = ClusterLayout {
+            dir: dir.join("bellwether"),
+            net: bellwether_net,
+            base_port: args.base_port,
+            nodes: args.nodes,
+            heartbeat_ms: args.heartbeat_ms,
+            election_ms: args.election_ms,
+        };
+        let mut cluster = ProcessCluster::start(layout)?;
+        let detection = "a survivor's GET /status shows role=leader, committed_in_term=true and a higher term";
+        measure(&mut cluster, args, timing, &partitioning, bellwether_net, detection)?
+    };
+    let etcd = if args.compare_etcd {
+        let version = etcd_cluster::ensure_installed(dir)?;
+        let layout = EtcdLayout {
+            dir: dir.join("etcd"),
+            net: etcd_net,
+            nodes: args.nodes,
+            heartbeat_ms: args.heartbeat_ms,
+            election_ms: args.election_ms,
+        };
+        let mut cluster = EtcdCluster::start(layout, version)?;
+        let detection = "a survivor's POST /v3/maintenance/status shows leader == its member_id, a higher raftTerm \
+            and a raftIndex (commit index) above the old leader's";
+        Some(measure(&mut cluster, args, timing, &partitioning, etcd_net, detection)?)
+    } else {
+        None
+    };
+    let comparison = etcd.as_ref().map_or_else(Vec::new, |etcd| compare(&bellwether, etcd));
+    Ok(FailoverReport {
+        nodes: args.nodes,
+        runs: args.runs,
+        heartbeat_ms: args.heartbeat_ms,
+        election_ms: args.election_ms,
+        bellwether,
+        etcd,
+        comparison,
+    })
+}
+
+fn compare(bellwether: &SystemReport, etcd: &SystemReport) -> Vec<Comparison> {
+    bellwether
+        .scenarios
+        .iter()
+        .zip(&etcd.scenarios)
+        .map(|(ours, theirs)| {
+            assert_eq!(ours.scenario, theirs.scenario, "both reports list the scenarios in the same order");
+            let ratio = match (ours.median_ms, theirs.median_ms) {
+                (Some(ours), Some(theirs)) if ours > 0.0 => Some(theirs / ours),
+                _ => None,
+            };
+            Comparison {
+                scenario: ours.scenario,
+                bellwether_median_ms: ours.median_ms,
+                etcd_median_ms: theirs.median_ms,
+                ratio_etcd_over_bellwether: ratio,
+            }
+        })
+        .collect()
+}
+
+/// Per-system accumulators.
+struct Measurement {
+    /// (failover, injection) per scenario, in `Scenario::ALL` order.
+    samples: [Vec<(Duration, Duration)>; 3],
+    /// Largest RSS sampled per member after failovers.
+    after_failover_kib_max: Vec<Option<u64>>,
+    /// Poll rounds while waiting for new leaders, and their total time.
+    poll_rounds: u64,
+    /// Total time of those waits.
+    poll_time: Duration,
+    /// Longest gap between two rounds.
+    poll_gap_max: Duration,
+}
+
+impl Measurement {
+    fn sample_memory(&mut self, contender: &dyn Contender) {
+        for (max, member) in self.after_failover_kib_max.iter_mut().zip(contender.members()) {
+            if let Some(kib) = member.resident_kib() {
+                *max = Some(max.map_or(kib, |m| m.max(kib)));
+            }
+        }
+    }
+}
+
+fn measure(
+    contender: &mut dyn Contender,
+    args: &FailoverArgs,
+    timing: Timing,
+    partitioning: &Result<(), String>,
+    net: u8,
+    detection: &str,
+) -> Result<SystemReport> {
+    let system = contender.system();
+    let table = format!("bwbench{net}");
+    if partitioning.is_ok() {
+        Partition { table: table.clone() }.remove(); // A stale table from a killed run.
+    }
+    wait_agreement(contender, timing, "the first leader")?;
+    std::thread::sleep(IDLE_SETTLE);
+    wait_agreement(contender, timing, "the first leader, after the idle pause")?;
+    let idle_kib: Vec<Option<u64>> = contender.members().iter().map(Member::resident_kib).collect();
+    tracing::info!(system = %system, ?idle_kib, "cluster up; measuring failovers");
+    let mut measurement = Measurement {
+        samples: [Vec::new(), Vec::new(), Vec::new()],
+        after_failover_kib_max: vec![None; contender.members().len()],
+        poll_rounds: 0,
+        poll_time: Duration::ZERO,
+        poll_gap_max: Duration::ZERO,
+    };
+    for run in 1..=args.runs {
+        for (slot, scenario) in Scenario::ALL.into_iter().enumerate() {
+            if scenario == Scenario::Silent && partitioning.is_err() {
+                continue;
+            }
+            let sample = failover_once(contender, scenario, timing, &table, &mut measurement)
+                .with_context(|| format!("{system}: {} scenario, run {run} of {}", scenario.name(), args.runs))?;
+            tracing::info!(system = %system, scenario = scenario.name(), run, failover_ms = ms(sample.0), "failover measured");
+            measurement.samples[slot].push(sample);
+        }
+    }
+    let scenarios = Scenario::ALL
+        .into_iter()
+        .zip(&measurement.samples)
+        .map(|(scenario, samples)| summarize(scenario, samples, partitioning))
+        .collect();
+    let uid_rule = contender.socket_uid(1).map_or("", |_| ", meta skuid <leader's uid> drop");
+    Ok(SystemReport {
+        system,
+        scenarios,
+        memory: MemoryReport { idle_kib, after_failover_kib_max: measurement.after_failover_kib_max, note: MEMORY_NOTE.into() },
+        poll_interval_ms_mean: ms(measurement.poll_time) / measurement.poll_rounds.max(1) as f64,
+        poll_interval_ms_max: ms(measurement.poll_gap_max),
+        leader_detection: detection.to_string(),
+        partition_rules: format!("table ip {table}, chain output (type filter hook output priority 0): ip saddr <leader IP> drop, ip daddr <leader IP> drop{uid_rule}"),
+    })
+}
+
+/// Injects one fault into the agreed leader, times the failover, then
+/// restores the member and waits for agreement. Returns (failover,
+/// injection time).
+fn failover_once(
+    contender: &mut dyn Contender,
+    scenario: Scenario,
+    timing: Timing,
+    table: &str,
+    measurement: &mut Measurement,
+) -> Result<(Duration, Duration)> {
+    let old = wait_agreement(contender, timing, "a leader before the fault")?;
+    let survivors: Vec<usize> = (1..=contender.members().len()).filter(|i| *i != old.member).collect();
+    let partition = Partition { table: table.to_string() };
+    let rules = partition.script(contender.peer_ip(old.member), contender.socket_uid(old.member));
+    let leader = &mut contender.members_mut()[old.member - 1];
+    let t0 = Instant::now();
+    let healer = match scenario {
+        Scenario::Crash => leader.kill().map(|()| None),
+        Scenario::Graceful => leader.terminate().map(|()| None),
+        // The guard exists before nft runs, so even a half-applied rule set
+        // (impossible: `nft -f` is one transaction) would be deleted.
+        Scenario::Silent => Ok(Some(partition)).and_then(|p| p.as_ref().expect("just built").apply(&rules).map(|()| p)),
+    }?;
+    let injection = t0.elapsed();
+    let failover = wait_new_leader(contender, &survivors, &old, t0, timing, measurement)?;
+    measurement.sample_memory(contender);
+    drop(healer); // Heals the partition, if any.
+    if scenario != Scenario::Silent {
+        let member = &mut contender.members_mut()[old.member - 1];
+        if scenario == Scenario::Crash {
+            member.wait_exit(timing.exit_max)?;
+        } else {
+            // A clean stop exits with success; anything else is worth a look.
+            let status = member.wait_exit(timing.exit_max)?;
+            if !status.success() {
+                tracing::warn!(member = old.member, %status, log = %member.log_path().display(), "SIGTERM'd leader exited uncleanly");
+            }
+        }
+        contender.restart(old.member)?;
+    }
+    wait_agreement(contender, timing, "every member following one leader again after recovery")?;
+    measurement.sample_memory(contender);
+    std::thread::sleep(timing.settle);
+    Ok((failover, injection))
+}
+
+/// Polls the survivors back to back until one is the new, committed leader.
+fn wait_new_leader(
+    contender: &mut dyn Contender,
+    survivors: &[usize],
+    old: &Leadership,
+    t0: Instant,
+    timing: Timing,
+    measurement: &mut Measurement,
+) -> Result<Duration> {
+    let deadline = t0 + timing.failover_max;
+    let mut round_start = t0;
+    loop {
+        let now = Instant::now();
+        measurement.poll_gap_max = measurement.poll_gap_max.max(now - round_start);
+        round_start = now;
+        let found = contender.new_leader(survivors, old);
+        let t1 = Instant::now();
+        measurement.poll_rounds += 1;
+        measurement.poll_time += t1 - round_start;
+        if let Some(member) = found {
+            assert!(survivors.contains(&member), "only survivors are polled");
+            return Ok(t1 - t0);
+        }
+        check_interrupted()?;
+        for i in survivors {
+            contender.members_mut()[i - 1].check_running()?;
+        }
+        if t1 >= deadline {
+            let logs: Vec<String> = survivors.iter().map(|i| contender.members()[i - 1].log_path().display().to_string()).collect();
+            bail!(
+                "no survivor (members {survivors:?}) led with a commit in a term above {} within {:?} of the fault; read {}",
+                old.term,
+                timing.failover_max,
+                logs.join(", ")
+            );
+        }
+        std::thread::sleep(POLL_INTERVAL);
+        measurement.poll_time += POLL_INTERVAL.min(round_start.elapsed().saturating_sub(t1 - round_start));
+    }
+}
+
+/// Waits until every member follows one leader and has its commit index.
+fn wait_agreement(contender: &mut dyn Contender, timing: Timing, what: &str) -> Result<Leadership> {
+    let deadline = Instant::now() + timing.agreement_max;
+    loop {
+        if let Some(leadership) = contender.agreed_leader() {
+            assert!((1..=contender.members().len()).contains(&leadership.member));
+            return Ok(leadership);
+        }
+        check_interrupted()?;
+        for member in contender.members_mut() {
+            member.check_running()?;
+        }
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = contender.members().iter().map(|m| m.log_path().display().to_string()).collect();
+            bail!("{}: no agreement on {what} within {:?}; read {}", contender.system(), timing.agreement_max, logs.join(", "));
+        }
+        std::thread::sleep(AGREEMENT_POLL_INTERVAL);
+    }
+}
+
+fn summarize(scenario: Scenario, samples: &[(Duration, Duration)], partitioning: &Result<(), String>) -> ScenarioReport {
+    let mut sorted: Vec<f64> = samples.iter().map(|(failover, _)| ms(*failover)).collect();
+    sorted.sort_by(f64::total_cmp);
+    let median = match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[n / 2]),
+        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    };
+    let skipped = match (scenario, partitioning) {
+        (Scenario::Silent, Err(reason)) => Some(reason.clone()),
+        _ => None,
+    };
+    ScenarioReport {
+        scenario,
+        fault: scenario.fault().to_string(),
+        samples_ms: samples.iter().map(|(failover, _)| ms(*failover)).collect(),
+        median_ms: median,
+        min_ms: sorted.first().copied(),
+        max_ms: sorted.last().copied(),
+        injection_ms_max: samples.iter().map(|(_, injection)| ms(*injection)).reduce(f64::max),
+        skipped,
+    }
+}
+
+/// Milliseconds, to the microsecond.
+fn ms(duration: Duration) -> f64 {
+    duration.as_micros() as f64 / 1000.0
+}
+
+/// An nftables table that cuts one member off; deleted on drop.
+struct Partition {
+    /// `bwbench<net>`, in family `ip`.
+    table: String,
+}
+
+impl Partition {
+    /// The rule set dropping every packet from or to `ip` (and of `uid`'s
+    /// sockets), in nft's file syntax: one atomic transaction.
+    fn script(&self, ip: Ipv4Addr, uid: Option<u32>) -> String {
+        let uid_rule = uid.map_or(String::new(), |uid| format!("    meta skuid {uid} drop\n"));
+        format!(
+            "table ip {} {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n    ip saddr {ip} drop\n    ip daddr {ip} drop\n{uid_rule}  }}\n}}\n",
+            self.table
+        )
+    }
+
+    /// Loads `script` with `nft -f -`.
+    fn apply(&self, script: &str) -> Result<()> {
+        use std::io::Write;
+        let mut nft = Command::new("nft")
+            .args(["-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("cannot run nft")?;
+        nft.stdin.take().expect("piped").write_all(script.as_bytes())?;
+        let output = nft.wait_with_output()?;
+        if !output.status.success() {
+            bail!("nft -f failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr).trim());
+        }
+        Ok(())
+    }
+
+    fn remove(&self) {
+        let _ = Command::new("nft")
+            .args(["delete", "table", "ip", &self.table])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Why partitions cannot be made here, if they cannot.
+fn nft_unavailable() -> Option<String> {
+    match Command::new("nft").args(["list", "tables"]).output() {
+        Err(error) => Some(format!("nft cannot run ({error}); install nftables")),
+        Ok(output) if !output.status.success() => Some(format!(
+            "nft list tables failed ({}): {}; run as root (CAP_NET_ADMIN)",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// The benchmark's directory. A temporary one is removed on drop; when the
+/// run failed (or panicked) only the member logs are kept.
+struct ScratchDir {
+    /// The directory.
+    path: PathBuf,
+    /// True when the benchmark created it in the temporary directory.
+    temporary: bool,
+    /// Keep `*.log` files on drop, for the error message that names them.
+    keep_logs: bool,
+}
+
+impl ScratchDir {
+    fn create(dir: Option<&Path>) -> Result<ScratchDir> {
+        let (path, temporary) = match dir {
+            Some(dir) => (dir.to_path_buf(), false),
+            None => (std::env::temp_dir().join(format!("bellwether-bench-failover-{}", std::process::id())), true),
+        };
+        if path.exists() && std::fs::read_dir(&path)?.next().is_some() {
+            bail!("{} is not empty; pass an empty or new --dir", path.display());
+        }
+        std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(ScratchDir { path, temporary, keep_logs: false })
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if !self.temporary {
+            return;
+        }
+        if !self.keep_logs && !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.path);
+            return;
+        }
+        // Data directories go; logs stay. Two levels: <dir>/<system>/<member>.
+        for system in std::fs::read_dir(&self.path).into_iter().flatten().flatten() {
+            for entry in std::fs::read_dir(system.path()).into_iter().flatten().flatten() {
+                if entry.path().is_dir() {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+    }
+}
+
+fn watch_for_interruption() {
+    WATCH_INTERRUPTION.call_once(|| {
+        std::thread::spawn(|| {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            runtime.block_on(crate::node_command::termination());
+            INTERRUPTED.store(true, Ordering::SeqCst);
+        });
+    });
+}
+
+fn check_interrupted() -> Result<()> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted; every process the benchmark started is being stopped");
+    }
+    Ok(())
+}
+
+/// Prints the report as a table, then memory and resolution lines.
+pub fn print_text(report: &FailoverReport) {
+    let etcd = report.etcd.as_ref();
+    println!(
+        "failover: {} members, {} runs per scenario, heartbeat {} ms, election timeout {} ms",
+        report.nodes, report.runs, report.heartbeat_ms, report.election_ms
+    );
+    let bellwether_title = format!("{} median [min–max]", report.bellwether.system);
+    let etcd_title = etcd.map_or(String::new(), |e| format!("{} median [min–max]", e.system));
+    println!("{:<10} | {:<34} | {:<34} | {}", "scenario", bellwether_title, etcd_title, if etcd.is_some() { "etcd/bellwether" } else { "" });
+    for (index, ours) in report.bellwether.scenarios.iter().enumerate() {
+        let theirs = etcd.map_or(String::new(), |e| cell(&e.scenarios[index]));
+        let ratio = report
+            .comparison
+            .get(index)
+            .and_then(|c| c.ratio_etcd_over_bellwether)
+            .map_or(String::new(), |r| format!("{r:.2}×"));
+        println!("{:<10} | {:<34} | {:<34} | {}", ours.scenario.name(), cell(ours), theirs, ratio);
+    }
+    for system in std::iter::once(&report.bellwether).chain(etcd) {
+        println!(
+            "memory {}: idle {}; after failovers (max) {}",
+            system.system,
+            memory_line(&system.memory.idle_kib),
+            memory_line(&system.memory.after_failover_kib_max)
+        );
+    }
+    for system in std::iter::once(&report.bellwether).chain(etcd) {
+        let injection = system.scenarios.iter().filter_map(|s| s.injection_ms_max).reduce(f64::max).unwrap_or(0.0);
+        println!(
+            "resolution {}: survivors polled every {:.2} ms on average (largest gap {:.2} ms); faults took up to {:.2} ms to inject (included)",
+            system.system, system.poll_interval_ms_mean, system.poll_interval_ms_max, injection
+        );
+    }
+    println!("memory note: {MEMORY_NOTE}");
+}
+
+fn cell(scenario: &ScenarioReport) -> String {
+    if let Some(reason) = &scenario.skipped {
+        return format!("skipped: {reason}");
+    }
+    match (scenario.median_ms, scenario.min_ms, scenario.max_ms) {
+        (Some(median), Some(min), Some(max)) => format!("{median:.1} ms [{min:.1}–{max:.1}]"),
+        _ => "no samples".to_string(),
+    }
+}
+
+fn memory_line(kib: &[Option<u64>]) -> String {
+    kib.iter()
+        .enumerate()
+        .map(|(i, k)| match k {
+            Some(k) => format!("#{} {:.1} MiB", i + 1, *k as f64 / 1024.0),
+            None => format!("#{} n/a", i + 1),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        let samples: Vec<(Duration, Duration)> =
+            [4, 1, 3, 2].iter().map(|ms| (Duration::from_millis(*ms), Duration::ZERO)).collect();
+        let report = summarize(Scenario::Crash, &samples, &Ok(()));
+        assert_eq!(report.median_ms, Some(2.5));
+        assert_eq!((report.min_ms, report.max_ms), (Some(1.0), Some(4.0)));
+        assert_eq!(report.samples_ms, vec![4.0, 1.0, 3.0, 2.0], "samples stay in run order");
+    }
+
+    #[test]
+    fn a_silent_scenario_without_nft_is_skipped_with_the_reason() {
+        let report = summarize(Scenario::Silent, &[], &Err("nft cannot run".into()));
+        assert_eq!(report.skipped.as_deref(), Some("nft cannot run"));
+        assert_eq!(report.median_ms, None);
+    }
+
+    #[test]
+    fn the_partition_drops_both_directions_of_the_leader_ip() {
+        let partition = Partition { table: "bwbench_unit".into() };
+        let script = partition.script(Ipv4Addr::new(127, 0, 234, 2), Some(61_001));
+        assert!(script.contains("type filter hook output priority 0;"));
+        assert!(script.contains("ip saddr 127.0.234.2 drop") && script.contains("ip daddr 127.0.234.2 drop"));
+        assert!(script.contains("meta skuid 61001 drop"));
+        std::mem::forget(partition); // Nothing was applied; don't run nft.
+    }
+
+    #[test]
+    fn the_nets_stay_in_the_benchmark_range_and_differ() {
+        for base in (1024..=65_000u16).step_by(100) {
+            let (ours, theirs) = nets(base);
+            assert!((230..=253).contains(&ours) && theirs == ours + 1);
+        }
+    }
+}
