@@ -22,9 +22,11 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy
 fi
 
-# Debian packages the tests use: nftables for partition tests.
+# Debian packages the tests use: nftables for partition tests, chromium
+# for the dashboard test.
 need=()
 command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${need[*]}"
@@ -69,6 +71,18 @@ if ./target/release/bellwether sim sweep --algorithm raft --nodes 5 --workload k
     --check linearizability --faults chaos --seeds "$KV_SEEDS" --quiet; then
   sweep_passed=$((sweep_passed + 1))
 else
+  sweep_failed=$((sweep_failed + 1))
+fi
+
+echo "== dashboard in headless Chromium: the leader shown changes after the leader is killed"
+if command -v chromium >/dev/null 2>&1; then
+  if BIN=target/release/bellwether ./scripts/dashboard_test.sh; then
+    sweep_passed=$((sweep_passed + 1))
+  else
+    sweep_failed=$((sweep_failed + 1))
+  fi
+else
+  echo "chromium is not installed and could not be installed: dashboard test FAILED to run"
   sweep_failed=$((sweep_failed + 1))
 fi
 
