@@ -28,6 +28,7 @@
 
 use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout};
 use crate::process_cluster::{ClusterLayout, Member, ProcessCluster, MEMBERS_MAX};
+use crate::up_command::SIGTERM;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::net::Ipv4Addr;
@@ -56,10 +57,15 @@ const EXIT_TIME_BASE: Duration = Duration::from_secs(10);
 /// Quiet time after the first agreement before idle memory is read, so
 /// start-up allocations have settled.
 const IDLE_SETTLE: Duration = Duration::from_secs(3);
-/// Quiet time after each recovery before the next fault, in heartbeats
-/// (at least `SETTLE_MIN`): lets the restarted member's connections and
-/// the followers' election timers settle into their steady state.
-const SETTLE_HEARTBEATS: u32 = 5;
+/// Quiet time after each recovery before the next fault, in election
+/// timeouts (at least `SETTLE_MIN`), so that every fault hits a cluster in
+/// its steady state: agreement only proves that the leader reaches every
+/// follower, not that every peer connection is back. After a partition,
+/// bellwether's transport may still be in a reconnect backoff (up to 1 s)
+/// behind a dial that times out (1 s); etcd's streams re-dial likewise.
+/// Without this pause a crash right after a healed partition sometimes
+/// missed the connection-reset fast path.
+const SETTLE_ELECTIONS: u32 = 2;
 /// Lower bound of the settle time.
 const SETTLE_MIN: Duration = Duration::from_millis(300);
 
@@ -282,7 +288,7 @@ impl Timing {
             failover_max: (election * FAILOVER_ELECTIONS_MAX).max(FAILOVER_TIME_MIN),
             agreement_max: AGREEMENT_TIME_BASE + election * FAILOVER_ELECTIONS_MAX,
             exit_max: EXIT_TIME_BASE + election * 5,
-            settle: (Duration::from_millis(args.heartbeat_ms) * SETTLE_HEARTBEATS).max(SETTLE_MIN),
+            settle: (election * SETTLE_ELECTIONS).max(SETTLE_MIN),
         }
     }
 }
@@ -296,7 +302,10 @@ pub fn run(args: &FailoverArgs) -> Result<FailoverReport> {
         Ok(report) => Ok(report),
         Err(error) => {
             scratch.keep_logs = true;
-            Err(error.context(format!("logs are kept in {}", scratch.path.display())))
+            Err(anyhow::anyhow!(
+                "{error:#}\nlogs are kept in {}",
+                scratch.path.display()
+            ))
         }
     }
 }
@@ -308,10 +317,14 @@ fn validate(args: &FailoverArgs) -> Result<()> {
     if !(1..=RUNS_MAX).contains(&args.runs) {
         bail!("--runs must be between 1 and {RUNS_MAX}");
     }
-    if args.heartbeat_ms == 0 || args.election_ms < 2 * args.heartbeat_ms || args.election_ms > 60_000 {
+    if args.heartbeat_ms == 0
+        || args.election_ms < 2 * args.heartbeat_ms
+        || args.election_ms > 60_000
+    {
         bail!("--election-ms must be at least twice --heartbeat-ms (at least 1) and at most 60000");
     }
-    if args.compare_etcd && (args.election_ms < 5 * args.heartbeat_ms || args.election_ms > 50_000) {
+    if args.compare_etcd && (args.election_ms < 5 * args.heartbeat_ms || args.election_ms > 50_000)
+    {
         bail!("etcd refuses an --election-timeout under 5 heartbeats or over 50000 ms; pick --election-ms accordingly");
     }
     if args.base_port < 1024 || args.base_port as usize + 100 + args.nodes > u16::MAX as usize {
@@ -340,8 +353,16 @@ fn measure_all(args: &FailoverArgs, dir: &Path) -> Result<FailoverReport> {
             election_ms: args.election_ms,
         };
         let mut cluster = ProcessCluster::start(layout)?;
-        let detection = "a survivor's GET /status shows role=leader, committed_in_term=true and a higher term";
-        measure(&mut cluster, args, timing, &partitioning, bellwether_net, detection)?
+        let detection =
+            "a survivor's GET /status shows role=leader, committed_in_term=true and a higher term";
+        measure(
+            &mut cluster,
+            args,
+            timing,
+            &partitioning,
+            bellwether_net,
+            detection,
+        )?
     };
     let etcd = if args.compare_etcd {
         let version = etcd_cluster::ensure_installed(dir)?;
@@ -355,11 +376,20 @@ fn measure_all(args: &FailoverArgs, dir: &Path) -> Result<FailoverReport> {
         let mut cluster = EtcdCluster::start(layout, version)?;
         let detection = "a survivor's POST /v3/maintenance/status shows leader == its member_id, a higher raftTerm \
             and a raftIndex (commit index) above the old leader's";
-        Some(measure(&mut cluster, args, timing, &partitioning, etcd_net, detection)?)
+        Some(measure(
+            &mut cluster,
+            args,
+            timing,
+            &partitioning,
+            etcd_net,
+            detection,
+        )?)
     } else {
         None
     };
-    let comparison = etcd.as_ref().map_or_else(Vec::new, |etcd| compare(&bellwether, etcd));
+    let comparison = etcd
+        .as_ref()
+        .map_or_else(Vec::new, |etcd| compare(&bellwether, etcd));
     Ok(FailoverReport {
         nodes: args.nodes,
         runs: args.runs,
@@ -377,7 +407,10 @@ fn compare(bellwether: &SystemReport, etcd: &SystemReport) -> Vec<Comparison> {
         .iter()
         .zip(&etcd.scenarios)
         .map(|(ours, theirs)| {
-            assert_eq!(ours.scenario, theirs.scenario, "both reports list the scenarios in the same order");
+            assert_eq!(
+                ours.scenario, theirs.scenario,
+                "both reports list the scenarios in the same order"
+            );
             let ratio = match (ours.median_ms, theirs.median_ms) {
                 (Some(ours), Some(theirs)) if ours > 0.0 => Some(theirs / ours),
                 _ => None,
@@ -398,7 +431,7 @@ struct Measurement {
     samples: [Vec<(Duration, Duration)>; 3],
     /// Largest RSS sampled per member after failovers.
     after_failover_kib_max: Vec<Option<u64>>,
-    /// Poll rounds while waiting for new leaders, and their total time.
+    /// Poll rounds while waiting for new leaders.
     poll_rounds: u64,
     /// Total time of those waits.
     poll_time: Duration,
@@ -408,7 +441,11 @@ struct Measurement {
 
 impl Measurement {
     fn sample_memory(&mut self, contender: &dyn Contender) {
-        for (max, member) in self.after_failover_kib_max.iter_mut().zip(contender.members()) {
+        for (max, member) in self
+            .after_failover_kib_max
+            .iter_mut()
+            .zip(contender.members())
+        {
             if let Some(kib) = member.resident_kib() {
                 *max = Some(max.map_or(kib, |m| m.max(kib)));
             }
@@ -427,12 +464,16 @@ fn measure(
     let system = contender.system();
     let table = format!("bwbench{net}");
     if partitioning.is_ok() {
-        Partition { table: table.clone() }.remove(); // A stale table from a killed run.
+        delete_table(&table); // A stale table from a killed run.
     }
     wait_agreement(contender, timing, "the first leader")?;
     std::thread::sleep(IDLE_SETTLE);
     wait_agreement(contender, timing, "the first leader, after the idle pause")?;
-    let idle_kib: Vec<Option<u64>> = contender.members().iter().map(Member::resident_kib).collect();
+    let idle_kib: Vec<Option<u64>> = contender
+        .members()
+        .iter()
+        .map(Member::resident_kib)
+        .collect();
     tracing::info!(system = %system, ?idle_kib, "cluster up; measuring failovers");
     let mut measurement = Measurement {
         samples: [Vec::new(), Vec::new(), Vec::new()],
@@ -447,7 +488,13 @@ fn measure(
                 continue;
             }
             let sample = failover_once(contender, scenario, timing, &table, &mut measurement)
-                .with_context(|| format!("{system}: {} scenario, run {run} of {}", scenario.name(), args.runs))?;
+                .with_context(|| {
+                    format!(
+                        "{system}: {} scenario, run {run} of {}",
+                        scenario.name(),
+                        args.runs
+                    )
+                })?;
             tracing::info!(system = %system, scenario = scenario.name(), run, failover_ms = ms(sample.0), "failover measured");
             measurement.samples[slot].push(sample);
         }
@@ -457,7 +504,9 @@ fn measure(
         .zip(&measurement.samples)
         .map(|(scenario, samples)| summarize(scenario, samples, partitioning))
         .collect();
-    let uid_rule = contender.socket_uid(1).map_or("", |_| ", meta skuid <leader's uid> drop");
+    let uid_rule = contender
+        .socket_uid(1)
+        .map_or("", |_| ", meta skuid <leader's uid> drop");
     Ok(SystemReport {
         system,
         scenarios,
@@ -480,42 +529,89 @@ fn failover_once(
     measurement: &mut Measurement,
 ) -> Result<(Duration, Duration)> {
     let old = wait_agreement(contender, timing, "a leader before the fault")?;
-    let survivors: Vec<usize> = (1..=contender.members().len()).filter(|i| *i != old.member).collect();
-    let partition = Partition { table: table.to_string() };
-    let rules = partition.script(contender.peer_ip(old.member), contender.socket_uid(old.member));
-    let leader = &mut contender.members_mut()[old.member - 1];
+    let survivors: Vec<usize> = (1..=contender.members().len())
+        .filter(|i| *i != old.member)
+        .collect();
+    let rules = partition_script(
+        table,
+        contender.peer_ip(old.member),
+        contender.socket_uid(old.member),
+    );
     let t0 = Instant::now();
-    let healer = match scenario {
-        Scenario::Crash => leader.kill().map(|()| None),
-        Scenario::Graceful => leader.terminate().map(|()| None),
-        // The guard exists before nft runs, so even a half-applied rule set
-        // (impossible: `nft -f` is one transaction) would be deleted.
-        Scenario::Silent => Ok(Some(partition)).and_then(|p| p.as_ref().expect("just built").apply(&rules).map(|()| p)),
-    }?;
+    let healer = inject(
+        &mut contender.members_mut()[old.member - 1],
+        scenario,
+        table,
+        &rules,
+    )?;
     let injection = t0.elapsed();
-    let failover = wait_new_leader(contender, &survivors, &old, t0, timing, measurement)?;
+    let (failover, new_leader) =
+        wait_new_leader(contender, &survivors, &old, t0, timing, measurement)?;
+    tracing::debug!(
+        scenario = scenario.name(),
+        old_leader = old.member,
+        old_term = old.term,
+        new_leader,
+        "new leader"
+    );
     measurement.sample_memory(contender);
     drop(healer); // Heals the partition, if any.
     if scenario != Scenario::Silent {
-        let member = &mut contender.members_mut()[old.member - 1];
-        if scenario == Scenario::Crash {
-            member.wait_exit(timing.exit_max)?;
-        } else {
-            // A clean stop exits with success; anything else is worth a look.
-            let status = member.wait_exit(timing.exit_max)?;
-            if !status.success() {
-                tracing::warn!(member = old.member, %status, log = %member.log_path().display(), "SIGTERM'd leader exited uncleanly");
-            }
-        }
+        reap(
+            &mut contender.members_mut()[old.member - 1],
+            scenario,
+            timing,
+        )?;
         contender.restart(old.member)?;
     }
-    wait_agreement(contender, timing, "every member following one leader again after recovery")?;
+    wait_agreement(
+        contender,
+        timing,
+        "every member following one leader again after recovery",
+    )?;
     measurement.sample_memory(contender);
     std::thread::sleep(timing.settle);
     Ok((failover, injection))
 }
 
-/// Polls the survivors back to back until one is the new, committed leader.
+/// Injects `scenario`'s fault into the leader; the partition's guard, if
+/// any, heals it when dropped.
+fn inject(
+    leader: &mut Member,
+    scenario: Scenario,
+    table: &str,
+    rules: &str,
+) -> Result<Option<Partition>> {
+    match scenario {
+        Scenario::Crash => leader.kill().map(|()| None),
+        Scenario::Graceful => leader.terminate().map(|()| None),
+        Scenario::Silent => {
+            // The guard exists before nft runs, so the table is deleted
+            // whatever happens next.
+            let partition = Partition {
+                table: table.to_string(),
+            };
+            partition.apply(rules)?;
+            Ok(Some(partition))
+        }
+    }
+}
+
+/// Waits for the signalled leader's process to exit and reaps it.
+fn reap(leader: &mut Member, scenario: Scenario, timing: Timing) -> Result<()> {
+    let status = leader.wait_exit(timing.exit_max)?;
+    // A clean stop exits with success, or by SIGTERM itself: etcd re-raises
+    // the signal once its handlers (the handover) ran.
+    let clean =
+        status.success() || std::os::unix::process::ExitStatusExt::signal(&status) == Some(SIGTERM);
+    if scenario == Scenario::Graceful && !clean {
+        tracing::warn!(%status, log = %leader.log_path().display(), "the SIGTERM'd leader exited uncleanly");
+    }
+    Ok(())
+}
+
+/// Polls the survivors back to back until one is the new, committed leader;
+/// returns the failover time and that member.
 fn wait_new_leader(
     contender: &mut dyn Contender,
     survivors: &[usize],
@@ -523,27 +619,34 @@ fn wait_new_leader(
     t0: Instant,
     timing: Timing,
     measurement: &mut Measurement,
-) -> Result<Duration> {
+) -> Result<(Duration, usize)> {
     let deadline = t0 + timing.failover_max;
-    let mut round_start = t0;
+    let mut previous_start: Option<Instant> = None;
+    let mut rounds: u64 = 0;
     loop {
-        let now = Instant::now();
-        measurement.poll_gap_max = measurement.poll_gap_max.max(now - round_start);
-        round_start = now;
+        let start = Instant::now();
+        if let Some(previous) = previous_start {
+            measurement.poll_gap_max = measurement.poll_gap_max.max(start - previous);
+        }
+        previous_start = Some(start);
+        rounds += 1;
         let found = contender.new_leader(survivors, old);
         let t1 = Instant::now();
-        measurement.poll_rounds += 1;
-        measurement.poll_time += t1 - round_start;
         if let Some(member) = found {
             assert!(survivors.contains(&member), "only survivors are polled");
-            return Ok(t1 - t0);
+            measurement.poll_rounds += rounds;
+            measurement.poll_time += t1 - t0;
+            return Ok((t1 - t0, member));
         }
         check_interrupted()?;
         for i in survivors {
             contender.members_mut()[i - 1].check_running()?;
         }
         if t1 >= deadline {
-            let logs: Vec<String> = survivors.iter().map(|i| contender.members()[i - 1].log_path().display().to_string()).collect();
+            let logs: Vec<String> = survivors
+                .iter()
+                .map(|i| contender.members()[i - 1].log_path().display().to_string())
+                .collect();
             bail!(
                 "no survivor (members {survivors:?}) led with a commit in a term above {} within {:?} of the fault; read {}",
                 old.term,
@@ -552,7 +655,6 @@ fn wait_new_leader(
             );
         }
         std::thread::sleep(POLL_INTERVAL);
-        measurement.poll_time += POLL_INTERVAL.min(round_start.elapsed().saturating_sub(t1 - round_start));
     }
 }
 
@@ -569,14 +671,27 @@ fn wait_agreement(contender: &mut dyn Contender, timing: Timing, what: &str) -> 
             member.check_running()?;
         }
         if Instant::now() >= deadline {
-            let logs: Vec<String> = contender.members().iter().map(|m| m.log_path().display().to_string()).collect();
-            bail!("{}: no agreement on {what} within {:?}; read {}", contender.system(), timing.agreement_max, logs.join(", "));
+            let logs: Vec<String> = contender
+                .members()
+                .iter()
+                .map(|m| m.log_path().display().to_string())
+                .collect();
+            bail!(
+                "{}: no agreement on {what} within {:?}; read {}",
+                contender.system(),
+                timing.agreement_max,
+                logs.join(", ")
+            );
         }
         std::thread::sleep(AGREEMENT_POLL_INTERVAL);
     }
 }
 
-fn summarize(scenario: Scenario, samples: &[(Duration, Duration)], partitioning: &Result<(), String>) -> ScenarioReport {
+fn summarize(
+    scenario: Scenario,
+    samples: &[(Duration, Duration)],
+    partitioning: &Result<(), String>,
+) -> ScenarioReport {
     let mut sorted: Vec<f64> = samples.iter().map(|(failover, _)| ms(*failover)).collect();
     sorted.sort_by(f64::total_cmp);
     let median = match sorted.len() {
@@ -595,7 +710,10 @@ fn summarize(scenario: Scenario, samples: &[(Duration, Duration)], partitioning:
         median_ms: median,
         min_ms: sorted.first().copied(),
         max_ms: sorted.last().copied(),
-        injection_ms_max: samples.iter().map(|(_, injection)| ms(*injection)).reduce(f64::max),
+        injection_ms_max: samples
+            .iter()
+            .map(|(_, injection)| ms(*injection))
+            .reduce(f64::max),
         skipped,
     }
 }
@@ -611,20 +729,23 @@ struct Partition {
     table: String,
 }
 
-impl Partition {
-    /// The rule set dropping every packet from or to `ip` (and of `uid`'s
-    /// sockets), in nft's file syntax: one atomic transaction.
-    fn script(&self, ip: Ipv4Addr, uid: Option<u32>) -> String {
-        let uid_rule = uid.map_or(String::new(), |uid| format!("    meta skuid {uid} drop\n"));
-        format!(
-            "table ip {} {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n    ip saddr {ip} drop\n    ip daddr {ip} drop\n{uid_rule}  }}\n}}\n",
-            self.table
-        )
-    }
+/// The rule set dropping every packet from or to `ip` (and of `uid`'s
+/// sockets), in nft's file syntax: loaded as one atomic transaction.
+fn partition_script(table: &str, ip: Ipv4Addr, uid: Option<u32>) -> String {
+    let uid_rule = uid.map_or(String::new(), |uid| format!("    meta skuid {uid} drop\n"));
+    format!(
+        "table ip {table} {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n    ip saddr {ip} drop\n    ip daddr {ip} drop\n{uid_rule}  }}\n}}\n"
+    )
+}
 
+impl Partition {
     /// Loads `script` with `nft -f -`.
     fn apply(&self, script: &str) -> Result<()> {
         use std::io::Write;
+        assert!(
+            script.contains(&format!("table ip {} ", self.table)),
+            "the script builds this guard's table"
+        );
         let mut nft = Command::new("nft")
             .args(["-f", "-"])
             .stdin(std::process::Stdio::piped())
@@ -632,27 +753,35 @@ impl Partition {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .context("cannot run nft")?;
-        nft.stdin.take().expect("piped").write_all(script.as_bytes())?;
+        nft.stdin
+            .take()
+            .expect("piped")
+            .write_all(script.as_bytes())?;
         let output = nft.wait_with_output()?;
         if !output.status.success() {
-            bail!("nft -f failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr).trim());
+            bail!(
+                "nft -f failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
         }
         Ok(())
-    }
-
-    fn remove(&self) {
-        let _ = Command::new("nft")
-            .args(["delete", "table", "ip", &self.table])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
     }
 }
 
 impl Drop for Partition {
     fn drop(&mut self) {
-        self.remove();
+        delete_table(&self.table);
     }
+}
+
+/// Deletes an nftables table, if it exists.
+fn delete_table(table: &str) {
+    let _ = Command::new("nft")
+        .args(["delete", "table", "ip", table])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
 }
 
 /// Why partitions cannot be made here, if they cannot.
@@ -683,13 +812,25 @@ impl ScratchDir {
     fn create(dir: Option<&Path>) -> Result<ScratchDir> {
         let (path, temporary) = match dir {
             Some(dir) => (dir.to_path_buf(), false),
-            None => (std::env::temp_dir().join(format!("bellwether-bench-failover-{}", std::process::id())), true),
+            None => (
+                std::env::temp_dir()
+                    .join(format!("bellwether-bench-failover-{}", std::process::id())),
+                true,
+            ),
         };
         if path.exists() && std::fs::read_dir(&path)?.next().is_some() {
-            bail!("{} is not empty; pass an empty or new --dir", path.display());
+            bail!(
+                "{} is not empty; pass an empty or new --dir",
+                path.display()
+            );
         }
-        std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(ScratchDir { path, temporary, keep_logs: false })
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(ScratchDir {
+            path,
+            temporary,
+            keep_logs: false,
+        })
     }
 }
 
@@ -703,8 +844,16 @@ impl Drop for ScratchDir {
             return;
         }
         // Data directories go; logs stay. Two levels: <dir>/<system>/<member>.
-        for system in std::fs::read_dir(&self.path).into_iter().flatten().flatten() {
-            for entry in std::fs::read_dir(system.path()).into_iter().flatten().flatten() {
+        for system in std::fs::read_dir(&self.path)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for entry in std::fs::read_dir(system.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 if entry.path().is_dir() {
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
@@ -716,7 +865,10 @@ impl Drop for ScratchDir {
 fn watch_for_interruption() {
     WATCH_INTERRUPTION.call_once(|| {
         std::thread::spawn(|| {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             runtime.block_on(crate::node_command::termination());
@@ -739,17 +891,35 @@ pub fn print_text(report: &FailoverReport) {
         "failover: {} members, {} runs per scenario, heartbeat {} ms, election timeout {} ms",
         report.nodes, report.runs, report.heartbeat_ms, report.election_ms
     );
-    let bellwether_title = format!("{} median [min–max]", report.bellwether.system);
-    let etcd_title = etcd.map_or(String::new(), |e| format!("{} median [min–max]", e.system));
-    println!("{:<10} | {:<34} | {:<34} | {}", "scenario", bellwether_title, etcd_title, if etcd.is_some() { "etcd/bellwether" } else { "" });
+    let mut header = vec![
+        format!("{:<10}", "scenario"),
+        format!(
+            "{:<36}",
+            format!("{} median [min–max]", report.bellwether.system)
+        ),
+    ];
+    if let Some(etcd) = etcd {
+        header.push(format!(
+            "{:<36}",
+            format!("{} median [min–max]", etcd.system)
+        ));
+        header.push("etcd/bellwether".to_string());
+    }
+    println!("{}", header.join(" | "));
     for (index, ours) in report.bellwether.scenarios.iter().enumerate() {
-        let theirs = etcd.map_or(String::new(), |e| cell(&e.scenarios[index]));
-        let ratio = report
-            .comparison
-            .get(index)
-            .and_then(|c| c.ratio_etcd_over_bellwether)
-            .map_or(String::new(), |r| format!("{r:.2}×"));
-        println!("{:<10} | {:<34} | {:<34} | {}", ours.scenario.name(), cell(ours), theirs, ratio);
+        let mut row = vec![
+            format!("{:<10}", ours.scenario.name()),
+            format!("{:<36}", cell(ours)),
+        ];
+        if let Some(etcd) = etcd {
+            row.push(format!("{:<36}", cell(&etcd.scenarios[index])));
+            let ratio = report
+                .comparison
+                .get(index)
+                .and_then(|c| c.ratio_etcd_over_bellwether);
+            row.push(ratio.map_or("n/a".to_string(), |r| format!("{r:.2}×")));
+        }
+        println!("{}", row.join(" | ").trim_end());
     }
     for system in std::iter::once(&report.bellwether).chain(etcd) {
         println!(
@@ -760,7 +930,12 @@ pub fn print_text(report: &FailoverReport) {
         );
     }
     for system in std::iter::once(&report.bellwether).chain(etcd) {
-        let injection = system.scenarios.iter().filter_map(|s| s.injection_ms_max).reduce(f64::max).unwrap_or(0.0);
+        let injection = system
+            .scenarios
+            .iter()
+            .filter_map(|s| s.injection_ms_max)
+            .reduce(f64::max)
+            .unwrap_or(0.0);
         println!(
             "resolution {}: survivors polled every {:.2} ms on average (largest gap {:.2} ms); faults took up to {:.2} ms to inject (included)",
             system.system, system.poll_interval_ms_mean, system.poll_interval_ms_max, injection
@@ -796,12 +971,18 @@ mod tests {
 
     #[test]
     fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        let samples: Vec<(Duration, Duration)> =
-            [4, 1, 3, 2].iter().map(|ms| (Duration::from_millis(*ms), Duration::ZERO)).collect();
+        let samples: Vec<(Duration, Duration)> = [4, 1, 3, 2]
+            .iter()
+            .map(|ms| (Duration::from_millis(*ms), Duration::ZERO))
+            .collect();
         let report = summarize(Scenario::Crash, &samples, &Ok(()));
         assert_eq!(report.median_ms, Some(2.5));
         assert_eq!((report.min_ms, report.max_ms), (Some(1.0), Some(4.0)));
-        assert_eq!(report.samples_ms, vec![4.0, 1.0, 3.0, 2.0], "samples stay in run order");
+        assert_eq!(
+            report.samples_ms,
+            vec![4.0, 1.0, 3.0, 2.0],
+            "samples stay in run order"
+        );
     }
 
     #[test]
@@ -813,12 +994,13 @@ mod tests {
 
     #[test]
     fn the_partition_drops_both_directions_of_the_leader_ip() {
-        let partition = Partition { table: "bwbench_unit".into() };
-        let script = partition.script(Ipv4Addr::new(127, 0, 234, 2), Some(61_001));
+        let script = partition_script("bwbench_unit", Ipv4Addr::new(127, 0, 234, 2), Some(61_001));
         assert!(script.contains("type filter hook output priority 0;"));
-        assert!(script.contains("ip saddr 127.0.234.2 drop") && script.contains("ip daddr 127.0.234.2 drop"));
+        assert!(
+            script.contains("ip saddr 127.0.234.2 drop")
+                && script.contains("ip daddr 127.0.234.2 drop")
+        );
         assert!(script.contains("meta skuid 61001 drop"));
-        std::mem::forget(partition); // Nothing was applied; don't run nft.
     }
 
     #[test]

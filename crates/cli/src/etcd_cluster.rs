@@ -61,7 +61,11 @@ pub struct EtcdLayout {
 
 impl EtcdLayout {
     fn ip(&self, i: usize) -> Ipv4Addr {
-        assert!((1..=self.nodes).contains(&i), "member {i} of {}", self.nodes);
+        assert!(
+            (1..=self.nodes).contains(&i),
+            "member {i} of {}",
+            self.nodes
+        );
         Ipv4Addr::new(127, 0, self.net, i as u8)
     }
 }
@@ -105,16 +109,30 @@ pub fn ensure_installed(log_dir: &Path) -> Result<String> {
         return Ok(version);
     }
     let log = log_dir.join("apt-get.log");
-    for args in [&["update"][..], &["install", "-y", "etcd-server", "etcd-client"][..]] {
+    for args in [
+        &["update"][..],
+        &["install", "-y", "etcd-server", "etcd-client"][..],
+    ] {
         let mut command = Command::new("apt-get");
         command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-        let mut apt = Member::spawn(command, log.clone()).context("etcd is missing and apt-get cannot run; install etcd 3.4 (Debian: etcd-server)")?;
+        let mut apt = Member::spawn(command, log.clone()).context(
+            "etcd is missing and apt-get cannot run; install etcd 3.4 (Debian: etcd-server)",
+        )?;
         let status = apt.wait_exit(APT_TIME_MAX)?;
         if !status.success() {
-            bail!("apt-get {} failed ({status}); read {}", args.join(" "), log.display());
+            bail!(
+                "apt-get {} failed ({status}); read {}",
+                args.join(" "),
+                log.display()
+            );
         }
     }
-    installed_version().with_context(|| format!("etcd is still missing after apt-get install; read {}", log.display()))
+    installed_version().with_context(|| {
+        format!(
+            "etcd is still missing after apt-get install; read {}",
+            log.display()
+        )
+    })
 }
 
 fn installed_version() -> Option<String> {
@@ -135,9 +153,13 @@ impl EtcdCluster {
     /// Starts every member of a new cluster; waits for nothing.
     pub fn start(layout: EtcdLayout, version: String) -> Result<EtcdCluster> {
         assert!((1..=MEMBERS_MAX).contains(&layout.nodes));
-        std::fs::create_dir_all(&layout.dir).with_context(|| format!("cannot create {}", layout.dir.display()))?;
-        let unique = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let uid_first = (effective_uid() == Some(0)).then(|| UID_BASE + u32::from(layout.net) * 10 + 1);
+        std::fs::create_dir_all(&layout.dir)
+            .with_context(|| format!("cannot create {}", layout.dir.display()))?;
+        let unique = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let uid_first =
+            (effective_uid() == Some(0)).then(|| UID_BASE + u32::from(layout.net) * 10 + 1);
         let mut cluster = EtcdCluster {
             token: format!("bwbench-{}-{unique}", std::process::id()),
             layout,
@@ -149,11 +171,18 @@ impl EtcdCluster {
         };
         for i in 1..=cluster.layout.nodes {
             let data = cluster.data_dir(i);
-            std::fs::DirBuilder::new().mode(0o700).create(&data).with_context(|| format!("cannot create {}", data.display()))?;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&data)
+                .with_context(|| format!("cannot create {}", data.display()))?;
             if let Some(uid) = cluster.uid(i) {
-                std::os::unix::fs::chown(&data, Some(uid), Some(uid)).with_context(|| format!("cannot chown {}", data.display()))?;
+                std::os::unix::fs::chown(&data, Some(uid), Some(uid))
+                    .with_context(|| format!("cannot chown {}", data.display()))?;
             }
-            let member = Member::spawn(cluster.command(i), cluster.layout.dir.join(format!("m{i}.log")))?;
+            let member = Member::spawn(
+                cluster.command(i),
+                cluster.layout.dir.join(format!("m{i}.log")),
+            )?;
             cluster.members.push(member);
         }
         Ok(cluster)
@@ -171,7 +200,9 @@ impl EtcdCluster {
     /// data directory present, etcd ignores the `--initial-*` flags).
     fn command(&self, i: usize) -> Command {
         let layout = &self.layout;
-        let cluster: Vec<String> = (1..=layout.nodes).map(|j| format!("m{j}=http://{}:{PEER_PORT}", layout.ip(j))).collect();
+        let cluster: Vec<String> = (1..=layout.nodes)
+            .map(|j| format!("m{j}=http://{}:{PEER_PORT}", layout.ip(j)))
+            .collect();
         let client = format!("http://{}:{CLIENT_PORT}", layout.ip(i));
         let peer = format!("http://{}:{PEER_PORT}", layout.ip(i));
         let mut command = Command::new("etcd");
@@ -179,10 +210,25 @@ impl EtcdCluster {
             .args(["--name", &format!("m{i}")])
             .arg("--data-dir")
             .arg(self.data_dir(i))
-            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
             .args(["--initial-cluster", &cluster.join(",")])
-            .args(["--initial-cluster-state", "new", "--initial-cluster-token", &self.token])
+            .args([
+                "--initial-cluster-state",
+                "new",
+                "--initial-cluster-token",
+                &self.token,
+            ])
             .args(["--heartbeat-interval", &layout.heartbeat_ms.to_string()])
             .args(["--election-timeout", &layout.election_ms.to_string()])
             .current_dir(&layout.dir);
@@ -196,12 +242,17 @@ impl EtcdCluster {
     /// and the member's id on the way.
     fn status(&mut self, i: usize) -> Option<EtcdStatus> {
         let address = SocketAddr::from((self.layout.ip(i), CLIENT_PORT));
-        let prefixes: &[&'static str] = match self.gateway {
-            Some(ref known) => std::slice::from_ref(known),
-            None => &GATEWAY_PREFIXES,
+        let known = self.gateway;
+        let prefixes: &[&'static str] = if known.is_some() {
+            known.as_slice()
+        } else {
+            &GATEWAY_PREFIXES
         };
-        for prefix in prefixes {
-            let Some(status) = post(address, &format!("{prefix}/maintenance/status"), "{}").ok().and_then(|b| parse_status(&b)) else {
+        for prefix in prefixes.iter().copied() {
+            let Some(status) = post(address, &format!("{prefix}/maintenance/status"), "{}")
+                .ok()
+                .and_then(|b| parse_status(&b))
+            else {
                 continue;
             };
             self.gateway = Some(prefix);
@@ -236,11 +287,19 @@ impl Contender for EtcdCluster {
     /// Every member answers, knows the same leader, and has the same term
     /// and commit index (so a restarted member has caught up).
     fn agreed_leader(&mut self) -> Option<Leadership> {
-        let statuses: Vec<EtcdStatus> = (1..=self.layout.nodes).map(|i| self.status(i)).collect::<Option<_>>()?;
+        let statuses: Vec<EtcdStatus> = (1..=self.layout.nodes)
+            .map(|i| self.status(i))
+            .collect::<Option<_>>()?;
         let first = statuses[0];
-        let agreed = statuses.iter().all(|s| s.leader == first.leader && s.term == first.term && s.index == first.index);
+        let agreed = statuses
+            .iter()
+            .all(|s| s.leader == first.leader && s.term == first.term && s.index == first.index);
         let member = *self.numbers.get(&first.leader)?;
-        (agreed && first.leader != 0).then_some(Leadership { member, term: first.term, commit: first.index })
+        (agreed && first.leader != 0).then_some(Leadership {
+            member,
+            term: first.term,
+            commit: first.index,
+        })
     }
 
     /// A survivor that names itself leader in a term above the old one and
@@ -249,8 +308,9 @@ impl Contender for EtcdCluster {
     /// its own term, so the index moving on means it committed in the term.
     fn new_leader(&mut self, survivors: &[usize], old: &Leadership) -> Option<usize> {
         survivors.iter().copied().find(|i| {
-            self.status(*i)
-                .is_some_and(|s| s.leader == s.member_id && s.term > old.term && s.index > old.commit)
+            self.status(*i).is_some_and(|s| {
+                s.leader == s.member_id && s.term > old.term && s.index > old.commit
+            })
         })
     }
 
@@ -263,14 +323,20 @@ impl Contender for EtcdCluster {
 /// Reads a status answer; etcd encodes 64-bit numbers as JSON strings.
 fn parse_status(body: &str) -> Option<EtcdStatus> {
     let value: Value = serde_json::from_str(body).ok()?;
-    let number = |v: &Value| v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_u64());
+    let number = |v: &Value| {
+        v.as_str()
+            .and_then(|s| s.parse().ok())
+            .or_else(|| v.as_u64())
+    };
     let header = &value["header"];
     Some(EtcdStatus {
         member_id: number(&header["member_id"]).or_else(|| number(&header["memberId"]))?,
         // Zero values are left out of the JSON.
         leader: number(&value["leader"]).unwrap_or(0),
         term: number(&value["raftTerm"]).or_else(|| number(&value["raft_term"]))?,
-        index: number(&value["raftIndex"]).or_else(|| number(&value["raft_index"])).unwrap_or(0),
+        index: number(&value["raftIndex"])
+            .or_else(|| number(&value["raft_index"]))
+            .unwrap_or(0),
     })
 }
 
@@ -286,8 +352,12 @@ fn post(address: SocketAddr, path: &str, body: &str) -> Result<String> {
         body.len()
     )?;
     let mut response = String::new();
-    stream.take(RESPONSE_BYTES_MAX).read_to_string(&mut response)?;
-    let (head, answer) = response.split_once("\r\n\r\n").context("malformed HTTP response")?;
+    stream
+        .take(RESPONSE_BYTES_MAX)
+        .read_to_string(&mut response)?;
+    let (head, answer) = response
+        .split_once("\r\n\r\n")
+        .context("malformed HTTP response")?;
     let status_line = head.lines().next().unwrap_or_default();
     if !status_line.contains(" 200 ") {
         bail!("{address}{path}: {status_line}");
@@ -303,7 +373,15 @@ mod tests {
     fn parses_an_etcd_3_4_status_answer() {
         let body = r#"{"header":{"cluster_id":"14513444767672244936","member_id":"2958454246651384218","revision":"1","raft_term":"2"},"version":"3.4.23","dbSize":"32768","leader":"2958454246651384218","raftIndex":"8","raftTerm":"2","raftAppliedIndex":"8","dbSizeInUse":"16384"}"#;
         let status = parse_status(body).unwrap();
-        assert_eq!(status, EtcdStatus { member_id: 2958454246651384218, leader: 2958454246651384218, term: 2, index: 8 });
+        assert_eq!(
+            status,
+            EtcdStatus {
+                member_id: 2958454246651384218,
+                leader: 2958454246651384218,
+                term: 2,
+                index: 8
+            }
+        );
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! The `bellwether` command. A thin layer over the library crates: it parses
 //! arguments, calls them, prints results and sets the exit code.
 
+mod bench_failover;
 mod bench_raft;
+mod etcd_cluster;
 mod http_get;
 mod node_command;
+mod process_cluster;
 mod progress;
 mod sim_command;
 mod status_command;
@@ -41,6 +44,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// Failover time of a real cluster after SIGKILL, SIGTERM and a silent
+    /// partition of the leader, optionally against a real etcd cluster.
+    Failover(bench_failover::FailoverArgs),
     /// Commits per second of an in-process Raft cluster with no network.
     Raft {
         /// Cluster size.
@@ -85,6 +91,15 @@ fn main() -> std::process::ExitCode {
 
 fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
     match command {
+        BenchCommand::Failover(args) => {
+            let report = bench_failover::run(&args)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                bench_failover::print_text(&report);
+            }
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         BenchCommand::Raft {
             nodes,
             clients,

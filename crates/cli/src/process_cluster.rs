@@ -43,14 +43,20 @@ pub struct Member {
 impl Member {
     /// Starts `command` with stdout and stderr appended to `log_path`.
     pub fn spawn(command: Command, log_path: PathBuf) -> Result<Member> {
-        let mut member = Member { child: None, log_path };
+        let mut member = Member {
+            child: None,
+            log_path,
+        };
         member.respawn(command)?;
         Ok(member)
     }
 
     /// Starts `command` again in place of the reaped process.
     pub fn respawn(&mut self, mut command: Command) -> Result<()> {
-        assert!(self.child.is_none(), "a member is started only when its previous process is reaped");
+        assert!(
+            self.child.is_none(),
+            "a member is started only when its previous process is reaped"
+        );
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -80,8 +86,13 @@ impl Member {
     /// Sends SIGKILL (directly, no helper process: this is the crash
     /// scenario's fault and its timing matters). The caller reaps later.
     pub fn kill(&mut self) -> Result<()> {
-        let child = self.child.as_mut().context("kill: the member is not running")?;
-        child.kill().with_context(|| format!("cannot SIGKILL pid {}", child.id()))
+        let child = self
+            .child
+            .as_mut()
+            .context("kill: the member is not running")?;
+        child
+            .kill()
+            .with_context(|| format!("cannot SIGKILL pid {}", child.id()))
     }
 
     /// Sends SIGTERM with the `kill` command (the crate has no unsafe code,
@@ -93,7 +104,10 @@ impl Member {
 
     /// Waits until the process exits and reaps it; fails after `limit`.
     pub fn wait_exit(&mut self, limit: Duration) -> Result<ExitStatus> {
-        let child = self.child.as_mut().context("wait_exit: the member is not running")?;
+        let child = self
+            .child
+            .as_mut()
+            .context("wait_exit: the member is not running")?;
         let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = child.try_wait()? {
@@ -101,7 +115,11 @@ impl Member {
                 return Ok(status);
             }
             if Instant::now() >= deadline {
-                bail!("pid {} did not exit within {limit:?}; read {}", child.id(), self.log_path.display());
+                bail!(
+                    "pid {} did not exit within {limit:?}; read {}",
+                    child.id(),
+                    self.log_path.display()
+                );
             }
             std::thread::sleep(EXIT_POLL_INTERVAL);
         }
@@ -112,7 +130,10 @@ impl Member {
         let child = self.child.as_mut().context("the member is not running")?;
         if let Some(status) = child.try_wait()? {
             self.child = None;
-            bail!("a member exited unexpectedly ({status}); read {}", self.log_path.display());
+            bail!(
+                "a member exited unexpectedly ({status}); read {}",
+                self.log_path.display()
+            );
         }
         Ok(())
     }
@@ -156,7 +177,11 @@ pub struct ClusterLayout {
 impl ClusterLayout {
     /// Member i's peer IP.
     pub fn peer_ip(&self, i: usize) -> Ipv4Addr {
-        assert!((1..=self.nodes).contains(&i), "member {i} of {}", self.nodes);
+        assert!(
+            (1..=self.nodes).contains(&i),
+            "member {i} of {}",
+            self.nodes
+        );
         Ipv4Addr::new(127, 0, self.net, i as u8)
     }
 
@@ -182,10 +207,17 @@ impl ProcessCluster {
     pub fn start(layout: ClusterLayout) -> Result<ProcessCluster> {
         assert!((1..=MEMBERS_MAX).contains(&layout.nodes));
         assert!(layout.base_port as usize + 100 + layout.nodes <= u16::MAX as usize);
-        std::fs::create_dir_all(&layout.dir).with_context(|| format!("cannot create {}", layout.dir.display()))?;
-        let mut cluster = ProcessCluster { layout, members: Vec::new() };
+        std::fs::create_dir_all(&layout.dir)
+            .with_context(|| format!("cannot create {}", layout.dir.display()))?;
+        let mut cluster = ProcessCluster {
+            layout,
+            members: Vec::new(),
+        };
         for i in 1..=cluster.layout.nodes {
-            let member = Member::spawn(cluster.command(i)?, cluster.layout.dir.join(format!("n{i}.log")))?;
+            let member = Member::spawn(
+                cluster.command(i)?,
+                cluster.layout.dir.join(format!("n{i}.log")),
+            )?;
             cluster.members.push(member);
         }
         Ok(cluster)
@@ -194,11 +226,23 @@ impl ProcessCluster {
     /// The `bellwether node` command line of member i.
     fn command(&self, i: usize) -> Result<Command> {
         let layout = &self.layout;
-        let peers: Vec<String> = (1..=layout.nodes).map(|j| format!("{j}={}", layout.peer_address(j))).collect();
-        let https: Vec<String> = (1..=layout.nodes).map(|j| format!("{j}={}", layout.http_address(j))).collect();
-        let mut command = Command::new(std::env::current_exe().context("cannot find this executable to start nodes")?);
+        let peers: Vec<String> = (1..=layout.nodes)
+            .map(|j| format!("{j}={}", layout.peer_address(j)))
+            .collect();
+        let https: Vec<String> = (1..=layout.nodes)
+            .map(|j| format!("{j}={}", layout.http_address(j)))
+            .collect();
+        let mut command = Command::new(
+            std::env::current_exe().context("cannot find this executable to start nodes")?,
+        );
         command
-            .args(["node", "--id", &i.to_string(), "--cluster", "bench-failover"])
+            .args([
+                "node",
+                "--id",
+                &i.to_string(),
+                "--cluster",
+                "bench-failover",
+            ])
             .args(["--peers", &peers.join(","), "--peer-http", &https.join(",")])
             .args(["--http-listen", &layout.http_address(i).to_string()])
             .arg("--data-dir")
@@ -236,13 +280,21 @@ impl Contender for ProcessCluster {
     /// Every member answers, follows the same leader in the same term and
     /// has its commit index; the leader has committed in its term.
     fn agreed_leader(&mut self) -> Option<Leadership> {
-        let statuses: Vec<NodeStatus> = (1..=self.layout.nodes).map(|i| self.status(i)).collect::<Option<_>>()?;
-        let leader = statuses.iter().find(|s| s.role == "leader" && s.committed_in_term)?;
-        let agreed = statuses
+        let statuses: Vec<NodeStatus> = (1..=self.layout.nodes)
+            .map(|i| self.status(i))
+            .collect::<Option<_>>()?;
+        let leader = statuses
             .iter()
-            .all(|s| s.leader == Some(leader.id) && s.term == leader.term && s.commit == leader.commit);
+            .find(|s| s.role == "leader" && s.committed_in_term)?;
+        let agreed = statuses.iter().all(|s| {
+            s.leader == Some(leader.id) && s.term == leader.term && s.commit == leader.commit
+        });
         let member = usize::try_from(leader.id).ok()?;
-        (agreed && (1..=self.layout.nodes).contains(&member)).then_some(Leadership { member, term: leader.term, commit: leader.commit })
+        (agreed && (1..=self.layout.nodes).contains(&member)).then_some(Leadership {
+            member,
+            term: leader.term,
+            commit: leader.commit,
+        })
     }
 
     /// A survivor that is leader in a term above the old one and has

@@ -293,7 +293,7 @@ struct Tracker {
     peer_http: BTreeMap<u64, String>,
     peers: BTreeMap<u64, String>,
     started: Instant,
-    last: Option<(Option<u64>, u64, String)>,
+    last: Option<(Option<u64>, u64, String, bool)>,
     leader_since: Option<Instant>,
     lost_at: Option<Instant>,
     failover_pending: bool,
@@ -331,10 +331,11 @@ impl Tracker {
         let role = status.role.as_str().to_string();
         let now = Instant::now();
         let committed_in_term = raft.log().term(raft.commit_index()) == Some(status.term);
-        let key = (leader, status.term.0, role.clone());
+        let key = (leader, status.term.0, role.clone(), committed_in_term);
         let changed = self.last.as_ref() != Some(&key);
         if changed {
-            let previous_leader = self.last.as_ref().and_then(|(l, _, _)| *l);
+            tracing::info!(term = status.term.0, role = %role, leader = ?leader, committed_in_term, "raft state changed");
+            let previous_leader = self.last.as_ref().and_then(|(l, _, _, _)| *l);
             if leader != previous_leader {
                 if leader.is_none() {
                     self.lost_at = Some(now);

@@ -94,6 +94,8 @@ async fn outbound(
                     return; // The event loop is gone.
                 }
                 let _ = events.try_send(PeerEvent::Lost(peer));
+                // Redial at once: a restarted peer is usually back already.
+                continue;
             }
             Err(error) => {
                 tracing::debug!(peer, %address, %error, "cannot reach peer");
@@ -140,16 +142,23 @@ async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::R
 }
 
 /// Writes queued messages in batches until the connection breaks (`Some`)
-/// or the queue closes (`None`).
+/// or the queue closes (`None`). The peer never writes on this connection
+/// after the handshake, so a readable end means it closed or reset: the
+/// connection is known broken at once, not at the next failed write.
 async fn pump(
-    mut stream: TcpStream,
+    stream: TcpStream,
     queue: &mut mpsc::Receiver<RaftMessage>,
     metrics: &Metrics,
 ) -> Option<()> {
+    let (mut reader, mut writer) = stream.into_split();
     let mut buffer = Vec::with_capacity(64 << 10);
     let mut payload = Vec::new();
+    let mut probe = [0u8; 1];
     loop {
-        let first = queue.recv().await?;
+        let first = tokio::select! {
+            message = queue.recv() => message?,
+            _ = tokio::io::AsyncReadExt::read(&mut reader, &mut probe) => return Some(()),
+        };
         buffer.clear();
         let mut next = Some(first);
         let mut count = 0;
@@ -165,7 +174,7 @@ async fn pump(
                 next = queue.try_recv().ok();
             }
         }
-        if stream.write_all(&buffer).await.is_err() {
+        if writer.write_all(&buffer).await.is_err() {
             return Some(());
         }
     }
