@@ -86,6 +86,10 @@ fn raft_config(config: &NodeConfig) -> RaftConfig {
     RaftConfig {
         heartbeat_ticks: (config.heartbeat_ms / tick).max(1),
         election_ticks_min: (config.election_ms / tick).max(2),
+        // [election_ms, 1.5 × election_ms): a silent failure is noticed
+        // sooner than with the paper's [min, 2 × min); split votes stay rare
+        // because rival pre-candidates yield by rank.
+        election_jitter_ticks: (config.election_ms / tick / 2).max(1),
         hint_slot_ticks: hint_ms.div_ceil(tick).max(1),
         priorities: BTreeMap::from([(NodeId(config.id), config.priority)]),
         ..RaftConfig::default()

@@ -39,6 +39,31 @@ impl RaftNode {
         }
         if self.election_elapsed_ticks >= self.election_timeout_ticks {
             self.campaign(Campaign::PreVote);
+            return;
+        }
+        let retry = self.config.heartbeat_ticks;
+        if self.role == Role::PreCandidate && self.election_elapsed_ticks % retry == 0 {
+            self.retry_pre_vote();
+        }
+    }
+
+    /// Asks again the voters that have not answered this pre-vote. A voter
+    /// that still heard the old leader a moment ago ignores a pre-vote
+    /// without answering; once its lease lapses, a repeated request succeeds
+    /// instead of waiting for a whole new election timeout. Pre-votes change
+    /// nothing, so repeating them is harmless.
+    fn retry_pre_vote(&mut self) {
+        let request = RaftMessage::PreVoteRequest {
+            term: self.term.next(),
+            last_log_index: self.log.last_index(),
+            last_log_term: self.log.last_term(),
+        };
+        let silent: Vec<NodeId> = self
+            .peers()
+            .filter(|p| !self.votes.contains_key(p))
+            .collect();
+        for peer in silent {
+            self.send(peer, request.clone());
         }
     }
 

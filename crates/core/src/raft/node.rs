@@ -216,7 +216,7 @@ impl RaftNode {
     pub(super) fn reset_election_timer(&mut self) {
         let min = self.config.election_ticks_min;
         self.election_elapsed_ticks = 0;
-        self.election_timeout_ticks = self.rng.range(min, 2 * min);
+        self.election_timeout_ticks = self.rng.range(min, min + self.config.election_jitter_ticks);
     }
 
     /// Moves to a higher term, forgetting the vote. Persisted before the next

@@ -204,6 +204,7 @@ pub(super) fn config() -> RaftConfig {
     RaftConfig {
         heartbeat_ticks: 2,
         election_ticks_min: 10,
+        election_jitter_ticks: 10,
         hint_slot_ticks: 1,
         ..RaftConfig::default()
     }
