@@ -42,7 +42,7 @@ impl RaftNode {
             return;
         }
         let retry = self.config.heartbeat_ticks;
-        if self.role == Role::PreCandidate && self.election_elapsed_ticks % retry == 0 {
+        if self.role == Role::PreCandidate && self.election_elapsed_ticks.is_multiple_of(retry) {
             self.retry_pre_vote();
         }
     }
