@@ -281,3 +281,79 @@ fn a_node_of_another_cluster_is_refused_with_a_log_line_and_a_metric() {
         "the real members still have a leader"
     );
 }
+
+/// Unmounts the test's tmpfs however the test ends.
+struct Mount(std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_stops_the_node_with_a_clear_error_and_loses_nothing() {
+    let mut cluster = Cluster::start("fulldisk", 3, HEARTBEAT_MS, ELECTION_MS);
+    cluster.kill(1);
+    let data = cluster.data_dir(1);
+    let _ = std::fs::remove_dir_all(&data);
+    std::fs::create_dir_all(&data).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&data)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !mounted {
+        eprintln!("cannot mount a small tmpfs here (needs root); skipping the full-disk test");
+        return;
+    }
+    let _mount = Mount(data.clone());
+    cluster.spawn(1);
+    let all = cluster.all();
+    cluster.wait_leader(&all, Duration::from_secs(10));
+    let before = cluster.status(1).unwrap();
+    // Fill the disk to the last page.
+    let _ = Command::new("dd")
+        .args(["if=/dev/zero", "bs=4k"])
+        .arg(format!("of={}", data.join("filler").display()))
+        .stderr(std::process::Stdio::null())
+        .status();
+    // Force n1 to write: every election raises its term (and appends and
+    // commits a no-op), which must be persisted before it may answer. When
+    // n1 leads, pause it so the others take over and it must catch up.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let exit = loop {
+        if let Some(status) = cluster.wait_exit(1, Duration::from_millis(10)) {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "n1 never hit the full disk");
+        match cluster.agreed_leader(&all).map(|(l, _)| l) {
+            Some(1) => {
+                cluster.signal(1, SIGSTOP);
+                std::thread::sleep(Duration::from_millis(3 * ELECTION_MS));
+                cluster.signal(1, SIGCONT);
+            }
+            Some(other) => {
+                cluster.kill(other);
+                cluster.spawn(other);
+            }
+            None => {}
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!exit.success(), "n1 stops with an error");
+    let log = cluster.log(1);
+    assert!(
+        log.contains("cannot persist") && log.contains("free disk space"),
+        "clear error:\n{log}"
+    );
+    // Free the space: n1 restarts from its log with nothing lost.
+    std::fs::remove_file(data.join("filler")).unwrap();
+    cluster.spawn(1);
+    cluster.wait_leader(&all, Duration::from_secs(20));
+    let after = cluster.status(1).unwrap();
+    assert!(after["term"].as_u64() >= before["term"].as_u64());
+    assert!(after["last_index"].as_u64() >= before["last_index"].as_u64());
+    cluster.assert_one_leader_per_term();
+}
