@@ -180,6 +180,11 @@ async fn pump(
     }
 }
 
+/// Inbound peer connections open at once, at most: a few per member is
+/// plenty, and the bound keeps a flood of connections from exhausting
+/// memory (each may hold a frame buffer).
+pub const INBOUND_CONNECTIONS_MAX: usize = 64;
+
 /// Accepts peer connections until the process ends.
 pub async fn accept(
     listener: TcpListener,
@@ -187,8 +192,14 @@ pub async fn accept(
     events: mpsc::Sender<PeerEvent>,
     metrics: Arc<Metrics>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(INBOUND_CONNECTIONS_MAX));
     loop {
         let Ok((stream, remote)) = listener.accept().await else {
+            continue;
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            metrics.count_refused("too_many_connections");
+            tracing::warn!(%remote, limit = INBOUND_CONNECTIONS_MAX, "refused a peer connection: too many open");
             continue;
         };
         let (identity, events, metrics) = (identity.clone(), events.clone(), metrics.clone());
@@ -196,6 +207,7 @@ pub async fn accept(
             if let Err(error) = inbound(stream, &identity, &events, &metrics).await {
                 tracing::debug!(%remote, %error, "peer connection closed");
             }
+            drop(slot);
         });
     }
 }
