@@ -11,7 +11,9 @@
 mod frame;
 mod handshake;
 
-pub use frame::{put_frame, read_frame, FrameError, FRAME_BYTES_MAX};
+pub use frame::{
+    put_frame, read_frame, read_frame_up_to, FrameError, FRAME_BYTES_MAX, HANDSHAKE_BYTES_MAX,
+};
 pub use handshake::{Hello, Refusal};
 
 use crate::metrics::Metrics;
@@ -221,9 +223,12 @@ async fn inbound(
     stream.set_nodelay(true)?;
     let remote = stream.peer_addr()?;
     let mut buffer = Vec::new();
-    tokio::time::timeout(CONNECT_TIMEOUT, read_frame(&mut stream, &mut buffer))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "handshake timed out"))??;
+    tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        read_frame_up_to(&mut stream, &mut buffer, HANDSHAKE_BYTES_MAX),
+    )
+    .await
+    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "handshake timed out"))??;
     let hello = Hello::decode(&buffer);
     let verdict = match &hello {
         Ok(hello) => hello.check(&identity.cluster, identity.id, &identity.members),
