@@ -5,14 +5,18 @@
 //! serves `/metrics`, `/health`, `/ready`, `/status` and the dashboard.
 //! Everything between tasks is a bounded channel.
 
+pub mod client;
 pub mod config;
 pub mod data_dir;
 pub mod http;
 pub mod metrics;
 pub mod node;
+pub mod state_machine;
 pub mod status;
 pub mod transport;
 pub mod wire;
 
+pub use client::{ClientError, NodeClient};
 pub use metrics::Metrics;
+pub use state_machine::{NullMachine, StateMachine};
 pub use status::{LeadershipChange, MemberStatus, NodeStatus};

@@ -4,13 +4,17 @@
 //! whole batch: group commit), sends its messages, applies committed
 //! entries, and publishes status and metrics.
 
+use crate::client::{ClientError, ClientRequest, NodeClient};
 use crate::config::NodeConfig;
 use crate::data_dir::{self, DataDirError};
 use crate::metrics::Metrics;
+use crate::state_machine::{NullMachine, StateMachine};
 use crate::status::{LeadershipChange, MemberStatus, NodeStatus, LEADERSHIP_HISTORY_MAX};
 use crate::transport::{self, Identity, PeerEvent, INBOUND_QUEUE_MAX};
-use bellwether_core::raft::{RaftConfig, RaftMessage, RaftNode, RaftOutput, RaftPersist};
-use bellwether_core::{NodeId, Protocol, Rng, Role};
+use bellwether_core::raft::{
+    Payload, ProposeError, RaftConfig, RaftMessage, RaftNode, RaftOutput, RaftPersist, ReadError,
+};
+use bellwether_core::{LogIndex, NodeId, Protocol, Rng, Role, Term};
 use bellwether_storage::{Storage, WalStorage};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -23,6 +27,12 @@ use tokio::sync::{mpsc, watch};
 /// Inputs handled per wake-up before persisting, at most: bounds both the
 /// batch and the delay any one input waits.
 const INPUTS_PER_BATCH_MAX: usize = 4_096;
+/// The node snapshots its state machine and compacts the log every this
+/// many applied entries.
+const SNAPSHOT_EVERY_ENTRIES: u64 = 10_000;
+
+type ProposeReply = tokio::sync::oneshot::Sender<Result<Vec<u8>, ClientError>>;
+type ReadReply = tokio::sync::oneshot::Sender<Result<(), ClientError>>;
 
 /// Why the node stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +82,23 @@ pub struct Node {
     pub http_address: std::net::SocketAddr,
     /// The HTTP listener, handed to the HTTP server.
     pub http_listener: Option<TcpListener>,
+    /// What committed commands are applied to.
+    machine: Box<dyn StateMachine>,
+    /// Client requests (proposals, read barriers).
+    requests: Option<mpsc::Receiver<ClientRequest>>,
+    /// The handle for submitting them.
+    client: NodeClient,
+    /// Proposals waiting for their entry: index → (term proposed in, when,
+    /// reply). An entry of another term at that index means it was replaced.
+    proposals: BTreeMap<LogIndex, (Term, Instant, ProposeReply)>,
+    /// Reads waiting for ReadIndex confirmation, by read id.
+    reads: BTreeMap<u64, ReadReply>,
+    /// Confirmed reads waiting for the state machine to reach their index.
+    confirmed_reads: Vec<(LogIndex, ReadReply)>,
+    /// Next read id.
+    next_read_id: u64,
+    /// Index of the last snapshot taken here.
+    snapshot_index: LogIndex,
 }
 
 fn unix_ms() -> u64 {
@@ -97,9 +124,25 @@ fn raft_config(config: &NodeConfig) -> RaftConfig {
 }
 
 impl Node {
-    /// Opens the data directory, recovers, and binds both listeners.
+    /// Opens the data directory, recovers, and binds both listeners, with no
+    /// state machine (leadership only).
     pub async fn open(config: NodeConfig) -> Result<Node, NodeError> {
+        Node::with_machine(config, Box::new(NullMachine)).await
+    }
+
+    /// Like [`Node::open`], applying committed commands to `machine`.
+    pub async fn with_machine(
+        config: NodeConfig,
+        mut machine: Box<dyn StateMachine>,
+    ) -> Result<Node, NodeError> {
         let (wal, durable) = data_dir::open(&config)?;
+        let snapshot_index = durable
+            .snapshot
+            .as_ref()
+            .map_or(LogIndex(0), |s| s.meta.last_index);
+        if let Some(snapshot) = &durable.snapshot {
+            machine.restore(snapshot.meta.last_index, &snapshot.data);
+        }
         let members: Vec<NodeId> = config.peers.keys().map(|id| NodeId(*id)).collect();
         let seed = unix_ms() ^ (u64::from(std::process::id()) << 32) ^ config.id;
         let raft = RaftNode::new(
@@ -126,6 +169,7 @@ impl Node {
         let http_address = http_listener.local_addr().unwrap_or(config.http_listen);
         let metrics = Arc::new(Metrics::default());
         let (status_tx, _) = watch::channel(empty_status(&config, http_address));
+        let (client, requests) = NodeClient::channel();
         Ok(Node {
             config,
             raft,
@@ -135,7 +179,20 @@ impl Node {
             status_tx,
             http_address,
             http_listener: Some(http_listener),
+            machine,
+            requests: Some(requests),
+            client,
+            proposals: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            confirmed_reads: Vec::new(),
+            next_read_id: 1,
+            snapshot_index,
         })
+    }
+
+    /// A handle to propose commands and wait for read barriers.
+    pub fn client(&self) -> NodeClient {
+        self.client.clone()
     }
 
     /// Observers of this node.
@@ -181,9 +238,11 @@ impl Node {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         tokio::pin!(shutdown);
         let mut handover_deadline: Option<Instant> = None;
+        let mut requests = self.requests.take().expect("run is called once");
         loop {
             tokio::select! {
                 _ = ticker.tick() => self.raft.tick(),
+                Some(request) = requests.recv() => self.handle_request(request),
                 event = events.recv() => match event {
                     Some(event) => self.handle(event),
                     None => break,
@@ -201,6 +260,12 @@ impl Node {
             for _ in 0..INPUTS_PER_BATCH_MAX {
                 match events.try_recv() {
                     Ok(event) => self.handle(event),
+                    Err(_) => break,
+                }
+            }
+            for _ in 0..INPUTS_PER_BATCH_MAX {
+                match requests.try_recv() {
+                    Ok(request) => self.handle_request(request),
                     Err(_) => break,
                 }
             }
@@ -246,12 +311,114 @@ impl Node {
                 }
             }
             for output in ready.output {
-                if let RaftOutput::Restore(_) | RaftOutput::Apply(_) = output {
-                    // No state machine yet: applying is recording the index.
+                self.apply_output(output);
+            }
+            self.maybe_snapshot();
+        }
+        Ok(())
+    }
+
+    fn handle_request(&mut self, request: ClientRequest) {
+        match request {
+            ClientRequest::Propose { command, reply } => match self.raft.propose(command) {
+                Ok(index) => {
+                    self.proposals
+                        .insert(index, (self.raft.status().term, Instant::now(), reply));
+                }
+                Err(ProposeError::NotLeader { leader }) => {
+                    let _ = reply.send(Err(ClientError::NotLeader {
+                        leader: leader.map(|l| l.0),
+                    }));
+                }
+                Err(_) => {
+                    let _ = reply.send(Err(ClientError::Busy));
+                }
+            },
+            ClientRequest::ReadBarrier { reply } => {
+                let id = self.next_read_id;
+                self.next_read_id += 1;
+                match self.raft.read_index(id) {
+                    Ok(()) => {
+                        self.reads.insert(id, reply);
+                    }
+                    Err(ReadError::NotLeader { leader }) => {
+                        let _ = reply.send(Err(ClientError::NotLeader {
+                            leader: leader.map(|l| l.0),
+                        }));
+                    }
+                    Err(ReadError::Busy) => {
+                        let _ = reply.send(Err(ClientError::Busy));
+                    }
                 }
             }
         }
-        Ok(())
+    }
+
+    /// Hands one output to the state machine and answers waiting clients.
+    fn apply_output(&mut self, output: RaftOutput) {
+        match output {
+            RaftOutput::Apply(entry) => {
+                let answer = match &entry.payload {
+                    Payload::Command(command) => Some(self.machine.apply(entry.index, command)),
+                    _ => None,
+                };
+                if let Some((term, proposed_at, reply)) = self.proposals.remove(&entry.index) {
+                    let result = match answer {
+                        Some(answer) if term == entry.term => {
+                            self.metrics
+                                .proposal_latency
+                                .observe_us(proposed_at.elapsed().as_micros() as u64);
+                            Ok(answer)
+                        }
+                        _ => Err(ClientError::NotApplied),
+                    };
+                    let _ = reply.send(result);
+                }
+            }
+            RaftOutput::Restore(snapshot) => {
+                self.machine
+                    .restore(snapshot.meta.last_index, &snapshot.data);
+                self.snapshot_index = snapshot.meta.last_index;
+                // Proposals covered by a snapshot from the leader: their
+                // answers are gone with the entries. Clients retry reads.
+                let later = self.proposals.split_off(&snapshot.meta.last_index.next());
+                for (_, (_, _, reply)) in std::mem::replace(&mut self.proposals, later) {
+                    let _ = reply.send(Err(ClientError::NotApplied));
+                }
+            }
+            RaftOutput::ReadReady { id, index } => {
+                if let Some(reply) = self.reads.remove(&id) {
+                    self.confirmed_reads.push((index, reply));
+                }
+            }
+            RaftOutput::ReadFailed { id } => {
+                if let Some(reply) = self.reads.remove(&id) {
+                    let leader = self.raft.status().leader.map(|l| l.0);
+                    let _ = reply.send(Err(ClientError::NotLeader { leader }));
+                }
+            }
+        }
+        let applied = self.raft.applied_index();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.confirmed_reads)
+            .into_iter()
+            .partition(|(index, _)| *index <= applied);
+        self.confirmed_reads = waiting;
+        for (_, reply) in ready {
+            let _ = reply.send(Ok(()));
+        }
+    }
+
+    /// Takes a snapshot of the state machine every
+    /// [`SNAPSHOT_EVERY_ENTRIES`] applied entries and compacts the log.
+    fn maybe_snapshot(&mut self) {
+        let applied = self.raft.applied_index();
+        if applied.0 < self.snapshot_index.0 + SNAPSHOT_EVERY_ENTRIES {
+            return;
+        }
+        let data = self.machine.snapshot();
+        if self.raft.compact(applied, data).is_ok() {
+            self.snapshot_index = applied;
+        }
     }
 }
 

@@ -1,0 +1,31 @@
+//! What the node applies committed commands to. The etcd-compatible store
+//! implements this; the node itself only orders, persists and applies.
+
+use bellwether_core::LogIndex;
+
+/// A deterministic state machine fed by the Raft log.
+pub trait StateMachine: Send + 'static {
+    /// Applies the command committed at `index` and returns the answer for
+    /// the client that proposed it. Must be deterministic: every member
+    /// applies the same commands in the same order and must end equal.
+    fn apply(&mut self, index: LogIndex, command: &[u8]) -> Vec<u8>;
+    /// The whole state, for a snapshot taken after the last applied index.
+    fn snapshot(&self) -> Vec<u8>;
+    /// Replaces the state with a snapshot taken at `applied`.
+    fn restore(&mut self, applied: LogIndex, data: &[u8]);
+}
+
+/// A state machine that keeps nothing; answers are empty. Used while the
+/// node serves only leadership.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NullMachine;
+
+impl StateMachine for NullMachine {
+    fn apply(&mut self, _index: LogIndex, _command: &[u8]) -> Vec<u8> {
+        Vec::new()
+    }
+    fn snapshot(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn restore(&mut self, _applied: LogIndex, _data: &[u8]) {}
+}
