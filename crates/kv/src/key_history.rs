@@ -1,0 +1,82 @@
+//! The MVCC history of one key: every revision that wrote it, so that reads
+//! at an older revision see the state as of that revision until compaction
+//! removes it.
+
+use crate::KeyValue;
+
+/// One write to a key: the new state, or `None` for a delete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KeyRevision {
+    /// The revision of the write.
+    pub(crate) revision: i64,
+    /// The state after the write; `None` is a tombstone.
+    pub(crate) kv: Option<KeyValue>,
+}
+
+/// All retained writes to one key, oldest first.
+///
+/// Invariant: revisions strictly increase, because the txn duplicate-key
+/// check allows at most one write per key per revision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KeyHistory {
+    /// The writes, oldest first. After compaction at `c`, the first entry is
+    /// the key's live state as of `c` (never a tombstone), or a write after
+    /// `c`.
+    pub(crate) revisions: Vec<KeyRevision>,
+}
+
+impl KeyHistory {
+    /// The key's state as of `revision`, or `None` if it did not exist then.
+    pub(crate) fn at(&self, revision: i64) -> Option<&KeyValue> {
+        let after = self
+            .revisions
+            .partition_point(|entry| entry.revision <= revision);
+        after
+            .checked_sub(1)
+            .and_then(|index| self.revisions[index].kv.as_ref())
+    }
+
+    /// The key's newest state, or `None` if it is deleted.
+    pub(crate) fn latest(&self) -> Option<&KeyValue> {
+        self.revisions.last().and_then(|entry| entry.kv.as_ref())
+    }
+
+    /// Records a write at `revision`. A tombstone is `None`.
+    pub(crate) fn push(&mut self, revision: i64, kv: Option<KeyValue>) {
+        if let Some(last) = self.revisions.last() {
+            assert!(
+                revision > last.revision,
+                "key written twice at revision {revision}"
+            );
+        }
+        if let Some(kv) = &kv {
+            assert_eq!(
+                kv.mod_revision, revision,
+                "mod_revision differs from write revision"
+            );
+        }
+        self.revisions.push(KeyRevision { revision, kv });
+    }
+
+    /// Drops the writes no read at `revision` or later can see. Returns true
+    /// when nothing is left and the key can be forgotten.
+    pub(crate) fn compact(&mut self, revision: i64) -> bool {
+        let after = self
+            .revisions
+            .partition_point(|entry| entry.revision <= revision);
+        // Keep the newest write at or below `revision` if it is a live value:
+        // it is what reads at `revision` see. A tombstone there is not needed.
+        let keep_from = match after.checked_sub(1) {
+            Some(index) if self.revisions[index].kv.is_some() => index,
+            _ => after,
+        };
+        self.revisions.drain(..keep_from);
+        if let Some(first) = self.revisions.first() {
+            assert!(
+                first.kv.is_some() || first.revision > revision,
+                "tombstone survived compaction"
+            );
+        }
+        self.revisions.is_empty()
+    }
+}

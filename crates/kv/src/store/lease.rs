@@ -1,0 +1,86 @@
+//! Lease grant, revoke and lookups.
+//!
+//! Grants and revokes arrive through the log, so they are deterministic.
+//! Expiry is decided by the leader's clock outside the store and arrives as
+//! a revoke. Keep-alives touch nothing durable: the remaining TTL is the
+//! leader's volatile state (see [`Lease`]).
+
+use super::KvStore;
+use crate::{KvError, Lease, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN};
+use std::collections::BTreeSet;
+
+impl KvStore {
+    /// Grants lease `id` for `ttl_seconds`, raised to
+    /// [`LEASE_TTL_SECONDS_MIN`]. Returns the TTL granted. Does not advance
+    /// the revision: leases are not keys.
+    pub fn lease_grant(&mut self, id: i64, ttl_seconds: i64) -> Result<i64, KvError> {
+        if id == 0 {
+            return Err(KvError::LeaseIdZero);
+        }
+        if ttl_seconds > LEASE_TTL_SECONDS_MAX {
+            return Err(KvError::LeaseTtlTooLarge);
+        }
+        if self.leases.contains_key(&id) {
+            return Err(KvError::LeaseExists);
+        }
+        if self.leases.len() >= LEASES_MAX {
+            return Err(KvError::TooManyLeases {
+                leases_max: LEASES_MAX,
+            });
+        }
+        let ttl_seconds = ttl_seconds.max(LEASE_TTL_SECONDS_MIN);
+        self.leases.insert(
+            id,
+            Lease {
+                id,
+                ttl_seconds,
+                keys: BTreeSet::new(),
+            },
+        );
+        assert!(self.leases.len() <= LEASES_MAX);
+        Ok(ttl_seconds)
+    }
+
+    /// Revokes lease `id` and deletes all its keys in one revision. Returns
+    /// the store's revision after the revoke (unchanged if the lease had no
+    /// keys).
+    pub fn lease_revoke(&mut self, id: i64) -> Result<i64, KvError> {
+        let lease = self.leases.remove(&id).ok_or(KvError::LeaseNotFound)?;
+        let mut pending = self.begin_write();
+        for key in &lease.keys {
+            let kv = self.get(key).cloned().expect("lease lists a deleted key");
+            assert_eq!(kv.lease, id, "lease lists a key attached elsewhere");
+            self.delete_key(kv, &mut pending);
+        }
+        assert_eq!(
+            pending.events.len(),
+            lease.keys.len(),
+            "revoke missed a key"
+        );
+        Ok(self.finish_write(pending))
+    }
+
+    /// Confirms lease `id` is alive and returns its granted TTL, which the
+    /// leader restarts its countdown from. Changes nothing in the store.
+    pub fn lease_keep_alive(&self, id: i64) -> Result<i64, KvError> {
+        self.lease(id)
+            .map(|lease| lease.ttl_seconds)
+            .ok_or(KvError::LeaseNotFound)
+    }
+
+    /// Lease `id`, if alive.
+    pub fn lease(&self, id: i64) -> Option<&Lease> {
+        self.leases.get(&id)
+    }
+
+    /// The keys attached to lease `id`, in key order.
+    pub fn lease_keys(&self, id: i64) -> Result<Vec<Vec<u8>>, KvError> {
+        let lease = self.lease(id).ok_or(KvError::LeaseNotFound)?;
+        Ok(lease.keys.iter().cloned().collect())
+    }
+
+    /// The ids of all live leases, ascending.
+    pub fn leases(&self) -> Vec<i64> {
+        self.leases.keys().copied().collect()
+    }
+}

@@ -1,0 +1,102 @@
+//! [`KvStore`]: the deterministic MVCC key-value state machine.
+//!
+//! Every replica applies the same committed commands in the same order and
+//! must end in the same state, so the store does no IO, reads no clock and
+//! iterates only sorted maps. Its behaviour follows etcd v3's data model:
+//!
+//! - The store starts at revision 1; every write that changes something gets
+//!   the next revision (the first write is revision 2). A txn's writes share
+//!   one revision; a read-only txn or a delete of nothing does not advance it.
+//! - Each key keeps the history of its writes until compaction, so reads at
+//!   an older revision see the state of that revision.
+//! - Each write appends watch events to a bounded [`EventLog`].
+//!
+//! The methods are split by concern: reads in `read.rs`, puts and deletes in
+//! `write.rs`, txns in `txn.rs`, leases in `lease.rs`, compaction in
+//! `compact.rs`, snapshots in `snapshot.rs`.
+
+mod compact;
+mod lease;
+mod read;
+mod snapshot;
+
+pub use snapshot::SNAPSHOT_VERSION;
+mod txn;
+mod write;
+
+use crate::event_log::EventLog;
+use crate::key_history::KeyHistory;
+use crate::{Event, KeyRange, KvError, Lease};
+use std::collections::BTreeMap;
+
+/// The revision of an empty store, as in etcd.
+pub const REVISION_INITIAL: i64 = 1;
+
+/// The key-value state machine of one replica.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvStore {
+    /// The revision of the last write; reads default to it.
+    revision: i64,
+    /// Reads below this revision fail: their history is gone. 0 until the
+    /// first compaction.
+    compact_revision: i64,
+    /// Every key with retained history, live or deleted, in key order.
+    keys: BTreeMap<Vec<u8>, KeyHistory>,
+    /// Live leases by id.
+    leases: BTreeMap<i64, Lease>,
+    /// Recent events, for watchers.
+    events: EventLog,
+}
+
+impl Default for KvStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KvStore {
+    /// An empty store at [`REVISION_INITIAL`].
+    pub fn new() -> Self {
+        KvStore {
+            revision: REVISION_INITIAL,
+            compact_revision: 0,
+            keys: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            events: EventLog::new(REVISION_INITIAL),
+        }
+    }
+
+    /// The revision of the last write.
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// The revision of the last compaction, 0 if none. Reads below it fail.
+    pub fn compact_revision(&self) -> i64 {
+        self.compact_revision
+    }
+
+    /// Events on keys in `range` from `start_revision` on, oldest first; in
+    /// a revision, in the order the writes were applied.
+    ///
+    /// A `start_revision` past the current revision gives no events: the
+    /// watch waits for them. So does 0 or less, etcd's "from now on". One whose events are gone, by compaction or
+    /// the log's bound, fails with [`KvError::Compacted`] naming the oldest
+    /// revision still held, from which the watcher can restart.
+    pub fn events_since(
+        &self,
+        start_revision: i64,
+        range: &KeyRange,
+    ) -> Result<Vec<Event>, KvError> {
+        if start_revision <= 0 || start_revision > self.revision {
+            return Ok(Vec::new());
+        }
+        self.events.since(start_revision, range)
+    }
+
+    /// The live state of `key` at the current revision, if it exists. A
+    /// shortcut for tests and the server's own lookups.
+    pub fn get(&self, key: &[u8]) -> Option<&crate::KeyValue> {
+        self.keys.get(key).and_then(KeyHistory::latest)
+    }
+}

@@ -1,0 +1,141 @@
+//! Range reads at the current or an older revision.
+
+use super::KvStore;
+use crate::key_history::KeyHistory;
+use crate::{KeyRange, KeyValue, KvError, RangeRequest, RangeResponse, SortOrder, SortTarget};
+use std::cmp::Ordering;
+
+impl KvStore {
+    /// Reads keys as of `request.revision` (0 for the current revision).
+    ///
+    /// Fails with [`KvError::Compacted`] below the compact revision and
+    /// [`KvError::FutureRevision`] past the current one.
+    pub fn range(&self, request: &RangeRequest) -> Result<RangeResponse, KvError> {
+        self.check_range(request, self.revision)?;
+        Ok(self.range_at(request, self.revision))
+    }
+
+    /// Checks a read against `current`, the revision reads default to.
+    pub(super) fn check_range(&self, request: &RangeRequest, current: i64) -> Result<(), KvError> {
+        if request.key.is_empty() {
+            return Err(KvError::KeyNotProvided);
+        }
+        if request.revision > current {
+            return Err(KvError::FutureRevision);
+        }
+        let revision = if request.revision <= 0 {
+            current
+        } else {
+            request.revision
+        };
+        if revision < self.compact_revision {
+            return Err(KvError::Compacted {
+                compact_revision: self.compact_revision,
+            });
+        }
+        Ok(())
+    }
+
+    /// Serves a checked read. `current` is the store's revision as seen by
+    /// the caller: inside a txn that has written, one past `self.revision`.
+    pub(super) fn range_at(&self, request: &RangeRequest, current: i64) -> RangeResponse {
+        let revision = if request.revision <= 0 {
+            current
+        } else {
+            request.revision
+        };
+        assert!(revision <= current, "range past the current revision");
+        assert!(
+            revision >= self.compact_revision,
+            "range below the compact revision"
+        );
+        let live = self.live_at(&request.key_range(), revision);
+        let count = i64::try_from(live.len()).expect("key count fits in i64");
+        if request.count_only {
+            return RangeResponse {
+                revision: current,
+                kvs: Vec::new(),
+                more: false,
+                count,
+            };
+        }
+        let mut kvs: Vec<&KeyValue> = live
+            .into_iter()
+            .filter(|kv| request.passes_filters(kv))
+            .collect();
+        sort(&mut kvs, request.sort_order, request.sort_target);
+        let limit = usize::try_from(request.limit).unwrap_or(0);
+        let more = limit > 0 && kvs.len() > limit;
+        if more {
+            kvs.truncate(limit);
+        }
+        let kvs = kvs
+            .into_iter()
+            .map(|kv| strip(kv, request.keys_only))
+            .collect();
+        RangeResponse {
+            revision: current,
+            kvs,
+            more,
+            count,
+        }
+    }
+
+    /// The live keys in `range` as of `revision`, in key order.
+    pub(super) fn live_at(&self, range: &KeyRange, revision: i64) -> Vec<&KeyValue> {
+        if range.is_empty_interval() {
+            return Vec::new();
+        }
+        self.keys
+            .range::<[u8], _>(range.bounds())
+            .filter_map(|(_, history)| history.at(revision))
+            .collect()
+    }
+
+    /// The live keys in `range` now, in key order.
+    pub(super) fn live_now(&self, range: &KeyRange) -> Vec<&KeyValue> {
+        if range.is_empty_interval() {
+            return Vec::new();
+        }
+        self.keys
+            .range::<[u8], _>(range.bounds())
+            .filter_map(|(_, h)| KeyHistory::latest(h))
+            .collect()
+    }
+}
+
+/// Sorts key-ordered `kvs` as etcd does: a non-key target without an order
+/// implies ascending; key ascending is the order they are already in. The
+/// sort is stable, so ties stay in key order.
+fn sort(kvs: &mut [&KeyValue], order: SortOrder, target: SortTarget) {
+    let order = match (order, target) {
+        (SortOrder::None, SortTarget::Key) => return,
+        (SortOrder::None, _) => SortOrder::Ascend,
+        (order, _) => order,
+    };
+    let compare = |a: &&KeyValue, b: &&KeyValue| -> Ordering {
+        match target {
+            SortTarget::Key => a.key.cmp(&b.key),
+            SortTarget::Version => a.version.cmp(&b.version),
+            SortTarget::Create => a.create_revision.cmp(&b.create_revision),
+            SortTarget::Mod => a.mod_revision.cmp(&b.mod_revision),
+            SortTarget::Value => a.value.cmp(&b.value),
+        }
+    };
+    match order {
+        SortOrder::Descend => kvs.sort_by(|a, b| compare(b, a)),
+        _ => kvs.sort_by(compare),
+    }
+}
+
+/// A copy of `kv` for a response, without its value for `keys_only`.
+fn strip(kv: &KeyValue, keys_only: bool) -> KeyValue {
+    if keys_only {
+        KeyValue {
+            value: Vec::new(),
+            ..kv.clone()
+        }
+    } else {
+        kv.clone()
+    }
+}
