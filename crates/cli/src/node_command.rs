@@ -26,6 +26,9 @@ pub struct NodeArgs {
     /// Address of /metrics, /health, /ready, /status and the dashboard.
     #[arg(long)]
     http_listen: Option<String>,
+    /// Address of the etcd v3 gRPC API (etcdctl, etcd SDKs).
+    #[arg(long)]
+    client_listen: Option<String>,
     /// Data directory (write-ahead log, snapshots).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -44,6 +47,9 @@ pub struct NodeArgs {
     /// Members' HTTP addresses as id=host:port, comma-separated.
     #[arg(long, value_delimiter = ',')]
     peer_http: Option<Vec<String>>,
+    /// Members' etcd API addresses as id=host:port, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    peer_client: Option<Vec<String>>,
 }
 
 impl NodeArgs {
@@ -53,12 +59,14 @@ impl NodeArgs {
             cluster: self.cluster.clone(),
             peer_listen: self.peer_listen.clone(),
             http_listen: self.http_listen.clone(),
+            client_listen: self.client_listen.clone(),
             data_dir: self.data_dir.clone(),
             heartbeat_ms: self.heartbeat_ms,
             election_ms: self.election_ms,
             priority: self.priority,
             peers: self.peers.clone(),
             peer_http: self.peer_http.clone(),
+            peer_client: self.peer_client.clone(),
         }
     }
 
@@ -93,8 +101,35 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(async move {
-        let mut node = Node::open(config.clone()).await?;
+        let machine = bellwether_server::etcd::EtcdMachine::default();
+        let store = machine.store.clone();
+        let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;
         let handles = node.handles();
+        let client_listener = match config.client_listen {
+            Some(address) => Some(tokio::net::TcpListener::bind(address).await.with_context(
+                || format!("cannot listen for clients on {address}; is another process using it?"),
+            )?),
+            None => None,
+        };
+        let (stop_grpc, grpc_stopped) = tokio::sync::oneshot::channel::<()>();
+        let grpc = client_listener.map(|listener| {
+            let service = bellwether_server::etcd::KvService {
+                client: node.client(),
+                store,
+                status: handles.status.clone(),
+                cluster_id: bellwether_server::etcd::cluster_id(&config.cluster),
+                member_id: config.id,
+                client_addresses: std::sync::Arc::new(config.peer_client.clone()),
+                forwarders: Default::default(),
+            };
+            tokio::spawn(bellwether_server::etcd::serve(
+                listener,
+                service,
+                async move {
+                    let _ = grpc_stopped.await;
+                },
+            ))
+        });
         let http_listener = node.http_listener.take().expect("fresh node");
         let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
         let http = tokio::spawn(bellwether_server::http::serve(
@@ -118,6 +153,10 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         let result = node.run(termination()).await;
         let _ = stop_http.send(());
         let _ = http.await;
+        let _ = stop_grpc.send(());
+        if let Some(grpc) = grpc {
+            let _ = grpc.await;
+        }
         result?;
         tracing::info!(id = config.id, "node stopped");
         Ok(ExitCode::SUCCESS)

@@ -47,6 +47,10 @@ fn http_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + 100 + i)
 }
 
+fn client_address(base: u16, i: usize) -> String {
+    format!("127.0.0.1:{}", base as usize + 200 + i)
+}
+
 /// The members' HTTP addresses for a base port.
 pub fn http_addresses(base: u16, nodes: usize) -> Vec<SocketAddr> {
     (1..=nodes)
@@ -78,14 +82,16 @@ fn write_configs(args: &UpArgs) -> Result<()> {
     for i in 1..=args.nodes {
         let data = args.dir.join(format!("n{i}"));
         let text = format!(
-            "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\n",
+            "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\nclient_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\npeer_client = [{}]\n",
             peer_address(args.base_port, i),
             http_address(args.base_port, i),
+            client_address(args.base_port, i),
             data.canonicalize().unwrap_or(data.clone()).display(),
             args.heartbeat_ms,
             args.election_ms,
             list(peer_address),
             list(http_address),
+            list(client_address),
         );
         std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;
     }
@@ -181,11 +187,19 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
     );
     for (i, address) in addresses.iter().enumerate() {
         println!(
-            "  n{}: peers {}  http http://{address}/  (dashboard, /metrics, /status)",
+            "  n{}: peers {}  etcd API {}  http http://{address}/  (dashboard, /metrics, /status)",
             i + 1,
-            peer_address(args.base_port, i + 1)
+            peer_address(args.base_port, i + 1),
+            client_address(args.base_port, i + 1)
         );
     }
+    let clients: Vec<String> = (1..=args.nodes)
+        .map(|i| client_address(args.base_port, i))
+        .collect();
+    println!(
+        "  etcdctl: etcdctl --endpoints={} put greeting hello",
+        clients.join(",")
+    );
     println!(
         "  status: bellwether status --endpoints {}",
         addresses

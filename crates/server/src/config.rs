@@ -12,19 +12,22 @@
 //! cluster = "bellwether"
 //! peer_listen = "127.0.0.1:7001"
 //! http_listen = "127.0.0.1:7101"
+//! client_listen = "127.0.0.1:7201"   # etcd v3 gRPC API; omit to not serve it
 //! data_dir = "data/n1"
 //! heartbeat_ms = 100
 //! election_ms = 1000
 //! priority = 0
 //! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
+//! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
 //! ```
 //!
 //! Environment variables: `BELLWETHER_ID`, `BELLWETHER_CLUSTER`,
-//! `BELLWETHER_PEER_LISTEN`, `BELLWETHER_HTTP_LISTEN`, `BELLWETHER_DATA_DIR`,
+//! `BELLWETHER_PEER_LISTEN`, `BELLWETHER_HTTP_LISTEN`,
+//! `BELLWETHER_CLIENT_LISTEN`, `BELLWETHER_DATA_DIR`,
 //! `BELLWETHER_HEARTBEAT_MS`, `BELLWETHER_ELECTION_MS`,
-//! `BELLWETHER_PRIORITY`, `BELLWETHER_PEERS` and `BELLWETHER_PEER_HTTP`
-//! (comma-separated `id=address` lists).
+//! `BELLWETHER_PRIORITY`, `BELLWETHER_PEERS`, `BELLWETHER_PEER_HTTP` and
+//! `BELLWETHER_PEER_CLIENT` (comma-separated `id=address` lists).
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -44,6 +47,8 @@ pub struct ConfigLayer {
     /// Address of `/metrics`, `/health`, `/ready`, `/status` and the
     /// dashboard.
     pub http_listen: Option<String>,
+    /// Address of the etcd v3 gRPC API (unset: not served).
+    pub client_listen: Option<String>,
     /// Directory of the write-ahead log and snapshots.
     pub data_dir: Option<PathBuf>,
     /// Leader heartbeat interval.
@@ -57,6 +62,9 @@ pub struct ConfigLayer {
     /// HTTP addresses of members, as `id=host:port` (for the dashboard and
     /// `bellwether status`).
     pub peer_http: Option<Vec<String>>,
+    /// etcd API addresses of members, as `id=host:port`, so a follower can
+    /// forward writes to the leader.
+    pub peer_client: Option<Vec<String>>,
 }
 
 impl ConfigLayer {
@@ -93,6 +101,7 @@ impl ConfigLayer {
             cluster: lookup("BELLWETHER_CLUSTER"),
             peer_listen: lookup("BELLWETHER_PEER_LISTEN"),
             http_listen: lookup("BELLWETHER_HTTP_LISTEN"),
+            client_listen: lookup("BELLWETHER_CLIENT_LISTEN"),
             data_dir: lookup("BELLWETHER_DATA_DIR").map(PathBuf::from),
             heartbeat_ms: number("BELLWETHER_HEARTBEAT_MS")?,
             election_ms: number("BELLWETHER_ELECTION_MS")?,
@@ -104,6 +113,7 @@ impl ConfigLayer {
                 .transpose()?,
             peers: list("BELLWETHER_PEERS"),
             peer_http: list("BELLWETHER_PEER_HTTP"),
+            peer_client: list("BELLWETHER_PEER_CLIENT"),
         })
     }
 
@@ -114,12 +124,14 @@ impl ConfigLayer {
             cluster: over.cluster.or(self.cluster),
             peer_listen: over.peer_listen.or(self.peer_listen),
             http_listen: over.http_listen.or(self.http_listen),
+            client_listen: over.client_listen.or(self.client_listen),
             data_dir: over.data_dir.or(self.data_dir),
             heartbeat_ms: over.heartbeat_ms.or(self.heartbeat_ms),
             election_ms: over.election_ms.or(self.election_ms),
             priority: over.priority.or(self.priority),
             peers: over.peers.or(self.peers),
             peer_http: over.peer_http.or(self.peer_http),
+            peer_client: over.peer_client.or(self.peer_client),
         }
     }
 }
@@ -140,6 +152,8 @@ pub struct NodeConfig {
     pub peer_listen: SocketAddr,
     /// Where HTTP is served.
     pub http_listen: SocketAddr,
+    /// Where the etcd v3 gRPC API is served, if at all.
+    pub client_listen: Option<SocketAddr>,
     /// Data directory.
     pub data_dir: PathBuf,
     /// Heartbeat interval.
@@ -152,6 +166,8 @@ pub struct NodeConfig {
     pub peers: BTreeMap<u64, SocketAddr>,
     /// Member id → HTTP address, where known.
     pub peer_http: BTreeMap<u64, SocketAddr>,
+    /// Member id → etcd API address, where known.
+    pub peer_client: BTreeMap<u64, SocketAddr>,
 }
 
 fn address(setting: &str, value: &str) -> Result<SocketAddr, ConfigError> {
@@ -214,6 +230,11 @@ impl NodeConfig {
             "http_listen",
             layer.http_listen.as_deref().unwrap_or("127.0.0.1:0"),
         )?;
+        let client_listen = layer
+            .client_listen
+            .as_deref()
+            .map(|a| address("client_listen", a))
+            .transpose()?;
         let data_dir = layer.data_dir.ok_or_else(|| {
             ConfigError(
                 "data_dir is missing: set --data-dir, BELLWETHER_DATA_DIR or `data_dir`".into(),
@@ -235,12 +256,17 @@ impl NodeConfig {
             cluster,
             peer_listen,
             http_listen,
+            client_listen,
             data_dir,
             heartbeat_ms,
             election_ms,
             priority: layer.priority.unwrap_or(0),
             peers,
             peer_http: members("peer_http", layer.peer_http.as_deref().unwrap_or_default())?,
+            peer_client: members(
+                "peer_client",
+                layer.peer_client.as_deref().unwrap_or_default(),
+            )?,
         })
     }
 

@@ -8,6 +8,7 @@
 pub mod client;
 pub mod config;
 pub mod data_dir;
+pub mod etcd;
 pub mod http;
 pub mod metrics;
 pub mod node;

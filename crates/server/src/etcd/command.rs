@@ -1,0 +1,119 @@
+//! Client writes as Raft log entries, and the state machine's answers as
+//! bytes: a tag byte, then the protobuf of etcd's request or response. The
+//! log therefore holds exactly what a client sent, in etcd's own format.
+
+use bellwether_api::etcdserverpb as pb;
+use bellwether_kv::KvError;
+use prost::Message;
+
+const PUT: u8 = 1;
+const DELETE_RANGE: u8 = 2;
+const TXN: u8 = 3;
+const COMPACT: u8 = 4;
+
+/// A write to replicate.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// `KV/Put`.
+    Put(pb::PutRequest),
+    /// `KV/DeleteRange`.
+    DeleteRange(pb::DeleteRangeRequest),
+    /// `KV/Txn`.
+    Txn(pb::TxnRequest),
+    /// `KV/Compact`.
+    Compact(pb::CompactionRequest),
+}
+
+impl Command {
+    /// The log entry bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let (tag, body) = match self {
+            Command::Put(r) => (PUT, r.encode_to_vec()),
+            Command::DeleteRange(r) => (DELETE_RANGE, r.encode_to_vec()),
+            Command::Txn(r) => (TXN, r.encode_to_vec()),
+            Command::Compact(r) => (COMPACT, r.encode_to_vec()),
+        };
+        let mut out = Vec::with_capacity(1 + body.len());
+        out.push(tag);
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// Parses log entry bytes; `None` for bytes no client of ours wrote.
+    pub fn decode(bytes: &[u8]) -> Option<Command> {
+        let (tag, body) = bytes.split_first()?;
+        Some(match *tag {
+            PUT => Command::Put(pb::PutRequest::decode(body).ok()?),
+            DELETE_RANGE => Command::DeleteRange(pb::DeleteRangeRequest::decode(body).ok()?),
+            TXN => Command::Txn(pb::TxnRequest::decode(body).ok()?),
+            COMPACT => Command::Compact(pb::CompactionRequest::decode(body).ok()?),
+            _ => return None,
+        })
+    }
+}
+
+/// Where an error maps in gRPC, as etcd maps it.
+pub fn grpc_code(error: &KvError) -> tonic::Code {
+    match error {
+        KvError::Compacted { .. } | KvError::FutureRevision => tonic::Code::OutOfRange,
+        KvError::LeaseNotFound | KvError::KeyNotFound => tonic::Code::NotFound,
+        KvError::LeaseExists => tonic::Code::FailedPrecondition,
+        _ => tonic::Code::InvalidArgument,
+    }
+}
+
+/// An answer: `[0] + protobuf` on success, `[1, code] + message` on error.
+pub fn answer_ok(response: &impl Message) -> Vec<u8> {
+    let mut out = vec![0];
+    out.extend_from_slice(&response.encode_to_vec());
+    out
+}
+
+/// An error answer.
+pub fn answer_error(code: tonic::Code, message: &str) -> Vec<u8> {
+    let mut out = vec![1, code as i32 as u8];
+    out.extend_from_slice(message.as_bytes());
+    out
+}
+
+/// Reads an answer back into a response or a gRPC status.
+pub fn read_answer<M: Message + Default>(bytes: &[u8]) -> Result<M, tonic::Status> {
+    match bytes.split_first() {
+        Some((0, body)) => {
+            M::decode(body).map_err(|e| tonic::Status::internal(format!("undecodable answer: {e}")))
+        }
+        Some((1, rest)) => {
+            let (code, message) = rest.split_first().unwrap_or((&2, &[]));
+            Err(tonic::Status::new(
+                tonic::Code::from_i32(*code as i32),
+                String::from_utf8_lossy(message),
+            ))
+        }
+        _ => Err(tonic::Status::internal(
+            "empty answer from the state machine",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_round_trip_and_garbage_is_refused() {
+        let put = Command::Put(pb::PutRequest {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            ..Default::default()
+        });
+        assert_eq!(Command::decode(&put.encode()), Some(put));
+        assert_eq!(Command::decode(&[]), None);
+        assert_eq!(Command::decode(&[9, 1, 2]), None);
+        let error = answer_error(tonic::Code::OutOfRange, "compacted");
+        let status = read_answer::<pb::PutResponse>(&error).unwrap_err();
+        assert_eq!(
+            (status.code(), status.message()),
+            (tonic::Code::OutOfRange, "compacted")
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! The etcd-compatible state machine: the MVCC store, fed by the log.
+//! Shared with the gRPC services, which read it directly (after a read
+//! barrier for linearizable reads).
+
+use super::command::{answer_error, answer_ok, grpc_code, Command};
+use super::convert;
+use crate::state_machine::StateMachine;
+use bellwether_api::etcdserverpb as pb;
+use bellwether_core::LogIndex;
+use bellwether_kv::KvStore;
+use std::sync::{Arc, Mutex};
+
+/// The store behind a node.
+#[derive(Clone, Debug, Default)]
+pub struct EtcdMachine {
+    /// Shared with the services; the lock is held only for one operation.
+    pub store: Arc<Mutex<KvStore>>,
+}
+
+impl StateMachine for EtcdMachine {
+    fn apply(&mut self, _index: LogIndex, command: &[u8]) -> Vec<u8> {
+        let Some(command) = Command::decode(command) else {
+            return answer_error(
+                tonic::Code::InvalidArgument,
+                "bellwether: unknown command in the log",
+            );
+        };
+        let mut store = self.store.lock().expect("store lock");
+        let result = match command {
+            Command::Put(r) => store
+                .put(&convert::put_request(r))
+                .map(|r| answer_ok(&convert::put_response(r))),
+            Command::DeleteRange(r) => store
+                .delete_range(&convert::delete_request(r))
+                .map(|r| answer_ok(&convert::delete_response(r))),
+            Command::Txn(r) => match convert::txn_request(r) {
+                Some(txn) => store
+                    .txn(&txn)
+                    .map(|r| answer_ok(&convert::txn_response(r))),
+                None => {
+                    return answer_error(
+                        tonic::Code::InvalidArgument,
+                        "etcdserver: invalid txn request",
+                    )
+                }
+            },
+            Command::Compact(r) => store
+                .compact(r.revision)
+                .map(|()| answer_ok(&pb::CompactionResponse { header: None })),
+        };
+        result.unwrap_or_else(|error| answer_error(grpc_code(&error), &error.to_string()))
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.store.lock().expect("store lock").snapshot()
+    }
+
+    fn restore(&mut self, _applied: LogIndex, data: &[u8]) {
+        // An empty snapshot comes from a node that ran without a store.
+        let restored = if data.is_empty() {
+            KvStore::new()
+        } else {
+            KvStore::restore(data).expect("snapshots we wrote decode")
+        };
+        *self.store.lock().expect("store lock") = restored;
+    }
+}
