@@ -23,9 +23,10 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
 fi
 
 # Debian packages the tests use: nftables for partition tests, chromium
-# for the dashboard test.
+# for the dashboard test, etcd-client for the etcdctl conformance test.
 need=()
 command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -82,6 +82,21 @@ impl Cluster {
             .unwrap()
     }
 
+    /// Node i's etcd API address.
+    pub fn client(&self, i: usize) -> SocketAddr {
+        format!("127.0.0.1:{}", self.http_base + 50 + i as u16)
+            .parse()
+            .unwrap()
+    }
+
+    /// Every member's etcd API address, comma-separated (for etcdctl).
+    pub fn client_endpoints(&self) -> String {
+        (1..=self.nodes)
+            .map(|i| self.client(i).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Node i's data directory.
     pub fn data_dir(&self, i: usize) -> PathBuf {
         self.dir.join(format!("n{i}"))
@@ -95,12 +110,21 @@ impl Cluster {
         let https: Vec<String> = (1..=self.nodes)
             .map(|j| format!("{j}={}", self.http(j)))
             .collect();
+        let clients: Vec<String> = (1..=self.nodes)
+            .map(|j| format!("{j}={}", self.client(j)))
+            .collect();
         let mut command = Command::new(env!("CARGO_BIN_EXE_bellwether"));
         command
             .arg("node")
             .args(["--id", &i.to_string(), "--cluster", cluster_name])
             .args(["--peers", &peers.join(","), "--peer-http", &https.join(",")])
             .args(["--http-listen", &self.http(i).to_string()])
+            .args([
+                "--client-listen",
+                &self.client(i).to_string(),
+                "--peer-client",
+                &clients.join(","),
+            ])
             .arg("--data-dir")
             .arg(self.data_dir(i))
             .args([
