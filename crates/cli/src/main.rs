@@ -2,6 +2,7 @@
 //! arguments, calls them, prints results and sets the exit code.
 
 mod bench_failover;
+mod bench_kv;
 mod bench_raft;
 mod etcd_cluster;
 mod http_get;
@@ -47,6 +48,8 @@ enum BenchCommand {
     /// Failover time of a real cluster after SIGKILL, SIGTERM and a silent
     /// partition of the leader, optionally against a real etcd cluster.
     Failover(bench_failover::FailoverArgs),
+    /// Load over the etcd v3 API (works against bellwether or etcd).
+    Kv(bench_kv::KvArgs),
     /// Commits per second of an in-process Raft cluster with no network.
     Raft {
         /// Cluster size.
@@ -91,6 +94,7 @@ fn main() -> std::process::ExitCode {
 
 fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
     match command {
+        BenchCommand::Kv(args) => bench_kv::execute(args),
         BenchCommand::Failover(args) => {
             let report = bench_failover::run(&args)?;
             if args.json {
