@@ -122,9 +122,18 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
                 client_addresses: std::sync::Arc::new(config.peer_client.clone()),
                 forwarders: Default::default(),
             };
+            let cluster = bellwether_server::etcd::ClusterService {
+                store: service.store.clone(),
+                status: handles.status.clone(),
+                cluster_id: service.cluster_id,
+                member_id: config.id,
+                peers: std::sync::Arc::new(config.peers.clone()),
+                clients: service.client_addresses.clone(),
+            };
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
                 service,
+                cluster,
                 async move {
                     let _ = grpc_stopped.await;
                 },

@@ -96,4 +96,15 @@ fn etcdctl_put_get_del_and_txn_work_through_any_member() {
         ok && out.contains("\"revision\"") && out.contains("\"raft_term\""),
         "header: {out}"
     );
+    // Maintenance.Status and Cluster.MemberList.
+    let (ok, out) = etcdctl(&every, &["endpoint", "status"], None);
+    assert!(
+        ok && out.lines().filter(|l| l.contains(", true, false,")).count() == 1,
+        "one leader: {out}"
+    );
+    let (ok, out) = etcdctl(&every, &["member", "list"], None);
+    assert!(
+        ok && out.lines().filter(|l| l.contains("started")).count() == 3,
+        "three members: {out}"
+    );
 }

@@ -3,11 +3,13 @@
 //! protobufs; reads are linearizable through ReadIndex unless the client
 //! asks for a serializable read.
 
+pub mod cluster_service;
 pub mod command;
 pub mod convert;
 pub mod kv_service;
 pub mod machine;
 
+pub use cluster_service::ClusterService;
 pub use kv_service::KvService;
 pub use machine::EtcdMachine;
 
@@ -23,11 +25,18 @@ pub fn cluster_id(name: &str) -> u64 {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     kv: KvService,
+    cluster: ClusterService,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     let incoming = tonic::transport::server::TcpIncoming::from(listener);
     tonic::transport::Server::builder()
         .add_service(bellwether_api::etcdserverpb::kv_server::KvServer::new(kv))
+        .add_service(
+            bellwether_api::etcdserverpb::maintenance_server::MaintenanceServer::new(
+                cluster.clone(),
+            ),
+        )
+        .add_service(bellwether_api::etcdserverpb::cluster_server::ClusterServer::new(cluster))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
 }

@@ -1,0 +1,188 @@
+//! `etcdserverpb.Maintenance` (Status) and `etcdserverpb.Cluster`
+//! (MemberList): what `etcdctl endpoint status` and `etcdctl member list`
+//! ask. Membership changes and the other maintenance calls answer
+//! Unimplemented, with a message saying so.
+
+use crate::status::NodeStatus;
+use bellwether_api::etcdserverpb as pb;
+use bellwether_api::etcdserverpb::cluster_server::Cluster;
+use bellwether_api::etcdserverpb::maintenance_server::Maintenance;
+use bellwether_kv::KvStore;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+use tonic::{Request, Response, Status};
+
+/// Maintenance and Cluster for one node.
+#[derive(Clone)]
+pub struct ClusterService {
+    /// For revision in headers.
+    pub store: Arc<Mutex<KvStore>>,
+    /// This node's status.
+    pub status: watch::Receiver<NodeStatus>,
+    /// Cluster id in headers.
+    pub cluster_id: u64,
+    /// This member.
+    pub member_id: u64,
+    /// Members' peer addresses.
+    pub peers: Arc<BTreeMap<u64, SocketAddr>>,
+    /// Members' client addresses.
+    pub clients: Arc<BTreeMap<u64, SocketAddr>>,
+}
+
+impl ClusterService {
+    fn header(&self) -> pb::ResponseHeader {
+        pb::ResponseHeader {
+            cluster_id: self.cluster_id,
+            member_id: self.member_id,
+            revision: self.store.lock().expect("store lock").revision(),
+            raft_term: self.status.borrow().term,
+        }
+    }
+}
+
+fn unimplemented(what: &str) -> Status {
+    Status::unimplemented(format!("bellwether does not serve {what} yet"))
+}
+
+#[tonic::async_trait]
+impl Maintenance for ClusterService {
+    async fn alarm(
+        &self,
+        _: Request<pb::AlarmRequest>,
+    ) -> Result<Response<pb::AlarmResponse>, Status> {
+        Ok(Response::new(pb::AlarmResponse {
+            header: Some(self.header()),
+            alarms: Vec::new(),
+        }))
+    }
+
+    async fn status(
+        &self,
+        _: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let status = self.status.borrow().clone();
+        Ok(Response::new(pb::StatusResponse {
+            header: Some(self.header()),
+            version: format!("3.4.0-bellwether-{}", env!("CARGO_PKG_VERSION")),
+            leader: status.leader.unwrap_or(0),
+            raft_index: status.commit,
+            raft_term: status.term,
+            raft_applied_index: status.applied,
+            ..Default::default()
+        }))
+    }
+
+    async fn defragment(
+        &self,
+        _: Request<pb::DefragmentRequest>,
+    ) -> Result<Response<pb::DefragmentResponse>, Status> {
+        Ok(Response::new(pb::DefragmentResponse {
+            header: Some(self.header()),
+        }))
+    }
+
+    async fn hash(
+        &self,
+        _: Request<pb::HashRequest>,
+    ) -> Result<Response<pb::HashResponse>, Status> {
+        Err(unimplemented("Maintenance.Hash"))
+    }
+
+    async fn hash_kv(
+        &self,
+        _: Request<pb::HashKvRequest>,
+    ) -> Result<Response<pb::HashKvResponse>, Status> {
+        Err(unimplemented("Maintenance.HashKV"))
+    }
+
+    type SnapshotStream = tokio_stream_empty::Empty;
+
+    async fn snapshot(
+        &self,
+        _: Request<pb::SnapshotRequest>,
+    ) -> Result<Response<Self::SnapshotStream>, Status> {
+        Err(unimplemented("Maintenance.Snapshot"))
+    }
+
+    async fn move_leader(
+        &self,
+        _: Request<pb::MoveLeaderRequest>,
+    ) -> Result<Response<pb::MoveLeaderResponse>, Status> {
+        Err(unimplemented("Maintenance.MoveLeader"))
+    }
+}
+
+/// An empty stream type for the unimplemented Snapshot call.
+mod tokio_stream_empty {
+    use bellwether_api::etcdserverpb::SnapshotResponse;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// A stream that ends at once.
+    pub struct Empty;
+
+    impl tonic::codegen::tokio_stream::Stream for Empty {
+        type Item = Result<SnapshotResponse, tonic::Status>;
+        fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+            Poll::Ready(None)
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Cluster for ClusterService {
+    async fn member_add(
+        &self,
+        _: Request<pb::MemberAddRequest>,
+    ) -> Result<Response<pb::MemberAddResponse>, Status> {
+        Err(unimplemented("Cluster.MemberAdd"))
+    }
+
+    async fn member_remove(
+        &self,
+        _: Request<pb::MemberRemoveRequest>,
+    ) -> Result<Response<pb::MemberRemoveResponse>, Status> {
+        Err(unimplemented("Cluster.MemberRemove"))
+    }
+
+    async fn member_update(
+        &self,
+        _: Request<pb::MemberUpdateRequest>,
+    ) -> Result<Response<pb::MemberUpdateResponse>, Status> {
+        Err(unimplemented("Cluster.MemberUpdate"))
+    }
+
+    async fn member_list(
+        &self,
+        _: Request<pb::MemberListRequest>,
+    ) -> Result<Response<pb::MemberListResponse>, Status> {
+        let members = self
+            .peers
+            .iter()
+            .map(|(id, peer)| pb::Member {
+                id: *id,
+                name: format!("n{id}"),
+                peer_urls: vec![format!("http://{peer}")],
+                client_urls: self
+                    .clients
+                    .get(id)
+                    .map(|c| vec![format!("http://{c}")])
+                    .unwrap_or_default(),
+                is_learner: false,
+            })
+            .collect();
+        Ok(Response::new(pb::MemberListResponse {
+            header: Some(self.header()),
+            members,
+        }))
+    }
+
+    async fn member_promote(
+        &self,
+        _: Request<pb::MemberPromoteRequest>,
+    ) -> Result<Response<pb::MemberPromoteResponse>, Status> {
+        Err(unimplemented("Cluster.MemberPromote"))
+    }
+}
