@@ -163,6 +163,12 @@ impl RaftNode {
             // appends were lost. Resend from the match point.
             let next = progress.match_index.next();
             progress.on_refusal(next);
+        } else if progress.state == ReplicationState::Replicate
+            && progress.inflight.len() >= self.config.inflight_appends_max
+        {
+            // A full pipeline whose answers may all have been lost: free one
+            // slot, so the next append's answer can acknowledge everything.
+            progress.inflight.pop_front();
         }
         // A paused probe resumes on any sign of life; a follower that is
         // behind gets entries without waiting for the next proposal.
@@ -238,6 +244,7 @@ impl RaftNode {
             timeout_now_sent: true,
             ..transfer
         });
+        self.reads.timeout_now_sent_in_term = true;
         self.send(transfer.target, RaftMessage::TimeoutNow { term: self.term });
     }
 

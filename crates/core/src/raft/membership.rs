@@ -96,6 +96,8 @@ impl RaftNode {
         if self.role != Role::Leader {
             return;
         }
+        // A smaller quorum may already confirm reads that were waiting.
+        self.release_confirmed_reads();
         let (now, next) = (self.now_tick, self.log.last_index().next());
         let members: Vec<NodeId> = self.replicas();
         self.progress.retain(|id, _| members.contains(id));

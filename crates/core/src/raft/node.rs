@@ -204,6 +204,13 @@ impl RaftNode {
         if self.role == Role::Leader {
             return true;
         }
+        // A node that just started may have acknowledged a leader's
+        // heartbeat before it went down; leader leases count on that
+        // promise, so it keeps it for one minimum election timeout after
+        // starting, with no memory of whom it followed.
+        if self.now_tick < self.config.election_ticks_min {
+            return true;
+        }
         match (self.leader, self.leader_contact_tick) {
             (Some(_), Some(contact)) => {
                 !self.leader_lost && self.now_tick - contact < self.config.election_ticks_min
@@ -356,9 +363,8 @@ impl RaftNode {
             // off: tell it our term so it steps down. Without this, a node
             // whose term ran ahead could never rejoin, because stickiness and
             // PreVote stop it from raising anyone else's term.
-            RaftMessage::Heartbeat { round, .. } => {
-                self.send(from, self.heartbeat_response(*round))
-            }
+            // Round 0: a read round of an older term confirms nothing now.
+            RaftMessage::Heartbeat { .. } => self.send(from, self.heartbeat_response(0)),
             RaftMessage::AppendEntries { .. } | RaftMessage::InstallSnapshot { .. } => {
                 self.send(from, self.heartbeat_response(0))
             }

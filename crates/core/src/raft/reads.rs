@@ -48,6 +48,8 @@ pub struct ReadQueue {
     round_unsent: bool,
     /// `(round, leader tick when sent)`, newest last.
     sent: VecDeque<(u64, u64)>,
+    /// A TimeoutNow was sent in this term (leases end for the term).
+    pub(super) timeout_now_sent_in_term: bool,
 }
 
 impl ReadQueue {
@@ -216,7 +218,13 @@ impl RaftNode {
 
     /// The leader lease holds now (see the module docs).
     fn lease_valid(&self) -> bool {
-        if !self.config.lease_reads || self.transfer.is_some() {
+        // Once a TimeoutNow left in this term, its target may win an election
+        // that skips stickiness at any later time: no lease for the rest of
+        // the term.
+        if !self.config.lease_reads
+            || self.transfer.is_some()
+            || self.reads.timeout_now_sent_in_term
+        {
             return false;
         }
         let confirmed = self.quorum_round();

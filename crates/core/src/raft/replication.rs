@@ -169,6 +169,7 @@ impl RaftNode {
     /// Consequences of a commit advance on the leader.
     fn on_leader_commit(&mut self) {
         self.start_reads_waiting_for_commit();
+        self.release_confirmed_reads();
         if self.commit >= self.cluster_index && !self.is_voter() {
             // Removed from the cluster and the removal is committed: hand
             // over by stepping down (thesis §4.2.2).

@@ -516,3 +516,90 @@ fn restart_from_disk_restores_log_and_reapplies_committed_entries() {
         "the persisted commit hint lets it re-apply at once"
     );
 }
+
+// --- regressions found in review ------------------------------------------------
+
+#[test]
+fn a_restarted_voter_keeps_stickiness_for_one_election_timeout() {
+    // Leader leases rely on voters that acknowledged a heartbeat refusing
+    // other candidates for election_ticks_min; a restart must not void that.
+    let cfg = config();
+    let mut node = RaftNode::new(
+        &cfg,
+        NodeId(2),
+        &ids(3),
+        RaftDurable::default(),
+        crate::Rng::new(3),
+    );
+    let vote = |transfer| RaftMessage::VoteRequest {
+        term: Term(5),
+        last_log_index: LogIndex(0),
+        last_log_term: Term(0),
+        leadership_transfer: transfer,
+    };
+    node.step(NodeId(3), vote(false));
+    assert!(!node.has_ready(), "ignored right after start");
+    node.step(NodeId(3), vote(true));
+    let ready = node.ready();
+    assert!(
+        matches!(
+            ready.messages[0].message,
+            RaftMessage::VoteResponse { granted: true, .. }
+        ),
+        "a transfer vote is still granted"
+    );
+}
+
+#[test]
+fn a_full_pipeline_whose_answers_were_lost_recovers() {
+    let mut cfg = config();
+    cfg.inflight_appends_max = 2;
+    cfg.append_entries_max = 1;
+    let mut router = Router::new(3, cfg);
+    let leader = router.elect();
+    router.run(3);
+    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    router.cut.insert((follower, leader)); // its answers are lost
+    for k in 0..6u8 {
+        router
+            .nodes
+            .get_mut(&leader)
+            .unwrap()
+            .propose(vec![k])
+            .unwrap();
+        router.settle();
+    }
+    router.cut.clear();
+    router.run(30);
+    let last = router.nodes[&leader].log().last_index();
+    assert_eq!(
+        router.nodes[&leader]
+            .progress(follower)
+            .unwrap()
+            .match_index,
+        last,
+        "caught up again"
+    );
+}
+
+#[test]
+fn a_waiting_read_is_released_when_the_cluster_shrinks_to_one_voter() {
+    let mut router = Router::new(2, config());
+    let leader = router.elect();
+    router.run(3);
+    let follower = ids(2).into_iter().find(|id| *id != leader).unwrap();
+    router.cut.insert((follower, leader));
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.read_index(7).unwrap();
+    node.propose_membership(MembershipChange::Remove(follower))
+        .unwrap();
+    router.settle();
+    router.run(2);
+    assert!(
+        reads(&router, leader)
+            .iter()
+            .any(|o| matches!(o, RaftOutput::ReadReady { id: 7, .. })),
+        "{:?}",
+        reads(&router, leader)
+    );
+}

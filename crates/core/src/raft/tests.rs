@@ -200,6 +200,12 @@ impl Router {
     }
 }
 
+/// Moves a node past its boot lease (the minimum election timeout after
+/// start during which it ignores votes), for tests that vote at once.
+pub(super) fn past_boot(node: &mut RaftNode) {
+    node.now_tick = node.config.election_ticks_min;
+}
+
 pub(super) fn config() -> RaftConfig {
     RaftConfig {
         heartbeat_ticks: 2,
@@ -272,6 +278,9 @@ fn paper_5_2_leader_heartbeats_keep_followers_from_campaigning() {
 #[test]
 fn paper_5_2_each_node_votes_at_most_once_per_term() {
     let mut router = Router::new(3, config());
+    for node in router.nodes.values_mut() {
+        past_boot(node);
+    }
     let n1 = router.node_mut(1);
     n1.step(NodeId(2), vote_request(1, 0, 0));
     let first = n1.ready();
@@ -320,6 +329,7 @@ fn durable_state_leaves_before_the_vote_that_depends_on_it() {
         RaftDurable::default(),
         Rng::new(1),
     );
+    past_boot(&mut node);
     node.step(NodeId(2), vote_request(7, 0, 0));
     let ready = node.ready();
     let durable = ready.persist.expect("term and vote must be persisted");
@@ -345,10 +355,12 @@ fn restart_keeps_term_and_vote() {
         RaftDurable::default(),
         Rng::new(1),
     );
+    past_boot(&mut node);
     node.step(NodeId(2), vote_request(4, 0, 0));
     let mut durable = RaftDurable::default();
     durable.apply(node.ready().persist.unwrap());
     let mut restarted = RaftNode::new(&cfg, NodeId(1), &ids(3), durable, Rng::new(2));
+    past_boot(&mut restarted);
     restarted.step(NodeId(3), vote_request(4, 0, 0));
     let ready = restarted.ready();
     assert!(
@@ -393,6 +405,9 @@ fn paper_5_4_1_a_node_with_a_stale_log_cannot_win() {
 fn paper_5_4_1_vote_refused_to_shorter_log_of_same_last_term() {
     let logs = BTreeMap::from([(NodeId(1), vec![Term(1), Term(1)])]);
     let mut router = Router::with_logs(3, config(), logs);
+    for node in router.nodes.values_mut() {
+        past_boot(node);
+    }
     let n1 = router.node_mut(1);
     n1.step(NodeId(2), vote_request(2, 1, 1));
     let ready = n1.ready();
@@ -717,6 +732,9 @@ impl Router {
 #[test]
 fn rival_pre_candidates_the_lower_ranked_yields_so_the_vote_is_not_split() {
     let mut router = Router::new(3, config());
+    for node in router.nodes.values_mut() {
+        past_boot(node);
+    }
     // n2 and n3 both pre-campaign for term 1 at the same instant.
     router
         .node_mut(2)
