@@ -176,6 +176,8 @@ pub trait Contender {
     fn new_leader(&mut self, survivors: &[usize], old: &Leadership) -> Option<usize>;
     /// Starts member i again on its data; its previous process was reaped.
     fn restart(&mut self, i: usize) -> Result<()>;
+    /// The etcd v3 API endpoints (host:port) of every member.
+    fn client_endpoints(&self) -> Vec<String>;
 }
 
 /// Everything measured, for `--json`.
@@ -247,6 +249,10 @@ pub struct MemoryReport {
     /// Largest value sampled right after each new leader was detected and
     /// right after each recovery; see `note`.
     pub after_failover_kib_max: Vec<Option<u64>>,
+    /// Sampled during a put load over the etcd API (see `load`).
+    pub under_load_kib: Vec<Option<u64>>,
+    /// The load: clients, value size, duration and throughput.
+    pub load: String,
     /// What "after failover" means.
     pub note: String,
 }
@@ -401,6 +407,47 @@ fn measure_all(args: &FailoverArgs, dir: &Path) -> Result<FailoverReport> {
     })
 }
 
+/// Clients, value size and seconds of the load during which memory is
+/// sampled.
+const LOAD_CLIENTS: usize = 64;
+const LOAD_VALUE_BYTES: usize = 256;
+const LOAD_SECONDS: f64 = 4.0;
+
+/// Puts from 64 clients for 4 s over the etcd API; memory is sampled after
+/// 3 s of it. Returns the samples and a description with the throughput.
+fn memory_under_load(contender: &dyn Contender) -> Result<(Vec<Option<u64>>, String)> {
+    let endpoints = contender.client_endpoints();
+    let load = std::thread::spawn(move || -> Result<crate::bench_kv::KvReport> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(crate::bench_kv::load(
+            &endpoints,
+            "put",
+            LOAD_CLIENTS,
+            8,
+            LOAD_SECONDS,
+            LOAD_VALUE_BYTES,
+        ))
+    });
+    std::thread::sleep(Duration::from_secs_f64(LOAD_SECONDS - 1.0));
+    let sampled: Vec<Option<u64>> = contender
+        .members()
+        .iter()
+        .map(Member::resident_kib)
+        .collect();
+    let report = load
+        .join()
+        .map_err(|_| anyhow::anyhow!("the load thread panicked"))??;
+    let description = format!(
+        "{LOAD_CLIENTS} clients putting {LOAD_VALUE_BYTES}-byte values for {LOAD_SECONDS} s over the etcd API: {:.0} put/s, {} errors; sampled after {} s",
+        report.per_second,
+        report.errors,
+        LOAD_SECONDS - 1.0
+    );
+    Ok((sampled, description))
+}
+
 fn compare(bellwether: &SystemReport, etcd: &SystemReport) -> Vec<Comparison> {
     bellwether
         .scenarios
@@ -474,7 +521,8 @@ fn measure(
         .iter()
         .map(Member::resident_kib)
         .collect();
-    tracing::info!(system = %system, ?idle_kib, "cluster up; measuring failovers");
+    let (under_load_kib, load) = memory_under_load(contender)?;
+    tracing::info!(system = %system, ?idle_kib, ?under_load_kib, "cluster up; measuring failovers");
     let mut measurement = Measurement {
         samples: [Vec::new(), Vec::new(), Vec::new()],
         after_failover_kib_max: vec![None; contender.members().len()],
@@ -510,7 +558,13 @@ fn measure(
     Ok(SystemReport {
         system,
         scenarios,
-        memory: MemoryReport { idle_kib, after_failover_kib_max: measurement.after_failover_kib_max, note: MEMORY_NOTE.into() },
+        memory: MemoryReport {
+            idle_kib,
+            after_failover_kib_max: measurement.after_failover_kib_max,
+            under_load_kib,
+            load,
+            note: MEMORY_NOTE.into(),
+        },
         poll_interval_ms_mean: ms(measurement.poll_time) / measurement.poll_rounds.max(1) as f64,
         poll_interval_ms_max: ms(measurement.poll_gap_max),
         leader_detection: detection.to_string(),
@@ -923,10 +977,12 @@ pub fn print_text(report: &FailoverReport) {
     }
     for system in std::iter::once(&report.bellwether).chain(etcd) {
         println!(
-            "memory {}: idle {}; after failovers (max) {}",
+            "memory {}: idle {}; under load {}; after failovers (max) {}\n  load: {}",
             system.system,
             memory_line(&system.memory.idle_kib),
-            memory_line(&system.memory.after_failover_kib_max)
+            memory_line(&system.memory.under_load_kib),
+            memory_line(&system.memory.after_failover_kib_max),
+            system.memory.load
         );
     }
     for system in std::iter::once(&report.bellwether).chain(etcd) {

@@ -81,6 +81,35 @@ pub fn execute(args: KvArgs) -> Result<std::process::ExitCode> {
 }
 
 async fn run(args: KvArgs) -> Result<KvReport> {
+    load(
+        &args.endpoints,
+        &args.op,
+        args.clients,
+        args.conns,
+        args.seconds,
+        args.value_bytes,
+    )
+    .await
+}
+
+/// Closed-loop load of `op` ("put" or "get") on `endpoints` for `seconds`.
+pub async fn load(
+    endpoints: &[String],
+    op: &str,
+    clients: usize,
+    conns: usize,
+    seconds: f64,
+    value_bytes: usize,
+) -> Result<KvReport> {
+    let args = KvArgs {
+        endpoints: endpoints.to_vec(),
+        op: op.to_string(),
+        clients,
+        conns,
+        seconds,
+        value_bytes,
+        json: false,
+    };
     let mut channels = Vec::new();
     for i in 0..args.conns {
         let endpoint = &args.endpoints[i % args.endpoints.len()];

@@ -264,6 +264,12 @@ impl EtcdCluster {
 }
 
 impl Contender for EtcdCluster {
+    fn client_endpoints(&self) -> Vec<String> {
+        (1..=self.layout.nodes)
+            .map(|i| format!("{}:{CLIENT_PORT}", self.layout.ip(i)))
+            .collect()
+    }
+
     fn system(&self) -> String {
         format!("etcd {}", self.version)
     }

@@ -192,6 +192,11 @@ impl ClusterLayout {
     fn http_address(&self, i: usize) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], (self.base_port as usize + 100 + i) as u16))
     }
+
+    /// Member i's etcd API address: `127.0.0.1:base_port+200+i`.
+    fn client_address(&self, i: usize) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], (self.base_port as usize + 200 + i) as u16))
+    }
 }
 
 /// A cluster of `bellwether node` child processes of this executable.
@@ -206,7 +211,7 @@ impl ProcessCluster {
     /// Starts every member; waits for nothing.
     pub fn start(layout: ClusterLayout) -> Result<ProcessCluster> {
         assert!((1..=MEMBERS_MAX).contains(&layout.nodes));
-        assert!(layout.base_port as usize + 100 + layout.nodes <= u16::MAX as usize);
+        assert!(layout.base_port as usize + 200 + layout.nodes <= u16::MAX as usize);
         std::fs::create_dir_all(&layout.dir)
             .with_context(|| format!("cannot create {}", layout.dir.display()))?;
         let mut cluster = ProcessCluster {
@@ -232,6 +237,9 @@ impl ProcessCluster {
         let https: Vec<String> = (1..=layout.nodes)
             .map(|j| format!("{j}={}", layout.http_address(j)))
             .collect();
+        let clients: Vec<String> = (1..=layout.nodes)
+            .map(|j| format!("{j}={}", layout.client_address(j)))
+            .collect();
         let mut command = Command::new(
             std::env::current_exe().context("cannot find this executable to start nodes")?,
         );
@@ -245,6 +253,8 @@ impl ProcessCluster {
             ])
             .args(["--peers", &peers.join(","), "--peer-http", &https.join(",")])
             .args(["--http-listen", &layout.http_address(i).to_string()])
+            .args(["--client-listen", &layout.client_address(i).to_string()])
+            .args(["--peer-client", &clients.join(",")])
             .arg("--data-dir")
             .arg(layout.dir.join(format!("n{i}")))
             .args(["--heartbeat-ms", &layout.heartbeat_ms.to_string()])
@@ -304,6 +314,12 @@ impl Contender for ProcessCluster {
             self.status(*i)
                 .is_some_and(|s| s.role == "leader" && s.committed_in_term && s.term > old.term)
         })
+    }
+
+    fn client_endpoints(&self) -> Vec<String> {
+        (1..=self.layout.nodes)
+            .map(|i| self.layout.client_address(i).to_string())
+            .collect()
     }
 
     fn restart(&mut self, i: usize) -> Result<()> {
