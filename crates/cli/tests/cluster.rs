@@ -51,8 +51,12 @@ fn sigstop_of_the_leader_the_old_leader_steps_down_and_its_term_is_not_accepted(
         "the woken leader did not take over with its stale term"
     );
     assert!(agreed_term >= new_term && new_term > term);
+    // The woken node stepped down and learned the new term. (It may be a
+    // pre-candidate for a moment while its missed ticks catch up; PreVote
+    // keeps that from disturbing anyone.)
     let old = cluster.status(leader).unwrap();
-    assert_eq!(old["role"], "follower");
+    assert_ne!(old["role"], "leader");
+    assert!(old["term"].as_u64().unwrap() >= new_term, "{old}");
     cluster.assert_one_leader_per_term();
 }
 
