@@ -270,9 +270,9 @@ pub struct Comparison {
     pub ratio_etcd_over_bellwether: Option<f64>,
 }
 
-const MEMORY_NOTE: &str = "no client load: there is no client API yet. 'after failover' is the largest VmRSS \
-    sampled from each running member right after each new leader was detected and right after each restarted or \
-    healed member caught up, i.e. during election and recovery activity only";
+const MEMORY_NOTE: &str = "'under load' is VmRSS sampled during the put load described; 'after failover' is the \
+    largest VmRSS sampled from each running member right after each new leader was detected and right after each \
+    restarted or healed member caught up (the store then holds the load's keys)";
 
 /// Deadlines and pauses derived from the flags.
 #[derive(Clone, Copy, Debug)]
