@@ -13,6 +13,7 @@
 //! nothing here reads a clock, touches a socket or spawns a thread.
 
 pub mod bully;
+mod epoch;
 pub mod protocol;
 pub mod raft;
 pub mod ring;

@@ -306,12 +306,11 @@ impl Protocol for BullyNode {
     }
 
     fn durable_term(durable: &u64) -> crate::types::Term {
-        crate::types::Term(*durable)
+        crate::epoch::durable_term(durable)
     }
 
     fn apply_persist(durable: &mut u64, persist: u64) {
-        assert!(persist >= *durable, "the epoch never goes back");
-        *durable = persist;
+        crate::epoch::apply(durable, persist);
     }
 
     fn has_ready(&self) -> bool {
@@ -319,8 +318,7 @@ impl Protocol for BullyNode {
     }
 
     fn ready(&mut self) -> Ready<Self> {
-        let persist = (self.epoch != self.persisted_epoch).then_some(self.epoch);
-        self.persisted_epoch = self.epoch;
+        let persist = crate::epoch::take_change(self.epoch, &mut self.persisted_epoch);
         Ready {
             persist,
             messages: self.outbox.take(),
