@@ -103,6 +103,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
     runtime.block_on(async move {
         let machine = bellwether_server::etcd::EtcdMachine::default();
         let store = machine.store.clone();
+        let revisions = machine.revisions();
         let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;
         let handles = node.handles();
         let client_listener = match config.client_listen {
@@ -113,27 +114,19 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         };
         let (stop_grpc, grpc_stopped) = tokio::sync::oneshot::channel::<()>();
         let grpc = client_listener.map(|listener| {
-            let service = bellwether_server::etcd::KvService {
-                client: node.client(),
+            let backend = bellwether_server::etcd::EtcdBackend::new(
+                node.client(),
                 store,
-                status: handles.status.clone(),
-                cluster_id: bellwether_server::etcd::cluster_id(&config.cluster),
-                member_id: config.id,
-                client_addresses: std::sync::Arc::new(config.peer_client.clone()),
-                forwarders: Default::default(),
-            };
-            let cluster = bellwether_server::etcd::ClusterService {
-                store: service.store.clone(),
-                status: handles.status.clone(),
-                cluster_id: service.cluster_id,
-                member_id: config.id,
-                peers: std::sync::Arc::new(config.peers.clone()),
-                clients: service.client_addresses.clone(),
-            };
+                handles.status.clone(),
+                revisions,
+                bellwether_server::etcd::cluster_id(&config.cluster),
+                config.id,
+                config.peers.clone(),
+                config.peer_client.clone(),
+            );
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
-                service,
-                cluster,
+                backend,
                 async move {
                     let _ = grpc_stopped.await;
                 },

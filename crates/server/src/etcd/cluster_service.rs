@@ -3,42 +3,22 @@
 //! ask. Membership changes and the other maintenance calls answer
 //! Unimplemented, with a message saying so.
 
-use crate::status::NodeStatus;
+use super::backend::EtcdBackend;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_server::Cluster;
 use bellwether_api::etcdserverpb::maintenance_server::Maintenance;
-use bellwether_kv::KvStore;
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 /// Maintenance and Cluster for one node.
 #[derive(Clone)]
 pub struct ClusterService {
-    /// For revision in headers.
-    pub store: Arc<Mutex<KvStore>>,
-    /// This node's status.
-    pub status: watch::Receiver<NodeStatus>,
-    /// Cluster id in headers.
-    pub cluster_id: u64,
-    /// This member.
-    pub member_id: u64,
-    /// Members' peer addresses.
-    pub peers: Arc<BTreeMap<u64, SocketAddr>>,
-    /// Members' client addresses.
-    pub clients: Arc<BTreeMap<u64, SocketAddr>>,
+    /// What the node's services share.
+    pub backend: EtcdBackend,
 }
 
 impl ClusterService {
     fn header(&self) -> pb::ResponseHeader {
-        pb::ResponseHeader {
-            cluster_id: self.cluster_id,
-            member_id: self.member_id,
-            revision: self.store.lock().expect("store lock").revision(),
-            raft_term: self.status.borrow().term,
-        }
+        self.backend.header()
     }
 }
 
@@ -62,7 +42,7 @@ impl Maintenance for ClusterService {
         &self,
         _: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let status = self.status.borrow().clone();
+        let status = self.backend.status.borrow().clone();
         Ok(Response::new(pb::StatusResponse {
             header: Some(self.header()),
             version: format!("3.4.0-bellwether-{}", env!("CARGO_PKG_VERSION")),
@@ -159,6 +139,7 @@ impl Cluster for ClusterService {
         _: Request<pb::MemberListRequest>,
     ) -> Result<Response<pb::MemberListResponse>, Status> {
         let members = self
+            .backend
             .peers
             .iter()
             .map(|(id, peer)| pb::Member {
@@ -166,7 +147,8 @@ impl Cluster for ClusterService {
                 name: format!("n{id}"),
                 peer_urls: vec![format!("http://{peer}")],
                 client_urls: self
-                    .clients
+                    .backend
+                    .client_addresses
                     .get(id)
                     .map(|c| vec![format!("http://{c}")])
                     .unwrap_or_default(),

@@ -9,12 +9,43 @@ use bellwether_api::etcdserverpb as pb;
 use bellwether_core::LogIndex;
 use bellwether_kv::KvStore;
 use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
 
 /// The store behind a node.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug)]
 pub struct EtcdMachine {
     /// Shared with the services; the lock is held only for one operation.
     pub store: Arc<Mutex<KvStore>>,
+    /// The store's revision after each apply, for services that wait for
+    /// changes (watch, election, lock).
+    revisions: watch::Sender<i64>,
+}
+
+impl Default for EtcdMachine {
+    fn default() -> Self {
+        let store = KvStore::new();
+        let (revisions, _) = watch::channel(store.revision());
+        EtcdMachine {
+            store: Arc::new(Mutex::new(store)),
+            revisions,
+        }
+    }
+}
+
+impl EtcdMachine {
+    /// A receiver of the store's revision, updated after every apply that
+    /// changes it.
+    pub fn revisions(&self) -> watch::Receiver<i64> {
+        self.revisions.subscribe()
+    }
+
+    fn publish_revision(&self, revision: i64) {
+        self.revisions.send_if_modified(|current| {
+            let changed = *current != revision;
+            *current = revision;
+            changed
+        });
+    }
 }
 
 impl StateMachine for EtcdMachine {
@@ -48,6 +79,9 @@ impl StateMachine for EtcdMachine {
                 .compact(r.revision)
                 .map(|()| answer_ok(&pb::CompactionResponse { header: None })),
         };
+        let revision = store.revision();
+        drop(store);
+        self.publish_revision(revision);
         result.unwrap_or_else(|error| answer_error(grpc_code(&error), &error.to_string()))
     }
 
@@ -62,6 +96,8 @@ impl StateMachine for EtcdMachine {
         } else {
             KvStore::restore(data).expect("snapshots we wrote decode")
         };
+        let revision = restored.revision();
         *self.store.lock().expect("store lock") = restored;
+        self.publish_revision(revision);
     }
 }

@@ -3,12 +3,14 @@
 //! protobufs; reads are linearizable through ReadIndex unless the client
 //! asks for a serializable read.
 
+pub mod backend;
 pub mod cluster_service;
 pub mod command;
 pub mod convert;
 pub mod kv_service;
 pub mod machine;
 
+pub use backend::EtcdBackend;
 pub use cluster_service::ClusterService;
 pub use kv_service::KvService;
 pub use machine::EtcdMachine;
@@ -24,19 +26,22 @@ pub fn cluster_id(name: &str) -> u64 {
 /// Serves the etcd API on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    kv: KvService,
-    cluster: ClusterService,
+    backend: EtcdBackend,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    use bellwether_api::etcdserverpb::{
+        cluster_server::ClusterServer, kv_server::KvServer, maintenance_server::MaintenanceServer,
+    };
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let cluster = ClusterService {
+        backend: backend.clone(),
+    };
     tonic::transport::Server::builder()
-        .add_service(bellwether_api::etcdserverpb::kv_server::KvServer::new(kv))
-        .add_service(
-            bellwether_api::etcdserverpb::maintenance_server::MaintenanceServer::new(
-                cluster.clone(),
-            ),
-        )
-        .add_service(bellwether_api::etcdserverpb::cluster_server::ClusterServer::new(cluster))
+        .add_service(KvServer::new(KvService {
+            backend: backend.clone(),
+        }))
+        .add_service(MaintenanceServer::new(cluster.clone()))
+        .add_service(ClusterServer::new(cluster))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
 }

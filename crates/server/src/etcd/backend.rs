@@ -1,0 +1,194 @@
+//! What every etcd service of a node shares: the node's client API (writes
+//! and read barriers), the store, the node's status, a signal that fires
+//! after each applied write, and connections to the other members for
+//! forwarding to the leader.
+//!
+//! The services are thin: each turns a gRPC call into [`EtcdBackend::write`]
+//! or [`EtcdBackend::read_barrier`] plus a store lookup. Having one backend
+//! keeps the forwarding rule (a follower sends the call to the leader it
+//! knows, once) and the response header the same for every service.
+
+use super::command::{grpc_code, read_answer, Command};
+use crate::client::{ClientError, NodeClient};
+use crate::status::NodeStatus;
+use bellwether_api::etcdserverpb as pb;
+use bellwether_kv::{KvError, KvStore};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+use tonic::Status;
+
+/// How long a member waits to connect to the leader when forwarding.
+const FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Where a write or a read barrier went when this member could not serve it.
+#[derive(Debug)]
+pub enum NotHere {
+    /// Another member leads: forward the call to it.
+    Forward(u64),
+    /// A failure to report to the client as is.
+    Fail(Status),
+}
+
+impl From<Status> for NotHere {
+    fn from(status: Status) -> Self {
+        NotHere::Fail(status)
+    }
+}
+
+/// The shared state behind a node's etcd services. Cheap to clone.
+#[derive(Clone)]
+pub struct EtcdBackend {
+    /// Submits writes and read barriers to the node's event loop.
+    pub client: NodeClient,
+    /// The store the node applies to; lock it for one operation at a time.
+    pub store: Arc<Mutex<KvStore>>,
+    /// The node's latest status (term, leader, role).
+    pub status: watch::Receiver<NodeStatus>,
+    /// The store's revision after each applied write: services that wait
+    /// for changes (watch, election, lock) wake on it.
+    pub revisions: watch::Receiver<i64>,
+    /// Cluster id in headers (a hash of the cluster name).
+    pub cluster_id: u64,
+    /// This member's id.
+    pub member_id: u64,
+    /// Members' peer addresses.
+    pub peers: Arc<BTreeMap<u64, SocketAddr>>,
+    /// Members' client (gRPC) addresses, to forward requests to the leader.
+    pub client_addresses: Arc<BTreeMap<u64, SocketAddr>>,
+    /// Open channels to other members, made on first use.
+    channels: Arc<tokio::sync::Mutex<BTreeMap<u64, Channel>>>,
+}
+
+/// A client error as etcd clients expect it.
+pub fn status_of(error: ClientError) -> Status {
+    match error {
+        ClientError::NotLeader { .. } => Status::unavailable(format!("etcdserver: {error}")),
+        ClientError::Busy => Status::resource_exhausted(format!("etcdserver: {error}")),
+        ClientError::NotApplied => Status::unavailable(format!("etcdserver: {error}")),
+        ClientError::Stopped => Status::unavailable("etcdserver: server stopped"),
+    }
+}
+
+/// A store error as the gRPC status etcd answers with.
+pub fn status_of_kv(error: &KvError) -> Status {
+    Status::new(grpc_code(error), error.to_string())
+}
+
+impl EtcdBackend {
+    /// A backend for a node.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: NodeClient,
+        store: Arc<Mutex<KvStore>>,
+        status: watch::Receiver<NodeStatus>,
+        revisions: watch::Receiver<i64>,
+        cluster_id: u64,
+        member_id: u64,
+        peers: BTreeMap<u64, SocketAddr>,
+        client_addresses: BTreeMap<u64, SocketAddr>,
+    ) -> Self {
+        EtcdBackend {
+            client,
+            store,
+            status,
+            revisions,
+            cluster_id,
+            member_id,
+            peers: Arc::new(peers),
+            client_addresses: Arc::new(client_addresses),
+            channels: Default::default(),
+        }
+    }
+
+    /// The store, locked.
+    pub fn store(&self) -> MutexGuard<'_, KvStore> {
+        self.store.lock().expect("store lock")
+    }
+
+    /// The header every response carries.
+    pub fn header(&self) -> pb::ResponseHeader {
+        pb::ResponseHeader {
+            cluster_id: self.cluster_id,
+            member_id: self.member_id,
+            revision: self.store().revision(),
+            raft_term: self.status.borrow().term,
+        }
+    }
+
+    /// True while this member leads.
+    pub fn is_leader(&self) -> bool {
+        let status = self.status.borrow();
+        status.role == "leader" && status.leader == Some(self.member_id)
+    }
+
+    fn not_here(&self, error: ClientError) -> NotHere {
+        match error {
+            ClientError::NotLeader {
+                leader: Some(leader),
+            } if leader != self.member_id => NotHere::Forward(leader),
+            error => NotHere::Fail(status_of(error)),
+        }
+    }
+
+    /// Replicates `command` and decodes the state machine's answer.
+    pub async fn write<M: prost::Message + Default>(
+        &self,
+        command: &Command,
+    ) -> Result<M, NotHere> {
+        match self.client.propose(command.encode()).await {
+            Ok(answer) => read_answer::<M>(&answer).map_err(NotHere::Fail),
+            Err(error) => Err(self.not_here(error)),
+        }
+    }
+
+    /// Waits until reading the local store is linearizable (ReadIndex).
+    pub async fn read_barrier(&self) -> Result<(), NotHere> {
+        self.client
+            .read_barrier()
+            .await
+            .map_err(|error| self.not_here(error))
+    }
+
+    /// A channel to member `member`'s gRPC address, connected on first use
+    /// and reused after.
+    pub async fn channel_to(&self, member: u64) -> Result<Channel, Status> {
+        let mut channels = self.channels.lock().await;
+        if let Some(channel) = channels.get(&member) {
+            return Ok(channel.clone());
+        }
+        let address = self.client_addresses.get(&member).ok_or_else(|| {
+            Status::unavailable(format!(
+                "etcdserver: not the leader; the leader n{member} has no client address configured"
+            ))
+        })?;
+        let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+            .map_err(|e| Status::internal(e.to_string()))?
+            .connect_timeout(FORWARD_CONNECT_TIMEOUT)
+            .tcp_nodelay(true);
+        let channel = endpoint.connect().await.map_err(|e| {
+            Status::unavailable(format!(
+                "etcdserver: cannot reach the leader n{member}: {e}"
+            ))
+        })?;
+        channels.insert(member, channel.clone());
+        Ok(channel)
+    }
+
+    /// Forgets the channel to `member` after it failed, so the next call
+    /// reconnects.
+    pub async fn drop_channel(&self, member: u64) {
+        self.channels.lock().await.remove(&member);
+    }
+
+    /// Waits until the store's revision passes `revision`, or the node
+    /// stops (then returns false).
+    pub async fn wait_revision_after(&self, revision: i64) -> bool {
+        let mut revisions = self.revisions.clone();
+        let reached = revisions.wait_for(|r| *r > revision).await.is_ok();
+        reached
+    }
+}
