@@ -1,23 +1,37 @@
 //! `bellwether bench kv`: load over the etcd v3 API. It speaks only that
 //! API, so the same command measures a bellwether cluster or a real etcd.
-//! Closed loop: each client sends one request, waits for the answer, and
-//! sends the next; clients share `--conns` connections round-robin.
+//! Closed loop: each client sends one operation, waits for the answer, and
+//! sends the next; clients share `--conns` connections round-robin. What
+//! one operation is, per `--op`, is documented in [`load`].
+//!
+//! With `--compare-etcd` it starts a 3-node bellwether cluster and a
+//! 3-member etcd 3.4 cluster itself and runs the same load against each
+//! (see [`compare`]).
 
-use anyhow::{bail, Context, Result};
-use bellwether_api::etcdserverpb::{kv_client::KvClient, PutRequest, RangeRequest};
-use serde::Serialize;
-use std::time::{Duration, Instant};
-use tonic::transport::Channel;
+mod compare;
+mod load;
+
+pub use load::{load, KvReport};
+
+use anyhow::{bail, Result};
+use compare::{CompareSettings, Target};
+use load::{LoadSpec, Op};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// Flags of `bench kv`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct KvArgs {
-    /// etcd API endpoints (host:port), comma-separated.
+    /// etcd API endpoints (host:port), comma-separated; connection i goes to
+    /// endpoint i mod N. Not with --compare-etcd, which starts its own.
     #[arg(long, value_delimiter = ',', default_values_t = ["127.0.0.1:7201".to_string(), "127.0.0.1:7202".to_string(), "127.0.0.1:7203".to_string()])]
     endpoints: Vec<String>,
-    /// put or get (a linearizable range of one key).
-    #[arg(long, default_value = "put")]
-    op: String,
+    /// What each client repeats: put, get (linearizable range of one key),
+    /// lease (LeaseGrant, TTL 60 s) or campaign (Campaign + Resign on the
+    /// client's own election).
+    #[arg(long, value_enum, default_value = "put")]
+    op: Op,
     /// Concurrent closed-loop clients.
     #[arg(long, default_value_t = 16)]
     clients: usize,
@@ -27,156 +41,161 @@ pub struct KvArgs {
     /// Measured duration.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
-    /// Value size in bytes.
+    /// Unmeasured lead-in before the measured duration.
+    #[arg(long, default_value_t = 1.0)]
+    warmup_seconds: f64,
+    /// Value size in bytes (puts and campaigns).
     #[arg(long, default_value_t = 256)]
     value_bytes: usize,
+    /// Start a 3-node bellwether cluster and a 3-member etcd 3.4 cluster
+    /// (Debian's etcd-server; installed with apt-get when missing), run the
+    /// same load against each, and report both with their ratios and the
+    /// members' peak memory.
+    #[arg(long, conflicts_with = "endpoints")]
+    compare_etcd: bool,
+    /// With --compare-etcd: connect to every member (followers forward) or
+    /// only to the leader.
+    #[arg(long, value_enum, default_value = "all", requires = "compare_etcd")]
+    target: Target,
+    /// With --compare-etcd: heartbeat interval, ms (both systems).
+    #[arg(long, default_value_t = 100, requires = "compare_etcd")]
+    heartbeat_ms: u64,
+    /// With --compare-etcd: election timeout, ms (both systems).
+    #[arg(long, default_value_t = 1000, requires = "compare_etcd")]
+    election_ms: u64,
+    /// With --compare-etcd: bellwether member i uses ports base+i (peers),
+    /// base+100+i (HTTP) and base+200+i (etcd API); etcd uses 2379/2380 on
+    /// its own loopback IPs.
+    #[arg(long, default_value_t = 18000, requires = "compare_etcd")]
+    base_port: u16,
+    /// With --compare-etcd: directory for data and logs (must be empty;
+    /// kept). Default: a temporary directory, removed afterwards.
+    #[arg(long, requires = "compare_etcd")]
+    dir: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
 }
 
-/// What the load measured.
-#[derive(Debug, Serialize)]
-pub struct KvReport {
-    /// Operation.
-    pub op: String,
-    /// Clients.
-    pub clients: usize,
-    /// Connections.
-    pub conns: usize,
-    /// Requests answered successfully.
-    pub completed: u64,
-    /// Requests that failed.
-    pub errors: u64,
-    /// Answered per second.
-    pub per_second: f64,
-    /// Median latency.
-    pub latency_ms_p50: f64,
-    /// 99th percentile latency.
-    pub latency_ms_p99: f64,
+impl KvArgs {
+    fn spec(&self) -> LoadSpec {
+        LoadSpec {
+            endpoints: self.endpoints.clone(),
+            op: self.op,
+            clients: self.clients,
+            conns: self.conns,
+            seconds: self.seconds,
+            warmup_seconds: self.warmup_seconds,
+            value_bytes: self.value_bytes,
+        }
+    }
+
+    /// The comparison's settings, after checking the cluster flags.
+    fn compare_settings(&self) -> Result<CompareSettings> {
+        if self.heartbeat_ms == 0
+            || self.election_ms < 5 * self.heartbeat_ms
+            || self.election_ms > 50_000
+        {
+            bail!("--election-ms must be at least 5 × --heartbeat-ms (at least 1) and at most 50000: etcd refuses other timeouts");
+        }
+        if self.base_port < 1024
+            || self.base_port as usize + 200 + compare::NODES > u16::MAX as usize
+        {
+            bail!("--base-port must be at least 1024 and leave room for base+200+3");
+        }
+        let load = self.spec();
+        load.validate()?;
+        Ok(CompareSettings {
+            load,
+            target: self.target,
+            heartbeat_ms: self.heartbeat_ms,
+            election_ms: self.election_ms,
+            base_port: self.base_port,
+            dir: self.dir.clone(),
+        })
+    }
 }
 
-/// Runs the load and prints the report.
+/// Runs the load (or the comparison) and prints the report.
 pub fn execute(args: KvArgs) -> Result<std::process::ExitCode> {
-    if args.clients == 0 || args.conns == 0 || args.endpoints.is_empty() || args.seconds <= 0.0 {
-        bail!("--clients, --conns, --endpoints and --seconds must be positive");
+    if args.compare_etcd {
+        let report = compare::run(&args.compare_settings()?)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            compare::print_text(&report);
+        }
+        return Ok(std::process::ExitCode::SUCCESS);
     }
-    if args.op != "put" && args.op != "get" {
-        bail!("--op must be put or get, got {:?}", args.op);
-    }
+    let spec = args.spec();
+    spec.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let report = runtime.block_on(run(args.clone()))?;
+    let report = runtime.block_on(load::run(&spec, Arc::new(AtomicBool::new(false))))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "kv bench: {} · {} clients · {} conns: {:.0} req/s, p50 {:.3} ms, p99 {:.3} ms ({} ok, {} errors)",
+            "kv bench: {} · {} clients · {} conns: {:.0} op/s, p50 {:.3} ms, p99 {:.3} ms ({} ok, {} errors)",
             report.op, report.clients, report.conns, report.per_second, report.latency_ms_p50, report.latency_ms_p99, report.completed, report.errors
         );
+        println!("  one op: {}", spec.op.describe());
+        if let Some(error) = &report.first_error {
+            println!("  first error: {error}");
+        }
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-async fn run(args: KvArgs) -> Result<KvReport> {
-    load(
-        &args.endpoints,
-        &args.op,
-        args.clients,
-        args.conns,
-        args.seconds,
-        args.value_bytes,
-    )
-    .await
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
 
-/// Closed-loop load of `op` ("put" or "get") on `endpoints` for `seconds`.
-pub async fn load(
-    endpoints: &[String],
-    op: &str,
-    clients: usize,
-    conns: usize,
-    seconds: f64,
-    value_bytes: usize,
-) -> Result<KvReport> {
-    let args = KvArgs {
-        endpoints: endpoints.to_vec(),
-        op: op.to_string(),
-        clients,
-        conns,
-        seconds,
-        value_bytes,
-        json: false,
-    };
-    let mut channels = Vec::new();
-    for i in 0..args.conns {
-        let endpoint = &args.endpoints[i % args.endpoints.len()];
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))?
-            .connect()
-            .await
-            .with_context(|| format!("cannot connect to {endpoint}"))?;
-        channels.push(channel);
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        kv: KvArgs,
     }
-    let deadline = Instant::now() + Duration::from_secs_f64(args.seconds);
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..args.clients {
-        let mut client: KvClient<Channel> = KvClient::new(channels[c % channels.len()].clone());
-        let (op, value) = (args.op.clone(), vec![b'x'; args.value_bytes]);
-        tasks.push(tokio::spawn(async move {
-            let (mut latencies, mut errors) = (Vec::new(), 0u64);
-            let key = format!("bench/{c}").into_bytes();
-            while Instant::now() < deadline {
-                let sent = Instant::now();
-                let ok = if op == "put" {
-                    client
-                        .put(PutRequest {
-                            key: key.clone(),
-                            value: value.clone(),
-                            ..Default::default()
-                        })
-                        .await
-                        .is_ok()
-                } else {
-                    client
-                        .range(RangeRequest {
-                            key: key.clone(),
-                            ..Default::default()
-                        })
-                        .await
-                        .is_ok()
-                };
-                if ok {
-                    latencies.push(sent.elapsed().as_micros() as u64);
-                } else {
-                    errors += 1;
-                }
-            }
-            (latencies, errors)
-        }));
+
+    fn parse(args: &[&str]) -> Result<KvArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("kv").chain(args.iter().copied())).map(|c| c.kv)
     }
-    let (mut all, mut errors) = (Vec::new(), 0);
-    for task in tasks {
-        let (latencies, failed) = task.await?;
-        all.extend(latencies);
-        errors += failed;
+
+    #[test]
+    fn every_op_is_accepted_and_unknown_ones_are_refused() {
+        for op in ["put", "get", "lease", "campaign"] {
+            assert_eq!(parse(&["--op", op]).unwrap().op.name(), op);
+        }
+        assert!(parse(&["--op", "txn"]).is_err());
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    all.sort_unstable();
-    let pick = |q: f64| {
-        all.get(((all.len() as f64 * q) as usize).min(all.len().saturating_sub(1)))
-            .map_or(0.0, |us| *us as f64 / 1000.0)
-    };
-    Ok(KvReport {
-        op: args.op,
-        clients: args.clients,
-        conns: args.conns,
-        completed: all.len() as u64,
-        errors,
-        per_second: all.len() as f64 / elapsed,
-        latency_ms_p50: pick(0.5),
-        latency_ms_p99: pick(0.99),
-    })
+
+    #[test]
+    fn compare_etcd_refuses_explicit_endpoints_and_cluster_flags_need_it() {
+        assert!(parse(&["--compare-etcd", "--op", "lease"]).is_ok());
+        assert!(parse(&["--compare-etcd", "--endpoints", "127.0.0.1:2379"]).is_err());
+        assert!(parse(&["--target", "leader"]).is_err());
+        assert!(parse(&["--compare-etcd", "--target", "leader"]).is_ok());
+    }
+
+    #[test]
+    fn compare_settings_refuse_timeouts_etcd_refuses() {
+        let args = parse(&[
+            "--compare-etcd",
+            "--heartbeat-ms",
+            "100",
+            "--election-ms",
+            "400",
+        ])
+        .unwrap();
+        let error = args.compare_settings().unwrap_err().to_string();
+        assert!(error.contains("--election-ms"), "{error}");
+        let args = parse(&["--compare-etcd", "--clients", "0"]).unwrap();
+        assert!(args.compare_settings().is_err());
+        let args = parse(&["--compare-etcd"]).unwrap();
+        let settings = args.compare_settings().unwrap();
+        assert_eq!(settings.load.value_bytes, 256);
+    }
 }

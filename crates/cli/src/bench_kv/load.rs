@@ -1,0 +1,493 @@
+//! The closed loop of `bench kv`: each client sends one operation, waits
+//! for its answer, and sends the next. Clients share the connections
+//! round-robin; connection i goes to endpoint `i mod endpoints`.
+//!
+//! What one operation is, per `--op`:
+//! - `put`: one `KV.Put` of the client's own key (`bench/<client>`) with a
+//!   `--value-bytes` value.
+//! - `get`: one linearizable `KV.Range` of the client's own key.
+//! - `lease`: one `Lease.LeaseGrant` with a TTL of [`LEASE_TTL_SECONDS`] and
+//!   a server-chosen id. Leases are not revoked: they expire on their own.
+//! - `campaign`: one `Election.Campaign` on an election name of its own
+//!   (`bench-election/<run>/<client>`, so it never waits for another
+//!   client), immediately followed by one `Election.Resign` of the leader
+//!   key it returned: two round trips, timed together. Before the loop each
+//!   client is granted one lease (not timed), which every campaign uses.
+
+use anyhow::{bail, Context, Result};
+use bellwether_api::etcdserverpb::{
+    kv_client::KvClient, lease_client::LeaseClient, LeaseGrantRequest, PutRequest, RangeRequest,
+};
+use bellwether_api::v3electionpb::{
+    election_client::ElectionClient, CampaignRequest, ResignRequest,
+};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// TTL of the leases granted by `lease`; `campaign` adds it to what is left
+/// of the run (see [`campaign_lease_ttl`]), so no campaign's lease expires
+/// mid-run.
+pub const LEASE_TTL_SECONDS: i64 = 60;
+/// Most clients: each is a task with its own latency buffer.
+pub const CLIENTS_MAX: usize = 10_000;
+/// Most connections opened.
+pub const CONNS_MAX: usize = 1_000;
+/// Longest measured duration.
+pub const SECONDS_MAX: f64 = 3_600.0;
+/// Largest value.
+pub const VALUE_BYTES_MAX: usize = 1 << 20;
+/// Longest wait for one answer: a request that hangs longer counts as an
+/// error, so a stuck cluster cannot stall the run past its deadline by more.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the loop looks at the interruption flag while clients run.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+/// Latencies kept per client before the run ends (bounds memory: at most
+/// this many × clients samples, more than any closed loop completes).
+const SAMPLES_PER_CLIENT_MAX: usize = 4_000_000;
+
+/// The operation each client repeats.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// `KV.Put` of the client's own key.
+    Put,
+    /// Linearizable `KV.Range` of the client's own key.
+    Get,
+    /// `Lease.LeaseGrant`, TTL 60 s.
+    Lease,
+    /// `Election.Campaign` then `Election.Resign` on the client's own name.
+    Campaign,
+}
+
+impl Op {
+    /// The flag value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Put => "put",
+            Op::Get => "get",
+            Op::Lease => "lease",
+            Op::Campaign => "campaign",
+        }
+    }
+
+    /// What one operation is, for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Op::Put => "one KV.Put of the client's own key",
+            Op::Get => "one linearizable KV.Range of the client's own key",
+            Op::Lease => "one Lease.LeaseGrant (TTL 60 s, server-chosen id; never revoked)",
+            Op::Campaign => {
+                "one Election.Campaign on the client's own election name (never contended) plus one \
+                 Election.Resign of the returned leader key, timed together; each client's lease is \
+                 granted once before the loop"
+            }
+        }
+    }
+
+    /// Parses a flag value.
+    pub fn parse(text: &str) -> Result<Op> {
+        match text {
+            "put" => Ok(Op::Put),
+            "get" => Ok(Op::Get),
+            "lease" => Ok(Op::Lease),
+            "campaign" => Ok(Op::Campaign),
+            other => bail!("--op must be put, get, lease or campaign, got {other:?}"),
+        }
+    }
+}
+
+/// One load: what to send, where, and for how long.
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    /// etcd API endpoints (host:port).
+    pub endpoints: Vec<String>,
+    /// What each client repeats.
+    pub op: Op,
+    /// Concurrent closed-loop clients.
+    pub clients: usize,
+    /// Connections the clients share.
+    pub conns: usize,
+    /// Measured duration.
+    pub seconds: f64,
+    /// Unmeasured lead-in: clients run but nothing is recorded.
+    pub warmup_seconds: f64,
+    /// Value size of puts and campaigns.
+    pub value_bytes: usize,
+}
+
+impl LoadSpec {
+    /// Rejects values outside the bounds (messages name the flags).
+    pub fn validate(&self) -> Result<()> {
+        if self.endpoints.is_empty() {
+            bail!("--endpoints must name at least one host:port");
+        }
+        if !(1..=CLIENTS_MAX).contains(&self.clients) {
+            bail!("--clients must be between 1 and {CLIENTS_MAX}");
+        }
+        if !(1..=CONNS_MAX).contains(&self.conns) {
+            bail!("--conns must be between 1 and {CONNS_MAX}");
+        }
+        if !(self.seconds > 0.0 && self.seconds <= SECONDS_MAX) {
+            bail!("--seconds must be above 0 and at most {SECONDS_MAX}");
+        }
+        if !(self.warmup_seconds >= 0.0 && self.warmup_seconds <= SECONDS_MAX) {
+            bail!("--warmup-seconds must be between 0 and {SECONDS_MAX}");
+        }
+        if self.value_bytes > VALUE_BYTES_MAX {
+            bail!("--value-bytes must be at most {VALUE_BYTES_MAX}");
+        }
+        Ok(())
+    }
+}
+
+/// What the load measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct KvReport {
+    /// Operation.
+    pub op: String,
+    /// Clients.
+    pub clients: usize,
+    /// Connections.
+    pub conns: usize,
+    /// Operations answered successfully in the measured window.
+    pub completed: u64,
+    /// Operations that failed in the measured window.
+    pub errors: u64,
+    /// The first failure's message, if any failed.
+    pub first_error: Option<String>,
+    /// Answered per second.
+    pub per_second: f64,
+    /// Median latency.
+    pub latency_ms_p50: f64,
+    /// 99th percentile latency.
+    pub latency_ms_p99: f64,
+}
+
+/// Closed-loop load of `op` ("put", "get", "lease" or "campaign") on
+/// `endpoints` for `seconds`, without warm-up.
+pub async fn load(
+    endpoints: &[String],
+    op: &str,
+    clients: usize,
+    conns: usize,
+    seconds: f64,
+    value_bytes: usize,
+) -> Result<KvReport> {
+    let spec = LoadSpec {
+        endpoints: endpoints.to_vec(),
+        op: Op::parse(op)?,
+        clients,
+        conns,
+        seconds,
+        warmup_seconds: 0.0,
+        value_bytes,
+    };
+    run(&spec, Arc::new(AtomicBool::new(false))).await
+}
+
+/// What one client saw in the measured window.
+#[derive(Default)]
+struct ClientResult {
+    /// Latencies of successful operations, µs.
+    latencies_us: Vec<u64>,
+    /// Failed operations.
+    errors: u64,
+    /// The first failure.
+    first_error: Option<String>,
+}
+
+impl ClientResult {
+    fn record(&mut self, outcome: Result<(), tonic::Status>, sent: Instant) {
+        match outcome {
+            Ok(()) if self.latencies_us.len() < SAMPLES_PER_CLIENT_MAX => {
+                self.latencies_us.push(sent.elapsed().as_micros() as u64)
+            }
+            Ok(()) => {}
+            Err(status) => {
+                self.errors += 1;
+                self.first_error.get_or_insert_with(|| status.to_string());
+            }
+        }
+    }
+}
+
+/// The window in which answers count.
+#[derive(Clone, Copy)]
+struct Window {
+    /// Operations sent before this are warm-up.
+    measure_from: Instant,
+    /// No operation is sent after this.
+    deadline: Instant,
+}
+
+/// Runs `spec`; fails (after stopping every client) when `interrupted` is
+/// set.
+pub async fn run(spec: &LoadSpec, interrupted: Arc<AtomicBool>) -> Result<KvReport> {
+    spec.validate()?;
+    let channels = connect(spec).await?;
+    let run_tag = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let start = Instant::now();
+    let measure_from = start + Duration::from_secs_f64(spec.warmup_seconds);
+    let window = Window {
+        measure_from,
+        deadline: measure_from + Duration::from_secs_f64(spec.seconds),
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..spec.clients {
+        let channel = channels[c % channels.len()].clone();
+        let (op, value_bytes) = (spec.op, spec.value_bytes);
+        let flag = interrupted.clone();
+        let name = format!("bench-election/{run_tag}/{c}").into_bytes();
+        tasks.spawn(
+            async move { client_loop(op, c, channel, value_bytes, name, window, flag).await },
+        );
+    }
+    let mut results = Vec::with_capacity(spec.clients);
+    loop {
+        tokio::select! {
+            joined = tasks.join_next() => match joined {
+                Some(result) => results.push(result.context("a client task failed")?),
+                None => break,
+            },
+            () = tokio::time::sleep(INTERRUPT_POLL) => {
+                if interrupted.load(Ordering::SeqCst) {
+                    tasks.abort_all();
+                    bail!("interrupted during the load");
+                }
+            }
+        }
+    }
+    if interrupted.load(Ordering::SeqCst) {
+        bail!("interrupted during the load");
+    }
+    let elapsed = Instant::now()
+        .saturating_duration_since(window.measure_from)
+        .as_secs_f64();
+    Ok(summarize(spec, results, elapsed))
+}
+
+async fn connect(spec: &LoadSpec) -> Result<Vec<Channel>> {
+    let mut channels = Vec::with_capacity(spec.conns);
+    for i in 0..spec.conns {
+        let endpoint = &spec.endpoints[i % spec.endpoints.len()];
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))?
+            .tcp_nodelay(true)
+            .timeout(REQUEST_TIMEOUT)
+            .connect()
+            .await
+            .with_context(|| format!("cannot connect to {endpoint}"))?;
+        channels.push(channel);
+    }
+    Ok(channels)
+}
+
+/// One client's loop; `name` is its election name (used by `campaign`).
+async fn client_loop(
+    op: Op,
+    client: usize,
+    channel: Channel,
+    value_bytes: usize,
+    name: Vec<u8>,
+    window: Window,
+    interrupted: Arc<AtomicBool>,
+) -> ClientResult {
+    let mut kv = KvClient::new(channel.clone());
+    let mut lease = LeaseClient::new(channel.clone());
+    let mut election = ElectionClient::new(channel);
+    let key = format!("bench/{client}").into_bytes();
+    let value = vec![b'x'; value_bytes];
+    let mut result = ClientResult::default();
+    let campaign_lease = if op == Op::Campaign {
+        let request = LeaseGrantRequest {
+            ttl: campaign_lease_ttl(window),
+            id: 0,
+        };
+        match lease.lease_grant(request).await {
+            Ok(granted) => granted.into_inner().id,
+            Err(status) => {
+                // Without a lease this client cannot campaign: one error.
+                result.record(Err(status), Instant::now());
+                return result;
+            }
+        }
+    } else {
+        0
+    };
+    while Instant::now() < window.deadline && !interrupted.load(Ordering::Relaxed) {
+        let sent = Instant::now();
+        let outcome = match op {
+            Op::Put => kv
+                .put(PutRequest {
+                    key: key.clone(),
+                    value: value.clone(),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            Op::Get => kv
+                .range(RangeRequest {
+                    key: key.clone(),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            Op::Lease => lease
+                .lease_grant(LeaseGrantRequest {
+                    ttl: LEASE_TTL_SECONDS,
+                    id: 0,
+                })
+                .await
+                .map(drop),
+            Op::Campaign => campaign_once(&mut election, &name, campaign_lease, &value).await,
+        };
+        if sent >= window.measure_from {
+            result.record(outcome, sent);
+        }
+    }
+    result
+}
+
+/// The TTL of a campaign client's lease: what is left of the run plus the
+/// default TTL, so it outlives the run whatever its length.
+fn campaign_lease_ttl(window: Window) -> i64 {
+    let left = window.deadline.saturating_duration_since(Instant::now());
+    left.as_secs_f64().ceil() as i64 + LEASE_TTL_SECONDS
+}
+
+/// Campaign, then resign the leader key the campaign returned.
+async fn campaign_once(
+    election: &mut ElectionClient<Channel>,
+    name: &[u8],
+    lease: i64,
+    value: &[u8],
+) -> Result<(), tonic::Status> {
+    let leader = election
+        .campaign(CampaignRequest {
+            name: name.to_vec(),
+            lease,
+            value: value.to_vec(),
+        })
+        .await?
+        .into_inner()
+        .leader
+        .ok_or_else(|| tonic::Status::internal("Campaign answered without a leader key"))?;
+    election
+        .resign(ResignRequest {
+            leader: Some(leader),
+        })
+        .await
+        .map(drop)
+}
+
+fn summarize(spec: &LoadSpec, results: Vec<ClientResult>, elapsed_seconds: f64) -> KvReport {
+    let mut all = Vec::new();
+    let (mut errors, mut first_error) = (0, None);
+    for result in results {
+        all.extend(result.latencies_us);
+        errors += result.errors;
+        first_error = first_error.or(result.first_error);
+    }
+    all.sort_unstable();
+    KvReport {
+        op: spec.op.name().to_string(),
+        clients: spec.clients,
+        conns: spec.conns,
+        completed: all.len() as u64,
+        errors,
+        first_error,
+        per_second: all.len() as f64 / elapsed_seconds.max(f64::MIN_POSITIVE),
+        latency_ms_p50: percentile_ms(&all, 0.5),
+        latency_ms_p99: percentile_ms(&all, 0.99),
+    }
+}
+
+/// The `q` quantile of sorted microsecond samples, in ms (0 when empty).
+pub fn percentile_ms(sorted_us: &[u64], q: f64) -> f64 {
+    assert!((0.0..=1.0).contains(&q), "a quantile is within [0, 1]");
+    debug_assert!(sorted_us.windows(2).all(|w| w[0] <= w[1]));
+    let Some(last) = sorted_us.len().checked_sub(1) else {
+        return 0.0;
+    };
+    let index = ((sorted_us.len() as f64 * q) as usize).min(last);
+    sorted_us[index] as f64 / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> LoadSpec {
+        LoadSpec {
+            endpoints: vec!["127.0.0.1:2379".into()],
+            op: Op::Put,
+            clients: 16,
+            conns: 4,
+            seconds: 1.0,
+            warmup_seconds: 0.0,
+            value_bytes: 256,
+        }
+    }
+
+    #[test]
+    fn every_op_name_parses_back_and_others_are_refused() {
+        for op in [Op::Put, Op::Get, Op::Lease, Op::Campaign] {
+            assert_eq!(Op::parse(op.name()).unwrap(), op);
+        }
+        assert!(Op::parse("delete").is_err());
+    }
+
+    #[test]
+    fn out_of_bounds_specs_are_refused_with_the_flag_named() {
+        assert!(spec().validate().is_ok());
+        type Breaker = fn(&mut LoadSpec);
+        let cases: [(Breaker, &str); 6] = [
+            (|s| s.clients = 0, "--clients"),
+            (|s| s.conns = CONNS_MAX + 1, "--conns"),
+            (|s| s.seconds = 0.0, "--seconds"),
+            (|s| s.seconds = f64::NAN, "--seconds"),
+            (|s| s.endpoints.clear(), "--endpoints"),
+            (|s| s.value_bytes = VALUE_BYTES_MAX + 1, "--value-bytes"),
+        ];
+        for (break_it, flag) in cases {
+            let mut broken = spec();
+            break_it(&mut broken);
+            let error = broken.validate().unwrap_err().to_string();
+            assert!(error.contains(flag), "{error:?} names {flag}");
+        }
+    }
+
+    #[test]
+    fn percentiles_pick_the_sample_at_the_rank_and_zero_when_empty() {
+        let samples: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
+        assert_eq!(percentile_ms(&samples, 0.5), 51.0);
+        assert_eq!(percentile_ms(&samples, 0.99), 100.0);
+        assert_eq!(percentile_ms(&samples, 1.0), 100.0);
+        assert_eq!(percentile_ms(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn a_summary_counts_every_client_and_keeps_the_first_error() {
+        let results = vec![
+            ClientResult {
+                latencies_us: vec![3000, 1000],
+                errors: 0,
+                first_error: None,
+            },
+            ClientResult {
+                latencies_us: vec![2000],
+                errors: 2,
+                first_error: Some("unavailable".into()),
+            },
+        ];
+        let report = summarize(&spec(), results, 0.5);
+        assert_eq!((report.completed, report.errors), (3, 2));
+        assert_eq!(report.per_second, 6.0);
+        assert_eq!(report.latency_ms_p50, 2.0);
+        assert_eq!(report.first_error.as_deref(), Some("unavailable"));
+    }
+}
