@@ -3,10 +3,22 @@
 //! direct calls, as in openraft's `benchmarks/minimal`.
 //!
 //! Two threads: one "raft" thread drives all three nodes (proposals,
-//! message delivery, persistence, application), and one tokio runtime runs
-//! the clients. Each client sends a write and waits for its answer before
-//! sending the next (closed loop). A write is answered once the leader has
-//! applied it, that is after a quorum persisted it.
+//! message delivery, persistence, application), and one single-threaded
+//! tokio runtime runs the clients, one task each. Each client sends a write
+//! and waits for its own answer before sending the next (closed loop). A
+//! write is answered once the leader has applied it, that is after a quorum
+//! persisted it.
+//!
+//! The two threads meet at an [`Exchange`]: writes go one way and answers
+//! the other, each as a vector swapped out whole, so one hand-off carries
+//! every write (or answer) of a raft cycle and costs at most one wake-up.
+//! A thread about to sleep first spins briefly, because at low client
+//! counts the other side usually answers within microseconds and a futex
+//! wake-up would cost more than the work itself.
+//!
+//! Latency is read from a coarse clock: the dispatcher task stamps it once
+//! per batch of answers, just before waking that batch's clients, so a
+//! client's send time is the stamp of the batch that woke it.
 //!
 //! `--storage memory` persists nothing (the log lives in the Raft core's
 //! memory, like openraft's in-memory benchmark store). `--storage wal` gives
@@ -21,18 +33,24 @@ use bellwether_storage::{Storage, WalOptions, WalStorage};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::Notify;
 
-/// Requests waiting for the raft thread, at most.
-const REQUEST_QUEUE_MAX: usize = 65_536;
-/// Requests taken per cycle, at most: bounds the batch and the latency of a
-/// cycle.
-const INTAKE_PER_CYCLE_MAX: usize = 4_096;
+/// Clients, at most. Each has at most one write in flight, so this also
+/// bounds the writes waiting for the raft thread and the writes of a cycle.
+const CLIENTS_MAX: usize = 65_536;
 /// Every node compacts its log every this many entries.
 const COMPACT_EVERY_ENTRIES: u64 = 65_536;
 /// Wall-clock length of one Raft tick.
 const TICK: Duration = Duration::from_millis(1);
+/// An idle thread checks this many times with a CPU pause (a few
+/// microseconds in all) before it starts yielding its core.
+const IDLE_SPINS_MAX: u32 = 256;
+/// Then this many times with a yield to the OS scheduler (tens of
+/// microseconds, and other processes may run) before it sleeps.
+const IDLE_YIELDS_MAX: u32 = 64;
 
 /// Where the nodes persist.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -71,8 +89,6 @@ pub struct BenchReport {
     pub cycles: u64,
 }
 
-type Reply = oneshot::Sender<()>;
-
 /// Runs the benchmark.
 pub fn run(
     nodes: usize,
@@ -84,26 +100,39 @@ pub fn run(
     if nodes == 0 || clients == 0 || seconds <= 0.0 {
         bail!("--nodes, --clients and --seconds must be positive");
     }
-    let (sender, receiver) = mpsc::channel::<(Vec<u8>, Reply)>(REQUEST_QUEUE_MAX);
+    if clients > CLIENTS_MAX {
+        bail!("--clients must be at most {CLIENTS_MAX}");
+    }
+    let exchange = Arc::new(Exchange::default());
     let directory = tempdir_for(storage)?;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     let raft_stop = stop.clone();
     let raft_directory = directory.clone();
+    let raft_exchange = exchange.clone();
     let raft_thread = std::thread::Builder::new()
         .name("raft".into())
         .spawn(move || -> Result<u64> {
-            let mut cluster = Cluster::new(nodes, storage, raft_directory.as_deref())?;
-            cluster.elect()?;
-            cluster.serve(receiver, &raft_stop)
+            let served =
+                Cluster::new(nodes, storage, raft_directory.as_deref()).and_then(|mut cluster| {
+                    cluster.elect(&raft_exchange)?;
+                    cluster.serve(&raft_exchange, &raft_stop)
+                });
+            raft_exchange.raft_stopped();
+            served
         })
         .context("cannot start the raft thread")?;
+    exchange
+        .raft_thread
+        .set(raft_thread.thread().clone())
+        .expect("set once");
+    let spin_exchange = exchange.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .on_thread_park(move || spin_exchange.spin_for_answers())
         .build()
         .context("cannot start the client runtime")?;
     let (latencies, elapsed) =
-        runtime.block_on(drive_clients(sender, clients, seconds, payload_bytes));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        runtime.block_on(drive_clients(exchange, clients, seconds, payload_bytes));
+    stop.store(true, Ordering::Relaxed);
     let cycles = raft_thread
         .join()
         .map_err(|_| anyhow::anyhow!("the raft thread panicked"))??;
@@ -140,44 +169,215 @@ fn tempdir_for(storage: StorageKind) -> Result<Option<PathBuf>> {
     Ok(Some(base))
 }
 
+/// A write on its way to the raft thread.
+struct Request {
+    /// The client that waits for it.
+    client: u32,
+    /// What it writes.
+    data: Vec<u8>,
+}
+
+/// Where the client runtime and the raft thread meet. Each direction is a
+/// vector swapped out whole under a mutex; a flag says whether it holds
+/// anything, so a waiting thread can poll it without taking the lock.
+#[derive(Default)]
+struct Exchange {
+    /// Writes not yet taken by the raft thread, at most one per client.
+    requests: Mutex<Vec<Request>>,
+    /// `requests` gained a write since the raft thread last took them; the
+    /// write that sets it unparks the raft thread.
+    requests_posted: AtomicBool,
+    /// The raft thread, unparked when a write arrives.
+    raft_thread: OnceLock<std::thread::Thread>,
+    /// Clients whose writes were applied and not yet told.
+    answers: Mutex<Vec<u32>>,
+    /// `answers` gained clients (or the raft thread stopped) since the
+    /// dispatcher last looked; polled by the client runtime before it parks.
+    answers_posted: AtomicBool,
+    /// Wakes the dispatcher task.
+    answers_ready: Notify,
+    /// The raft thread is gone: no more answers will come.
+    raft_stopped: AtomicBool,
+}
+
+impl Exchange {
+    /// Client side: hands a write to the raft thread.
+    fn submit(&self, request: Request) {
+        self.requests.lock().expect("not poisoned").push(request);
+        if !self.requests_posted.swap(true, Ordering::AcqRel) {
+            if let Some(thread) = self.raft_thread.get() {
+                thread.unpark();
+            }
+        }
+    }
+
+    /// Raft side: moves every waiting write into `into`, which is empty.
+    fn take_requests(&self, into: &mut Vec<Request>) {
+        assert!(into.is_empty(), "the previous batch was proposed");
+        if !self.requests_posted.load(Ordering::Acquire) {
+            return;
+        }
+        // Cleared before the swap: a write pushed after the swap sets it
+        // again and is taken next cycle.
+        self.requests_posted.store(false, Ordering::Release);
+        std::mem::swap(&mut *self.requests.lock().expect("not poisoned"), into);
+        assert!(into.len() <= CLIENTS_MAX, "one write per client at most");
+    }
+
+    /// Raft side: waits until a write arrives or about `timeout` passed,
+    /// spinning first (see the module comment).
+    fn wait_for_requests(&self, timeout: Duration) {
+        for round in 0..IDLE_SPINS_MAX + IDLE_YIELDS_MAX {
+            if self.requests_posted.load(Ordering::Acquire) {
+                return;
+            }
+            if round < IDLE_SPINS_MAX {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        std::thread::park_timeout(timeout);
+    }
+
+    /// Raft side: tells the clients in `clients` (emptied) that their
+    /// writes were applied.
+    fn answer(&self, clients: &mut Vec<u32>) {
+        if clients.is_empty() {
+            return;
+        }
+        self.answers.lock().expect("not poisoned").append(clients);
+        self.answers_ready.notify_one();
+        // Set after the notification, so that a runtime that stops
+        // spinning on seeing it finds its wake-up already posted.
+        self.answers_posted.store(true, Ordering::Release);
+    }
+
+    /// Raft side: no more answers will come.
+    fn raft_stopped(&self) {
+        self.raft_stopped.store(true, Ordering::Release);
+        self.answers_ready.notify_one();
+        self.answers_posted.store(true, Ordering::Release);
+    }
+
+    /// Client side: moves every posted answer into `into`, which is empty.
+    fn take_answers(&self, into: &mut Vec<u32>) {
+        assert!(into.is_empty(), "the previous answers were delivered");
+        self.answers_posted.store(false, Ordering::Release);
+        std::mem::swap(&mut *self.answers.lock().expect("not poisoned"), into);
+    }
+
+    /// Client runtime, about to park: spins a little for answers first.
+    fn spin_for_answers(&self) {
+        for round in 0..IDLE_SPINS_MAX + IDLE_YIELDS_MAX {
+            if self.answers_posted.load(Ordering::Acquire) {
+                return;
+            }
+            if round < IDLE_SPINS_MAX {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// What the client tasks share with their dispatcher (all on the client
+/// thread).
+struct Board {
+    /// One wake-up per client: its write was applied.
+    answered: Vec<Notify>,
+    /// Microseconds since the start, stamped once per batch of answers.
+    clock_us: AtomicU64,
+    /// The run is over: clients send no more writes.
+    stop: AtomicBool,
+    /// The raft thread failed: waiting clients give up.
+    failed: AtomicBool,
+    /// Every client finished: the dispatcher returns.
+    closing: AtomicBool,
+}
+
 /// Closed-loop clients; returns each client's latencies in microseconds.
 async fn drive_clients(
-    sender: mpsc::Sender<(Vec<u8>, Reply)>,
+    exchange: Arc<Exchange>,
     clients: usize,
     seconds: f64,
     payload_bytes: usize,
 ) -> (Vec<Vec<u32>>, Duration) {
     let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(seconds);
+    let board = Arc::new(Board {
+        answered: (0..clients).map(|_| Notify::new()).collect(),
+        clock_us: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        failed: AtomicBool::new(false),
+        closing: AtomicBool::new(false),
+    });
+    let deadline_us = (seconds * 1e6) as u64;
+    let dispatcher = tokio::spawn(dispatch(
+        exchange.clone(),
+        board.clone(),
+        start,
+        deadline_us,
+    ));
     let mut tasks = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        let sender = sender.clone();
+    for client in 0..clients as u32 {
+        let (exchange, board) = (exchange.clone(), board.clone());
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
-            while Instant::now() < deadline {
-                let (reply, answer) = oneshot::channel();
-                let sent = Instant::now();
-                if sender
-                    .send((vec![0u8; payload_bytes], reply))
-                    .await
-                    .is_err()
-                {
+            while !board.stop.load(Ordering::Relaxed) {
+                let sent_us = board.clock_us.load(Ordering::Relaxed);
+                exchange.submit(Request {
+                    client,
+                    data: vec![0u8; payload_bytes],
+                });
+                board.answered[client as usize].notified().await;
+                if board.failed.load(Ordering::Relaxed) {
                     break;
                 }
-                if answer.await.is_err() {
-                    break;
-                }
-                latencies.push(sent.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                let answered_us = board.clock_us.load(Ordering::Relaxed);
+                latencies.push((answered_us - sent_us).min(u32::MAX as u64) as u32);
             }
             latencies
         }));
     }
-    drop(sender);
     let mut all = Vec::with_capacity(clients);
     for task in tasks {
         all.push(task.await.unwrap_or_default());
     }
-    (all, start.elapsed())
+    let elapsed = start.elapsed();
+    board.closing.store(true, Ordering::Relaxed);
+    exchange.answers_ready.notify_one();
+    let _ = dispatcher.await;
+    (all, elapsed)
+}
+
+/// Wakes the clients whose writes were applied, a batch at a time, and
+/// keeps the coarse clock and the deadline.
+async fn dispatch(exchange: Arc<Exchange>, board: Arc<Board>, start: Instant, deadline_us: u64) {
+    let mut answered = Vec::new();
+    loop {
+        exchange.answers_ready.notified().await;
+        if board.closing.load(Ordering::Relaxed) {
+            return;
+        }
+        exchange.take_answers(&mut answered);
+        let now_us = start.elapsed().as_micros() as u64;
+        board.clock_us.store(now_us, Ordering::Relaxed);
+        if now_us >= deadline_us {
+            board.stop.store(true, Ordering::Relaxed);
+        }
+        for client in answered.drain(..) {
+            board.answered[client as usize].notify_one();
+        }
+        if exchange.raft_stopped.load(Ordering::Acquire) {
+            // Whoever still waits will never be answered.
+            board.stop.store(true, Ordering::Relaxed);
+            board.failed.store(true, Ordering::Relaxed);
+            for answered in &board.answered {
+                answered.notify_one();
+            }
+        }
+    }
 }
 
 /// Persistence of one node.
@@ -210,7 +410,9 @@ struct Cluster {
     inboxes: Vec<VecDeque<(NodeId, RaftMessage)>>,
     /// Leader-side: clients waiting, in index order (`waiting_from` is the
     /// index of the first).
-    waiting: VecDeque<Reply>,
+    waiting: VecDeque<u32>,
+    /// Clients whose writes the leader applied this cycle, not yet told.
+    answered: Vec<u32>,
     /// Log index of `waiting[0]`.
     waiting_from: LogIndex,
     leader: Option<usize>,
@@ -257,6 +459,7 @@ impl Cluster {
             nodes,
             disks,
             waiting: VecDeque::new(),
+            answered: Vec::new(),
             waiting_from: LogIndex(0),
             leader: None,
             last_tick: Instant::now(),
@@ -274,21 +477,21 @@ impl Cluster {
     }
 
     /// Runs until a leader exists.
-    fn elect(&mut self) -> Result<()> {
+    fn elect(&mut self, exchange: &Exchange) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.leader.is_none() {
             if Instant::now() > deadline {
                 bail!("no leader elected within 10 s");
             }
             self.tick_if_due();
-            self.pump()?;
+            self.pump(exchange)?;
             std::thread::sleep(Duration::from_micros(200));
         }
         Ok(())
     }
 
     /// Delivers messages and drains every node until all is quiet.
-    fn pump(&mut self) -> Result<()> {
+    fn pump(&mut self, exchange: &Exchange) -> Result<()> {
         loop {
             let mut busy = false;
             for i in 0..self.nodes.len() {
@@ -312,8 +515,8 @@ impl Cluster {
                     if let RaftOutput::Apply(entry) = output {
                         if is_leader && entry.index == self.waiting_from && !self.waiting.is_empty()
                         {
-                            let reply = self.waiting.pop_front().expect("not empty");
-                            let _ = reply.send(());
+                            let client = self.waiting.pop_front().expect("not empty");
+                            self.answered.push(client);
                             self.waiting_from = entry.index.next();
                         }
                         if is_leader && entry.index.0 % COMPACT_EVERY_ENTRIES == 0 {
@@ -321,6 +524,9 @@ impl Cluster {
                         }
                     }
                 }
+                // Answer as soon as the leader applied, while the followers
+                // still learn the new commit index.
+                exchange.answer(&mut self.answered);
                 if let Some(index) = self.compact_due.take() {
                     // Keep memory flat, as a state machine taking snapshots
                     // would; the payloads carry no state here.
@@ -341,40 +547,33 @@ impl Cluster {
     }
 
     /// Serves client writes until told to stop. Returns the cycle count.
-    fn serve(
-        &mut self,
-        mut requests: mpsc::Receiver<(Vec<u8>, Reply)>,
-        stop: &std::sync::atomic::AtomicBool,
-    ) -> Result<u64> {
+    fn serve(&mut self, exchange: &Exchange, stop: &AtomicBool) -> Result<u64> {
         let mut cycles = 0;
-        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut requests = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
             let leader = self.leader.context("the leader was lost")?;
-            let mut taken = 0;
-            while taken < INTAKE_PER_CYCLE_MAX {
-                let Ok((data, reply)) = requests.try_recv() else {
-                    break;
-                };
-                taken += 1;
-                match self.nodes[leader].propose(data) {
-                    Ok(index) => {
-                        if self.waiting.is_empty() {
-                            self.waiting_from = index;
-                        }
-                        assert_eq!(
-                            index.0,
-                            self.waiting_from.0 + self.waiting.len() as u64,
-                            "indexes are contiguous"
-                        );
-                        self.waiting.push_back(reply);
-                    }
+            exchange.take_requests(&mut requests);
+            let taken = requests.len();
+            for request in requests.drain(..) {
+                let index = match self.nodes[leader].propose(request.data) {
+                    Ok(index) => index,
                     Err(error) => bail!("the leader refused a write: {error}"),
+                };
+                if self.waiting.is_empty() {
+                    self.waiting_from = index;
                 }
+                assert_eq!(
+                    index.0,
+                    self.waiting_from.0 + self.waiting.len() as u64,
+                    "indexes are contiguous"
+                );
+                self.waiting.push_back(request.client);
             }
             self.tick_if_due();
-            self.pump()?;
+            self.pump(exchange)?;
             cycles += 1;
             if taken == 0 && self.waiting.is_empty() {
-                std::thread::sleep(Duration::from_micros(50));
+                exchange.wait_for_requests(TICK);
             }
         }
         Ok(cycles)
