@@ -417,8 +417,6 @@ struct Cluster {
     waiting_from: LogIndex,
     leader: Option<usize>,
     last_tick: Instant,
-    /// A compaction point reached by the leader's application.
-    compact_due: Option<LogIndex>,
 }
 
 impl Cluster {
@@ -463,7 +461,6 @@ impl Cluster {
             waiting_from: LogIndex(0),
             leader: None,
             last_tick: Instant::now(),
-            compact_due: None,
         })
     }
 
@@ -519,23 +516,12 @@ impl Cluster {
                             self.answered.push(client);
                             self.waiting_from = entry.index.next();
                         }
-                        if is_leader && entry.index.0 % COMPACT_EVERY_ENTRIES == 0 {
-                            self.compact_due = Some(entry.index);
-                        }
                     }
                 }
                 // Answer as soon as the leader applied, while the followers
                 // still learn the new commit index.
                 exchange.answer(&mut self.answered);
-                if let Some(index) = self.compact_due.take() {
-                    // Keep memory flat, as a state machine taking snapshots
-                    // would; the payloads carry no state here.
-                    for node in &mut self.nodes {
-                        if node.applied_index() >= index {
-                            let _ = node.compact(index, Vec::new());
-                        }
-                    }
-                }
+                self.compact_if_due(i);
                 if self.nodes[i].status().role == Role::Leader {
                     self.leader = Some(i);
                 }
@@ -543,6 +529,20 @@ impl Cluster {
             if !busy && self.inboxes.iter().all(|inbox| inbox.is_empty()) {
                 return Ok(());
             }
+        }
+    }
+
+    /// Compacts node `i`'s log once it applied past a multiple of
+    /// `COMPACT_EVERY_ENTRIES`, keeping memory flat as a state machine
+    /// taking snapshots would (the payloads carry no state here). Each node
+    /// compacts on its own progress: followers apply after the leader.
+    fn compact_if_due(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let point =
+            LogIndex(node.applied_index().0 / COMPACT_EVERY_ENTRIES * COMPACT_EVERY_ENTRIES);
+        if point > node.log().snapshot_index() {
+            node.compact(point, Vec::new())
+                .expect("applied and not yet compacted");
         }
     }
 
