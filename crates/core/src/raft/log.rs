@@ -112,16 +112,20 @@ impl RaftLog {
     pub fn slice(&self, from: LogIndex, count_max: usize, bytes_max: usize) -> Vec<Entry> {
         assert!(from > self.snapshot_index, "{from} is compacted");
         let start = (from.0 - self.snapshot_index.0 - 1) as usize;
-        let mut bytes = 0;
-        let mut out = Vec::new();
-        for entry in self.entries.iter().skip(start).take(count_max) {
-            bytes += entry.size_bytes();
-            if !out.is_empty() && bytes > bytes_max {
-                break;
+        let held = self.entries.get(start..).unwrap_or_default();
+        let mut end = held.len().min(count_max);
+        if bytes_max != usize::MAX {
+            // Measure first, so the copy below allocates once.
+            let mut bytes = 0;
+            for (k, entry) in held[..end].iter().enumerate() {
+                bytes += entry.size_bytes();
+                if k > 0 && bytes > bytes_max {
+                    end = k;
+                    break;
+                }
             }
-            out.push(entry.clone());
         }
-        out
+        held[..end].to_vec()
     }
 
     /// The election restriction (§5.4.1): a log ending at
