@@ -4,15 +4,21 @@
 //! asks for a serializable read.
 
 pub mod backend;
+pub mod campaign;
 pub mod cluster_service;
 pub mod command;
 pub mod convert;
+pub mod election_service;
 pub mod kv_service;
+pub mod leader_observer;
+pub mod lock_service;
 pub mod machine;
 
 pub use backend::EtcdBackend;
 pub use cluster_service::ClusterService;
+pub use election_service::ElectionService;
 pub use kv_service::KvService;
+pub use lock_service::LockService;
 pub use machine::EtcdMachine;
 
 /// A stable cluster id derived from the cluster name (FNV-1a), for response
@@ -32,6 +38,8 @@ pub async fn serve(
     use bellwether_api::etcdserverpb::{
         cluster_server::ClusterServer, kv_server::KvServer, maintenance_server::MaintenanceServer,
     };
+    use bellwether_api::v3electionpb::election_server::ElectionServer;
+    use bellwether_api::v3lockpb::lock_server::LockServer;
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let cluster = ClusterService {
         backend: backend.clone(),
@@ -42,6 +50,12 @@ pub async fn serve(
         }))
         .add_service(MaintenanceServer::new(cluster.clone()))
         .add_service(ClusterServer::new(cluster))
+        .add_service(ElectionServer::new(ElectionService {
+            backend: backend.clone(),
+        }))
+        .add_service(LockServer::new(LockService {
+            backend: backend.clone(),
+        }))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
 }

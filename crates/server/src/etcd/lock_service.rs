@@ -1,0 +1,111 @@
+//! `v3lockpb.Lock`: Lock and Unlock, with etcd 3.4's semantics (its
+//! `v3lock` server, which runs `clientv3/concurrency.Mutex` against its own
+//! node).
+//!
+//! - **Lock** claims `name/<lease hex>` with an empty value (see
+//!   [`super::campaign`]) and waits until no older key remains under
+//!   `name/`; the returned key exists for as long as the lock is held and
+//!   its create revision is the fencing token. A caller that names no lease
+//!   gets a fresh lease that the server does not keep alive, as in etcd. If
+//!   the wait fails or the call is cancelled, the key is deleted.
+//! - **Unlock** deletes the key, whatever it is (etcd does no check).
+//!
+//! Errors carry etcd's messages and, as etcd's server returns them, code
+//! `Unknown` (see [`as_etcd`]).
+
+use super::backend::{EtcdBackend, NotHere};
+use super::campaign::{self, as_etcd, WithdrawOnDrop};
+use super::command::Command;
+use bellwether_api::etcdserverpb as pb;
+use bellwether_api::etcdserverpb::kv_client::KvClient;
+use bellwether_api::v3lockpb as lpb;
+use bellwether_api::v3lockpb::lock_server::Lock;
+use tonic::{Request, Response, Status};
+
+/// The Lock service of one node.
+#[derive(Clone)]
+pub struct LockService {
+    /// What the node's services share.
+    pub backend: EtcdBackend,
+}
+
+impl LockService {
+    /// Deletes `key`, here when this member leads or on the leader.
+    async fn delete(&self, key: Vec<u8>) -> Result<pb::DeleteRangeResponse, Status> {
+        let request = pb::DeleteRangeRequest {
+            key,
+            ..Default::default()
+        };
+        let command = Command::DeleteRange(request.clone());
+        match self
+            .backend
+            .write::<pb::DeleteRangeResponse>(&command)
+            .await
+        {
+            Ok(mut response) => {
+                response.header = Some(self.backend.header());
+                Ok(response)
+            }
+            Err(NotHere::Forward(leader)) => {
+                let channel = self.backend.channel_to(leader).await?;
+                let response = KvClient::new(channel).delete_range(request).await;
+                if let Err(status) = &response {
+                    if status.code() == tonic::Code::Unavailable {
+                        self.backend.drop_channel(leader).await;
+                    }
+                }
+                Ok(response?.into_inner())
+            }
+            Err(NotHere::Fail(status)) => Err(status),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Lock for LockService {
+    async fn lock(
+        &self,
+        request: Request<lpb::LockRequest>,
+    ) -> Result<Response<lpb::LockResponse>, Status> {
+        let request = request.into_inner();
+        let lease = match request.lease {
+            0 => campaign::session_lease(&self.backend)
+                .await
+                .map_err(as_etcd)?,
+            lease => lease,
+        };
+        let claim = campaign::claim(&self.backend, &request.name, lease, b"")
+            .await
+            .map_err(as_etcd)?;
+        if claim.holds() {
+            return Ok(Response::new(lpb::LockResponse {
+                header: claim.header,
+                key: claim.key,
+            }));
+        }
+        // Dropped with the call if the client goes away while we wait.
+        let withdraw_on_cancel = WithdrawOnDrop::new(&self.backend, &claim);
+        let waited = campaign::wait_turn(&self.backend, &request.name, &claim).await;
+        withdraw_on_cancel.disarm();
+        if let Err(status) = waited {
+            // As etcd: a lock that could not be acquired leaves no key.
+            let _ = campaign::withdraw(&self.backend, &claim.key, claim.create_revision).await;
+            return Err(as_etcd(status));
+        }
+        Ok(Response::new(lpb::LockResponse {
+            header: Some(self.backend.header()),
+            key: claim.key,
+        }))
+    }
+
+    async fn unlock(
+        &self,
+        request: Request<lpb::UnlockRequest>,
+    ) -> Result<Response<lpb::UnlockResponse>, Status> {
+        let key = request.into_inner().key;
+        let response = self.delete(key).await.map_err(as_etcd)?;
+        Ok(Response::new(lpb::UnlockResponse {
+            header: response.header,
+        }))
+    }
+}
