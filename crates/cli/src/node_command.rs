@@ -92,6 +92,9 @@ pub async fn termination() {
     }
 }
 
+/// How long a stopping member waits for open gRPC calls to finish.
+const GRPC_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Runs one member.
 pub fn execute(args: NodeArgs) -> Result<ExitCode> {
     let config = args.resolve()?;
@@ -156,8 +159,15 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         let _ = stop_http.send(());
         let _ = http.await;
         let _ = stop_grpc.send(());
-        if let Some(grpc) = grpc {
-            let _ = grpc.await;
+        if let Some(mut grpc) = grpc {
+            // Streams (watch, keep-alive, observe) stay open as long as their
+            // clients want; give them a moment to end, then stop anyway.
+            if tokio::time::timeout(GRPC_DRAIN_TIMEOUT, &mut grpc)
+                .await
+                .is_err()
+            {
+                grpc.abort();
+            }
         }
         result?;
         tracing::info!(id = config.id, "node stopped");

@@ -109,12 +109,15 @@ impl EtcdBackend {
         self.store.lock().expect("store lock")
     }
 
-    /// The header every response carries.
+    /// The header every response carries. Its revision is the one published
+    /// after the last apply, so building a header never takes the store's
+    /// lock (callers may hold it) and is never older than a store read made
+    /// before it.
     pub fn header(&self) -> pb::ResponseHeader {
         pb::ResponseHeader {
             cluster_id: self.cluster_id,
             member_id: self.member_id,
-            revision: self.store().revision(),
+            revision: *self.revisions.borrow(),
             raft_term: self.status.borrow().term,
         }
     }

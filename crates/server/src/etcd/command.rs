@@ -10,6 +10,8 @@ const PUT: u8 = 1;
 const DELETE_RANGE: u8 = 2;
 const TXN: u8 = 3;
 const COMPACT: u8 = 4;
+const LEASE_GRANT: u8 = 5;
+const LEASE_REVOKE: u8 = 6;
 
 /// A write to replicate.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +24,10 @@ pub enum Command {
     Txn(pb::TxnRequest),
     /// `KV/Compact`.
     Compact(pb::CompactionRequest),
+    /// `Lease/LeaseGrant`, with the id already chosen (never 0).
+    LeaseGrant(pb::LeaseGrantRequest),
+    /// `Lease/LeaseRevoke`, from a client or from the leader's expiry.
+    LeaseRevoke(pb::LeaseRevokeRequest),
 }
 
 impl Command {
@@ -32,6 +38,8 @@ impl Command {
             Command::DeleteRange(r) => (DELETE_RANGE, r.encode_to_vec()),
             Command::Txn(r) => (TXN, r.encode_to_vec()),
             Command::Compact(r) => (COMPACT, r.encode_to_vec()),
+            Command::LeaseGrant(r) => (LEASE_GRANT, r.encode_to_vec()),
+            Command::LeaseRevoke(r) => (LEASE_REVOKE, r.encode_to_vec()),
         };
         let mut out = Vec::with_capacity(1 + body.len());
         out.push(tag);
@@ -47,6 +55,8 @@ impl Command {
             DELETE_RANGE => Command::DeleteRange(pb::DeleteRangeRequest::decode(body).ok()?),
             TXN => Command::Txn(pb::TxnRequest::decode(body).ok()?),
             COMPACT => Command::Compact(pb::CompactionRequest::decode(body).ok()?),
+            LEASE_GRANT => Command::LeaseGrant(pb::LeaseGrantRequest::decode(body).ok()?),
+            LEASE_REVOKE => Command::LeaseRevoke(pb::LeaseRevokeRequest::decode(body).ok()?),
             _ => return None,
         })
     }
@@ -58,6 +68,8 @@ pub fn grpc_code(error: &KvError) -> tonic::Code {
         KvError::Compacted { .. } | KvError::FutureRevision => tonic::Code::OutOfRange,
         KvError::LeaseNotFound | KvError::KeyNotFound => tonic::Code::NotFound,
         KvError::LeaseExists => tonic::Code::FailedPrecondition,
+        KvError::LeaseTtlTooLarge => tonic::Code::OutOfRange,
+        KvError::TooManyLeases { .. } => tonic::Code::ResourceExhausted,
         _ => tonic::Code::InvalidArgument,
     }
 }

@@ -78,10 +78,22 @@ impl StateMachine for EtcdMachine {
             Command::Compact(r) => store
                 .compact(r.revision)
                 .map(|()| answer_ok(&pb::CompactionResponse { header: None })),
+            Command::LeaseGrant(r) => store.lease_grant(r.id, r.ttl).map(|ttl| {
+                answer_ok(&pb::LeaseGrantResponse {
+                    header: None,
+                    id: r.id,
+                    ttl,
+                    error: String::new(),
+                })
+            }),
+            Command::LeaseRevoke(r) => store
+                .lease_revoke(r.id)
+                .map(|_| answer_ok(&pb::LeaseRevokeResponse { header: None })),
         };
-        let revision = store.revision();
+        // Published before the lock is released: a reader that sees this
+        // state then builds a header sees at least this revision.
+        self.publish_revision(store.revision());
         drop(store);
-        self.publish_revision(revision);
         result.unwrap_or_else(|error| answer_error(grpc_code(&error), &error.to_string()))
     }
 
@@ -97,7 +109,8 @@ impl StateMachine for EtcdMachine {
             KvStore::restore(data).expect("snapshots we wrote decode")
         };
         let revision = restored.revision();
-        *self.store.lock().expect("store lock") = restored;
+        let mut store = self.store.lock().expect("store lock");
+        *store = restored;
         self.publish_revision(revision);
     }
 }

@@ -1,16 +1,20 @@
-//! The etcd v3 API served by a node (first slice: the KV service). The
-//! store is `bellwether_kv`; writes are replicated as etcd's own request
+//! The etcd v3 API served by a node. The store is `bellwether_kv`; writes
+//! (including lease grants and revokes) are replicated as etcd's own request
 //! protobufs; reads are linearizable through ReadIndex unless the client
-//! asks for a serializable read.
+//! asks for a serializable read. Every service is a thin layer over one
+//! [`EtcdBackend`]; lease expiry is the leader's [`Lessor`].
 
 pub mod backend;
 pub mod campaign;
+pub mod channel_stream;
 pub mod cluster_service;
 pub mod command;
 pub mod convert;
 pub mod election_service;
 pub mod kv_service;
 pub mod leader_observer;
+pub mod lease_service;
+pub mod lessor;
 pub mod lock_service;
 pub mod machine;
 
@@ -18,6 +22,8 @@ pub use backend::EtcdBackend;
 pub use cluster_service::ClusterService;
 pub use election_service::ElectionService;
 pub use kv_service::KvService;
+pub use lease_service::LeaseService;
+pub use lessor::Lessor;
 pub use lock_service::LockService;
 pub use machine::EtcdMachine;
 
@@ -36,7 +42,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     use bellwether_api::etcdserverpb::{
-        cluster_server::ClusterServer, kv_server::KvServer, maintenance_server::MaintenanceServer,
+        cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
+        maintenance_server::MaintenanceServer,
     };
     use bellwether_api::v3electionpb::election_server::ElectionServer;
     use bellwether_api::v3lockpb::lock_server::LockServer;
@@ -44,7 +51,9 @@ pub async fn serve(
     let cluster = ClusterService {
         backend: backend.clone(),
     };
-    tonic::transport::Server::builder()
+    let lessor = Lessor::default();
+    let expiry = tokio::spawn(lessor.clone().run(backend.clone()));
+    let served = tonic::transport::Server::builder()
         .add_service(KvServer::new(KvService {
             backend: backend.clone(),
         }))
@@ -56,6 +65,9 @@ pub async fn serve(
         .add_service(LockServer::new(LockService {
             backend: backend.clone(),
         }))
+        .add_service(LeaseServer::new(LeaseService::new(backend.clone(), lessor)))
         .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
+        .await;
+    expiry.abort();
+    served
 }

@@ -1,0 +1,313 @@
+//! `etcdserverpb.Lease`: grant, revoke, keep-alive, time-to-live and list.
+//!
+//! Grants and revokes are log entries. Keep-alives and time-to-live need the
+//! leader's clock ([`Lessor`]), so a follower forwards them to the leader: a
+//! keep-alive stream opened on a follower is relayed over one stream to the
+//! leader, reopened when the leader changes.
+
+use super::backend::{status_of_kv, EtcdBackend, NotHere};
+use super::channel_stream::ChannelStream;
+use super::command::Command;
+use super::lessor::{Lessor, Renewal};
+use bellwether_api::etcdserverpb as pb;
+use bellwether_api::etcdserverpb::lease_client::LeaseClient;
+use bellwether_api::etcdserverpb::lease_server::Lease;
+use bellwether_kv::KvError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Responses queued per keep-alive stream, at most (a client that stops
+/// reading stops being served, it does not grow the server's memory).
+const KEEP_ALIVE_QUEUE_MAX: usize = 16;
+/// Attempts to find an unused id for a grant that asked the server to
+/// choose.
+const GRANT_ID_ATTEMPTS: usize = 4;
+
+/// The Lease service of one node.
+#[derive(Clone)]
+pub struct LeaseService {
+    /// What the node's services share.
+    pub backend: EtcdBackend,
+    /// The leader's lease clock.
+    pub lessor: Lessor,
+    /// Source of server-chosen lease ids.
+    next_id: Arc<AtomicU64>,
+}
+
+fn no_leader() -> Status {
+    Status::unavailable("etcdserver: no leader")
+}
+
+impl LeaseService {
+    /// The service, with ids that start from the clock so a restarted
+    /// member does not reuse the ids it handed out before.
+    pub fn new(backend: EtcdBackend, lessor: Lessor) -> Self {
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_micros() as u64);
+        LeaseService {
+            backend,
+            lessor,
+            next_id: Arc::new(AtomicU64::new(start)),
+        }
+    }
+
+    /// A positive id unique to this member: 15 bits of member id over 48
+    /// bits of a counter that starts at the clock.
+    fn choose_id(&self) -> i64 {
+        let counter = self.next_id.fetch_add(1, Ordering::Relaxed) & ((1 << 48) - 1);
+        let id = ((self.backend.member_id & 0x7fff) << 48) | counter;
+        (id as i64).max(1)
+    }
+
+    async fn leader_client(&self, leader: u64) -> Result<LeaseClient<Channel>, Status> {
+        Ok(LeaseClient::new(self.backend.channel_to(leader).await?))
+    }
+
+    /// The leader this member knows, if it is another member.
+    fn other_leader(&self) -> Option<u64> {
+        self.backend
+            .status
+            .borrow()
+            .leader
+            .filter(|l| *l != self.backend.member_id)
+    }
+
+    /// One keep-alive, served here if this member is the primary lessor.
+    fn renew_here(&self, id: i64) -> Renewal {
+        let ttl = self.backend.store().lease(id).map(|l| l.ttl_seconds);
+        self.lessor.renew(id, ttl)
+    }
+}
+
+#[tonic::async_trait]
+impl Lease for LeaseService {
+    async fn lease_grant(
+        &self,
+        request: Request<pb::LeaseGrantRequest>,
+    ) -> Result<Response<pb::LeaseGrantResponse>, Status> {
+        let request = request.into_inner();
+        let choose = request.id == 0;
+        for _ in 0..GRANT_ID_ATTEMPTS {
+            let mut chosen = request;
+            if choose {
+                chosen.id = self.choose_id();
+            }
+            match self
+                .backend
+                .write::<pb::LeaseGrantResponse>(&Command::LeaseGrant(chosen))
+                .await
+            {
+                Ok(mut response) => {
+                    self.lessor.granted(response.id, response.ttl);
+                    response.header = Some(self.backend.header());
+                    return Ok(Response::new(response));
+                }
+                Err(NotHere::Forward(leader)) => {
+                    return self.leader_client(leader).await?.lease_grant(request).await;
+                }
+                Err(NotHere::Fail(status))
+                    if choose && status.message() == KvError::LeaseExists.to_string() =>
+                {
+                    continue;
+                }
+                Err(NotHere::Fail(status)) => return Err(status),
+            }
+        }
+        Err(status_of_kv(&KvError::LeaseExists))
+    }
+
+    async fn lease_revoke(
+        &self,
+        request: Request<pb::LeaseRevokeRequest>,
+    ) -> Result<Response<pb::LeaseRevokeResponse>, Status> {
+        let request = request.into_inner();
+        match self
+            .backend
+            .write::<pb::LeaseRevokeResponse>(&Command::LeaseRevoke(request))
+            .await
+        {
+            Ok(mut response) => {
+                self.lessor.revoked(request.id);
+                response.header = Some(self.backend.header());
+                Ok(Response::new(response))
+            }
+            Err(NotHere::Forward(leader)) => {
+                self.leader_client(leader)
+                    .await?
+                    .lease_revoke(request)
+                    .await
+            }
+            Err(NotHere::Fail(status)) => Err(status),
+        }
+    }
+
+    type LeaseKeepAliveStream = ChannelStream<Result<pb::LeaseKeepAliveResponse, Status>>;
+
+    async fn lease_keep_alive(
+        &self,
+        request: Request<Streaming<pb::LeaseKeepAliveRequest>>,
+    ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
+        let mut incoming = request.into_inner();
+        let (replies, stream) = mpsc::channel(KEEP_ALIVE_QUEUE_MAX);
+        let service = self.clone();
+        tokio::spawn(async move {
+            let mut relay: Option<KeepAliveRelay> = None;
+            loop {
+                let request = match incoming.message().await {
+                    Ok(Some(request)) => request,
+                    Ok(None) | Err(_) => return,
+                };
+                let reply = service.keep_alive_once(request.id, &mut relay).await;
+                let failed = reply.is_err();
+                if replies.send(reply).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ChannelStream::new(stream)))
+    }
+
+    async fn lease_time_to_live(
+        &self,
+        request: Request<pb::LeaseTimeToLiveRequest>,
+    ) -> Result<Response<pb::LeaseTimeToLiveResponse>, Status> {
+        let request = request.into_inner();
+        if !self.lessor.is_primary() {
+            return match self.other_leader() {
+                Some(leader) => {
+                    self.leader_client(leader)
+                        .await?
+                        .lease_time_to_live(request)
+                        .await
+                }
+                None => Err(no_leader()),
+            };
+        }
+        // Copy what is needed and release the store before building the
+        // header, which locks it again.
+        let found = self.backend.store().lease(request.id).map(|lease| {
+            let keys = if request.keys {
+                lease.keys.iter().cloned().collect()
+            } else {
+                Vec::new()
+            };
+            (lease.ttl_seconds, keys)
+        });
+        let Some((granted, keys)) = found else {
+            // etcd answers a missing lease with TTL -1, not an error.
+            return Ok(Response::new(pb::LeaseTimeToLiveResponse {
+                header: Some(self.backend.header()),
+                id: request.id,
+                ttl: -1,
+                granted_ttl: 0,
+                keys: Vec::new(),
+            }));
+        };
+        let ttl = self.lessor.remaining_seconds(request.id).unwrap_or(granted);
+        Ok(Response::new(pb::LeaseTimeToLiveResponse {
+            header: Some(self.backend.header()),
+            id: request.id,
+            ttl,
+            granted_ttl: granted,
+            keys,
+        }))
+    }
+
+    async fn lease_leases(
+        &self,
+        request: Request<pb::LeaseLeasesRequest>,
+    ) -> Result<Response<pb::LeaseLeasesResponse>, Status> {
+        let request = request.into_inner();
+        match self.backend.read_barrier().await {
+            Ok(()) => {}
+            Err(NotHere::Forward(leader)) => {
+                return self
+                    .leader_client(leader)
+                    .await?
+                    .lease_leases(request)
+                    .await;
+            }
+            Err(NotHere::Fail(status)) => return Err(status),
+        }
+        let leases = self
+            .backend
+            .store()
+            .leases()
+            .into_iter()
+            .map(|id| pb::LeaseStatus { id })
+            .collect();
+        Ok(Response::new(pb::LeaseLeasesResponse {
+            header: Some(self.backend.header()),
+            leases,
+        }))
+    }
+}
+
+/// A keep-alive stream to the leader, for a stream opened on a follower.
+struct KeepAliveRelay {
+    leader: u64,
+    requests: mpsc::Sender<pb::LeaseKeepAliveRequest>,
+    responses: Streaming<pb::LeaseKeepAliveResponse>,
+}
+
+impl LeaseService {
+    /// Serves one keep-alive here, or relays it to the leader.
+    async fn keep_alive_once(
+        &self,
+        id: i64,
+        relay: &mut Option<KeepAliveRelay>,
+    ) -> Result<pb::LeaseKeepAliveResponse, Status> {
+        match self.renew_here(id) {
+            Renewal::Renewed(ttl) => {
+                *relay = None;
+                return Ok(pb::LeaseKeepAliveResponse {
+                    header: Some(self.backend.header()),
+                    id,
+                    ttl,
+                });
+            }
+            Renewal::NotFound => {
+                *relay = None;
+                return Ok(pb::LeaseKeepAliveResponse {
+                    header: Some(self.backend.header()),
+                    id,
+                    ttl: 0,
+                });
+            }
+            Renewal::NotPrimary => {}
+        }
+        let leader = self.other_leader().ok_or_else(no_leader)?;
+        if relay.as_ref().is_none_or(|r| r.leader != leader) {
+            let (requests, receiver) = mpsc::channel(KEEP_ALIVE_QUEUE_MAX);
+            let responses = self
+                .leader_client(leader)
+                .await?
+                .lease_keep_alive(ChannelStream::new(receiver))
+                .await?
+                .into_inner();
+            *relay = Some(KeepAliveRelay {
+                leader,
+                requests,
+                responses,
+            });
+        }
+        let open = relay.as_mut().expect("relay opened above");
+        let answer = async {
+            open.requests
+                .send(pb::LeaseKeepAliveRequest { id })
+                .await
+                .map_err(|_| no_leader())?;
+            open.responses.message().await?.ok_or_else(no_leader)
+        }
+        .await;
+        if answer.is_err() {
+            *relay = None;
+            self.backend.drop_channel(leader).await;
+        }
+        answer
+    }
+}
