@@ -12,7 +12,7 @@ use super::command::{grpc_code, read_answer, Command};
 use crate::client::{ClientError, NodeClient};
 use crate::status::NodeStatus;
 use bellwether_api::etcdserverpb as pb;
-use bellwether_kv::{KvError, KvStore};
+use bellwether_kv::{KvError, KvStore, REQUEST_BYTES_MAX};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -142,7 +142,14 @@ impl EtcdBackend {
         &self,
         command: &Command,
     ) -> Result<M, NotHere> {
-        match self.client.propose(command.encode()).await {
+        let bytes = command.encode();
+        if bytes.len() > REQUEST_BYTES_MAX {
+            // Refused before it reaches the log, as etcd does.
+            return Err(NotHere::Fail(Status::invalid_argument(
+                "etcdserver: request is too large",
+            )));
+        }
+        match self.client.propose(bytes).await {
             Ok(answer) => read_answer::<M>(&answer).map_err(NotHere::Fail),
             Err(error) => Err(self.not_here(error)),
         }

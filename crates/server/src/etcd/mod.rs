@@ -9,6 +9,7 @@ pub mod campaign;
 pub mod channel_stream;
 pub mod cluster_service;
 pub mod command;
+pub mod compactor;
 pub mod convert;
 pub mod election_service;
 pub mod kv_service;
@@ -35,6 +36,12 @@ pub fn cluster_id(name: &str) -> u64 {
     })
 }
 
+/// Largest gRPC message a member decodes: etcd's request bound plus the
+/// same 512 KiB allowance etcd gives for the envelope. Bigger messages are
+/// refused by gRPC before any work is done; requests between the two bounds
+/// get etcd's "request is too large" before they reach the log.
+pub const GRPC_MESSAGE_BYTES_MAX: usize = bellwether_kv::REQUEST_BYTES_MAX + 512 * 1024;
+
 /// Serves the etcd API on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -53,15 +60,22 @@ pub async fn serve(
     };
     let lessor = Lessor::default();
     let expiry = tokio::spawn(lessor.clone().run(backend.clone()));
+    let compaction = tokio::spawn(compactor::run(backend.clone()));
     let served = tonic::transport::Server::builder()
-        .add_service(KvServer::new(KvService {
-            backend: backend.clone(),
-        }))
+        .add_service(
+            KvServer::new(KvService {
+                backend: backend.clone(),
+            })
+            .max_decoding_message_size(GRPC_MESSAGE_BYTES_MAX),
+        )
         .add_service(MaintenanceServer::new(cluster.clone()))
         .add_service(ClusterServer::new(cluster))
-        .add_service(ElectionServer::new(ElectionService {
-            backend: backend.clone(),
-        }))
+        .add_service(
+            ElectionServer::new(ElectionService {
+                backend: backend.clone(),
+            })
+            .max_decoding_message_size(GRPC_MESSAGE_BYTES_MAX),
+        )
         .add_service(LockServer::new(LockService {
             backend: backend.clone(),
         }))
@@ -69,5 +83,6 @@ pub async fn serve(
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     expiry.abort();
+    compaction.abort();
     served
 }
