@@ -84,6 +84,46 @@ impl EventLog {
         self.first_revision = self.first_revision.max(dropped.revision + 1);
     }
 
+    /// Like [`since`](Self::since), but looks at events worth no more than
+    /// about `scan_bytes_max` (see [`scan_bytes`]), matching or not, so one
+    /// call costs a bounded amount, and its answer has a bounded size,
+    /// however far behind the caller is. Stops only at a revision boundary:
+    /// a revision that alone exceeds the bound is still returned whole.
+    /// Returns the events and the revision to continue from; `None` when
+    /// every held revision was looked at.
+    pub(crate) fn page(
+        &self,
+        start_revision: i64,
+        range: &KeyRange,
+        scan_bytes_max: usize,
+    ) -> Result<(Vec<Event>, Option<i64>), KvError> {
+        if start_revision < self.first_revision {
+            return Err(KvError::Compacted {
+                compact_revision: self.first_revision,
+            });
+        }
+        let first = self
+            .revisions
+            .partition_point(|entry| entry.revision < start_revision);
+        let mut events = Vec::new();
+        let mut scanned = 0;
+        for entry in self.revisions.range(first..) {
+            let entry_bytes: usize = entry.events.iter().map(scan_bytes).sum();
+            if scanned > 0 && scanned + entry_bytes > scan_bytes_max {
+                return Ok((events, Some(entry.revision)));
+            }
+            scanned += entry_bytes;
+            events.extend(
+                entry
+                    .events
+                    .iter()
+                    .filter(|event| range.contains(&event.kv.key))
+                    .cloned(),
+            );
+        }
+        Ok((events, None))
+    }
+
     /// Events at `start_revision` or later on keys in `range`, oldest first.
     pub(crate) fn since(
         &self,
@@ -106,5 +146,86 @@ impl EventLog {
             .filter(|event| range.contains(&event.kv.key))
             .cloned()
             .collect())
+    }
+}
+
+/// What looking at `event` costs against a page's bound: its keys and
+/// values, plus a fixed overhead so that empty events count too.
+fn scan_bytes(event: &Event) -> usize {
+    /// Roughly the revisions, version, lease and framing of one event.
+    const EVENT_SCAN_BYTES_FIXED: usize = 64;
+    let kv_bytes = |kv: &crate::KeyValue| kv.key.len() + kv.value.len();
+    EVENT_SCAN_BYTES_FIXED + kv_bytes(&event.kv) + event.prev_kv.as_ref().map_or(0, kv_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{KeyRange, KvError, KvStore, PutRequest, RequestOp, TxnRequest};
+
+    fn all() -> KeyRange {
+        KeyRange::new(vec![0], vec![0])
+    }
+
+    /// Revision 2: one put; revision 3: a txn of three puts; revision 4:
+    /// one put outside `a..c`.
+    fn store() -> KvStore {
+        let mut store = KvStore::new();
+        store.put(&PutRequest::new("a", "1")).unwrap();
+        let txn = TxnRequest {
+            compare: Vec::new(),
+            success: ["a", "b", "bb"]
+                .into_iter()
+                .map(|key| RequestOp::Put(PutRequest::new(key, "2")))
+                .collect(),
+            failure: Vec::new(),
+        };
+        store.txn(&txn).unwrap();
+        store.put(&PutRequest::new("z", "3")).unwrap();
+        store
+    }
+
+    #[test]
+    fn page_stops_at_a_revision_boundary_and_never_splits_a_txn() {
+        let store = store();
+        // A bound of about two small events reaches into the three-event
+        // txn: the page ends before it, then the next page holds the txn
+        // whole.
+        let (events, next) = store.events_page(2, &all(), 150).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(next, 3);
+        let (events, next) = store.events_page(next, &all(), 150).unwrap();
+        assert_eq!(events.len(), 3);
+        assert!(events.iter().all(|event| event.revision() == 3));
+        assert_eq!(next, 4);
+        let (events, next) = store.events_page(next, &all(), 150).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(next, store.revision() + 1);
+    }
+
+    #[test]
+    fn page_counts_events_outside_the_range_against_the_bound() {
+        let store = store();
+        let range = KeyRange::new("b", "c");
+        let (events, next) = store.events_page(2, &range, 10_000).unwrap();
+        let keys: Vec<&[u8]> = events.iter().map(|e| e.kv.key.as_slice()).collect();
+        assert_eq!(keys, [b"b".as_slice(), b"bb"]);
+        assert_eq!(next, 5);
+        // A future start waits: no events, same start.
+        assert_eq!(
+            store.events_page(9, &range, 10_000).unwrap(),
+            (Vec::new(), 9)
+        );
+    }
+
+    #[test]
+    fn page_below_the_oldest_held_revision_is_compacted() {
+        let mut store = store();
+        store.compact(3).unwrap();
+        let compacted = Err(KvError::Compacted {
+            compact_revision: 3,
+        });
+        assert_eq!(store.events_page(2, &all(), 10), compacted);
+        assert_eq!(store.events_page(-1, &all(), 10), compacted);
+        assert_eq!(store.events_page(3, &all(), 10_000).unwrap().0.len(), 4);
     }
 }

@@ -94,6 +94,32 @@ impl KvStore {
         self.events.since(start_revision, range)
     }
 
+    /// A bounded page of [`events_since`](Self::events_since): events on
+    /// keys in `range` from `start_revision` on, looking at events worth
+    /// about `scan_bytes_max` bytes of keys and values at most (whole
+    /// revisions only, so a watcher never sees half a txn). Returns the events and the revision
+    /// the next page starts at, one past the store's revision once the
+    /// watcher has seen everything.
+    ///
+    /// Unlike `events_since`, a `start_revision` of 0 or less is not "from
+    /// now": the caller resolves that. One below the oldest revision held
+    /// fails with [`KvError::Compacted`], as does a negative one (etcd
+    /// treats those as compacted too).
+    pub fn events_page(
+        &self,
+        start_revision: i64,
+        range: &KeyRange,
+        scan_bytes_max: usize,
+    ) -> Result<(Vec<Event>, i64), KvError> {
+        if start_revision > self.revision {
+            return Ok((Vec::new(), start_revision));
+        }
+        let (events, next) = self.events.page(start_revision, range, scan_bytes_max)?;
+        let next_revision = next.unwrap_or(self.revision + 1);
+        assert!(next_revision > start_revision || events.is_empty());
+        Ok((events, next_revision))
+    }
+
     /// The live state of `key` at the current revision, if it exists. A
     /// shortcut for tests and the server's own lookups.
     pub fn get(&self, key: &[u8]) -> Option<&crate::KeyValue> {

@@ -18,6 +18,7 @@ pub mod lease_service;
 pub mod lessor;
 pub mod lock_service;
 pub mod machine;
+pub mod watch_service;
 
 pub use backend::EtcdBackend;
 pub use cluster_service::ClusterService;
@@ -55,6 +56,13 @@ pub async fn serve(
     use bellwether_api::v3electionpb::election_server::ElectionServer;
     use bellwether_api::v3lockpb::lock_server::LockServer;
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    // Watch streams never end on their own; they end when shutdown begins,
+    // or the graceful shutdown would wait for them forever.
+    let (stop_watches, watches_stopped) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        shutdown.await;
+        stop_watches.send_replace(true);
+    };
     let cluster = ClusterService {
         backend: backend.clone(),
     };
@@ -80,6 +88,11 @@ pub async fn serve(
             backend: backend.clone(),
         }))
         .add_service(LeaseServer::new(LeaseService::new(backend.clone(), lessor)))
+        .add_service(
+            bellwether_api::etcdserverpb::watch_server::WatchServer::new(
+                watch_service::WatchService::new(backend.clone(), watches_stopped),
+            ),
+        )
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     expiry.abort();
