@@ -3,44 +3,13 @@
 
 mod common;
 
+use common::etcdctl::run as etcdctl;
 use common::Cluster;
-use std::process::Command;
 use std::time::Duration;
-
-fn etcdctl(endpoints: &str, args: &[&str], input: Option<&str>) -> (bool, String) {
-    let mut command = Command::new("etcdctl");
-    command
-        .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={endpoints}"))
-        .args(["--command-timeout=5s"])
-        .args(args);
-    let output = if let Some(input) = input {
-        use std::io::Write;
-        let mut child = command
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    } else {
-        command.output().unwrap()
-    };
-    let text = String::from_utf8_lossy(&output.stdout).to_string()
-        + &String::from_utf8_lossy(&output.stderr);
-    (output.status.success(), text)
-}
 
 #[test]
 fn etcdctl_put_get_del_and_txn_work_through_any_member() {
-    if Command::new("etcdctl").arg("version").output().is_err() {
-        eprintln!("etcdctl is not installed: scripts/test.sh installs etcd-client; skipping");
+    if !common::etcdctl::installed() {
         return;
     }
     let mut cluster = Cluster::start("etcdctl", 3, 50, 300);

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod etcdctl;
+
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -11,6 +13,34 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The `bellwether` executable under test. Inside the cli crate cargo names
+/// it (`CARGO_BIN_EXE_bellwether`); other crates' tests (crates/conformance)
+/// take `BELLWETHER_BIN` or the binary cargo built next to the test
+/// executable (`target/<profile>/bellwether`: `cargo test --workspace` builds
+/// it for the cli crate's tests before running any test).
+pub fn bellwether_binary() -> PathBuf {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_bellwether") {
+        return PathBuf::from(path);
+    }
+    if let Some(path) = std::env::var_os("BELLWETHER_BIN") {
+        return PathBuf::from(path);
+    }
+    // target/<profile>/deps/<test executable> -> target/<profile>/bellwether
+    let test_executable = std::env::current_exe().expect("the test executable's path");
+    let profile_dir = test_executable
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test executable lies in target/<profile>/deps");
+    let binary = profile_dir.join(format!("bellwether{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.exists(),
+        "{} is missing: build it first (cargo build --release -p bellwether, or run \
+         the whole workspace's tests), or set BELLWETHER_BIN",
+        binary.display()
+    );
+    binary
+}
 
 /// A running test cluster.
 pub struct Cluster {
@@ -113,7 +143,7 @@ impl Cluster {
         let clients: Vec<String> = (1..=self.nodes)
             .map(|j| format!("{j}={}", self.client(j)))
             .collect();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_bellwether"));
+        let mut command = Command::new(bellwether_binary());
         command
             .arg("node")
             .args(["--id", &i.to_string(), "--cluster", cluster_name])
