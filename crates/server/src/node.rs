@@ -27,9 +27,14 @@ use tokio::sync::{mpsc, watch};
 /// Inputs handled per wake-up before persisting, at most: bounds both the
 /// batch and the delay any one input waits.
 const INPUTS_PER_BATCH_MAX: usize = 4_096;
-/// The node snapshots its state machine and compacts the log every this
-/// many applied entries.
-const SNAPSHOT_EVERY_ENTRIES: u64 = 10_000;
+/// The node snapshots its state machine and compacts the log once at
+/// least this many entries were applied since the last snapshot, and the
+/// commands applied since then add up to at least the last snapshot's size
+/// (see [`Node::maybe_snapshot`]).
+const SNAPSHOT_EVERY_ENTRIES_MIN: u64 = 10_000;
+/// ... and always after this many, whatever their size: bounds the log
+/// kept in memory and replayed on restart.
+const SNAPSHOT_EVERY_ENTRIES_MAX: u64 = 1_000_000;
 
 type ProposeReply = tokio::sync::oneshot::Sender<Result<Vec<u8>, ClientError>>;
 type ReadReply = tokio::sync::oneshot::Sender<Result<(), ClientError>>;
@@ -99,6 +104,10 @@ pub struct Node {
     next_read_id: u64,
     /// Index of the last snapshot taken here.
     snapshot_index: LogIndex,
+    /// Size of the last snapshot's data, bytes.
+    snapshot_bytes: u64,
+    /// Bytes of commands applied since the last snapshot.
+    applied_bytes_since_snapshot: u64,
 }
 
 fn unix_ms() -> u64 {
@@ -143,6 +152,7 @@ impl Node {
         if let Some(snapshot) = &durable.snapshot {
             machine.restore(snapshot.meta.last_index, &snapshot.data);
         }
+        let snapshot_bytes = durable.snapshot.as_ref().map_or(0, |s| s.data.len() as u64);
         let members: Vec<NodeId> = config.peers.keys().map(|id| NodeId(*id)).collect();
         let seed = unix_ms() ^ (u64::from(std::process::id()) << 32) ^ config.id;
         let raft = RaftNode::new(
@@ -187,6 +197,8 @@ impl Node {
             confirmed_reads: Vec::new(),
             next_read_id: 1,
             snapshot_index,
+            snapshot_bytes,
+            applied_bytes_since_snapshot: 0,
         })
     }
 
@@ -289,13 +301,29 @@ impl Node {
         }
     }
 
-    /// Persist, then send, then apply.
+    /// Sends what may leave before the fsync, persists, sends the rest,
+    /// then applies.
+    ///
+    /// The core's contract is that a `Ready`'s state is durable before its
+    /// messages are sent. One exception is safe and is what lets a leader's
+    /// fsync overlap its followers' (Raft thesis §10.2.1): a leader's
+    /// AppendEntries, heartbeats and snapshot chunks claim nothing about
+    /// this node's disk, so they leave first. The leader still counts
+    /// itself in a commit quorum only after its own fsync, because the fsync
+    /// below completes before this loop steps any answer to those messages
+    /// into the core (the core counts the leader at its last index). Every
+    /// answer and vote, which does claim durability, waits for the fsync.
     fn process_ready(
         &mut self,
         outbound: &BTreeMap<u64, mpsc::Sender<RaftMessage>>,
     ) -> Result<(), NodeError> {
         while self.raft.has_ready() {
             let ready = self.raft.ready();
+            let (early, late): (Vec<_>, Vec<_>) = ready
+                .messages
+                .into_iter()
+                .partition(|envelope| sendable_before_persist(&envelope.message));
+            send_all(outbound, early);
             if let Some(persist) = ready.persist {
                 let result = tokio::task::block_in_place(|| persist_to(&mut self.wal, persist));
                 result.map_err(|error| NodeError::Persist {
@@ -303,16 +331,11 @@ impl Node {
                     error,
                 })?;
             }
-            for envelope in ready.messages {
-                if let Some(queue) = outbound.get(&envelope.to.0) {
-                    // A full queue means the peer is slow or gone: drop the
-                    // message; Raft retransmits what matters.
-                    let _ = queue.try_send(envelope.message);
-                }
-            }
+            send_all(outbound, late);
             for output in ready.output {
                 self.apply_output(output);
             }
+            self.release_confirmed_reads();
             self.maybe_snapshot();
         }
         Ok(())
@@ -359,7 +382,10 @@ impl Node {
         match output {
             RaftOutput::Apply(entry) => {
                 let answer = match &entry.payload {
-                    Payload::Command(command) => Some(self.machine.apply(entry.index, command)),
+                    Payload::Command(command) => {
+                        self.applied_bytes_since_snapshot += command.len() as u64;
+                        Some(self.machine.apply(entry.index, command))
+                    }
                     _ => None,
                 };
                 if let Some((term, proposed_at, reply)) = self.proposals.remove(&entry.index) {
@@ -379,6 +405,8 @@ impl Node {
                 self.machine
                     .restore(snapshot.meta.last_index, &snapshot.data);
                 self.snapshot_index = snapshot.meta.last_index;
+                self.snapshot_bytes = snapshot.data.len() as u64;
+                self.applied_bytes_since_snapshot = 0;
                 // Proposals covered by a snapshot from the leader: their
                 // answers are gone with the entries. Clients retry reads.
                 let later = self.proposals.split_off(&snapshot.meta.last_index.next());
@@ -398,26 +426,73 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// Answers the confirmed reads whose index is applied. Called once per
+    /// `Ready`, after all of its output, not once per applied entry.
+    fn release_confirmed_reads(&mut self) {
+        if self.confirmed_reads.is_empty() {
+            return;
+        }
         let applied = self.raft.applied_index();
-        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.confirmed_reads)
-            .into_iter()
-            .partition(|(index, _)| *index <= applied);
-        self.confirmed_reads = waiting;
-        for (_, reply) in ready {
-            let _ = reply.send(Ok(()));
+        let mut index = 0;
+        while index < self.confirmed_reads.len() {
+            if self.confirmed_reads[index].0 <= applied {
+                let (_, reply) = self.confirmed_reads.swap_remove(index);
+                let _ = reply.send(Ok(()));
+            } else {
+                index += 1;
+            }
         }
     }
 
-    /// Takes a snapshot of the state machine every
-    /// [`SNAPSHOT_EVERY_ENTRIES`] applied entries and compacts the log.
+    /// Snapshots the state machine and compacts the log when enough was
+    /// applied since the last snapshot: at least
+    /// [`SNAPSHOT_EVERY_ENTRIES_MIN`] entries whose commands add up to at
+    /// least the last snapshot's size, or [`SNAPSHOT_EVERY_ENTRIES_MAX`]
+    /// entries. A snapshot costs time proportional to the state (it runs on
+    /// this loop and stalls it); tying the interval to the state's size
+    /// keeps that cost per applied byte constant as the state grows, where
+    /// a fixed interval made it grow with the state. The log kept in memory
+    /// stays below about the snapshot's size (or the minimum interval).
     fn maybe_snapshot(&mut self) {
         let applied = self.raft.applied_index();
-        if applied.0 < self.snapshot_index.0 + SNAPSHOT_EVERY_ENTRIES {
+        let entries = applied.0.saturating_sub(self.snapshot_index.0);
+        let due = entries >= SNAPSHOT_EVERY_ENTRIES_MAX
+            || (entries >= SNAPSHOT_EVERY_ENTRIES_MIN
+                && self.applied_bytes_since_snapshot >= self.snapshot_bytes);
+        if !due {
             return;
         }
         let data = self.machine.snapshot();
+        let bytes = data.len() as u64;
         if self.raft.compact(applied, data).is_ok() {
+            tracing::debug!(index = applied.0, bytes, entries, "snapshot taken");
             self.snapshot_index = applied;
+            self.snapshot_bytes = bytes;
+            self.applied_bytes_since_snapshot = 0;
+        }
+    }
+}
+
+fn sendable_before_persist(message: &RaftMessage) -> bool {
+    matches!(
+        message,
+        RaftMessage::AppendEntries { .. }
+            | RaftMessage::Heartbeat { .. }
+            | RaftMessage::InstallSnapshot { .. }
+    )
+}
+
+/// Queues each message for its peer. A full queue means the peer is slow
+/// or gone: the message is dropped; Raft retransmits what matters.
+fn send_all(
+    outbound: &BTreeMap<u64, mpsc::Sender<RaftMessage>>,
+    envelopes: Vec<bellwether_core::Envelope<RaftMessage>>,
+) {
+    for envelope in envelopes {
+        if let Some(queue) = outbound.get(&envelope.to.0) {
+            let _ = queue.try_send(envelope.message);
         }
     }
 }
@@ -598,5 +673,62 @@ impl Tracker {
             ..self.template.clone()
         };
         sender.send_replace(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_leaders_replication_leaves_before_the_fsync() {
+        let (term, index) = (Term(3), LogIndex(7));
+        let early = [
+            RaftMessage::AppendEntries {
+                term,
+                prev_log_index: index,
+                prev_log_term: term,
+                entries: Vec::new(),
+                leader_commit: index,
+            },
+            RaftMessage::Heartbeat {
+                term,
+                commit: index,
+                round: 1,
+            },
+        ];
+        // Each of these tells its receiver something about our disk (an
+        // entry stored, a vote cast): sent early, a crash could take it back.
+        let late = [
+            RaftMessage::AppendResponse {
+                term,
+                success: true,
+                match_index: index,
+                hint_index: index,
+                hint_term: None,
+            },
+            RaftMessage::HeartbeatResponse {
+                term,
+                round: 1,
+                last_log_index: index,
+            },
+            RaftMessage::VoteResponse {
+                term,
+                granted: true,
+            },
+            RaftMessage::PreVoteResponse {
+                term,
+                granted: true,
+            },
+            RaftMessage::VoteRequest {
+                term,
+                last_log_index: index,
+                last_log_term: term,
+                leadership_transfer: false,
+            },
+            RaftMessage::TimeoutNow { term },
+        ];
+        assert!(early.iter().all(sendable_before_persist));
+        assert!(!late.iter().any(sendable_before_persist));
     }
 }

@@ -95,10 +95,14 @@ pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {
             put_u64(out, leader_commit.0);
             put_u8(out, u8::from(!entries.is_empty()));
             if !entries.is_empty() {
-                let mut body = Vec::new();
-                encode_entries(&mut body, entries);
-                put_len(out, body.len());
-                out.extend_from_slice(&body);
+                // Encoded in place behind a length patched afterwards: no
+                // intermediate copy of the entries.
+                let length_at = out.len();
+                put_len(out, 0);
+                encode_entries(out, entries);
+                let length = out.len() - length_at - 4;
+                let length = u32::try_from(length).expect("frames are far below 4 GiB");
+                out[length_at..length_at + 4].copy_from_slice(&length.to_le_bytes());
             }
         }
         RaftMessage::AppendResponse {

@@ -37,6 +37,22 @@ pub fn put_frame(out: &mut Vec<u8>, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
+/// Appends one frame whose payload `encode` appends to `out` in place (no
+/// intermediate copy). A payload over [`FRAME_BYTES_MAX`] is taken back
+/// out and `false` returned: the frame is not sent.
+pub fn put_frame_with(out: &mut Vec<u8>, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    encode(out);
+    let length = out.len() - start - 4;
+    if length > FRAME_BYTES_MAX {
+        out.truncate(start);
+        return false;
+    }
+    out[start..start + 4].copy_from_slice(&(length as u32).to_le_bytes());
+    true
+}
+
 /// Reads one frame into `buffer` (reused between calls).
 pub async fn read_frame(
     reader: &mut (impl AsyncRead + Unpin),
@@ -76,6 +92,14 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(error, FrameError::TooLarge { .. }));
+        let mut framed = b"x".to_vec();
+        assert!(put_frame_with(&mut framed, |out| out.extend_from_slice(b"abc")));
+        let mut expected = b"x".to_vec();
+        put_frame(&mut expected, b"abc");
+        assert_eq!(framed, expected);
+        assert!(!put_frame_with(&mut framed, |out| out
+            .resize(out.len() + FRAME_BYTES_MAX + 1, 0)));
+        assert_eq!(framed, expected, "an oversized payload is taken back out");
         let mut handshake = Vec::new();
         put_frame(&mut handshake, &[0u8; 2048]);
         let error = read_frame_up_to(&mut handshake.as_slice(), &mut buffer, HANDSHAKE_BYTES_MAX)

@@ -12,7 +12,8 @@ mod frame;
 mod handshake;
 
 pub use frame::{
-    put_frame, read_frame, read_frame_up_to, FrameError, FRAME_BYTES_MAX, HANDSHAKE_BYTES_MAX,
+    put_frame, put_frame_with, read_frame, read_frame_up_to, FrameError, FRAME_BYTES_MAX,
+    HANDSHAKE_BYTES_MAX,
 };
 pub use handshake::{Hello, Refusal};
 
@@ -33,6 +34,12 @@ pub const OUTBOUND_QUEUE_MAX: usize = 4_096;
 pub const INBOUND_QUEUE_MAX: usize = 8_192;
 /// Messages written per batch, at most.
 const BATCH_MESSAGES_MAX: usize = 1_024;
+/// Write buffer of an outbound connection, as allocated.
+const WRITE_BUFFER_BYTES: usize = 64 << 10;
+/// A write or frame buffer that grew past this is replaced after use.
+const WRITE_BUFFER_KEPT_BYTES_MAX: usize = 1 << 20;
+/// Read buffer of an inbound connection.
+const READ_BUFFER_BYTES: usize = 64 << 10;
 /// First reconnect delay; doubles up to [`RECONNECT_DELAY_MAX`].
 const RECONNECT_DELAY_MIN: Duration = Duration::from_millis(10);
 /// Longest reconnect delay.
@@ -153,8 +160,7 @@ async fn pump(
     metrics: &Metrics,
 ) -> Option<()> {
     let (mut reader, mut writer) = stream.into_split();
-    let mut buffer = Vec::with_capacity(64 << 10);
-    let mut payload = Vec::new();
+    let mut buffer = Vec::with_capacity(WRITE_BUFFER_BYTES);
     let mut probe = [0u8; 1];
     loop {
         let first = tokio::select! {
@@ -166,10 +172,11 @@ async fn pump(
         let mut count = 0;
         while let Some(message) = next.take() {
             metrics.count_sent(message.kind());
-            payload.clear();
-            wire::encode(&mut payload, &message);
-            if payload.len() <= FRAME_BYTES_MAX {
-                put_frame(&mut buffer, &payload);
+            if !put_frame_with(&mut buffer, |out| wire::encode(out, &message)) {
+                tracing::warn!(
+                    kind = message.kind(),
+                    "dropped a message over the frame limit"
+                );
             }
             count += 1;
             if count < BATCH_MESSAGES_MAX {
@@ -178,6 +185,10 @@ async fn pump(
         }
         if writer.write_all(&buffer).await.is_err() {
             return Some(());
+        }
+        if buffer.capacity() > WRITE_BUFFER_KEPT_BYTES_MAX {
+            // A snapshot chunk grew it; do not hold that memory forever.
+            buffer = Vec::with_capacity(WRITE_BUFFER_BYTES);
         }
     }
 }
@@ -249,11 +260,19 @@ async fn inbound(
     }
     let from = hello.expect("accepted").from;
     stream.write_all(&[0]).await?;
+    // Buffered from here on: a batch of frames costs one read, not two per
+    // frame. The handshake above stays unbuffered so nothing it did not
+    // consume is left in a buffer it drops.
+    let mut stream = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, stream);
     let result = loop {
         if let Err(error) = read_frame(&mut stream, &mut buffer).await {
             break Err(error);
         }
-        match wire::decode(&buffer) {
+        let decoded = wire::decode(&buffer);
+        if buffer.capacity() > WRITE_BUFFER_KEPT_BYTES_MAX {
+            buffer = Vec::new(); // A large frame grew it; give it back.
+        }
+        match decoded {
             Ok(message) => {
                 if events
                     .send(PeerEvent::Message(from, message))
