@@ -212,3 +212,42 @@ fn etcdctl_watch_prefix_rev_and_prev_kv_on_every_member() {
         "{out}"
     );
 }
+
+#[test]
+fn etcdctl_watch_moves_to_another_member_when_its_member_stops() {
+    if Command::new("etcdctl").arg("version").output().is_err() {
+        eprintln!("etcdctl is not installed: scripts/test.sh installs etcd-client; skipping");
+        return;
+    }
+    let mut cluster = Cluster::start("etcdctl-watch-stop", 3, 50, 300);
+    let all = cluster.all();
+    cluster.wait_leader(&all, Duration::from_secs(10));
+    let every = cluster.client_endpoints();
+    put(&every, "s/0", "0");
+    let first = revision_of(&every, "s/0");
+    // The watch may use either of two members. Stopping each in turn (the
+    // other one running) is sure to stop the one it uses at some point.
+    let endpoints = format!("{},{}", cluster.client(1), cluster.client(2));
+    let watch = Watch::start(&endpoints, &["--prefix", "s/", "--rev", &first.to_string()]);
+    let mut expected: Vec<String> = ["PUT", "s/0", "0"].map(String::from).to_vec();
+    assert_eq!(watch.wait_lines(expected.len()), expected);
+    for (step, stopped) in [1, 2].into_iter().enumerate() {
+        cluster.signal(stopped, 15);
+        assert!(
+            cluster
+                .wait_exit(stopped, Duration::from_secs(10))
+                .is_some(),
+            "n{stopped} stops on SIGTERM"
+        );
+        let value = (step + 1).to_string();
+        put(&every, &format!("s/{value}"), &value);
+        expected.extend(["PUT".to_string(), format!("s/{value}"), value]);
+        assert_eq!(
+            watch.wait_lines(expected.len()),
+            expected,
+            "after n{stopped} stopped"
+        );
+        cluster.spawn(stopped);
+        cluster.wait_leader(&all, Duration::from_secs(10));
+    }
+}

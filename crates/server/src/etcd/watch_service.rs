@@ -139,8 +139,9 @@ pub struct StreamContext {
 
 impl StreamContext {
     /// Serves one stream until the client goes away, the request stream
-    /// fails, or the server stops. A client that only closes its sending
-    /// side keeps receiving events, as with etcd.
+    /// fails, or the server stops (then the stream ends with
+    /// `Unavailable`). A client that only closes its sending side keeps
+    /// receiving events, as with etcd.
     pub async fn run<R>(
         mut self,
         requests: R,
@@ -160,7 +161,10 @@ impl StreamContext {
             let accepts = reading && session.accepts_requests();
             tokio::select! {
                 biased;
-                _ = self.stop.wait_for(|stop| *stop) => break,
+                _ = self.stop.wait_for(|stop| *stop) => {
+                    stopping(&responses);
+                    break;
+                }
                 () = responses.closed() => break,
                 request = requests.next(), if accepts => match request {
                     Some(Ok(request)) => {
@@ -183,7 +187,10 @@ impl StreamContext {
                 changed = self.revisions.changed() => match changed {
                     Ok(()) => known_revision = *self.revisions.borrow_and_update(),
                     // The node stopped applying: nothing more will come.
-                    Err(_) => break,
+                    Err(_) => {
+                        stopping(&responses);
+                        break;
+                    }
                 },
                 _ = ticker.tick() => {
                     session.set_raft_term((self.raft_term)());
@@ -193,6 +200,15 @@ impl StreamContext {
         }
         tracing::debug!(watchers = session.watchers_count(), "watch stream ended");
     }
+}
+
+/// Ends a stream because this member stops, with the code etcd clients
+/// retry on: they reopen their watchers on another member, from the
+/// revision after the last one they saw. A clean end of stream would make
+/// them give up instead. Best effort: a client whose buffer is full gets a
+/// reset connection soon enough, which they retry too.
+fn stopping(responses: &mpsc::Sender<Result<pb::WatchResponse, Status>>) {
+    let _ = responses.try_send(Err(Status::unavailable("etcdserver: server stopped")));
 }
 
 /// The store, locked for one read.

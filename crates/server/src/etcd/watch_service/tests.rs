@@ -404,6 +404,9 @@ async fn a_stream_wakes_on_new_revisions_and_stops_with_the_server() {
         .await
         .expect("the task stops")
         .unwrap();
+    let last = harness.responses.recv().await.expect("a last word");
+    let status = last.expect_err("the stream ends with an error clients retry");
+    assert_eq!(status.code(), tonic::Code::Unavailable);
     assert!(harness.responses.recv().await.is_none());
 }
 
