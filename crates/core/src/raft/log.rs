@@ -107,13 +107,19 @@ impl RaftLog {
             .get((index.0 - self.snapshot_index.0 - 1) as usize)
     }
 
-    /// Entries from `from` on, at most `count_max` of them and about
-    /// `bytes_max` bytes (always at least one if any exist).
-    pub fn slice(&self, from: LogIndex, count_max: usize, bytes_max: usize) -> Vec<Entry> {
+    /// Held entries from `from` on, at most `count_max` of them, borrowed.
+    pub fn held_from(&self, from: LogIndex, count_max: usize) -> &[Entry] {
         assert!(from > self.snapshot_index, "{from} is compacted");
         let start = (from.0 - self.snapshot_index.0 - 1) as usize;
         let held = self.entries.get(start..).unwrap_or_default();
-        let mut end = held.len().min(count_max);
+        &held[..held.len().min(count_max)]
+    }
+
+    /// Entries from `from` on, at most `count_max` of them and about
+    /// `bytes_max` bytes (always at least one if any exist).
+    pub fn slice(&self, from: LogIndex, count_max: usize, bytes_max: usize) -> Vec<Entry> {
+        let held = self.held_from(from, count_max);
+        let mut end = held.len();
         if bytes_max != usize::MAX {
             // Measure first, so the copy below allocates once.
             let mut bytes = 0;

@@ -405,13 +405,11 @@ impl RaftNode {
             self.applied >= self.log.snapshot_index(),
             "applied entries precede the log"
         );
-        for entry in self.log.slice(
-            self.applied.next(),
-            (last.0 - self.applied.0) as usize,
-            usize::MAX,
-        ) {
-            output.push(RaftOutput::Apply(entry));
-        }
+        let count = (last.0 - self.applied.0) as usize;
+        let entries = self.log.held_from(self.applied.next(), count);
+        assert_eq!(entries.len(), count, "committed entries are held");
+        output.reserve(count);
+        output.extend(entries.iter().cloned().map(RaftOutput::Apply));
         self.applied = last;
     }
 }
