@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bellwether's test command: the one the README gives and .ci/run calls.
 #
-# It installs what the tests need when it is missing (today: a Rust
-# toolchain only; later stages add Debian packages here), then runs
+# It installs what the tests need when it is missing (rustfmt and clippy,
+# and the Debian packages listed below), then runs
 #   1. formatting and lint checks,
-#   2. every unit, scenario and simulator test (cargo test, release mode),
+#   2. every unit, scenario, simulator and real-process test, including the
+#      etcdctl and etcd-client conformance tests (cargo test, release mode),
 #   3. the CI simulator sweeps: 2,000 chaos seeds per algorithm, and 500
 #      chaos seeds of the KV workload checked for linearizability,
 # and ends with one summary line "tests: N passed, M failed".
@@ -23,10 +24,13 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
 fi
 
 # Debian packages the tests use: nftables for partition tests, chromium
-# for the dashboard test, etcd-client for the etcdctl conformance test.
+# for the dashboard test, etcd-client for the etcdctl conformance tests,
+# protobuf-compiler (protoc) to build the Rust etcd-client crate that
+# crates/conformance's tests use (bellwether itself never needs protoc).
 need=()
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+command -v protoc >/dev/null 2>&1 || [ -n "${PROTOC:-}" ] || need+=(protobuf-compiler)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -34,7 +38,7 @@ if [ "${#need[@]}" -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   else
-    echo "note: ${need[*]} missing and cannot be installed here (needs root and apt-get); partition tests will say they were skipped" >&2
+    echo "note: ${need[*]} missing and cannot be installed here (needs root and apt-get); the tests that need them say they were skipped, except that without protoc the etcd-client conformance tests (crates/conformance) cannot build" >&2
   fi
 fi
 
