@@ -5,7 +5,7 @@
 //! grows forever, and so does every member's memory. etcd leaves compaction
 //! off by default and asks operators to configure it; bellwether keeps the
 //! last [`RETAINED_REVISIONS`] revisions instead (like etcd's
-//! `--auto-compaction-mode=revision --auto-compaction-retention=10000`), so
+//! `--auto-compaction-mode=revision --auto-compaction-retention=1000`), so
 //! a member's memory stays bounded under any write load. A read or a watch
 //! at an older revision gets etcd's "required revision has been compacted"
 //! error, which clients already handle.
@@ -16,12 +16,9 @@
 use super::backend::EtcdBackend;
 use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
-use std::time::Duration;
 
 /// Revisions of history kept behind the current one.
-pub const RETAINED_REVISIONS: i64 = 10_000;
-/// How often the leader checks whether to compact.
-const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+pub const RETAINED_REVISIONS: i64 = 1_000;
 
 /// The revision to compact to, if the history kept has grown past twice
 /// what is retained (so compactions are occasional, not one per write).
@@ -31,15 +28,13 @@ pub fn compaction_target(revision: i64, compact_revision: i64) -> Option<i64> {
 }
 
 /// Runs until the node stops: on the leader, proposes a compaction whenever
-/// [`compaction_target`] says so.
+/// an applied write makes [`compaction_target`] say so. It wakes on each
+/// change of the store's revision rather than on a timer, so history cannot
+/// pile up between checks under a heavy write load; one compaction is in
+/// flight at a time.
 pub async fn run(backend: EtcdBackend) {
-    let mut ticker = tokio::time::interval(CHECK_INTERVAL);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        if backend.status.has_changed().is_err() {
-            return; // the node is gone
-        }
+    let mut revisions = backend.revisions.clone();
+    while revisions.changed().await.is_ok() {
         if !backend.is_leader() {
             continue;
         }
