@@ -4,7 +4,9 @@ use crate::progress::ProgressBar;
 use anyhow::{bail, Context, Result};
 use bellwether_sim::compare::{compare, table, DEFAULT_SIZES};
 use bellwether_sim::sweep::Percentiles;
-use bellwether_sim::{run, sweep, Algorithm, FaultProfile, RunSpec, SweepSummary, Workload};
+use bellwether_sim::{
+    run, sweep, Algorithm, FaultProfile, ReadMode, RunSpec, SweepSummary, Workload,
+};
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
@@ -101,6 +103,24 @@ pub struct SpecArgs {
     /// `--workload kv`, where it is always on).
     #[arg(long)]
     check: Option<String>,
+    /// How the kv workload's linearizable reads are confirmed: readindex,
+    /// or lease (implies --no-hint; under chaos the clock skew defaults to
+    /// the lease's drift bound, 47619 ppm, unless --skew-ppm is given).
+    #[arg(long, default_value = "readindex")]
+    reads: ReadMode,
+    /// kv workload: the leader keeps removing a voter (possibly itself),
+    /// adding it back as a learner and promoting it, keeping 3 voters.
+    #[arg(long)]
+    membership_changes: bool,
+    /// kv workload: a client abandons an operation (outcome unknown) after
+    /// this many ms.
+    #[arg(long, default_value_t = 1_000)]
+    op_timeout_ms: u64,
+    /// kv workload: read-only clients besides the five mixed ones; a reader
+    /// that knows a deposed leader keeps reading from it, so stale reads
+    /// become observable.
+    #[arg(long, default_value_t = 0)]
+    readers: usize,
 }
 
 impl SpecArgs {
@@ -116,6 +136,11 @@ impl SpecArgs {
                 bail!("--check linearizability needs --workload kv (a history to check)");
             }
         }
+        if self.workload != Workload::Kv
+            && (self.reads != ReadMode::ReadIndex || self.membership_changes)
+        {
+            bail!("--reads and --membership-changes apply to --workload kv only");
+        }
         if self.workload == Workload::Kv && self.algorithm != Algorithm::Raft {
             bail!("--workload kv needs --algorithm raft: Bully and Ring have no replicated log");
         }
@@ -124,6 +149,20 @@ impl SpecArgs {
             Workload::None => RunSpec::new(self.algorithm, self.nodes, seed, self.faults),
         };
         spec.hint = !self.no_hint;
+        if self.reads == ReadMode::Lease {
+            spec = spec.with_lease_reads();
+        }
+        if self.membership_changes {
+            spec = spec.with_membership_changes();
+        }
+        if self.op_timeout_ms == 0 {
+            bail!("--op-timeout-ms must be at least 1");
+        }
+        spec.op_timeout_ms = self.op_timeout_ms;
+        if self.readers > 16 {
+            bail!("--readers must be at most 16, got {}", self.readers);
+        }
+        spec.readers = self.readers;
         spec.liveness_bound_ms = self.liveness_bound_ms;
         spec.fault_phase_ms = self.fault_phase_ms;
         if let Some(skew) = self.skew_ppm {
@@ -224,14 +263,15 @@ fn cell(p: &Percentiles) -> String {
 fn sweep_text(s: &SweepSummary) -> String {
     let spec = &s.spec;
     let mut out = format!(
-        "{} · {} nodes · faults {} · hint {} · seeds {}..{} · liveness bound {} ms\n",
+        "{} · {} nodes · faults {} · hint {} · seeds {}..{} · liveness bound {} ms{}\n",
         spec.algorithm,
         spec.nodes,
         spec.faults,
         if spec.hint { "on" } else { "off" },
         spec.seed,
         spec.seed + s.runs - 1,
-        spec.liveness_bound_ms
+        spec.liveness_bound_ms,
+        spec.workload_label()
     );
     out += &format!(
         "  runs                   {} ({} failed)\n",

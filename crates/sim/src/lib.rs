@@ -27,6 +27,6 @@ pub use checkers::Violation;
 pub use partition::Partition;
 pub use report::RunReport;
 pub use run::run;
-pub use spec::{Algorithm, FaultProfile, RunSpec, Workload};
+pub use spec::{lease_skew_ppm_bound, Algorithm, FaultProfile, ReadMode, RunSpec, Workload};
 pub use sweep::{sweep, SweepSummary};
 pub use world::{LeadershipSpan, World, WorldConfig, WorldStats};

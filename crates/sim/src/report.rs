@@ -18,6 +18,17 @@ pub struct WorkloadReport {
     pub indeterminate: usize,
     /// `linearizable`, `not linearizable: …` or `unknown: …`.
     pub linearizability: String,
+    /// Linearizable reads the leader confirmed without a heartbeat round
+    /// (by its lease): shows that lease runs do use the lease.
+    pub reads_without_round: u64,
+    /// Membership changes the leader accepted (removals, learner
+    /// additions, promotions).
+    pub membership_changes: u64,
+    /// Of those, removals of the leader itself.
+    pub leader_removals: u64,
+    /// Membership changes the leader refused (one pending, learner behind,
+    /// no commit in its term yet, transfer under way).
+    pub membership_refused: u64,
 }
 
 /// Everything measured in one run.
@@ -101,7 +112,7 @@ impl RunReport {
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} ms"));
         let _ = writeln!(
             out,
-            "{} · {} nodes · seed {} · faults {} · hint {} · tick {} µs · latency {}–{} µs",
+            "{} · {} nodes · seed {} · faults {} · hint {} · tick {} µs · latency {}–{} µs{}",
             spec.algorithm,
             spec.nodes,
             spec.seed,
@@ -109,7 +120,8 @@ impl RunReport {
             if spec.hint { "on" } else { "off" },
             spec.tick_us,
             spec.latency_us_min,
-            spec.latency_us_max
+            spec.latency_us_max,
+            spec.workload_label()
         );
         let verdict = match &self.violation {
             None => "PASS: no invariant violated".to_string(),
@@ -137,6 +149,16 @@ impl RunReport {
                 workload.completed,
                 workload.indeterminate,
                 workload.linearizability
+            );
+            let _ = writeln!(
+                out,
+                "  kv reads         {} confirmed without a heartbeat round (lease)",
+                workload.reads_without_round
+            );
+            let _ = writeln!(
+                out,
+                "  membership       {} changes accepted ({} removed the leader itself), {} refused",
+                workload.membership_changes, workload.leader_removals, workload.membership_refused
             );
         }
         let _ = writeln!(out, "  leader elections {}", self.leader_elections);

@@ -8,7 +8,7 @@ use crate::report::RunReport;
 use crate::report::WorkloadReport;
 use crate::scenario::run_with;
 use crate::scenario::run_with_app;
-use crate::spec::{Algorithm, RunSpec, Workload};
+use crate::spec::{Algorithm, ReadMode, RunSpec, Workload};
 use bellwether_core::bully::{BullyConfig, BullyNode};
 use bellwether_core::raft::{RaftConfig, RaftNode};
 use bellwether_core::ring::{RingConfig, RingNode};
@@ -33,12 +33,32 @@ pub fn run(spec: &RunSpec) -> RunReport {
 /// Raft with the KV workload: the usual profile, then the history goes
 /// through the linearizability checker; a violation fails the run.
 fn run_kv(spec: &RunSpec) -> RunReport {
-    run_kv_with::<RaftNode>(spec, RaftConfig::default())
+    run_kv_with::<RaftNode>(spec, kv_raft_config(spec))
+}
+
+/// The Raft settings a KV spec runs with: the defaults, plus what lease
+/// reads require (CheckQuorum and stickiness, already on by default, and no
+/// connection-loss hint, which lets a follower vote inside the lease).
+pub fn kv_raft_config(spec: &RunSpec) -> RaftConfig {
+    let mut config = RaftConfig::default();
+    if spec.reads == ReadMode::Lease {
+        assert!(!spec.hint, "lease reads run without connection-loss hints");
+        config.lease_reads = true;
+        config.hint_slot_ticks = 0;
+        assert!(config.check_quorum && config.leader_stickiness);
+    }
+    config
 }
 
 /// The KV run for any Raft-like protocol (tests use broken variants).
 pub fn run_kv_with<P: RaftLike>(spec: &RunSpec, config: RaftConfig) -> RunReport {
-    let app = KvApp::new(KvConfig::default(), spec.nodes, spec.seed);
+    let kv_config = KvConfig {
+        membership_changes: spec.membership_changes,
+        op_timeout_us: spec.op_timeout_ms * 1000,
+        readers: spec.readers,
+        ..KvConfig::default()
+    };
+    let app = KvApp::new(kv_config, spec.nodes, spec.seed);
     let (mut report, mut world) = run_with_app::<P, KvApp>(spec, config, app, KvApp::start);
     world.app.finish();
     let history = &world.app.history;
@@ -63,6 +83,10 @@ pub fn run_kv_with<P: RaftLike>(spec: &RunSpec, config: RaftConfig) -> RunReport
         completed,
         indeterminate: history.len() - completed,
         linearizability: verdict,
+        reads_without_round: world.app.stats.reads_without_round,
+        membership_changes: world.app.stats.membership_changes,
+        leader_removals: world.app.stats.leader_removals,
+        membership_refused: world.app.stats.membership_refused,
     });
     report
 }

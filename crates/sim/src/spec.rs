@@ -1,5 +1,6 @@
 //! What one simulated run is: algorithm, size, seed and fault profile.
 
+use bellwether_core::raft::RaftConfig;
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -104,7 +105,45 @@ impl Workload {
     }
 }
 
+/// How the KV workload's linearizable reads are confirmed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadMode {
+    /// ReadIndex: a quorum answers a heartbeat round per batch of reads.
+    ReadIndex,
+    /// Leader leases: served at once while the lease holds. Runs with
+    /// CheckQuorum and stickiness and without connection-loss hints, and
+    /// with clock skew limited to the documented drift bound unless a skew
+    /// is given explicitly (see [`lease_skew_ppm_bound`]).
+    Lease,
+}
+
+impl ReadMode {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadMode::ReadIndex => "readindex",
+            ReadMode::Lease => "lease",
+        }
+    }
+}
+
+/// The largest per-node clock-rate skew (ppm) within the drift bound that
+/// lease reads document: "safe while no two clocks drift apart by more than
+/// `lease_margin_ticks` per `election_ticks_min`". Each clock runs at
+/// `1 ± s`, so two clocks differ in rate by up to `(1 + s) / (1 - s) - 1`;
+/// keeping that at most `M / E` gives `s <= M / (2E + M)`. With the defaults
+/// (M = 15, E = 150) that is 47,619 ppm, just below the chaos profile's
+/// 50,000 ppm, whose two extremes drift apart by 10.5% (more than the 10%
+/// the lease allows).
+pub fn lease_skew_ppm_bound(config: &RaftConfig) -> u64 {
+    let (margin, election) = (config.lease_margin_ticks, config.election_ticks_min);
+    assert!(margin >= 1 && margin < election, "lease margin in [1, E)");
+    margin * 1_000_000 / (2 * election + margin)
+}
+
 from_str_by_name!(Workload, [Workload::None, Workload::Kv]);
+from_str_by_name!(ReadMode, [ReadMode::ReadIndex, ReadMode::Lease]);
 from_str_by_name!(Algorithm, Algorithm::ALL);
 from_str_by_name!(
     FaultProfile,
@@ -149,8 +188,23 @@ pub struct RunSpec {
     /// Time one fsync takes in the simulated disks (0 = synchronous).
     pub fsync_us: u64,
     /// Clock-rate skew bound in parts per million; `None` = profile default
-    /// (5% under chaos, none otherwise).
+    /// (5% under chaos, none otherwise; under chaos with lease reads, the
+    /// lease's documented drift bound, [`lease_skew_ppm_bound`]).
     pub skew_ppm_max: Option<u64>,
+    /// KV workload: how linearizable reads are confirmed.
+    pub reads: ReadMode,
+    /// KV workload: the leader is periodically asked to remove a voter
+    /// (possibly itself), add it back as a learner and promote it once
+    /// caught up, keeping at least three voters.
+    pub membership_changes: bool,
+    /// KV workload: a client abandons an operation after this long and
+    /// records it as indeterminate. Short timeouts make clients leave a
+    /// deposed leader quickly, so a stale read it serves can be set against
+    /// the new leader's writes.
+    pub op_timeout_ms: u64,
+    /// KV workload: read-only clients besides the five mixed ones (see
+    /// `KvConfig::readers`).
+    pub readers: usize,
 }
 
 impl RunSpec {
@@ -173,6 +227,10 @@ impl RunSpec {
             skew_ppm_max: None,
             workload: Workload::None,
             fsync_us: 0,
+            reads: ReadMode::ReadIndex,
+            membership_changes: false,
+            op_timeout_ms: 1_000,
+            readers: 0,
         }
     }
 
@@ -186,6 +244,41 @@ impl RunSpec {
         }
     }
 
+    /// The KV spec with lease reads: connection-loss hints off, as leases
+    /// require (a hinted follower may vote inside the lease).
+    pub fn with_lease_reads(self) -> Self {
+        RunSpec {
+            reads: ReadMode::Lease,
+            hint: false,
+            ..self
+        }
+    }
+
+    /// The KV spec with membership changes under way.
+    pub fn with_membership_changes(self) -> Self {
+        RunSpec {
+            membership_changes: true,
+            ..self
+        }
+    }
+
+    /// The workload and its options, for summary headers: empty without a
+    /// workload.
+    pub fn workload_label(&self) -> String {
+        if self.workload != Workload::Kv {
+            return String::new();
+        }
+        let mut label = format!(" · kv (reads {}", self.reads);
+        if self.membership_changes {
+            label.push_str(", membership changes");
+        }
+        if self.readers != 0 {
+            label.push_str(&format!(", {} readers", self.readers));
+        }
+        label.push_str(&format!(", op timeout {} ms)", self.op_timeout_ms));
+        label
+    }
+
     /// The command that replays this run.
     pub fn replay_command(&self) -> String {
         let mut command = format!(
@@ -194,6 +287,18 @@ impl RunSpec {
         );
         if self.workload == Workload::Kv {
             command.push_str(" --workload kv --check linearizability");
+            if self.reads != ReadMode::ReadIndex {
+                command.push_str(&format!(" --reads {}", self.reads));
+            }
+            if self.membership_changes {
+                command.push_str(" --membership-changes");
+            }
+            if self.op_timeout_ms != 1_000 {
+                command.push_str(&format!(" --op-timeout-ms {}", self.op_timeout_ms));
+            }
+            if self.readers != 0 {
+                command.push_str(&format!(" --readers {}", self.readers));
+            }
         }
         if !self.hint {
             command.push_str(" --no-hint");

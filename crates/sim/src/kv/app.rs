@@ -10,6 +10,7 @@ use super::codec::{encode, LoggedWrite};
 use super::machine::KvMachine;
 use super::RaftLike;
 use crate::event::NodeIndex;
+use crate::host::Host;
 use crate::linearizability::{ClientId, Command, Key, Operation, Response, Value};
 use crate::world::{Application, World};
 use bellwether_core::raft::{Payload, ProposeError, RaftOutput, RaftPersist, ReadError};
@@ -19,8 +20,13 @@ use std::collections::BTreeMap;
 /// Workload settings.
 #[derive(Clone, Debug)]
 pub struct KvConfig {
-    /// Concurrent clients.
+    /// Concurrent clients that put, get and compare-and-set.
     pub clients: usize,
+    /// Further clients that only read. A reader that knows a deposed leader
+    /// keeps reading from it while the writers move on to the new leader,
+    /// which is what it takes to observe a stale read (writers leave a
+    /// leader that cannot commit as soon as one of their writes times out).
+    pub readers: usize,
     /// Hot keys they share.
     pub keys: u64,
     /// A client gives up on an operation after this long (indeterminate).
@@ -31,17 +37,22 @@ pub struct KvConfig {
     pub snapshot_every_entries: u64,
     /// Operations per client at most, so histories stay checkable.
     pub ops_per_client_max: u32,
+    /// Drive membership changes through the leader while the clients run
+    /// (see `membership.rs`).
+    pub membership_changes: bool,
 }
 
 impl Default for KvConfig {
     fn default() -> Self {
         KvConfig {
             clients: 5,
+            readers: 0,
             keys: 3,
             op_timeout_us: 1_000_000,
             think_us_max: 5_000,
             snapshot_every_entries: 64,
             ops_per_client_max: 2_000,
+            membership_changes: false,
         }
     }
 }
@@ -58,20 +69,23 @@ enum Reply {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Timer {
+pub(super) enum Timer {
     Start(u64),
     Arrive(u64, u32),
     Respond(u64, u32),
     Deadline(u64, u32),
+    /// The next membership step is due.
+    Membership,
 }
 
 impl Timer {
-    fn token(self) -> u64 {
+    pub(super) fn token(self) -> u64 {
         let (kind, client, n) = match self {
             Timer::Start(c) => (0, c, 0),
             Timer::Arrive(c, a) => (1, c, a),
             Timer::Respond(c, a) => (2, c, a),
             Timer::Deadline(c, o) => (3, c, o),
+            Timer::Membership => (4, 0, 0),
         };
         (kind << 56) | (client << 32) | n as u64
     }
@@ -82,7 +96,8 @@ impl Timer {
             0 => Timer::Start(client),
             1 => Timer::Arrive(client, n),
             2 => Timer::Respond(client, n),
-            _ => Timer::Deadline(client, n),
+            3 => Timer::Deadline(client, n),
+            _ => Timer::Membership,
         }
     }
 }
@@ -92,18 +107,35 @@ impl Timer {
 struct NodeRequests {
     /// Log index → (client, attempt, op id) of writes this node proposed.
     writes: BTreeMap<LogIndex, (u64, u32, u64)>,
-    /// Read id → (client, attempt, key) awaiting ReadIndex confirmation.
-    reads: BTreeMap<u64, (u64, u32, Key)>,
+    /// Read id → (client, attempt, key, arrival time) awaiting ReadIndex
+    /// (or lease) confirmation.
+    reads: BTreeMap<u64, (u64, u32, Key, u64)>,
     /// Confirmed reads waiting for the machine to reach their index.
     confirmed: Vec<(LogIndex, u64, u32, Key)>,
 }
 
+/// What the workload counted besides the history.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KvStats {
+    /// Reads confirmed sooner than any heartbeat round could be: by lease.
+    pub reads_without_round: u64,
+    /// Membership changes the leader accepted.
+    pub membership_changes: u64,
+    /// Of those, removals of the leader itself.
+    pub leader_removals: u64,
+    /// Membership changes the leader refused (change pending, learner
+    /// behind, not ready in its term, transfer under way).
+    pub membership_refused: u64,
+}
+
 /// The workload.
 pub struct KvApp {
-    config: KvConfig,
+    pub(super) config: KvConfig,
     /// Workload randomness, separate from the network's and the nodes'.
-    rng: Rng,
-    nodes: usize,
+    pub(super) rng: Rng,
+    pub(super) nodes: usize,
+    /// Counters.
+    pub stats: KvStats,
     machines: Vec<KvMachine>,
     requests: Vec<NodeRequests>,
     clients: Vec<Client>,
@@ -113,13 +145,13 @@ pub struct KvApp {
     /// Replication invariants.
     checker: ReplicationChecker,
     next_read_id: u64,
-    stopped: bool,
+    pub(super) stopped: bool,
 }
 
 impl KvApp {
     /// A workload for a cluster of `nodes`.
     pub fn new(config: KvConfig, nodes: usize, seed: u64) -> Self {
-        let clients = (0..config.clients as u64)
+        let clients = (0..(config.clients + config.readers) as u64)
             .map(|id| Client {
                 id,
                 ops_started: 0,
@@ -139,6 +171,7 @@ impl KvApp {
             checker: ReplicationChecker::new(nodes),
             next_read_id: 1,
             stopped: false,
+            stats: KvStats::default(),
             nodes,
             config,
         }
@@ -149,6 +182,9 @@ impl KvApp {
         for client in 0..world.app.clients.len() as u64 {
             let at = world.now_us() + world.app.rng.range(0, 10_000);
             world.schedule_app_timer(at, Timer::Start(client).token());
+        }
+        if world.app.config.membership_changes {
+            Self::schedule_membership_step(world);
         }
     }
 
@@ -177,6 +213,9 @@ impl KvApp {
     fn next_command(&mut self, client: usize) -> Command {
         let key = Key(self.rng.range(0, self.config.keys));
         let value = Value(((client as u64) << 32) | (self.clients[client].ops_started as u64));
+        if client >= self.config.clients {
+            return Command::Get { key };
+        }
         match self.rng.range(0, 10) {
             0..=3 => Command::Put { key, value },
             4..=7 => Command::Get { key },
@@ -270,9 +309,10 @@ impl KvApp {
                 let raft = world.node_mut(node).expect("running").raft_mut();
                 match raft.read_index(id) {
                     Ok(()) => {
+                        let now = world.now_us();
                         world.app.requests[node]
                             .reads
-                            .insert(id, (client, attempt, key));
+                            .insert(id, (client, attempt, key, now));
                         None
                     }
                     Err(ReadError::NotLeader { leader }) => {
@@ -466,7 +506,16 @@ impl<P: RaftLike> Application<P> for KvApp {
                 Self::serve_confirmed_reads(world, node);
             }
             RaftOutput::ReadReady { id, index } => {
-                if let Some((client, attempt, key)) = world.app.requests[node].reads.remove(&id) {
+                if let Some((client, attempt, key, arrived_us)) =
+                    world.app.requests[node].reads.remove(&id)
+                {
+                    // A heartbeat round is a message to a follower and an
+                    // answer back, each at least the minimum latency: a
+                    // read confirmed sooner was confirmed by the lease.
+                    let round_trip_us_min = 2 * world.config.latency_us_min;
+                    if world.now_us() - arrived_us < round_trip_us_min {
+                        world.app.stats.reads_without_round += 1;
+                    }
                     world.app.requests[node]
                         .confirmed
                         .push((index, client, attempt, key));
@@ -474,7 +523,7 @@ impl<P: RaftLike> Application<P> for KvApp {
                 }
             }
             RaftOutput::ReadFailed { id } => {
-                if let Some((client, attempt, _)) = world.app.requests[node].reads.remove(&id) {
+                if let Some((client, attempt, ..)) = world.app.requests[node].reads.remove(&id) {
                     Self::reply(world, client, attempt, Reply::Redirect(None));
                 }
             }
@@ -517,12 +566,26 @@ impl<P: RaftLike> Application<P> for KvApp {
         }
     }
 
+    /// Only members of the leader's configuration (voters and learners,
+    /// which it replicates to) must follow it: a removed node hears nothing
+    /// more from the leader and, no longer a voter, never campaigns, so its
+    /// view of the leader may stay stale for good, and rightly so. With a
+    /// fixed membership this is every node, as before.
+    fn must_follow(world: &World<P, Self>, leader: NodeIndex, node: NodeIndex) -> bool {
+        let Some(leader_node) = world.node(leader) else {
+            return true;
+        };
+        let id = Host::<P>::id_of(node);
+        leader_node.raft().cluster().members().any(|m| m == id)
+    }
+
     fn on_timer(world: &mut World<P, Self>, token: u64) {
         match Timer::from_token(token) {
             Timer::Start(client) => Self::on_start(world, client),
             Timer::Arrive(client, attempt) => Self::on_arrive(world, client, attempt),
             Timer::Respond(client, attempt) => Self::on_respond(world, client, attempt),
             Timer::Deadline(client, ops) => Self::on_deadline(world, client, ops),
+            Timer::Membership => Self::on_membership_step(world),
         }
     }
 }

@@ -6,11 +6,13 @@ mod checks;
 mod client;
 mod codec;
 mod machine;
+mod membership;
 
-pub use app::{KvApp, KvConfig};
+pub use app::{KvApp, KvConfig, KvStats};
 pub use checks::ReplicationChecker;
 pub use client::Client;
 pub use machine::KvMachine;
+pub use membership::{MEMBERSHIP_PERIOD_US_MAX, MEMBERSHIP_PERIOD_US_MIN, VOTERS_MIN};
 
 use bellwether_core::raft::{
     RaftConfig, RaftDurable, RaftMessage, RaftNode, RaftOutput, RaftPersist,

@@ -31,6 +31,15 @@ pub trait Application<P: Protocol>: Sized {
 
     /// A timer the application scheduled with [`World::schedule_app_timer`].
     fn on_timer(_world: &mut World<P, Self>, _token: u64) {}
+
+    /// Whether running node `node` must follow acting leader `leader` for
+    /// the cluster to count as agreeing on it (the liveness checks). Every
+    /// node, unless membership can change: a node outside the leader's
+    /// configuration hears nothing from it and, not being a voter, never
+    /// campaigns, so it may rightly keep a stale view forever.
+    fn must_follow(_world: &World<P, Self>, _leader: NodeIndex, _node: NodeIndex) -> bool {
+        true
+    }
 }
 
 /// No application: elections only.

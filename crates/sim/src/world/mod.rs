@@ -463,6 +463,9 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
         let status = self.hosts[index].node.as_ref().map(|n| n.status());
         let previous = self.hosts[index].last_status;
         if status == previous {
+            // Who must follow the leader can change without any status
+            // changing (a membership change), so agreement is re-read.
+            self.agreed = self.compute_agreement();
             return;
         }
         self.hosts[index].last_status = status;
@@ -527,16 +530,32 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
         self.agreed = self.compute_agreement();
     }
 
+    /// The acting leader that every running node the application names
+    /// (by default, all of them) follows, if there is one.
     fn compute_agreement(&self) -> Option<NodeId> {
-        let mut running = self.hosts.iter().filter(|h| h.is_running());
-        let leader = running.next()?.last_status?.leader?;
-        let leader_host = &self.hosts[Host::<P>::index_of(leader)];
-        let leads = leader_host.is_running()
-            && leader_host
+        let running: Vec<NodeIndex> = (0..self.config.nodes)
+            .filter(|i| self.hosts[*i].is_running())
+            .collect();
+        let acting = running.iter().copied().filter(|i| {
+            self.hosts[*i]
                 .last_status
-                .is_some_and(|s| s.role == Role::Leader);
-        let all = running.all(|h| h.last_status.is_some_and(|s| s.leader == Some(leader)));
-        (leads && all).then_some(leader)
+                .is_some_and(|s| s.role == Role::Leader)
+        });
+        for leader_index in acting {
+            let leader = Host::<P>::id_of(leader_index);
+            let all = running
+                .iter()
+                .filter(|i| A::must_follow(self, leader_index, **i))
+                .all(|i| {
+                    self.hosts[*i]
+                        .last_status
+                        .is_some_and(|s| s.leader == Some(leader))
+                });
+            if all {
+                return Some(leader);
+            }
+        }
+        None
     }
 
     /// Runs the application's timer `token` at `at_us`.
