@@ -332,3 +332,37 @@ pub fn snapshot_files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     }
     out
 }
+
+/// Whether process `pid` has an established TCP connection to local port
+/// `port` (IPv4), read from /proc: the process's socket inodes matched
+/// against /proc/net/tcp. False where /proc cannot be read.
+pub fn has_connection_to(pid: u32, port: u16) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    let inodes: std::collections::BTreeSet<String> = fds
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_string_lossy().to_string();
+            Some(
+                target
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    table.lines().skip(1).any(|line| {
+        // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() > 9
+            && fields[3] == "01"
+            && fields[2]
+                .rsplit_once(':')
+                .and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok())
+                == Some(port)
+            && inodes.contains(fields[9])
+    })
+}
