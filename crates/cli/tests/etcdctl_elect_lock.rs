@@ -360,3 +360,39 @@ fn etcdctl_elect_holder_keeps_leadership_when_its_member_is_killed() {
     assert!(challenger.lines().is_empty() && holder.running());
     assert_eq!(observed_values(&observer), ["holder"]);
 }
+
+/// Three `etcdctl lock NAME -- CMD` started at the same moment, on three
+/// members, all get the lock in turn. Each locker's claim txn is answered
+/// with the revision it created, and etcdctl (clientv3 concurrency.Mutex)
+/// waits only for keys created before that revision; a too-high header
+/// revision makes lockers wait for each other forever.
+#[test]
+fn etcdctl_lock_lockers_started_together_all_run() {
+    if !etcdctl::installed() {
+        return;
+    }
+    let (cluster, _, endpoints) = cluster("etcdctl-lock-together");
+    let markers = cluster.dir.join("markers");
+    let script = format!(
+        "echo start $$ >> {0}; sleep 0.2; echo end $$ >> {0}",
+        markers.display()
+    );
+    for round in 0..5 {
+        let _ = std::fs::remove_file(&markers);
+        let mut lockers: Vec<Background> = endpoints
+            .iter()
+            .map(|endpoint| {
+                Background::start(endpoint, &["lock", "together", "--", "sh", "-c", &script])
+            })
+            .collect();
+        for (index, locker) in lockers.iter_mut().enumerate() {
+            let Some(status) = locker.wait_exit(WAIT) else {
+                let keys = lock_keys(&endpoints[0], "together");
+                panic!("round {round}: locker {index} never ran; queued keys {keys:?}");
+            };
+            assert!(status.success(), "locker: {}", locker.stderr());
+        }
+        let text = std::fs::read_to_string(&markers).unwrap();
+        assert_eq!(text.lines().count(), 6, "round {round} markers: {text}");
+    }
+}

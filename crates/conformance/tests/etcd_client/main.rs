@@ -9,8 +9,10 @@ mod common;
 
 mod election;
 mod lease;
+mod lease_new_term;
 mod lock;
 mod watch;
+mod write_revision;
 
 use common::Cluster;
 use etcd_client::Client;

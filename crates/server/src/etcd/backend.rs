@@ -8,7 +8,7 @@
 //! keeps the forwarding rule (a follower sends the call to the leader it
 //! knows, once) and the response header the same for every service.
 
-use super::command::{grpc_code, read_answer, Command};
+use super::command::{grpc_code, read_answer, Answer, Command};
 use crate::client::{ClientError, NodeClient};
 use crate::status::NodeStatus;
 use bellwether_api::etcdserverpb as pb;
@@ -114,10 +114,15 @@ impl EtcdBackend {
     /// lock (callers may hold it) and is never older than a store read made
     /// before it.
     pub fn header(&self) -> pb::ResponseHeader {
+        self.header_at(*self.revisions.borrow())
+    }
+
+    /// The header of an answer at store revision `revision`.
+    fn header_at(&self, revision: i64) -> pb::ResponseHeader {
         pb::ResponseHeader {
             cluster_id: self.cluster_id,
             member_id: self.member_id,
-            revision: *self.revisions.borrow(),
+            revision,
             raft_term: self.status.borrow().term,
         }
     }
@@ -137,11 +142,10 @@ impl EtcdBackend {
         }
     }
 
-    /// Replicates `command` and decodes the state machine's answer.
-    pub async fn write<M: prost::Message + Default>(
-        &self,
-        command: &Command,
-    ) -> Result<M, NotHere> {
+    /// Replicates `command` and decodes the state machine's answer, with
+    /// its header complete: the revision the write was applied at (set by
+    /// the state machine), this member and the current term.
+    pub async fn write<M: Answer>(&self, command: &Command) -> Result<M, NotHere> {
         let bytes = command.encode();
         if bytes.len() > REQUEST_BYTES_MAX {
             // Refused before it reaches the log, as etcd does.
@@ -150,7 +154,16 @@ impl EtcdBackend {
             )));
         }
         match self.client.propose(bytes).await {
-            Ok(answer) => read_answer::<M>(&answer).map_err(NotHere::Fail),
+            Ok(answer) => {
+                let mut response = read_answer::<M>(&answer).map_err(NotHere::Fail)?;
+                let header = response.header_mut();
+                let revision = match header {
+                    Some(header) => header.revision,
+                    None => *self.revisions.borrow(),
+                };
+                *header = Some(self.header_at(revision));
+                Ok(response)
+            }
             Err(error) => Err(self.not_here(error)),
         }
     }

@@ -133,10 +133,7 @@ pub async fn txn(
         .write::<pb::TxnResponse>(&Command::Txn(request.clone()))
         .await
     {
-        Ok(mut response) => {
-            response.header = Some(backend.header());
-            Ok(response)
-        }
+        Ok(response) => Ok(response),
         Err(NotHere::Forward(leader)) => {
             let channel = backend.channel_to(leader).await?;
             match KvClient::new(channel).txn(request).await {

@@ -74,8 +74,41 @@ pub fn grpc_code(error: &KvError) -> tonic::Code {
     }
 }
 
+/// An etcd response, all of which carry a [`pb::ResponseHeader`].
+pub trait Answer: Message + Default {
+    /// The response's header field.
+    fn header_mut(&mut self) -> &mut Option<pb::ResponseHeader>;
+}
+
+macro_rules! answers {
+    ($($response:ty),* $(,)?) => {
+        $(impl Answer for $response {
+            fn header_mut(&mut self) -> &mut Option<pb::ResponseHeader> {
+                &mut self.header
+            }
+        })*
+    };
+}
+
+answers!(
+    pb::PutResponse,
+    pb::DeleteRangeResponse,
+    pb::TxnResponse,
+    pb::CompactionResponse,
+    pb::LeaseGrantResponse,
+    pb::LeaseRevokeResponse,
+);
+
 /// An answer: `[0] + protobuf` on success, `[1, code] + message` on error.
-pub fn answer_ok(response: &impl Message) -> Vec<u8> {
+/// The response's header carries `revision`, the store's revision right
+/// after this write was applied: etcd answers a write with that revision,
+/// and clientv3's Mutex and Election queue behind exactly it (a later
+/// revision would make them wait on keys created after their own).
+pub fn answer_ok(mut response: impl Answer, revision: i64) -> Vec<u8> {
+    *response.header_mut() = Some(pb::ResponseHeader {
+        revision,
+        ..Default::default()
+    });
     let mut out = vec![0];
     out.extend_from_slice(&response.encode_to_vec());
     out

@@ -34,10 +34,7 @@ macro_rules! write_or_forward {
             .write::<$response>(&$command($request.clone()))
             .await
         {
-            Ok(mut response) => {
-                response.header = Some($self.backend.header());
-                Ok(Response::new(response))
-            }
+            Ok(response) => Ok(Response::new(response)),
             Err(NotHere::Forward(leader)) => $self.leader(leader).await?.$method($request).await,
             Err(NotHere::Fail(status)) => Err(status),
         }

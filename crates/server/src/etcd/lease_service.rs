@@ -15,7 +15,9 @@ use bellwether_api::etcdserverpb::lease_server::Lease;
 use bellwether_kv::KvError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -25,6 +27,14 @@ const KEEP_ALIVE_QUEUE_MAX: usize = 16;
 /// Attempts to find an unused id for a grant that asked the server to
 /// choose.
 const GRANT_ID_ATTEMPTS: usize = 4;
+/// How long a keep-alive or time-to-live waits for a primary lessor (a new
+/// leader that has not yet applied an entry of its term, or a member that
+/// knows no leader yet) before answering "no leader". etcd 3.4 likewise
+/// retries a renewal on the server until its request timeout rather than
+/// failing it at the start of a term.
+const PRIMARY_WAIT_MAX: Duration = Duration::from_secs(5);
+/// How often that wait looks again.
+const PRIMARY_RETRY_INTERVAL: Duration = Duration::from_millis(20);
 
 /// The Lease service of one node.
 #[derive(Clone)]
@@ -81,6 +91,34 @@ impl LeaseService {
         let ttl = self.backend.store().lease(id).map(|l| l.ttl_seconds);
         self.lessor.renew(id, ttl)
     }
+
+    /// Where a call that needs the leader's lease clock is served: here once
+    /// this member's lessor is primary, or on another member that leads.
+    /// While neither holds (a leader at the very start of its term, or no
+    /// leader known), waits up to [`PRIMARY_WAIT_MAX`].
+    async fn lease_clock(&self) -> Result<LeaseClock, Status> {
+        let deadline = Instant::now() + PRIMARY_WAIT_MAX;
+        loop {
+            if self.lessor.is_primary() {
+                return Ok(LeaseClock::Here);
+            }
+            if let Some(leader) = self.other_leader() {
+                return Ok(LeaseClock::Leader(leader));
+            }
+            if Instant::now() >= deadline {
+                return Err(no_leader());
+            }
+            tokio::time::sleep(PRIMARY_RETRY_INTERVAL).await;
+        }
+    }
+}
+
+/// Which member's lease clock serves a call.
+enum LeaseClock {
+    /// This member is the primary lessor.
+    Here,
+    /// Another member leads.
+    Leader(u64),
 }
 
 #[tonic::async_trait]
@@ -101,9 +139,8 @@ impl Lease for LeaseService {
                 .write::<pb::LeaseGrantResponse>(&Command::LeaseGrant(chosen))
                 .await
             {
-                Ok(mut response) => {
+                Ok(response) => {
                     self.lessor.granted(response.id, response.ttl);
-                    response.header = Some(self.backend.header());
                     return Ok(Response::new(response));
                 }
                 Err(NotHere::Forward(leader)) => {
@@ -130,9 +167,8 @@ impl Lease for LeaseService {
             .write::<pb::LeaseRevokeResponse>(&Command::LeaseRevoke(request))
             .await
         {
-            Ok(mut response) => {
+            Ok(response) => {
                 self.lessor.revoked(request.id);
-                response.header = Some(self.backend.header());
                 Ok(Response::new(response))
             }
             Err(NotHere::Forward(leader)) => {
@@ -176,16 +212,12 @@ impl Lease for LeaseService {
         request: Request<pb::LeaseTimeToLiveRequest>,
     ) -> Result<Response<pb::LeaseTimeToLiveResponse>, Status> {
         let request = request.into_inner();
-        if !self.lessor.is_primary() {
-            return match self.other_leader() {
-                Some(leader) => {
-                    self.leader_client(leader)
-                        .await?
-                        .lease_time_to_live(request)
-                        .await
-                }
-                None => Err(no_leader()),
-            };
+        if let LeaseClock::Leader(leader) = self.lease_clock().await? {
+            return self
+                .leader_client(leader)
+                .await?
+                .lease_time_to_live(request)
+                .await;
         }
         // Copy what is needed and release the store before building the
         // header, which locks it again.
@@ -261,26 +293,23 @@ impl LeaseService {
         id: i64,
         relay: &mut Option<KeepAliveRelay>,
     ) -> Result<pb::LeaseKeepAliveResponse, Status> {
-        match self.renew_here(id) {
-            Renewal::Renewed(ttl) => {
-                *relay = None;
-                return Ok(pb::LeaseKeepAliveResponse {
-                    header: Some(self.backend.header()),
-                    id,
-                    ttl,
-                });
-            }
-            Renewal::NotFound => {
-                *relay = None;
-                return Ok(pb::LeaseKeepAliveResponse {
-                    header: Some(self.backend.header()),
-                    id,
-                    ttl: 0,
-                });
-            }
-            Renewal::NotPrimary => {}
-        }
-        let leader = self.other_leader().ok_or_else(no_leader)?;
+        let leader = loop {
+            let ttl = match self.renew_here(id) {
+                Renewal::Renewed(ttl) => ttl,
+                Renewal::NotFound => 0,
+                Renewal::NotPrimary => match self.lease_clock().await? {
+                    // Became primary meanwhile: renew here.
+                    LeaseClock::Here => continue,
+                    LeaseClock::Leader(leader) => break leader,
+                },
+            };
+            *relay = None;
+            return Ok(pb::LeaseKeepAliveResponse {
+                header: Some(self.backend.header()),
+                id,
+                ttl,
+            });
+        };
         if relay.as_ref().is_none_or(|r| r.leader != leader) {
             let (requests, receiver) = mpsc::channel(KEEP_ALIVE_QUEUE_MAX);
             let responses = self

@@ -42,10 +42,7 @@ impl LockService {
             .write::<pb::DeleteRangeResponse>(&command)
             .await
         {
-            Ok(mut response) => {
-                response.header = Some(self.backend.header());
-                Ok(response)
-            }
+            Ok(response) => Ok(response),
             Err(NotHere::Forward(leader)) => {
                 let channel = self.backend.channel_to(leader).await?;
                 let response = KvClient::new(channel).delete_range(request).await;

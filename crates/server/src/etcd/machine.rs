@@ -60,14 +60,14 @@ impl StateMachine for EtcdMachine {
         let result = match command {
             Command::Put(r) => store
                 .put(&convert::put_request(r))
-                .map(|r| answer_ok(&convert::put_response(r))),
+                .map(|r| answer_ok(convert::put_response(r), store.revision())),
             Command::DeleteRange(r) => store
                 .delete_range(&convert::delete_request(r))
-                .map(|r| answer_ok(&convert::delete_response(r))),
+                .map(|r| answer_ok(convert::delete_response(r), store.revision())),
             Command::Txn(r) => match convert::txn_request(r) {
                 Some(txn) => store
                     .txn(&txn)
-                    .map(|r| answer_ok(&convert::txn_response(r))),
+                    .map(|r| answer_ok(convert::txn_response(r), store.revision())),
                 None => {
                     return answer_error(
                         tonic::Code::InvalidArgument,
@@ -77,18 +77,19 @@ impl StateMachine for EtcdMachine {
             },
             Command::Compact(r) => store
                 .compact(r.revision)
-                .map(|()| answer_ok(&pb::CompactionResponse { header: None })),
+                .map(|()| answer_ok(pb::CompactionResponse { header: None }, store.revision())),
             Command::LeaseGrant(r) => store.lease_grant(r.id, r.ttl).map(|ttl| {
-                answer_ok(&pb::LeaseGrantResponse {
+                let response = pb::LeaseGrantResponse {
                     header: None,
                     id: r.id,
                     ttl,
                     error: String::new(),
-                })
+                };
+                answer_ok(response, store.revision())
             }),
             Command::LeaseRevoke(r) => store
                 .lease_revoke(r.id)
-                .map(|_| answer_ok(&pb::LeaseRevokeResponse { header: None })),
+                .map(|_| answer_ok(pb::LeaseRevokeResponse { header: None }, store.revision())),
         };
         // Published before the lock is released: a reader that sees this
         // state then builds a header sees at least this revision.
