@@ -66,7 +66,7 @@ impl Command {
 pub fn grpc_code(error: &KvError) -> tonic::Code {
     match error {
         KvError::Compacted { .. } | KvError::FutureRevision => tonic::Code::OutOfRange,
-        KvError::LeaseNotFound | KvError::KeyNotFound => tonic::Code::NotFound,
+        KvError::LeaseNotFound => tonic::Code::NotFound,
         KvError::LeaseExists => tonic::Code::FailedPrecondition,
         KvError::LeaseTtlTooLarge => tonic::Code::OutOfRange,
         KvError::TooManyLeases { .. } => tonic::Code::ResourceExhausted,
