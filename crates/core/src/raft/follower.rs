@@ -31,8 +31,8 @@ impl RaftNode {
         if to > self.commit {
             assert!(to <= self.log.last_index(), "commit {to} beyond the log");
             self.commit = to;
-            // Persisted with the next Ready as a hint for restarts.
-            self.hard_state_dirty = true;
+            // A hint for restarts, persisted with the next write.
+            self.commit_unpersisted = true;
         }
     }
 

@@ -69,6 +69,14 @@ pub struct RaftNode {
     pub(super) applied: LogIndex,
     /// Term or vote changed since the last `ready()`.
     pub(super) hard_state_dirty: bool,
+    /// The commit index advanced since the hard state was last handed out.
+    /// The commit index on disk is only a hint for restarts (a restarted
+    /// node may re-apply its log up to it before hearing from a leader;
+    /// nothing depends on it for safety), so it never costs an fsync of
+    /// its own: it rides along with the next `ready()` that persists
+    /// anything else. Persisting it alone made a leader fsync twice per
+    /// write, once for the entry and once more before applying it.
+    pub(super) commit_unpersisted: bool,
     /// The latest snapshot (sent to followers that lag behind it).
     pub(super) snapshot: Option<Snapshot>,
     /// A snapshot to persist in the next `ready()`.
@@ -464,6 +472,7 @@ impl Protocol for RaftNode {
             commit,
             applied: snapshot_index,
             hard_state_dirty: false,
+            commit_unpersisted: false,
             snapshot: durable.snapshot,
             snapshot_to_persist: None,
             incoming_snapshot: None,
@@ -509,17 +518,21 @@ impl Protocol for RaftNode {
         if from == self.id {
             return;
         }
-        // Votes count only from voters; anything else from a stranger is
-        // still read, because a member added by a configuration change may
-        // hear from the leader before its log says who the members are.
-        let vote_traffic = matches!(
+        // Votes count only from voters of our configuration. Everything
+        // else from a stranger is still read: a member added by a
+        // configuration change may hear from the leader before its log says
+        // who the members are, and a (pre-)candidate whose log holds a newer
+        // configuration than ours may need our vote to form its quorum
+        // (thesis §4.1: servers vote for candidates outside their latest
+        // configuration). Refusing those requests left a cluster with no
+        // electable member once the most up-to-date logs named a voter that
+        // the older logs had removed. Stickiness and PreVote still keep a
+        // removed server from disrupting a live leader.
+        let vote_answer = matches!(
             message,
-            RaftMessage::PreVoteRequest { .. }
-                | RaftMessage::VoteRequest { .. }
-                | RaftMessage::PreVoteResponse { .. }
-                | RaftMessage::VoteResponse { .. }
+            RaftMessage::PreVoteResponse { .. } | RaftMessage::VoteResponse { .. }
         );
-        if vote_traffic && !self.cluster.voters.contains(&from) {
+        if vote_answer && !self.cluster.voters.contains(&from) {
             return;
         }
         self.step_message(from, message);
@@ -550,10 +563,18 @@ impl Protocol for RaftNode {
             let round = self.start_round();
             self.broadcast_heartbeat(round);
         }
+        let snapshot = self.snapshot_to_persist.take();
+        let entries = self.log.take_unpersisted();
+        let write_hard_state = self.hard_state_dirty
+            || (self.commit_unpersisted && (snapshot.is_some() || !entries.is_empty()));
+        if write_hard_state {
+            self.hard_state_dirty = false;
+            self.commit_unpersisted = false;
+        }
         let persist = RaftPersist {
-            snapshot: self.snapshot_to_persist.take(),
-            entries: self.log.take_unpersisted(),
-            hard_state: std::mem::take(&mut self.hard_state_dirty).then(|| self.hard_state()),
+            snapshot,
+            entries,
+            hard_state: write_hard_state.then(|| self.hard_state()),
         };
         let mut output = std::mem::take(&mut self.pending_output);
         self.take_committed(&mut output);

@@ -161,7 +161,7 @@ impl RaftNode {
         }
         assert!(candidate <= last, "cannot commit beyond the log");
         self.commit = candidate;
-        self.hard_state_dirty = true;
+        self.commit_unpersisted = true;
         self.on_leader_commit();
         true
     }

@@ -603,3 +603,76 @@ fn a_waiting_read_is_released_when_the_cluster_shrinks_to_one_voter() {
         reads(&router, leader)
     );
 }
+
+/// Thesis §4.1: a server answers vote requests from a candidate outside
+/// its latest configuration (that candidate's log may hold a newer
+/// configuration in which it is a voter and needs this vote), while votes
+/// from outside the configuration never count for this server's own
+/// campaigns.
+#[test]
+fn membership_vote_requests_from_outside_the_configuration_are_answered() {
+    let cfg = config();
+    let mut node = RaftNode::new(
+        &cfg,
+        NodeId(1),
+        &ids(3),
+        RaftDurable::default(),
+        crate::Rng::new(7),
+    );
+    // Past the start-up stickiness, and no leader heard of.
+    for _ in 0..cfg.election_ticks_min {
+        node.tick();
+        let _ = node.ready();
+    }
+    node.step(
+        NodeId(4),
+        RaftMessage::PreVoteRequest {
+            term: Term(5),
+            last_log_index: LogIndex(3),
+            last_log_term: Term(2),
+        },
+    );
+    let answers: Vec<_> = node
+        .ready()
+        .messages
+        .into_iter()
+        .filter(|e| e.to == NodeId(4))
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(
+        answers,
+        [RaftMessage::PreVoteResponse {
+            term: Term(5),
+            granted: true
+        }]
+    );
+    // A stranger's granted answer does not count towards a quorum: with
+    // its own vote and one stranger's grant, a pre-candidate of a 3-voter
+    // configuration stays one.
+    for _ in 0..4 * cfg.election_ticks_min {
+        node.tick();
+        let _ = node.ready();
+        if node.status().role == Role::PreCandidate {
+            break;
+        }
+    }
+    assert_eq!(node.status().role, Role::PreCandidate, "its timer fired");
+    let asked = node.term.next();
+    node.step(
+        NodeId(4),
+        RaftMessage::PreVoteResponse {
+            term: asked,
+            granted: true,
+        },
+    );
+    assert_eq!(node.status().role, Role::PreCandidate);
+    // A voter's grant does make the quorum.
+    node.step(
+        NodeId(2),
+        RaftMessage::PreVoteResponse {
+            term: asked,
+            granted: true,
+        },
+    );
+    assert_eq!(node.status().role, Role::Candidate);
+}
