@@ -27,6 +27,14 @@ pub enum ClientError {
     /// The node stopped.
     #[error("the node is shutting down")]
     Stopped,
+    /// A write forwarded to a leader that lost leadership before this
+    /// member applied it: it may or may not be applied.
+    #[error("leader changed")]
+    LeaderChanged,
+    /// A forwarded write was not seen applied in time: it may or may not
+    /// be applied.
+    #[error("request timed out")]
+    TimedOut,
 }
 
 /// A request to the event loop.

@@ -7,7 +7,9 @@
 use crate::client::{ClientError, ClientRequest, NodeClient};
 use crate::config::NodeConfig;
 use crate::data_dir::{self, DataDirError};
+use crate::forwarding::{self, Forwarding};
 use crate::metrics::Metrics;
+use crate::peer_message::{Forward, PeerMessage};
 use crate::state_machine::{NullMachine, StateMachine};
 use crate::status::{LeadershipChange, MemberStatus, NodeStatus, LEADERSHIP_HISTORY_MAX};
 use crate::transport::{self, Identity, PeerEvent, INBOUND_QUEUE_MAX};
@@ -108,6 +110,10 @@ pub struct Node {
     snapshot_bytes: u64,
     /// Bytes of commands applied since the last snapshot.
     applied_bytes_since_snapshot: u64,
+    /// Queues to the other members' connections (set by `run`).
+    outbound: BTreeMap<u64, mpsc::Sender<PeerMessage>>,
+    /// Writes and reads forwarded to the leader, or served for followers.
+    forwarding: Forwarding,
 }
 
 fn unix_ms() -> u64 {
@@ -180,6 +186,7 @@ impl Node {
         let metrics = Arc::new(Metrics::default());
         let (status_tx, _) = watch::channel(empty_status(&config, http_address));
         let (client, requests) = NodeClient::channel();
+        let forwarding = Forwarding::new(config.id);
         Ok(Node {
             config,
             raft,
@@ -199,6 +206,8 @@ impl Node {
             snapshot_index,
             snapshot_bytes,
             applied_bytes_since_snapshot: 0,
+            outbound: BTreeMap::new(),
+            forwarding,
         })
     }
 
@@ -233,7 +242,7 @@ impl Node {
             self.metrics.clone(),
         ));
         let mut outbound = BTreeMap::new();
-        for (id, address) in &self.config.peers {
+        for (id, address) in &self.config.peers.clone() {
             if *id != self.config.id {
                 let queue = transport::spawn_outbound(
                     identity.clone(),
@@ -245,6 +254,7 @@ impl Node {
                 outbound.insert(*id, queue);
             }
         }
+        self.outbound = outbound;
         let mut tracker = Tracker::new(&self.config, self.http_address);
         let mut ticker = tokio::time::interval(Duration::from_millis(self.config.tick_ms()));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -253,7 +263,11 @@ impl Node {
         let mut requests = self.requests.take().expect("run is called once");
         loop {
             tokio::select! {
-                _ = ticker.tick() => self.raft.tick(),
+                _ = ticker.tick() => {
+                    self.raft.tick();
+                    let leader = self.raft.status().leader.map(|l| l.0);
+                    self.forwarding.expire(leader, Instant::now());
+                }
                 Some(request) = requests.recv() => self.handle_request(request),
                 event = events.recv() => match event {
                     Some(event) => self.handle(event),
@@ -281,7 +295,7 @@ impl Node {
                     Err(_) => break,
                 }
             }
-            self.process_ready(&outbound)?;
+            self.process_ready()?;
             tracker.publish(&self.raft, &self.metrics, &self.status_tx);
             if let Some(deadline) = handover_deadline {
                 if self.raft.status().role != Role::Leader || Instant::now() >= deadline {
@@ -296,9 +310,73 @@ impl Node {
 
     fn handle(&mut self, event: PeerEvent) {
         match event {
-            PeerEvent::Message(from, message) => self.raft.step(NodeId(from), message),
+            PeerEvent::Message(from, PeerMessage::Raft(message)) => {
+                self.raft.step(NodeId(from), message)
+            }
+            PeerEvent::Message(from, PeerMessage::Forward(forward)) => {
+                self.handle_forward(from, forward)
+            }
             PeerEvent::Lost(peer) => self.raft.peer_unreachable(NodeId(peer)),
         }
+    }
+
+    /// A forwarded request from a follower, or a leader's answer to one of
+    /// ours.
+    fn handle_forward(&mut self, from: u64, forward: Forward) {
+        match forward {
+            Forward::Propose { request, command } => match self.raft.propose(command) {
+                Ok(_) => {}
+                Err(error) => {
+                    let busy = !matches!(error, ProposeError::NotLeader { .. });
+                    let refused = Forward::ProposeRefused {
+                        request,
+                        leader: self.known_leader(),
+                        busy,
+                    };
+                    self.send(from, PeerMessage::Forward(refused));
+                }
+            },
+            Forward::ReadIndex { request } => {
+                let id = self.next_read_id;
+                self.next_read_id += 1;
+                match self.raft.read_index(id) {
+                    Ok(()) => self.forwarding.serve_remote_read(id, from, request),
+                    Err(_) => {
+                        let refused = Forward::ReadIndexRefused {
+                            request,
+                            leader: self.known_leader(),
+                        };
+                        self.send(from, PeerMessage::Forward(refused));
+                    }
+                }
+            }
+            Forward::ProposeRefused {
+                request,
+                leader,
+                busy,
+            } => self.forwarding.write_refused(request, leader, busy),
+            Forward::ReadIndexConfirmed { request, index } => {
+                if let Some(reply) = self.forwarding.read_confirmed(request) {
+                    self.confirmed_reads.push((index, reply));
+                }
+            }
+            Forward::ReadIndexRefused { request, leader } => {
+                self.forwarding.read_refused(request, leader)
+            }
+        }
+    }
+
+    /// The leader this member knows, 0 for none (the wire's "none").
+    fn known_leader(&self) -> u64 {
+        self.raft.status().leader.map_or(0, |l| l.0)
+    }
+
+    /// Queues `message` for member `to`; false if it cannot be queued now
+    /// (no connection queue, or the queue is full).
+    fn send(&self, to: u64, message: PeerMessage) -> bool {
+        self.outbound
+            .get(&to)
+            .is_some_and(|queue| queue.try_send(message).is_ok())
     }
 
     /// Sends what may leave before the fsync, persists, sends the rest,
@@ -313,17 +391,14 @@ impl Node {
     /// below completes before this loop steps any answer to those messages
     /// into the core (the core counts the leader at its last index). Every
     /// answer and vote, which does claim durability, waits for the fsync.
-    fn process_ready(
-        &mut self,
-        outbound: &BTreeMap<u64, mpsc::Sender<RaftMessage>>,
-    ) -> Result<(), NodeError> {
+    fn process_ready(&mut self) -> Result<(), NodeError> {
         while self.raft.has_ready() {
             let ready = self.raft.ready();
             let (early, late): (Vec<_>, Vec<_>) = ready
                 .messages
                 .into_iter()
                 .partition(|envelope| sendable_before_persist(&envelope.message));
-            send_all(outbound, early);
+            send_all(&self.outbound, early);
             if let Some(persist) = ready.persist {
                 let result = tokio::task::block_in_place(|| persist_to(&mut self.wal, persist));
                 result.map_err(|error| NodeError::Persist {
@@ -331,48 +406,115 @@ impl Node {
                     error,
                 })?;
             }
-            send_all(outbound, late);
+            send_all(&self.outbound, late);
             for output in ready.output {
                 self.apply_output(output);
             }
             self.release_confirmed_reads();
             self.maybe_snapshot();
         }
+        // Reads confirmed by the leader for this follower may already be
+        // applied here, with nothing for the core to do.
+        self.release_confirmed_reads();
         Ok(())
     }
 
     fn handle_request(&mut self, request: ClientRequest) {
         match request {
-            ClientRequest::Propose { command, reply } => match self.raft.propose(command) {
-                Ok(index) => {
-                    self.proposals
-                        .insert(index, (self.raft.status().term, Instant::now(), reply));
-                }
-                Err(ProposeError::NotLeader { leader }) => {
-                    let _ = reply.send(Err(ClientError::NotLeader {
-                        leader: leader.map(|l| l.0),
-                    }));
-                }
-                Err(_) => {
-                    let _ = reply.send(Err(ClientError::Busy));
-                }
+            ClientRequest::Propose { command, reply } => match self.leader_elsewhere() {
+                Some(leader) => self.forward_write(leader, &command, reply),
+                None => self.propose(command, reply),
             },
-            ClientRequest::ReadBarrier { reply } => {
-                let id = self.next_read_id;
-                self.next_read_id += 1;
-                match self.raft.read_index(id) {
-                    Ok(()) => {
-                        self.reads.insert(id, reply);
-                    }
-                    Err(ReadError::NotLeader { leader }) => {
-                        let _ = reply.send(Err(ClientError::NotLeader {
-                            leader: leader.map(|l| l.0),
-                        }));
-                    }
-                    Err(ReadError::Busy) => {
-                        let _ = reply.send(Err(ClientError::Busy));
+            ClientRequest::ReadBarrier { reply } => match self.leader_elsewhere() {
+                Some(leader) => self.forward_read(leader, reply),
+                None => self.read_here(reply),
+            },
+        }
+    }
+
+    /// The leader, when this member follows a known one.
+    fn leader_elsewhere(&self) -> Option<u64> {
+        let status = self.raft.status();
+        let leader = status.leader?.0;
+        (status.role != Role::Leader && leader != self.config.id).then_some(leader)
+    }
+
+    /// Proposes a local client's command.
+    fn propose(&mut self, command: Vec<u8>, reply: ProposeReply) {
+        match self.raft.propose(forwarding::local_command(command)) {
+            Ok(index) => {
+                self.proposals
+                    .insert(index, (self.raft.status().term, Instant::now(), reply));
+            }
+            Err(ProposeError::NotLeader { leader }) => {
+                let _ = reply.send(Err(ClientError::NotLeader {
+                    leader: leader.map(|l| l.0),
+                }));
+            }
+            Err(_) => {
+                let _ = reply.send(Err(ClientError::Busy));
+            }
+        }
+    }
+
+    /// Starts a ReadIndex read for a local client.
+    fn read_here(&mut self, reply: ReadReply) {
+        let id = self.next_read_id;
+        self.next_read_id += 1;
+        match self.raft.read_index(id) {
+            Ok(()) => {
+                self.reads.insert(id, reply);
+            }
+            Err(ReadError::NotLeader { leader }) => {
+                let _ = reply.send(Err(ClientError::NotLeader {
+                    leader: leader.map(|l| l.0),
+                }));
+            }
+            Err(ReadError::Busy) => {
+                let _ = reply.send(Err(ClientError::Busy));
+            }
+        }
+    }
+
+    /// Sends a write to `leader` over the peer connection. When that cannot
+    /// be done now, answers "not the leader" naming it, so the caller
+    /// forwards its gRPC call instead.
+    fn forward_write(&mut self, leader: u64, command: &[u8], reply: ProposeReply) {
+        let not_leader = ClientError::NotLeader {
+            leader: Some(leader),
+        };
+        match self.forwarding.write(leader, command, reply) {
+            Ok((request, command)) => {
+                let message = PeerMessage::Forward(Forward::Propose { request, command });
+                if !self.send(leader, message) {
+                    if let Some(reply) = self.forwarding.unsent_write(request) {
+                        let _ = reply.send(Err(not_leader));
                     }
                 }
+            }
+            Err(reply) => {
+                let _ = reply.send(Err(not_leader));
+            }
+        }
+    }
+
+    /// Asks `leader` for a read index over the peer connection, or answers
+    /// "not the leader" naming it when that cannot be done now.
+    fn forward_read(&mut self, leader: u64, reply: ReadReply) {
+        let not_leader = ClientError::NotLeader {
+            leader: Some(leader),
+        };
+        match self.forwarding.read(leader, reply) {
+            Ok(request) => {
+                let message = PeerMessage::Forward(Forward::ReadIndex { request });
+                if !self.send(leader, message) {
+                    if let Some(reply) = self.forwarding.unsent_read(request) {
+                        let _ = reply.send(Err(not_leader));
+                    }
+                }
+            }
+            Err(reply) => {
+                let _ = reply.send(Err(not_leader));
             }
         }
     }
@@ -384,7 +526,12 @@ impl Node {
                 let answer = match &entry.payload {
                     Payload::Command(command) => {
                         self.applied_bytes_since_snapshot += command.len() as u64;
-                        Some(self.machine.apply(entry.index, command))
+                        let (forwarded, command) = forwarding::open(command);
+                        let answer = self.machine.apply(entry.index, command);
+                        if let Some(reply) = self.forwarding.applied(forwarded) {
+                            let _ = reply.send(Ok(answer.clone()));
+                        }
+                        Some(answer)
                     }
                     _ => None,
                 };
@@ -413,16 +560,26 @@ impl Node {
                 for (_, (_, _, reply)) in std::mem::replace(&mut self.proposals, later) {
                     let _ = reply.send(Err(ClientError::NotApplied));
                 }
+                self.forwarding.restored();
             }
             RaftOutput::ReadReady { id, index } => {
                 if let Some(reply) = self.reads.remove(&id) {
                     self.confirmed_reads.push((index, reply));
+                } else if let Some((follower, request)) = self.forwarding.remote_read(id) {
+                    let confirmed = Forward::ReadIndexConfirmed { request, index };
+                    self.send(follower, PeerMessage::Forward(confirmed));
                 }
             }
             RaftOutput::ReadFailed { id } => {
+                let leader = self.raft.status().leader.map(|l| l.0);
                 if let Some(reply) = self.reads.remove(&id) {
-                    let leader = self.raft.status().leader.map(|l| l.0);
                     let _ = reply.send(Err(ClientError::NotLeader { leader }));
+                } else if let Some((follower, request)) = self.forwarding.remote_read(id) {
+                    let refused = Forward::ReadIndexRefused {
+                        request,
+                        leader: leader.unwrap_or(0),
+                    };
+                    self.send(follower, PeerMessage::Forward(refused));
                 }
             }
         }
@@ -487,12 +644,12 @@ fn sendable_before_persist(message: &RaftMessage) -> bool {
 /// Queues each message for its peer. A full queue means the peer is slow
 /// or gone: the message is dropped; Raft retransmits what matters.
 fn send_all(
-    outbound: &BTreeMap<u64, mpsc::Sender<RaftMessage>>,
+    outbound: &BTreeMap<u64, mpsc::Sender<PeerMessage>>,
     envelopes: Vec<bellwether_core::Envelope<RaftMessage>>,
 ) {
     for envelope in envelopes {
         if let Some(queue) = outbound.get(&envelope.to.0) {
-            let _ = queue.try_send(envelope.message);
+            let _ = queue.try_send(PeerMessage::Raft(envelope.message));
         }
     }
 }

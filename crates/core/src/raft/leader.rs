@@ -107,9 +107,13 @@ impl RaftNode {
                 .progress
                 .get(&peer)
                 .map_or(LogIndex(0), |p| p.match_index);
+            let commit = self.commit.min(matched);
+            if let Some(progress) = self.progress.get_mut(&peer) {
+                progress.commit_sent = progress.commit_sent.max(commit);
+            }
             let message = RaftMessage::Heartbeat {
                 term: self.term,
-                commit: self.commit.min(matched),
+                commit,
                 round,
             };
             self.send(peer, message);

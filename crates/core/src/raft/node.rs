@@ -115,6 +115,12 @@ pub struct RaftNode {
     /// Leader only: new entries await sending at the next `ready()`, so that
     /// proposals made in between travel in one message per follower.
     pub(super) replication_pending: bool,
+    /// Leader only: the commit index advanced; followers with nothing left
+    /// to receive learn it at the next `ready()` instead of at the next
+    /// heartbeat (a follower answers a client forwarded through it only
+    /// once it applies the entry, so a heartbeat interval there would be
+    /// the write's latency).
+    pub(super) commit_notice_pending: bool,
     /// Leader only: linearizable reads waiting for confirmation.
     pub(super) reads: ReadQueue,
     /// Messages produced since the last `ready()`.
@@ -490,6 +496,7 @@ impl Protocol for RaftNode {
             progress: BTreeMap::new(),
             transfer: None,
             replication_pending: false,
+            commit_notice_pending: false,
             reads: ReadQueue::default(),
             outbox: Vec::new(),
         };
@@ -547,6 +554,7 @@ impl Protocol for RaftNode {
         self.hard_state_dirty
             || !self.outbox.is_empty()
             || self.replication_pending
+            || self.commit_notice_pending
             || self.reads_waiting_for_round()
             || self.log.has_unpersisted()
             || self.snapshot_to_persist.is_some()
@@ -558,6 +566,9 @@ impl Protocol for RaftNode {
         if self.replication_pending {
             self.replication_pending = false;
             self.broadcast_append();
+        }
+        if std::mem::take(&mut self.commit_notice_pending) && self.role == Role::Leader {
+            self.send_commit_notices();
         }
         if self.role == Role::Leader && self.read_round_unsent() {
             let round = self.start_round();

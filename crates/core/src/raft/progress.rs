@@ -49,6 +49,9 @@ pub struct Progress {
     pub inflight: VecDeque<LogIndex>,
     /// Highest ReadIndex round this follower has answered.
     pub round_acked: u64,
+    /// Highest commit index sent to this follower (in AppendEntries or a
+    /// heartbeat), so a commit notice goes only to followers that lack it.
+    pub commit_sent: LogIndex,
 }
 
 impl Progress {
@@ -63,6 +66,7 @@ impl Progress {
             state: ReplicationState::Probe { paused: false },
             inflight: VecDeque::new(),
             round_acked: 0,
+            commit_sent: LogIndex(0),
         }
     }
 

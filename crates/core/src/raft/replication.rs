@@ -72,6 +72,7 @@ impl RaftNode {
         let sent_last = LogIndex(prev_log_index.0 + entries.len() as u64);
         let progress = self.progress.get_mut(&peer).expect("checked above");
         progress.on_sent(sent_last, inflight_max);
+        progress.commit_sent = progress.commit_sent.max(self.commit.min(sent_last));
         let message = RaftMessage::AppendEntries {
             term: self.term,
             prev_log_index,
@@ -107,6 +108,8 @@ impl RaftNode {
                 progress.state = ReplicationState::Probe { paused: false };
             }
             progress.on_match(match_index);
+            // It may now hold the whole log without knowing the commit.
+            self.commit_notice_pending = true;
             if self.maybe_commit() {
                 if self.role != Role::Leader {
                     return; // It committed its own removal and stepped down.
@@ -162,8 +165,39 @@ impl RaftNode {
         assert!(candidate <= last, "cannot commit beyond the log");
         self.commit = candidate;
         self.commit_unpersisted = true;
+        self.commit_notice_pending = true;
         self.on_leader_commit();
         true
+    }
+
+    /// Tells the commit index to each follower that holds the whole log:
+    /// no AppendEntries would carry it to them before the next heartbeat.
+    /// The notice is a heartbeat of round 0, which confirms no read.
+    pub(super) fn send_commit_notices(&mut self) {
+        assert_eq!(self.role, Role::Leader, "only a leader commits");
+        let last = self.log.last_index();
+        for peer in self.replicas() {
+            let Some(progress) = self.progress.get(&peer) else {
+                continue;
+            };
+            let commit = self.commit.min(last);
+            let lacks_it = progress.commit_sent < commit;
+            if lacks_it
+                && progress.match_index == last
+                && progress.state == ReplicationState::Replicate
+            {
+                let notice = RaftMessage::Heartbeat {
+                    term: self.term,
+                    commit,
+                    round: 0,
+                };
+                self.progress
+                    .get_mut(&peer)
+                    .expect("looked up above")
+                    .commit_sent = commit;
+                self.send(peer, notice);
+            }
+        }
     }
 
     /// Consequences of a commit advance on the leader.

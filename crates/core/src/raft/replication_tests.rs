@@ -676,3 +676,26 @@ fn membership_vote_requests_from_outside_the_configuration_are_answered() {
     );
     assert_eq!(node.status().role, Role::Candidate);
 }
+
+/// A follower that holds the whole log learns a commit as soon as the
+/// leader makes it, without waiting for a heartbeat: it applies (and can
+/// answer a client whose write it forwarded) one round trip after the
+/// leader does.
+#[test]
+fn caught_up_followers_learn_a_commit_without_waiting_for_a_heartbeat() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.run(1);
+    // No tick from here on: only messages move.
+    let index = propose(&mut router, leader, b"x");
+    for (id, node) in &router.nodes {
+        assert_eq!(node.commit_index(), index, "{id} learned the commit");
+    }
+    for id in ids(3) {
+        assert_eq!(
+            applied_commands(&router, id).last().map(Vec::as_slice),
+            Some(&b"x"[..]),
+            "{id} applied it"
+        );
+    }
+}

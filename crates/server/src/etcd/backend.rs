@@ -70,6 +70,8 @@ pub fn status_of(error: ClientError) -> Status {
         ClientError::Busy => Status::resource_exhausted(format!("etcdserver: {error}")),
         ClientError::NotApplied => Status::unavailable(format!("etcdserver: {error}")),
         ClientError::Stopped => Status::unavailable("etcdserver: server stopped"),
+        ClientError::LeaderChanged => Status::unavailable("etcdserver: leader changed"),
+        ClientError::TimedOut => Status::unavailable("etcdserver: request timed out"),
     }
 }
 

@@ -18,9 +18,7 @@ pub use frame::{
 pub use handshake::{Hello, Refusal};
 
 use crate::metrics::Metrics;
-use crate::wire;
-use bellwether_core::raft::RaftMessage;
-use bellwether_core::Message;
+use crate::peer_message::{self, PeerMessage};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,7 +49,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub enum PeerEvent {
     /// A message from `from`.
-    Message(u64, RaftMessage),
+    Message(u64, PeerMessage),
     /// A connection to or from `peer` broke.
     Lost(u64),
 }
@@ -77,7 +75,7 @@ pub fn spawn_outbound(
     address: SocketAddr,
     events: mpsc::Sender<PeerEvent>,
     metrics: Arc<Metrics>,
-) -> mpsc::Sender<RaftMessage> {
+) -> mpsc::Sender<PeerMessage> {
     let (sender, receiver) = mpsc::channel(OUTBOUND_QUEUE_MAX);
     tokio::spawn(outbound(identity, peer, address, receiver, events, metrics));
     sender
@@ -87,7 +85,7 @@ async fn outbound(
     identity: Identity,
     peer: u64,
     address: SocketAddr,
-    mut queue: mpsc::Receiver<RaftMessage>,
+    mut queue: mpsc::Receiver<PeerMessage>,
     events: mpsc::Sender<PeerEvent>,
     metrics: Arc<Metrics>,
 ) {
@@ -156,7 +154,7 @@ async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::R
 /// connection is known broken at once, not at the next failed write.
 async fn pump(
     stream: TcpStream,
-    queue: &mut mpsc::Receiver<RaftMessage>,
+    queue: &mut mpsc::Receiver<PeerMessage>,
     metrics: &Metrics,
 ) -> Option<()> {
     let (mut reader, mut writer) = stream.into_split();
@@ -172,7 +170,7 @@ async fn pump(
         let mut count = 0;
         while let Some(message) = next.take() {
             metrics.count_sent(message.kind());
-            if !put_frame_with(&mut buffer, |out| wire::encode(out, &message)) {
+            if !put_frame_with(&mut buffer, |out| peer_message::encode(out, &message)) {
                 tracing::warn!(
                     kind = message.kind(),
                     "dropped a message over the frame limit"
@@ -268,7 +266,7 @@ async fn inbound(
         if let Err(error) = read_frame(&mut stream, &mut buffer).await {
             break Err(error);
         }
-        let decoded = wire::decode(&buffer);
+        let decoded = peer_message::decode(&buffer);
         if buffer.capacity() > WRITE_BUFFER_KEPT_BYTES_MAX {
             buffer = Vec::new(); // A large frame grew it; give it back.
         }

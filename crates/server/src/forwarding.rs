@@ -1,0 +1,364 @@
+//! Client requests that reach a follower, carried to the leader over the
+//! peer connection instead of a second gRPC call (etcd's followers do the
+//! same through Raft).
+//!
+//! - **Writes.** The follower wraps the command in an [`envelope`] naming
+//!   itself and a request id, and sends it to the leader, which proposes it
+//!   as is. When the follower applies that entry it answers its client from
+//!   its own state machine: every member computes the same answer at the
+//!   same index, so nothing needs to travel back.
+//! - **Reads** (Raft thesis §6.4). The follower asks the leader for a read
+//!   index; the leader confirms its leadership with a heartbeat round and
+//!   names its commit index; the follower serves the read once it has
+//!   applied that index.
+//!
+//! A forwarded write whose leader changes before the follower applies it
+//! has an unknown outcome (the old leader may have replicated it): the
+//! client gets "leader changed", as etcd answers. Request ids start from
+//! the clock at boot, so an entry a previous incarnation forwarded, applied
+//! again after a restart, never matches a request of this one.
+
+use crate::client::ClientError;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::oneshot;
+
+/// Forwarded writes and reads waiting at once, at most; past it the
+/// follower falls back to forwarding the gRPC call.
+pub const FORWARDED_MAX: usize = 16_384;
+/// A forwarded request not answered within this is given up with an
+/// unknown outcome (etcd's default request timeout is 5 s).
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// First byte of an enveloped command. Commands of this project's state
+/// machines start with a tag below it; a local command that happens to
+/// start with it is enveloped too (with origin 0), so decoding is never
+/// ambiguous.
+const ENVELOPE_MARKER: u8 = 0xFE;
+/// Marker, origin and request id.
+const ENVELOPE_HEADER_BYTES: usize = 1 + 8 + 8;
+
+/// Where a write's answer goes.
+pub type WriteReply = oneshot::Sender<Result<Vec<u8>, ClientError>>;
+/// Where a read barrier's answer goes.
+pub type ReadReply = oneshot::Sender<Result<(), ClientError>>;
+
+/// `command` as forwarded by member `origin` under id `request`.
+pub fn envelope(origin: u64, request: u64, command: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ENVELOPE_HEADER_BYTES + command.len());
+    out.push(ENVELOPE_MARKER);
+    out.extend_from_slice(&origin.to_le_bytes());
+    out.extend_from_slice(&request.to_le_bytes());
+    out.extend_from_slice(command);
+    out
+}
+
+/// A local command as it goes into the log: as is, unless it could be
+/// mistaken for an envelope.
+pub fn local_command(command: Vec<u8>) -> Vec<u8> {
+    if command.first() == Some(&ENVELOPE_MARKER) {
+        envelope(0, 0, &command)
+    } else {
+        command
+    }
+}
+
+/// Splits a log entry's command into its forwarder (origin, request), if
+/// any, and the state machine's command.
+pub fn open(entry: &[u8]) -> (Option<(u64, u64)>, &[u8]) {
+    if entry.first() != Some(&ENVELOPE_MARKER) || entry.len() < ENVELOPE_HEADER_BYTES {
+        return (None, entry);
+    }
+    let origin = u64::from_le_bytes(entry[1..9].try_into().expect("8 bytes"));
+    let request = u64::from_le_bytes(entry[9..17].try_into().expect("8 bytes"));
+    let forwarded = (origin != 0).then_some((origin, request));
+    (forwarded, &entry[ENVELOPE_HEADER_BYTES..])
+}
+
+/// A request waiting for its leader.
+struct Waiting<R> {
+    /// The leader it was sent to.
+    leader: u64,
+    /// When it was sent.
+    sent: Instant,
+    /// Where the answer goes.
+    reply: R,
+}
+
+/// One member's forwarded requests: as a follower, those it sent and waits
+/// for; as a leader, the reads it confirms for followers.
+pub struct Forwarding {
+    /// This member.
+    me: u64,
+    /// Next request id.
+    next_request: u64,
+    /// Writes sent to a leader, by request id.
+    writes: BTreeMap<u64, Waiting<WriteReply>>,
+    /// Read-index requests sent to a leader, by request id.
+    reads: BTreeMap<u64, Waiting<ReadReply>>,
+    /// Leader side: the core's read id of a follower's read → (follower,
+    /// its request id).
+    remote_reads: BTreeMap<u64, (u64, u64)>,
+    /// The leader known at the last [`Forwarding::expire`].
+    known_leader: Option<u64>,
+}
+
+/// Ids of the requests `stale` picks.
+fn ids_where<R>(
+    requests: &BTreeMap<u64, Waiting<R>>,
+    stale: impl Fn(&Waiting<R>) -> bool,
+) -> Vec<u64> {
+    requests
+        .iter()
+        .filter(|(_, waiting)| stale(waiting))
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+impl Forwarding {
+    /// Nothing forwarded yet; ids start from the clock (see the module doc).
+    pub fn new(me: u64) -> Self {
+        let boot_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(1, |d| d.as_micros() as u64);
+        Forwarding {
+            me,
+            next_request: boot_us.max(1),
+            writes: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            remote_reads: BTreeMap::new(),
+            known_leader: None,
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.writes.len() + self.reads.len() >= FORWARDED_MAX
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_request;
+        self.next_request += 1;
+        id
+    }
+
+    /// Registers a write for `leader`; returns the request id and the
+    /// enveloped command to send, or gives `reply` back when full.
+    pub fn write(
+        &mut self,
+        leader: u64,
+        command: &[u8],
+        reply: WriteReply,
+    ) -> Result<(u64, Vec<u8>), WriteReply> {
+        if self.full() {
+            return Err(reply);
+        }
+        let request = self.take_id();
+        let sent = Instant::now();
+        self.writes.insert(
+            request,
+            Waiting {
+                leader,
+                sent,
+                reply,
+            },
+        );
+        Ok((request, envelope(self.me, request, command)))
+    }
+
+    /// Registers a read barrier for `leader`; returns the request id, or
+    /// gives `reply` back when full.
+    pub fn read(&mut self, leader: u64, reply: ReadReply) -> Result<u64, ReadReply> {
+        if self.full() {
+            return Err(reply);
+        }
+        let request = self.take_id();
+        let sent = Instant::now();
+        self.reads.insert(
+            request,
+            Waiting {
+                leader,
+                sent,
+                reply,
+            },
+        );
+        Ok(request)
+    }
+
+    /// A write whose send failed: its reply, to answer otherwise.
+    pub fn unsent_write(&mut self, request: u64) -> Option<WriteReply> {
+        self.writes.remove(&request).map(|w| w.reply)
+    }
+
+    /// A read whose send failed: its reply, to answer otherwise.
+    pub fn unsent_read(&mut self, request: u64) -> Option<ReadReply> {
+        self.reads.remove(&request).map(|r| r.reply)
+    }
+
+    /// An applied entry carried `forwarded`: the reply waiting for it, if
+    /// this member forwarded it in this incarnation.
+    pub fn applied(&mut self, forwarded: Option<(u64, u64)>) -> Option<WriteReply> {
+        let (origin, request) = forwarded?;
+        if origin != self.me {
+            return None;
+        }
+        self.writes.remove(&request).map(|w| w.reply)
+    }
+
+    /// The leader refused write `request`.
+    pub fn write_refused(&mut self, request: u64, leader: u64, busy: bool) {
+        if let Some(write) = self.writes.remove(&request) {
+            let error = if busy {
+                ClientError::Busy
+            } else {
+                ClientError::NotLeader {
+                    leader: (leader != 0).then_some(leader),
+                }
+            };
+            let _ = write.reply.send(Err(error));
+        }
+    }
+
+    /// The leader confirmed read `request` at `index`: its reply, to
+    /// release once `index` is applied here.
+    pub fn read_confirmed(&mut self, request: u64) -> Option<ReadReply> {
+        self.reads.remove(&request).map(|r| r.reply)
+    }
+
+    /// The leader could not confirm read `request`.
+    pub fn read_refused(&mut self, request: u64, leader: u64) {
+        if let Some(read) = self.reads.remove(&request) {
+            let _ = read.reply.send(Err(ClientError::NotLeader {
+                leader: (leader != 0).then_some(leader),
+            }));
+        }
+    }
+
+    /// Leader side: the core's read `id` serves follower `origin`'s
+    /// `request`.
+    pub fn serve_remote_read(&mut self, id: u64, origin: u64, request: u64) {
+        assert!(
+            self.remote_reads.insert(id, (origin, request)).is_none(),
+            "read ids are unique"
+        );
+    }
+
+    /// Leader side: the follower and request behind the core's read `id`.
+    pub fn remote_read(&mut self, id: u64) -> Option<(u64, u64)> {
+        self.remote_reads.remove(&id)
+    }
+
+    /// Answers what can no longer be answered normally: requests sent to
+    /// a leader other than `leader` (when a leader is known), and requests
+    /// older than [`FORWARD_TIMEOUT`]. Writes get "leader changed" or
+    /// "timed out" (their outcome is unknown); reads get "not the leader"
+    /// (safe to retry). Cheap when nothing changed: ids grow with time, so
+    /// only the oldest requests are looked at unless the leader changed.
+    pub fn expire(&mut self, leader: Option<u64>, now: Instant) {
+        if let Some(current) = leader.filter(|l| Some(*l) != self.known_leader) {
+            for id in ids_where(&self.writes, |w| w.leader != current) {
+                let write = self.writes.remove(&id).expect("listed");
+                let _ = write.reply.send(Err(ClientError::LeaderChanged));
+            }
+            for id in ids_where(&self.reads, |r| r.leader != current) {
+                let read = self.reads.remove(&id).expect("listed");
+                let _ = read.reply.send(Err(ClientError::NotLeader { leader }));
+            }
+        }
+        if leader.is_some() {
+            self.known_leader = leader;
+        }
+        let old = |sent: Instant| now.duration_since(sent) >= FORWARD_TIMEOUT;
+        while let Some(entry) = self.writes.first_entry() {
+            if !old(entry.get().sent) {
+                break;
+            }
+            let _ = entry.remove().reply.send(Err(ClientError::TimedOut));
+        }
+        while let Some(entry) = self.reads.first_entry() {
+            if !old(entry.get().sent) {
+                break;
+            }
+            let _ = entry
+                .remove()
+                .reply
+                .send(Err(ClientError::NotLeader { leader }));
+        }
+    }
+
+    /// The state machine was replaced by a snapshot: writes it may cover
+    /// can no longer be answered from an apply.
+    pub fn restored(&mut self) {
+        for (_, write) in std::mem::take(&mut self.writes) {
+            let _ = write.reply.send(Err(ClientError::TimedOut));
+        }
+    }
+
+    /// Leader side: reads this member no longer leads for.
+    pub fn forget_remote_reads(&mut self) {
+        self.remote_reads.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelopes_name_their_forwarder_and_local_commands_stay_unambiguous() {
+        let wrapped = envelope(3, 77, b"\x01put");
+        assert_eq!(open(&wrapped), (Some((3, 77)), &b"\x01put"[..]));
+        assert_eq!(open(b"\x01put"), (None, &b"\x01put"[..]));
+        let odd = local_command(vec![ENVELOPE_MARKER, 1, 2]);
+        assert_eq!(open(&odd), (None, &[ENVELOPE_MARKER, 1, 2][..]));
+        assert_eq!(local_command(b"\x01x".to_vec()), b"\x01x".to_vec());
+    }
+
+    #[test]
+    fn a_write_is_answered_once_by_the_apply_that_carries_it() {
+        let mut forwarding = Forwarding::new(2);
+        let (reply, mut answer) = oneshot::channel();
+        let (request, command) = forwarding.write(1, b"\x01put", reply).ok().unwrap();
+        let (forwarded, inner) = open(&command);
+        assert_eq!(inner, b"\x01put");
+        // Another member's forward, or a stale id, answers nobody.
+        assert!(forwarding.applied(Some((3, request))).is_none());
+        assert!(forwarding.applied(Some((2, request + 1))).is_none());
+        let reply = forwarding.applied(forwarded).expect("waiting");
+        reply.send(Ok(b"ok".to_vec())).unwrap();
+        assert_eq!(answer.try_recv().unwrap(), Ok(b"ok".to_vec()));
+        assert!(forwarding.applied(forwarded).is_none(), "answered once");
+    }
+
+    #[test]
+    fn a_leader_change_gives_pending_writes_an_unknown_outcome() {
+        let mut forwarding = Forwarding::new(2);
+        let (reply, mut answer) = oneshot::channel();
+        forwarding.write(1, b"\x01put", reply).ok().unwrap();
+        let (reply, mut read) = oneshot::channel();
+        forwarding.read(1, reply).ok().unwrap();
+        let now = Instant::now();
+        forwarding.expire(Some(1), now);
+        assert!(answer.try_recv().is_err(), "same leader: still waiting");
+        forwarding.expire(Some(3), now);
+        assert_eq!(answer.try_recv().unwrap(), Err(ClientError::LeaderChanged));
+        assert_eq!(
+            read.try_recv().unwrap(),
+            Err(ClientError::NotLeader { leader: Some(3) })
+        );
+    }
+
+    #[test]
+    fn old_requests_time_out_and_the_table_is_bounded() {
+        let mut forwarding = Forwarding::new(2);
+        let (reply, mut answer) = oneshot::channel();
+        forwarding.write(1, b"\x01put", reply).ok().unwrap();
+        forwarding.expire(Some(1), Instant::now() + FORWARD_TIMEOUT);
+        assert_eq!(answer.try_recv().unwrap(), Err(ClientError::TimedOut));
+        for _ in 0..FORWARDED_MAX {
+            let (reply, _answer) = oneshot::channel();
+            assert!(forwarding.read(1, reply).is_ok());
+        }
+        let (reply, _answer) = oneshot::channel();
+        assert!(forwarding.write(1, b"x", reply).is_err(), "full");
+    }
+}

@@ -1,0 +1,225 @@
+//! What members send each other: Raft's messages, and the client requests
+//! a follower hands to its leader over the same connection (see
+//! [`crate::forwarding`]).
+//!
+//! On the wire a Raft message keeps its own encoding ([`crate::wire`]);
+//! the forwarding kinds use kind bytes above every Raft kind, so one frame
+//! is still one message with a kind byte first.
+
+use crate::wire;
+use bellwether_core::raft::RaftMessage;
+use bellwether_core::{LogIndex, Message};
+use bellwether_storage::codec::{put_len, put_u64, put_u8, Malformed, Reader};
+
+const PROPOSE: u8 = 32;
+const PROPOSE_REFUSED: u8 = 33;
+const READ_INDEX: u8 = 34;
+const READ_INDEX_CONFIRMED: u8 = 35;
+const READ_INDEX_REFUSED: u8 = 36;
+
+/// One message between members.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerMessage {
+    /// A Raft message, for the core.
+    Raft(RaftMessage),
+    /// A client request forwarded between a follower and its leader.
+    Forward(Forward),
+}
+
+/// Client requests forwarded from a follower to the leader, and the
+/// leader's answers. A write's result is not sent back: the follower reads
+/// it off its own state machine when it applies the entry, which carries
+/// the follower's id and `request` (see [`crate::forwarding::envelope`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Forward {
+    /// Follower to leader: propose `command` (already enveloped).
+    Propose {
+        /// The follower's request id.
+        request: u64,
+        /// The log entry's command bytes.
+        command: Vec<u8>,
+    },
+    /// Leader to follower: the write was not proposed (not the leader any
+    /// more, or too busy).
+    ProposeRefused {
+        /// The follower's request id.
+        request: u64,
+        /// The leader the refusing member knows, if any (0: none).
+        leader: u64,
+        /// True when refused for back-pressure rather than leadership.
+        busy: bool,
+    },
+    /// Follower to leader: confirm leadership and name a read index
+    /// (Raft thesis §6.4, reads from followers).
+    ReadIndex {
+        /// The follower's request id.
+        request: u64,
+    },
+    /// Leader to follower: reading once `index` is applied is linearizable.
+    ReadIndexConfirmed {
+        /// The follower's request id.
+        request: u64,
+        /// The leader's commit index when the read arrived, confirmed by a
+        /// quorum afterwards.
+        index: LogIndex,
+    },
+    /// Leader to follower: the read could not be confirmed.
+    ReadIndexRefused {
+        /// The follower's request id.
+        request: u64,
+        /// The leader the refusing member knows, if any (0: none).
+        leader: u64,
+    },
+}
+
+impl PeerMessage {
+    /// The kind, for the messages-sent metric.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PeerMessage::Raft(message) => message.kind(),
+            PeerMessage::Forward(Forward::Propose { .. }) => "forward_propose",
+            PeerMessage::Forward(Forward::ProposeRefused { .. }) => "forward_propose_refused",
+            PeerMessage::Forward(Forward::ReadIndex { .. }) => "forward_read_index",
+            PeerMessage::Forward(Forward::ReadIndexConfirmed { .. }) => {
+                "forward_read_index_confirmed"
+            }
+            PeerMessage::Forward(Forward::ReadIndexRefused { .. }) => "forward_read_index_refused",
+        }
+    }
+}
+
+/// Appends `message` to `out`.
+pub fn encode(out: &mut Vec<u8>, message: &PeerMessage) {
+    let forward = match message {
+        PeerMessage::Raft(message) => return wire::encode(out, message),
+        PeerMessage::Forward(forward) => forward,
+    };
+    match forward {
+        Forward::Propose { request, command } => {
+            put_u8(out, PROPOSE);
+            put_u64(out, *request);
+            put_len(out, command.len());
+            out.extend_from_slice(command);
+        }
+        Forward::ProposeRefused {
+            request,
+            leader,
+            busy,
+        } => {
+            put_u8(out, PROPOSE_REFUSED);
+            put_u64(out, *request);
+            put_u64(out, *leader);
+            put_u8(out, u8::from(*busy));
+        }
+        Forward::ReadIndex { request } => {
+            put_u8(out, READ_INDEX);
+            put_u64(out, *request);
+        }
+        Forward::ReadIndexConfirmed { request, index } => {
+            put_u8(out, READ_INDEX_CONFIRMED);
+            put_u64(out, *request);
+            put_u64(out, index.0);
+        }
+        Forward::ReadIndexRefused { request, leader } => {
+            put_u8(out, READ_INDEX_REFUSED);
+            put_u64(out, *request);
+            put_u64(out, *leader);
+        }
+    }
+}
+
+/// Decodes one message; every byte must be used.
+pub fn decode(bytes: &[u8]) -> Result<PeerMessage, Malformed> {
+    let Some(kind) = bytes.first() else {
+        return Err(Malformed("empty message".into()));
+    };
+    if *kind < PROPOSE {
+        return wire::decode(bytes).map(PeerMessage::Raft);
+    }
+    let mut r = Reader::new(bytes);
+    r.u8("message kind")?;
+    let request = r.u64("request")?;
+    let forward = match *kind {
+        PROPOSE => {
+            let len = r.u32("command length")? as usize;
+            Forward::Propose {
+                request,
+                command: r.take(len, "command")?.to_vec(),
+            }
+        }
+        PROPOSE_REFUSED => Forward::ProposeRefused {
+            request,
+            leader: r.u64("leader")?,
+            busy: match r.u8("busy")? {
+                0 => false,
+                1 => true,
+                other => return Err(Malformed(format!("busy: {other} is not a boolean"))),
+            },
+        },
+        READ_INDEX => Forward::ReadIndex { request },
+        READ_INDEX_CONFIRMED => Forward::ReadIndexConfirmed {
+            request,
+            index: LogIndex(r.u64("index")?),
+        },
+        READ_INDEX_REFUSED => Forward::ReadIndexRefused {
+            request,
+            leader: r.u64("leader")?,
+        },
+        other => return Err(Malformed(format!("unknown message kind {other}"))),
+    };
+    r.finish("forwarded request")?;
+    Ok(PeerMessage::Forward(forward))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellwether_core::Term;
+
+    #[test]
+    fn forwarding_messages_round_trip_and_raft_messages_pass_through() {
+        let messages = [
+            PeerMessage::Raft(RaftMessage::TimeoutNow { term: Term(4) }),
+            PeerMessage::Forward(Forward::Propose {
+                request: 7,
+                command: b"put".to_vec(),
+            }),
+            PeerMessage::Forward(Forward::ProposeRefused {
+                request: 7,
+                leader: 2,
+                busy: true,
+            }),
+            PeerMessage::Forward(Forward::ReadIndex { request: 8 }),
+            PeerMessage::Forward(Forward::ReadIndexConfirmed {
+                request: 8,
+                index: LogIndex(41),
+            }),
+            PeerMessage::Forward(Forward::ReadIndexRefused {
+                request: 8,
+                leader: 0,
+            }),
+        ];
+        for message in messages {
+            let mut bytes = Vec::new();
+            encode(&mut bytes, &message);
+            assert_eq!(decode(&bytes).unwrap(), message);
+            assert!(
+                decode(&bytes[..bytes.len() - 1]).is_err(),
+                "truncated {message:?} is refused"
+            );
+            bytes.push(0);
+            assert!(decode(&bytes).is_err(), "trailing byte after {message:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_refused_not_panicked_on() {
+        assert!(decode(&[]).is_err());
+        assert!(decode(&[PROPOSE, 1]).is_err());
+        assert!(decode(&[99, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        let mut huge = vec![PROPOSE];
+        huge.extend_from_slice(&1u64.to_le_bytes());
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode(&huge).is_err(), "a length past the frame is refused");
+    }
+}
