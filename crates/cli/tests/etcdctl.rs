@@ -77,3 +77,109 @@ fn etcdctl_put_get_del_and_txn_work_through_any_member() {
         "three members: {out}"
     );
 }
+
+/// The rest of issue 5's KV list through the real etcdctl: sorted gets,
+/// reads at an older revision, prefix deletes, and txns on version,
+/// create and mod revisions taking their failure branch as well as their
+/// success branch.
+#[test]
+fn etcdctl_sort_rev_prefix_delete_and_txn_branches() {
+    if !common::etcdctl::installed() {
+        return;
+    }
+    let mut cluster = Cluster::start("etcdctl-kv-more", 3, 50, 300);
+    let all = cluster.all();
+    cluster.wait_leader(&all, Duration::from_secs(10));
+    let every = cluster.client_endpoints();
+    let ok = |args: &[&str]| {
+        let (ok, out) = etcdctl(&every, args, None);
+        assert!(ok, "etcdctl {args:?}: {out}");
+        out
+    };
+    // Written in the order b, c, a: key order and modification order differ.
+    for (key, value) in [("s/b", "2"), ("s/c", "3"), ("s/a", "1")] {
+        ok(&["put", key, value]);
+    }
+    let keys = |out: String| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with("s/"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        keys(ok(&[
+            "get",
+            "s/",
+            "--prefix",
+            "--sort-by=KEY",
+            "--order=DESCEND"
+        ])),
+        ["s/c", "s/b", "s/a"]
+    );
+    assert_eq!(
+        keys(ok(&[
+            "get",
+            "s/",
+            "--prefix",
+            "--sort-by=MODIFY",
+            "--order=ASCEND"
+        ])),
+        ["s/b", "s/c", "s/a"]
+    );
+    assert_eq!(
+        keys(ok(&[
+            "get",
+            "s/",
+            "--prefix",
+            "--sort-by=VALUE",
+            "--order=DESCEND",
+            "--limit=2"
+        ])),
+        ["s/c", "s/b"]
+    );
+    // --rev reads the value a key had at that revision.
+    let json = ok(&["get", "s/a", "-w", "json"]);
+    let first: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let first_revision = first["header"]["revision"].as_i64().expect("revision");
+    ok(&["put", "s/a", "changed"]);
+    let old = ok(&["get", "s/a", "--rev", &first_revision.to_string()]);
+    assert_eq!(old.lines().collect::<Vec<_>>(), ["s/a", "1"]);
+    let now = ok(&["get", "s/a"]);
+    assert_eq!(now.lines().collect::<Vec<_>>(), ["s/a", "changed"]);
+    // Txn: compares on version, create and mod revision.
+    let txn = |script: &str| {
+        let (ok, out) = etcdctl(&every, &["txn"], Some(script));
+        assert!(ok, "txn {script:?}: {out}");
+        out
+    };
+    let create_a = {
+        let json = ok(&["get", "s/a", "-w", "json"]);
+        let read: serde_json::Value = serde_json::from_str(&json).expect("json");
+        read["kvs"][0]["create_revision"].as_i64().expect("create")
+    };
+    let success = txn(&format!(
+        "version(\"s/a\") = \"2\"\ncreate(\"s/a\") = \"{create_a}\"\nmod(\"s/b\") < \"{first_revision}\"\n\nput t/branch success\n\nput t/branch failure\n\n"
+    ));
+    assert!(success.starts_with("SUCCESS"), "{success}");
+    let failure =
+        txn("version(\"s/a\") = \"9\"\n\nput t/branch success\n\nput t/branch failure\n\n");
+    assert!(failure.starts_with("FAILURE"), "{failure}");
+    assert_eq!(
+        ok(&["get", "t/branch"]).lines().collect::<Vec<_>>(),
+        ["t/branch", "failure"]
+    );
+    // A create compare on a missing key (create revision 0) and a failing
+    // mod compare.
+    let missing = txn(
+        "create(\"s/none\") = \"0\"\nmod(\"s/a\") > \"100000\"\n\nput t/x yes\n\nput t/x no\n\n",
+    );
+    assert!(missing.starts_with("FAILURE"), "{missing}");
+    // del --prefix removes every key under the prefix and nothing else.
+    let deleted = ok(&["del", "s/", "--prefix"]);
+    assert_eq!(deleted.trim(), "3");
+    assert!(keys(ok(&["get", "s/", "--prefix"])).is_empty());
+    assert_eq!(
+        ok(&["get", "t/branch"]).lines().collect::<Vec<_>>(),
+        ["t/branch", "failure"]
+    );
+}
