@@ -98,8 +98,7 @@ const GRPC_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 /// Runs one member.
 pub fn execute(args: NodeArgs) -> Result<ExitCode> {
     let config = args.resolve()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the runtime")?;

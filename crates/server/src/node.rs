@@ -81,7 +81,8 @@ pub struct NodeHandles {
 pub struct Node {
     config: NodeConfig,
     raft: RaftNode,
-    wal: WalStorage,
+    /// The write-ahead log; lent to a blocking thread during each fsync.
+    wal: Option<WalStorage>,
     peer_listener: Option<TcpListener>,
     metrics: Arc<Metrics>,
     status_tx: watch::Sender<NodeStatus>,
@@ -190,7 +191,7 @@ impl Node {
         Ok(Node {
             config,
             raft,
-            wal,
+            wal: Some(wal),
             peer_listener: Some(peer_listener),
             metrics,
             status_tx,
@@ -295,7 +296,7 @@ impl Node {
                     Err(_) => break,
                 }
             }
-            self.process_ready()?;
+            self.process_ready().await?;
             tracker.publish(&self.raft, &self.metrics, &self.status_tx);
             if let Some(deadline) = handover_deadline {
                 if self.raft.status().role != Role::Leader || Instant::now() >= deadline {
@@ -391,7 +392,7 @@ impl Node {
     /// below completes before this loop steps any answer to those messages
     /// into the core (the core counts the leader at its last index). Every
     /// answer and vote, which does claim durability, waits for the fsync.
-    fn process_ready(&mut self) -> Result<(), NodeError> {
+    async fn process_ready(&mut self) -> Result<(), NodeError> {
         while self.raft.has_ready() {
             let ready = self.raft.ready();
             let (early, late): (Vec<_>, Vec<_>) = ready
@@ -400,11 +401,7 @@ impl Node {
                 .partition(|envelope| sendable_before_persist(&envelope.message));
             send_all(&self.outbound, early);
             if let Some(persist) = ready.persist {
-                let result = tokio::task::block_in_place(|| persist_to(&mut self.wal, persist));
-                result.map_err(|error| NodeError::Persist {
-                    path: self.config.data_dir.display().to_string(),
-                    error,
-                })?;
+                self.persist(persist).await?;
             }
             send_all(&self.outbound, late);
             for output in ready.output {
@@ -417,6 +414,26 @@ impl Node {
         // applied here, with nothing for the core to do.
         self.release_confirmed_reads();
         Ok(())
+    }
+
+    /// Writes and fsyncs `persist` on a blocking thread. The loop waits
+    /// for it (what it persists must be durable before the messages and
+    /// output that depend on it), but the runtime's other tasks, the gRPC
+    /// services among them, keep running meanwhile, and requests that
+    /// arrive wait in the queue for the next batch (group commit).
+    async fn persist(&mut self, persist: RaftPersist) -> Result<(), NodeError> {
+        let mut wal = self.wal.take().expect("the log is back after every fsync");
+        let (wal, result) = tokio::task::spawn_blocking(move || {
+            let result = persist_to(&mut wal, persist);
+            (wal, result)
+        })
+        .await
+        .expect("persisting does not panic");
+        self.wal = Some(wal);
+        result.map_err(|error| NodeError::Persist {
+            path: self.config.data_dir.display().to_string(),
+            error,
+        })
     }
 
     fn handle_request(&mut self, request: ClientRequest) {

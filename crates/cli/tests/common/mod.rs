@@ -86,7 +86,10 @@ impl Cluster {
             dir,
             nodes,
             net,
-            http_base: 20_000 + net as u16 * 100,
+            // Below the kernel's ephemeral range (32768 and up): a member's
+            // listener on 127.0.0.1 must never find its port taken as the
+            // source port of some other test's connection.
+            http_base: 10_000 + net as u16 * 100,
             peer_port: 7000,
             heartbeat_ms,
             election_ms,
