@@ -37,6 +37,12 @@ const SNAPSHOT_EVERY_ENTRIES_MIN: u64 = 10_000;
 /// ... and always after this many, whatever their size: bounds the log
 /// kept in memory and replayed on restart.
 const SNAPSHOT_EVERY_ENTRIES_MAX: u64 = 1_000_000;
+/// A leader holds a snapshot back from compacting its log until every
+/// follower has the entries it covers, so a follower a few in-flight
+/// appends behind is not sent a whole snapshot (and its clients' forwarded
+/// writes are not lost with the entries). A follower this many entries
+/// behind, or gone, no longer holds compaction back.
+const SNAPSHOT_HOLD_ENTRIES_MAX: u64 = 10_000;
 
 type ProposeReply = tokio::sync::oneshot::Sender<Result<Vec<u8>, ClientError>>;
 type ReadReply = tokio::sync::oneshot::Sender<Result<(), ClientError>>;
@@ -111,6 +117,9 @@ pub struct Node {
     snapshot_bytes: u64,
     /// Bytes of commands applied since the last snapshot.
     applied_bytes_since_snapshot: u64,
+    /// A snapshot taken but not yet compacted into the log (see
+    /// [`SNAPSHOT_HOLD_ENTRIES_MAX`]): its index and data.
+    held_snapshot: Option<(LogIndex, Vec<u8>)>,
     /// Queues to the other members' connections (set by `run`).
     outbound: BTreeMap<u64, mpsc::Sender<PeerMessage>>,
     /// Writes and reads forwarded to the leader, or served for followers.
@@ -207,6 +216,7 @@ impl Node {
             snapshot_index,
             snapshot_bytes,
             applied_bytes_since_snapshot: 0,
+            held_snapshot: None,
             outbound: BTreeMap::new(),
             forwarding,
         })
@@ -631,21 +641,46 @@ impl Node {
     /// stays below about the snapshot's size (or the minimum interval).
     fn maybe_snapshot(&mut self) {
         let applied = self.raft.applied_index();
-        let entries = applied.0.saturating_sub(self.snapshot_index.0);
-        let due = entries >= SNAPSHOT_EVERY_ENTRIES_MAX
-            || (entries >= SNAPSHOT_EVERY_ENTRIES_MIN
-                && self.applied_bytes_since_snapshot >= self.snapshot_bytes);
-        if !due {
-            return;
-        }
-        let data = self.machine.snapshot();
-        let bytes = data.len() as u64;
-        if self.raft.compact(applied, data).is_ok() {
-            tracing::debug!(index = applied.0, bytes, entries, "snapshot taken");
-            self.snapshot_index = applied;
-            self.snapshot_bytes = bytes;
+        if self.held_snapshot.is_none() {
+            let entries = applied.0.saturating_sub(self.snapshot_index.0);
+            let due = entries >= SNAPSHOT_EVERY_ENTRIES_MAX
+                || (entries >= SNAPSHOT_EVERY_ENTRIES_MIN
+                    && self.applied_bytes_since_snapshot >= self.snapshot_bytes);
+            if !due {
+                return;
+            }
+            self.held_snapshot = Some((applied, self.machine.snapshot()));
             self.applied_bytes_since_snapshot = 0;
         }
+        let index = self.held_snapshot.as_ref().expect("held above").0;
+        let waited = applied.0 - index.0;
+        if !self.followers_hold(index) && waited < SNAPSHOT_HOLD_ENTRIES_MAX {
+            return;
+        }
+        let (index, data) = self.held_snapshot.take().expect("held above");
+        let bytes = data.len() as u64;
+        if self.raft.compact(index, data).is_ok() {
+            tracing::debug!(index = index.0, bytes, waited, "snapshot taken");
+            self.snapshot_index = index;
+            self.snapshot_bytes = bytes;
+        }
+    }
+
+    /// True unless this member leads and some follower lacks entries up to
+    /// `index`.
+    fn followers_hold(&self, index: LogIndex) -> bool {
+        if self.raft.status().role != Role::Leader {
+            return true;
+        }
+        self.config
+            .peers
+            .keys()
+            .filter(|id| **id != self.config.id)
+            .all(|id| {
+                self.raft
+                    .progress(NodeId(*id))
+                    .is_none_or(|p| p.match_index >= index)
+            })
     }
 }
 
