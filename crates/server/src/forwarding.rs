@@ -103,6 +103,19 @@ pub struct Forwarding {
     known_leader: Option<u64>,
 }
 
+/// Records `request`, sent to `leader` now, waiting to answer `reply`.
+fn wait<R>(requests: &mut BTreeMap<u64, Waiting<R>>, request: u64, leader: u64, reply: R) {
+    let waiting = Waiting {
+        leader,
+        sent: Instant::now(),
+        reply,
+    };
+    assert!(
+        requests.insert(request, waiting).is_none(),
+        "request ids are unique"
+    );
+}
+
 /// Ids of the requests `stale` picks.
 fn ids_where<R>(
     requests: &BTreeMap<u64, Waiting<R>>,
@@ -153,15 +166,7 @@ impl Forwarding {
             return Err(reply);
         }
         let request = self.take_id();
-        let sent = Instant::now();
-        self.writes.insert(
-            request,
-            Waiting {
-                leader,
-                sent,
-                reply,
-            },
-        );
+        wait(&mut self.writes, request, leader, reply);
         Ok((request, envelope(self.me, request, command)))
     }
 
@@ -172,15 +177,7 @@ impl Forwarding {
             return Err(reply);
         }
         let request = self.take_id();
-        let sent = Instant::now();
-        self.reads.insert(
-            request,
-            Waiting {
-                leader,
-                sent,
-                reply,
-            },
-        );
+        wait(&mut self.reads, request, leader, reply);
         Ok(request)
     }
 

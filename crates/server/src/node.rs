@@ -278,6 +278,10 @@ impl Node {
                     self.raft.tick();
                     let leader = self.raft.status().leader.map(|l| l.0);
                     self.forwarding.expire(leader, Instant::now());
+                    // A confirmed read waits for this member to apply its
+                    // index, which a cut-off follower may never do: forget
+                    // the reads whose callers gave up, so they cannot pile up.
+                    self.confirmed_reads.retain(|(_, reply)| !reply.is_closed());
                 }
                 Some(request) = requests.recv() => self.handle_request(request),
                 event = events.recv() => match event {
