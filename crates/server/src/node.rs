@@ -253,7 +253,7 @@ impl Node {
             self.metrics.clone(),
         ));
         let mut outbound = BTreeMap::new();
-        for (id, address) in &self.config.peers.clone() {
+        for (id, address) in &self.config.peers {
             if *id != self.config.id {
                 let queue = transport::spawn_outbound(
                     identity.clone(),
@@ -352,8 +352,7 @@ impl Node {
                 }
             },
             Forward::ReadIndex { request } => {
-                let id = self.next_read_id;
-                self.next_read_id += 1;
+                let id = self.take_read_id();
                 match self.raft.read_index(id) {
                     Ok(()) => self.forwarding.serve_remote_read(id, from, request),
                     Err(_) => {
@@ -488,10 +487,16 @@ impl Node {
         }
     }
 
-    /// Starts a ReadIndex read for a local client.
-    fn read_here(&mut self, reply: ReadReply) {
+    /// A fresh id for a ReadIndex read.
+    fn take_read_id(&mut self) -> u64 {
         let id = self.next_read_id;
         self.next_read_id += 1;
+        id
+    }
+
+    /// Starts a ReadIndex read for a local client.
+    fn read_here(&mut self, reply: ReadReply) {
+        let id = self.take_read_id();
         match self.raft.read_index(id) {
             Ok(()) => {
                 self.reads.insert(id, reply);
@@ -559,10 +564,15 @@ impl Node {
                         self.applied_bytes_since_snapshot += command.len() as u64;
                         let (forwarded, command) = forwarding::open(command);
                         let answer = self.machine.apply(entry.index, command);
-                        if let Some(reply) = self.forwarding.applied(forwarded) {
-                            let _ = reply.send(Ok(answer.clone()));
+                        // A write this member forwarded is never also one of
+                        // its local proposals: the answer goes to its client.
+                        match self.forwarding.applied(forwarded) {
+                            Some(reply) => {
+                                let _ = reply.send(Ok(answer));
+                                None
+                            }
+                            None => Some(answer),
                         }
-                        Some(answer)
                     }
                     _ => None,
                 };

@@ -176,25 +176,22 @@ impl RaftNode {
     pub(super) fn send_commit_notices(&mut self) {
         assert_eq!(self.role, Role::Leader, "only a leader commits");
         let last = self.log.last_index();
+        let commit = self.commit.min(last);
         for peer in self.replicas() {
-            let Some(progress) = self.progress.get(&peer) else {
+            let Some(progress) = self.progress.get_mut(&peer) else {
                 continue;
             };
-            let commit = self.commit.min(last);
             let lacks_it = progress.commit_sent < commit;
             if lacks_it
                 && progress.match_index == last
                 && progress.state == ReplicationState::Replicate
             {
+                progress.commit_sent = commit;
                 let notice = RaftMessage::Heartbeat {
                     term: self.term,
                     commit,
                     round: 0,
                 };
-                self.progress
-                    .get_mut(&peer)
-                    .expect("looked up above")
-                    .commit_sent = commit;
                 self.send(peer, notice);
             }
         }
