@@ -169,10 +169,7 @@ pub fn nets(base_port: u16) -> (u8, u8) {
 pub fn run(settings: &CompareSettings) -> Result<CompareReport> {
     let interrupted = watch_for_interruption();
     let mut scratch = ScratchDir::create(settings.dir.as_deref())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = load::runtime()?;
     let measured = measure_both(settings, &scratch.path, &runtime, &interrupted);
     measured.map_err(|error| {
         scratch.keep_logs = true;

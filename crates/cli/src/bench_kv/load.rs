@@ -14,18 +14,19 @@
 //!   key it returned: two round trips, timed together. Before the loop each
 //!   client is granted one lease (not timed), which every campaign uses.
 
+use super::grpc_connection::{frame, GrpcConnection};
 use anyhow::{bail, Context, Result};
 use bellwether_api::etcdserverpb::{
-    kv_client::KvClient, lease_client::LeaseClient, LeaseGrantRequest, PutRequest, RangeRequest,
+    LeaseGrantRequest, LeaseGrantResponse, PutRequest, PutResponse, RangeRequest, RangeResponse,
 };
 use bellwether_api::v3electionpb::{
-    election_client::ElectionClient, CampaignRequest, ResignRequest,
+    CampaignRequest, CampaignResponse, ResignRequest, ResignResponse,
 };
+use bytes::Bytes;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tonic::transport::Channel;
 
 /// TTL of the leases granted by `lease`; `campaign` adds it to what is left
 /// of the run (see [`campaign_lease_ttl`]), so no campaign's lease expires
@@ -223,11 +224,21 @@ struct Window {
     deadline: Instant,
 }
 
+/// The runtime the load runs on: one thread. On a machine whose cores the
+/// client shares with the servers it measures, one thread spends the least
+/// CPU per request (no wake-ups across threads), and it is not the limit:
+/// with [`GrpcConnection`] a request costs it a few microseconds.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
 /// Runs `spec`; fails (after stopping every client) when `interrupted` is
 /// set.
 pub async fn run(spec: &LoadSpec, interrupted: Arc<AtomicBool>) -> Result<KvReport> {
     spec.validate()?;
-    let channels = connect(spec).await?;
+    let connections = connect(spec).await?;
     let run_tag = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -239,13 +250,13 @@ pub async fn run(spec: &LoadSpec, interrupted: Arc<AtomicBool>) -> Result<KvRepo
     };
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..spec.clients {
-        let channel = channels[c % channels.len()].clone();
+        let connection = connections[c % connections.len()].clone();
         let (op, value_bytes) = (spec.op, spec.value_bytes);
         let flag = interrupted.clone();
         let name = format!("bench-election/{run_tag}/{c}").into_bytes();
-        tasks.spawn(
-            async move { client_loop(op, c, channel, value_bytes, name, window, flag).await },
-        );
+        tasks.spawn(async move {
+            client_loop(op, c, connection, value_bytes, name, window, flag).await
+        });
     }
     let mut results = Vec::with_capacity(spec.clients);
     loop {
@@ -271,34 +282,46 @@ pub async fn run(spec: &LoadSpec, interrupted: Arc<AtomicBool>) -> Result<KvRepo
     Ok(summarize(spec, results, elapsed))
 }
 
-async fn connect(spec: &LoadSpec) -> Result<Vec<Channel>> {
-    let mut channels = Vec::with_capacity(spec.conns);
+async fn connect(spec: &LoadSpec) -> Result<Vec<GrpcConnection>> {
+    let mut connections = Vec::with_capacity(spec.conns);
     for i in 0..spec.conns {
         let endpoint = &spec.endpoints[i % spec.endpoints.len()];
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))?
-            .tcp_nodelay(true)
-            .timeout(REQUEST_TIMEOUT)
-            .connect()
-            .await
-            .with_context(|| format!("cannot connect to {endpoint}"))?;
-        channels.push(channel);
+        connections.push(GrpcConnection::connect(endpoint, REQUEST_TIMEOUT).await?);
     }
-    Ok(channels)
+    Ok(connections)
+}
+
+/// Paths of the methods the load calls.
+const PUT: &str = "/etcdserverpb.KV/Put";
+const RANGE: &str = "/etcdserverpb.KV/Range";
+const LEASE_GRANT: &str = "/etcdserverpb.Lease/LeaseGrant";
+const CAMPAIGN: &str = "/v3electionpb.Election/Campaign";
+const RESIGN: &str = "/v3electionpb.Election/Resign";
+
+/// One call with the run's per-request timeout.
+async fn call<M: prost::Message + Default>(
+    connection: &GrpcConnection,
+    path: &str,
+    framed_request: Bytes,
+) -> Result<M, tonic::Status> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, connection.unary(path, framed_request)).await {
+        Ok(answer) => answer,
+        Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+            "no answer within {REQUEST_TIMEOUT:?}"
+        ))),
+    }
 }
 
 /// One client's loop; `name` is its election name (used by `campaign`).
 async fn client_loop(
     op: Op,
     client: usize,
-    channel: Channel,
+    connection: GrpcConnection,
     value_bytes: usize,
     name: Vec<u8>,
     window: Window,
     interrupted: Arc<AtomicBool>,
 ) -> ClientResult {
-    let mut kv = KvClient::new(channel.clone());
-    let mut lease = LeaseClient::new(channel.clone());
-    let mut election = ElectionClient::new(channel);
     let key = format!("bench/{client}").into_bytes();
     let value = vec![b'x'; value_bytes];
     let mut result = ClientResult::default();
@@ -307,8 +330,8 @@ async fn client_loop(
             ttl: campaign_lease_ttl(window),
             id: 0,
         };
-        match lease.lease_grant(request).await {
-            Ok(granted) => granted.into_inner().id,
+        match call::<LeaseGrantResponse>(&connection, LEASE_GRANT, frame(&request)).await {
+            Ok(granted) => granted.id,
             Err(status) => {
                 // Without a lease this client cannot campaign: one error.
                 result.record(Err(status), Instant::now());
@@ -318,32 +341,40 @@ async fn client_loop(
     } else {
         0
     };
+    // Every request but Resign is the same each time: encoded once.
+    let request = match op {
+        Op::Put => frame(&PutRequest {
+            key,
+            value: value.clone(),
+            ..Default::default()
+        }),
+        Op::Get => frame(&RangeRequest {
+            key,
+            ..Default::default()
+        }),
+        Op::Lease => frame(&LeaseGrantRequest {
+            ttl: LEASE_TTL_SECONDS,
+            id: 0,
+        }),
+        Op::Campaign => frame(&CampaignRequest {
+            name,
+            lease: campaign_lease,
+            value,
+        }),
+    };
     while Instant::now() < window.deadline && !interrupted.load(Ordering::Relaxed) {
         let sent = Instant::now();
         let outcome = match op {
-            Op::Put => kv
-                .put(PutRequest {
-                    key: key.clone(),
-                    value: value.clone(),
-                    ..Default::default()
-                })
+            Op::Put => call::<PutResponse>(&connection, PUT, request.clone())
                 .await
                 .map(drop),
-            Op::Get => kv
-                .range(RangeRequest {
-                    key: key.clone(),
-                    ..Default::default()
-                })
+            Op::Get => call::<RangeResponse>(&connection, RANGE, request.clone())
                 .await
                 .map(drop),
-            Op::Lease => lease
-                .lease_grant(LeaseGrantRequest {
-                    ttl: LEASE_TTL_SECONDS,
-                    id: 0,
-                })
+            Op::Lease => call::<LeaseGrantResponse>(&connection, LEASE_GRANT, request.clone())
                 .await
                 .map(drop),
-            Op::Campaign => campaign_once(&mut election, &name, campaign_lease, &value).await,
+            Op::Campaign => campaign_once(&connection, request.clone()).await,
         };
         if sent >= window.measure_from {
             result.record(outcome, sent);
@@ -359,27 +390,17 @@ fn campaign_lease_ttl(window: Window) -> i64 {
     left.as_secs_f64().ceil() as i64 + LEASE_TTL_SECONDS
 }
 
-/// Campaign, then resign the leader key the campaign returned.
-async fn campaign_once(
-    election: &mut ElectionClient<Channel>,
-    name: &[u8],
-    lease: i64,
-    value: &[u8],
-) -> Result<(), tonic::Status> {
-    let leader = election
-        .campaign(CampaignRequest {
-            name: name.to_vec(),
-            lease,
-            value: value.to_vec(),
-        })
+/// Campaign (`campaign` is the framed request), then resign the leader key
+/// the campaign returned.
+async fn campaign_once(connection: &GrpcConnection, campaign: Bytes) -> Result<(), tonic::Status> {
+    let leader = call::<CampaignResponse>(connection, CAMPAIGN, campaign)
         .await?
-        .into_inner()
         .leader
         .ok_or_else(|| tonic::Status::internal("Campaign answered without a leader key"))?;
-    election
-        .resign(ResignRequest {
-            leader: Some(leader),
-        })
+    let resign = frame(&ResignRequest {
+        leader: Some(leader),
+    });
+    call::<ResignResponse>(connection, RESIGN, resign)
         .await
         .map(drop)
 }

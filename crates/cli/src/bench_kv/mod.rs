@@ -9,6 +9,7 @@
 //! (see [`compare`]).
 
 mod compare;
+mod grpc_connection;
 mod load;
 
 pub use load::{load, KvReport};
@@ -129,10 +130,7 @@ pub fn execute(args: KvArgs) -> Result<std::process::ExitCode> {
     }
     let spec = args.spec();
     spec.validate()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = load::runtime()?;
     let report = runtime.block_on(load::run(&spec, Arc::new(AtomicBool::new(false))))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
