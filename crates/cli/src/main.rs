@@ -1,6 +1,11 @@
 //! The `bellwether` command. A thin layer over the library crates: it parses
 //! arguments, calls them, prints results and sets the exit code.
 
+/// The allocator of every bellwether process; see [`allocator`].
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod allocator;
 mod bench_failover;
 mod bench_kv;
 mod bench_raft;
@@ -77,7 +82,10 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_logging();
     let result = match cli.command {
-        Command::Node(args) => node_command::execute(args),
+        Command::Node(args) => {
+            allocator::restart_with_member_settings();
+            node_command::execute(args)
+        }
         Command::Up(args) => up_command::execute(args),
         Command::Status(args) => status_command::execute(args),
         Command::Sim { command } => sim_command::execute(command),
