@@ -106,6 +106,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         let machine = bellwether_server::etcd::EtcdMachine::default();
         let store = machine.store.clone();
         let revisions = machine.revisions();
+        let lessor = machine.lessor();
         let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;
         let handles = node.handles();
         let client_listener = match config.client_listen {
@@ -129,6 +130,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
                 backend,
+                lessor,
                 async move {
                     let _ = grpc_stopped.await;
                 },

@@ -139,10 +139,8 @@ impl Lease for LeaseService {
                 .write::<pb::LeaseGrantResponse>(&Command::LeaseGrant(chosen))
                 .await
             {
-                Ok(response) => {
-                    self.lessor.granted(response.id, response.ttl);
-                    return Ok(Response::new(response));
-                }
+                // The lessor learnt of the grant when it was applied.
+                Ok(response) => return Ok(Response::new(response)),
                 Err(NotHere::Forward(leader)) => {
                     return self.leader_client(leader).await?.lease_grant(request).await;
                 }
@@ -167,10 +165,7 @@ impl Lease for LeaseService {
             .write::<pb::LeaseRevokeResponse>(&Command::LeaseRevoke(request))
             .await
         {
-            Ok(response) => {
-                self.lessor.revoked(request.id);
-                Ok(Response::new(response))
-            }
+            Ok(response) => Ok(Response::new(response)),
             Err(NotHere::Forward(leader)) => {
                 self.leader_client(leader)
                     .await?

@@ -23,7 +23,7 @@
 use super::backend::EtcdBackend;
 use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,13 +53,52 @@ struct LessorState {
     /// The term this member leads and has rebuilt the deadlines for; `None`
     /// when not primary.
     primary_term: Option<u64>,
-    /// Deadline of each lease known to exist.
-    deadlines: BTreeMap<i64, Instant>,
-    /// Revokes proposed, and when.
+    /// Deadline of each lease known to exist, revoking ones included (their
+    /// deadline has passed).
+    deadlines: HashMap<i64, Instant>,
+    /// The deadlines of the leases not being revoked, in time order: a check
+    /// looks only at the expired ones, however many leases exist.
+    by_deadline: BTreeSet<(Instant, i64)>,
+    /// Revokes proposed and not yet applied, and when they were proposed.
     revoking: BTreeMap<i64, Instant>,
 }
 
+impl LessorState {
+    /// Sets (or moves) the deadline of a lease that is not being revoked.
+    fn set_deadline(&mut self, id: i64, at: Instant) {
+        debug_assert!(!self.revoking.contains_key(&id));
+        if let Some(old) = self.deadlines.insert(id, at) {
+            self.by_deadline.remove(&(old, id));
+        }
+        self.by_deadline.insert((at, id));
+    }
+
+    /// Forgets a lease the store no longer holds.
+    fn forget(&mut self, id: i64) {
+        if let Some(old) = self.deadlines.remove(&id) {
+            self.by_deadline.remove(&(old, id));
+        }
+        self.revoking.remove(&id);
+    }
+
+    /// Every lease known exactly once: in the time order unless revoking.
+    fn is_consistent(&self) -> bool {
+        self.deadlines.len() == self.by_deadline.len() + self.revoking.len()
+            && self
+                .revoking
+                .keys()
+                .all(|id| self.deadlines.contains_key(id))
+    }
+}
+
 /// The lease clock of one member. Cheap to clone.
+///
+/// The state machine tells it about every grant and revoke it applies
+/// ([`applied_grant`](Lessor::applied_grant),
+/// [`applied_revoke`](Lessor::applied_revoke)), whichever member's client
+/// asked for them, so a check never has to compare its deadlines with the
+/// whole store: it costs time in proportion to the leases that expired,
+/// not to the leases that exist.
 #[derive(Clone, Debug, Default)]
 pub struct Lessor {
     state: Arc<Mutex<LessorState>>,
@@ -70,21 +109,24 @@ impl Lessor {
         self.state.lock().expect("lessor lock")
     }
 
-    /// A lease this member granted as leader starts its countdown.
-    pub fn granted(&self, id: i64, ttl_seconds: i64) {
+    /// A grant was applied: if this member is primary the lease starts its
+    /// countdown now.
+    pub fn applied_grant(&self, id: i64, ttl_seconds: i64) {
         let mut state = self.state();
-        if state.primary_term.is_some() {
-            state
-                .deadlines
-                .insert(id, Instant::now() + seconds(ttl_seconds));
+        if state.primary_term.is_some() && !state.deadlines.contains_key(&id) {
+            state.set_deadline(id, Instant::now() + seconds(ttl_seconds));
         }
     }
 
-    /// A lease was revoked by a client.
-    pub fn revoked(&self, id: i64) {
-        let mut state = self.state();
-        state.deadlines.remove(&id);
-        state.revoking.remove(&id);
+    /// A revoke (by a client or by expiry) was applied.
+    pub fn applied_revoke(&self, id: i64) {
+        self.state().forget(id);
+    }
+
+    /// The store was replaced by a snapshot: forget everything; the next
+    /// check rebuilds from the store if this member is (still) primary.
+    pub fn restored(&self) {
+        *self.state() = LessorState::default();
     }
 
     /// A keep-alive for lease `id`, whose granted TTL is `ttl_seconds` if
@@ -103,7 +145,7 @@ impl Lessor {
         if state.deadlines.get(&id).is_some_and(|d| *d <= now) || state.revoking.contains_key(&id) {
             return Renewal::NotFound;
         }
-        state.deadlines.insert(id, now + seconds(ttl));
+        state.set_deadline(id, now + seconds(ttl));
         Renewal::Renewed(ttl)
     }
 
@@ -124,8 +166,10 @@ impl Lessor {
         self.state().primary_term.is_some()
     }
 
-    /// One check: follow leadership, rebuild on taking over, reconcile with
-    /// the store, and return the leases to revoke now.
+    /// One check: follow leadership, rebuild from the store (`leases`: id
+    /// and granted TTL of each) on taking over, and return the leases to
+    /// revoke now: expired ones, and revokes proposed at least
+    /// [`REVOKE_RETRY`] ago that have not been applied.
     fn check(
         &self,
         leading_term: Option<u64>,
@@ -137,15 +181,16 @@ impl Lessor {
             *state = LessorState::default();
             return Vec::new();
         };
-        let live = leases();
         if state.primary_term != Some(term) {
             // Taking over: every lease gets its full TTL from now.
-            state.primary_term = Some(term);
-            state.revoking.clear();
-            state.deadlines = live
-                .iter()
-                .map(|(id, ttl)| (*id, now + seconds(*ttl)))
-                .collect();
+            let live = leases();
+            *state = LessorState {
+                primary_term: Some(term),
+                ..LessorState::default()
+            };
+            for (id, ttl) in &live {
+                state.set_deadline(*id, now + seconds(*ttl));
+            }
             tracing::info!(
                 term,
                 leases = live.len(),
@@ -153,30 +198,26 @@ impl Lessor {
             );
             return Vec::new();
         }
-        // Reconcile: leases granted through another path start now; leases
-        // gone from the store are forgotten.
-        let ids: BTreeSet<i64> = live.iter().map(|(id, _)| *id).collect();
-        state.deadlines.retain(|id, _| ids.contains(id));
-        state.revoking.retain(|id, _| ids.contains(id));
-        for (id, ttl) in live {
-            state.deadlines.entry(id).or_insert(now + seconds(ttl));
-        }
-        let due: Vec<i64> = state
-            .deadlines
+        let mut due: Vec<i64> = state
+            .revoking
             .iter()
-            .filter(|(id, deadline)| {
-                **deadline <= now
-                    && state
-                        .revoking
-                        .get(id)
-                        .is_none_or(|at| now.duration_since(*at) >= REVOKE_RETRY)
-            })
+            .filter(|(_, at)| now.duration_since(**at) >= REVOKE_RETRY)
             .map(|(id, _)| *id)
             .take(REVOKES_PER_CHECK_MAX)
             .collect();
+        while due.len() < REVOKES_PER_CHECK_MAX {
+            match state.by_deadline.first() {
+                Some(&(deadline, id)) if deadline <= now => {
+                    state.by_deadline.pop_first();
+                    due.push(id);
+                }
+                _ => break,
+            }
+        }
         for id in &due {
             state.revoking.insert(*id, now);
         }
+        assert!(state.is_consistent(), "every lease is known exactly once");
         due
     }
 
@@ -251,15 +292,72 @@ mod tests {
     fn an_expired_lease_is_revoked_once_and_cannot_be_renewed() {
         let lessor = Lessor::default();
         lessor.check(Some(1), || vec![(5, 0)]);
-        assert_eq!(lessor.check(Some(1), || vec![(5, 0)]), vec![5]);
+        assert_eq!(lessor.check(Some(1), Vec::new), vec![5]);
         assert!(
-            lessor.check(Some(1), || vec![(5, 0)]).is_empty(),
+            lessor.check(Some(1), Vec::new).is_empty(),
             "retried too soon"
         );
         assert_eq!(lessor.renew(5, Some(0)), Renewal::NotFound);
-        // Once the revoke is applied the store no longer lists it.
+        assert_eq!(lessor.remaining_seconds(5), Some(0));
+        // Once the revoke is applied the lease is forgotten.
+        lessor.applied_revoke(5);
         assert!(lessor.check(Some(1), Vec::new).is_empty());
         assert_eq!(lessor.remaining_seconds(5), None);
+    }
+
+    #[test]
+    fn grants_applied_while_primary_start_at_once_and_others_at_takeover() {
+        let lessor = Lessor::default();
+        lessor.applied_grant(1, 30);
+        assert_eq!(lessor.remaining_seconds(1), None, "not primary yet");
+        // The store listed lease 1 when this member took over.
+        lessor.check(Some(4), || vec![(1, 30)]);
+        assert_eq!(lessor.remaining_seconds(1), Some(30));
+        lessor.applied_grant(2, 10);
+        assert_eq!(lessor.remaining_seconds(2), Some(10));
+        lessor.applied_grant(2, 99);
+        assert_eq!(
+            lessor.remaining_seconds(2),
+            Some(10),
+            "a grant never resets"
+        );
+        // The store is never rescanned while primary.
+        let rescanned = std::cell::Cell::new(false);
+        lessor.check(Some(4), || {
+            rescanned.set(true);
+            Vec::new()
+        });
+        assert!(!rescanned.get());
+        assert_eq!(lessor.remaining_seconds(1), Some(30));
+    }
+
+    #[test]
+    fn a_mass_expiry_is_revoked_in_bounded_checks_and_live_leases_stay() {
+        let lessor = Lessor::default();
+        let expired = REVOKES_PER_CHECK_MAX + 44;
+        let mut leases: Vec<(i64, i64)> = (0..expired as i64).map(|id| (id + 1, 0)).collect();
+        leases.push((100_000, 60));
+        lessor.check(Some(1), || leases.clone());
+        let first = lessor.check(Some(1), Vec::new);
+        let second = lessor.check(Some(1), Vec::new);
+        assert_eq!(first.len(), REVOKES_PER_CHECK_MAX);
+        assert_eq!(second.len(), 44);
+        let mut all: Vec<i64> = first.into_iter().chain(second).collect();
+        all.sort_unstable();
+        assert_eq!(all, (1..=expired as i64).collect::<Vec<_>>());
+        assert!(lessor.check(Some(1), Vec::new).is_empty());
+        assert_eq!(lessor.renew(100_000, Some(60)), Renewal::Renewed(60));
+    }
+
+    #[test]
+    fn a_restored_store_makes_the_next_check_rebuild() {
+        let lessor = Lessor::default();
+        lessor.check(Some(2), || vec![(1, 30)]);
+        lessor.restored();
+        assert!(!lessor.is_primary());
+        lessor.check(Some(2), || vec![(7, 20)]);
+        assert_eq!(lessor.remaining_seconds(1), None);
+        assert_eq!(lessor.remaining_seconds(7), Some(20));
     }
 
     #[test]

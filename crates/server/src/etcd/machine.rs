@@ -4,6 +4,7 @@
 
 use super::command::{answer_error, answer_ok, grpc_code, Command};
 use super::convert;
+use super::lessor::Lessor;
 use crate::state_machine::StateMachine;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_core::LogIndex;
@@ -19,6 +20,9 @@ pub struct EtcdMachine {
     /// The store's revision after each apply, for services that wait for
     /// changes (watch, election, lock).
     revisions: watch::Sender<i64>,
+    /// Told of every lease grant and revoke applied, so the leader's lease
+    /// clock never has to rescan the store.
+    lessor: Lessor,
 }
 
 impl Default for EtcdMachine {
@@ -28,6 +32,7 @@ impl Default for EtcdMachine {
         EtcdMachine {
             store: Arc::new(Mutex::new(store)),
             revisions,
+            lessor: Lessor::default(),
         }
     }
 }
@@ -37,6 +42,12 @@ impl EtcdMachine {
     /// changes it.
     pub fn revisions(&self) -> watch::Receiver<i64> {
         self.revisions.subscribe()
+    }
+
+    /// The lease clock this machine keeps informed; the lease services and
+    /// the expiry task use it.
+    pub fn lessor(&self) -> Lessor {
+        self.lessor.clone()
     }
 
     fn publish_revision(&self, revision: i64) {
@@ -55,6 +66,11 @@ impl StateMachine for EtcdMachine {
                 tonic::Code::InvalidArgument,
                 "bellwether: unknown command in the log",
             );
+        };
+        let lease_change = match &command {
+            Command::LeaseGrant(r) => Some((r.id, true)),
+            Command::LeaseRevoke(r) => Some((r.id, false)),
+            _ => None,
         };
         let mut store = self.store.lock().expect("store lock");
         let result = match command {
@@ -94,7 +110,18 @@ impl StateMachine for EtcdMachine {
         // Published before the lock is released: a reader that sees this
         // state then builds a header sees at least this revision.
         self.publish_revision(store.revision());
+        let granted_ttl = match lease_change {
+            Some((id, true)) if result.is_ok() => store.lease(id).map(|l| l.ttl_seconds),
+            _ => None,
+        };
         drop(store);
+        // The lessor is told after the store lock is released (its own
+        // checks take the two locks in the other order).
+        match (lease_change, granted_ttl) {
+            (Some((id, true)), Some(ttl)) => self.lessor.applied_grant(id, ttl),
+            (Some((id, false)), _) if result.is_ok() => self.lessor.applied_revoke(id),
+            _ => {}
+        }
         result.unwrap_or_else(|error| answer_error(grpc_code(&error), &error.to_string()))
     }
 
@@ -113,5 +140,7 @@ impl StateMachine for EtcdMachine {
         let mut store = self.store.lock().expect("store lock");
         *store = restored;
         self.publish_revision(revision);
+        drop(store);
+        self.lessor.restored();
     }
 }

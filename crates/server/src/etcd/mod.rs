@@ -43,10 +43,13 @@ pub fn cluster_id(name: &str) -> u64 {
 /// get etcd's "request is too large" before they reach the log.
 pub const GRPC_MESSAGE_BYTES_MAX: usize = bellwether_kv::REQUEST_BYTES_MAX + 512 * 1024;
 
-/// Serves the etcd API on `listener` until `shutdown` completes.
+/// Serves the etcd API on `listener` until `shutdown` completes. `lessor`
+/// is the lease clock the state machine keeps informed
+/// ([`EtcdMachine::lessor`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     backend: EtcdBackend,
+    lessor: Lessor,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     use bellwether_api::etcdserverpb::{
@@ -66,7 +69,6 @@ pub async fn serve(
     let cluster = ClusterService {
         backend: backend.clone(),
     };
-    let lessor = Lessor::default();
     let expiry = tokio::spawn(lessor.clone().run(backend.clone()));
     let compaction = tokio::spawn(compactor::run(backend.clone()));
     let served = tonic::transport::Server::builder()
