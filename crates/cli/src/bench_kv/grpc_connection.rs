@@ -62,18 +62,29 @@ impl GrpcConnection {
         })
     }
 
-    /// Calls `path` (e.g. `/etcdserverpb.KV/Put`) with a request framed by
-    /// [`frame`] and decodes the answer as `M`.
+    /// The URI of method `path` (e.g. `/etcdserverpb.KV/Put`) on this
+    /// connection's endpoint; built once per client, not once per call.
+    pub fn method_uri(&self, path: &str) -> Result<http::Uri> {
+        format!("http://{}{path}", self.authority)
+            .parse()
+            .with_context(|| format!("{path:?} does not make a URI with {}", self.authority))
+    }
+
+    /// Calls the method at `uri` (from [`method_uri`](Self::method_uri))
+    /// with a request framed by [`frame`] and decodes the answer as `M`.
     pub async fn unary<M: prost::Message + Default>(
         &self,
-        path: &str,
+        uri: &http::Uri,
         framed_request: Bytes,
     ) -> Result<M, Status> {
         let request = http::Request::builder()
             .method(http::Method::POST)
-            .uri(format!("http://{}{path}", self.authority))
-            .header(http::header::CONTENT_TYPE, "application/grpc")
-            .header(http::header::TE, "trailers")
+            .uri(uri.clone())
+            .header(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/grpc"),
+            )
+            .header(http::header::TE, http::HeaderValue::from_static("trailers"))
             .body(())
             .map_err(|error| Status::internal(format!("cannot build the request: {error}")))?;
         let mut send = self.send.clone().ready().await.map_err(transport_error)?;

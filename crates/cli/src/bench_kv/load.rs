@@ -291,20 +291,35 @@ async fn connect(spec: &LoadSpec) -> Result<Vec<GrpcConnection>> {
     Ok(connections)
 }
 
-/// Paths of the methods the load calls.
-const PUT: &str = "/etcdserverpb.KV/Put";
-const RANGE: &str = "/etcdserverpb.KV/Range";
-const LEASE_GRANT: &str = "/etcdserverpb.Lease/LeaseGrant";
-const CAMPAIGN: &str = "/v3electionpb.Election/Campaign";
-const RESIGN: &str = "/v3electionpb.Election/Resign";
+/// The URIs of the methods the load calls on one connection, built once
+/// per client.
+struct MethodUris {
+    put: http::Uri,
+    range: http::Uri,
+    lease_grant: http::Uri,
+    campaign: http::Uri,
+    resign: http::Uri,
+}
+
+impl MethodUris {
+    fn of(connection: &GrpcConnection) -> Result<MethodUris> {
+        Ok(MethodUris {
+            put: connection.method_uri("/etcdserverpb.KV/Put")?,
+            range: connection.method_uri("/etcdserverpb.KV/Range")?,
+            lease_grant: connection.method_uri("/etcdserverpb.Lease/LeaseGrant")?,
+            campaign: connection.method_uri("/v3electionpb.Election/Campaign")?,
+            resign: connection.method_uri("/v3electionpb.Election/Resign")?,
+        })
+    }
+}
 
 /// One call with the run's per-request timeout.
 async fn call<M: prost::Message + Default>(
     connection: &GrpcConnection,
-    path: &str,
+    uri: &http::Uri,
     framed_request: Bytes,
 ) -> Result<M, tonic::Status> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, connection.unary(path, framed_request)).await {
+    match tokio::time::timeout(REQUEST_TIMEOUT, connection.unary(uri, framed_request)).await {
         Ok(answer) => answer,
         Err(_) => Err(tonic::Status::deadline_exceeded(format!(
             "no answer within {REQUEST_TIMEOUT:?}"
@@ -325,12 +340,22 @@ async fn client_loop(
     let key = format!("bench/{client}").into_bytes();
     let value = vec![b'x'; value_bytes];
     let mut result = ClientResult::default();
+    let uris = match MethodUris::of(&connection) {
+        Ok(uris) => uris,
+        Err(error) => {
+            result.record(
+                Err(tonic::Status::internal(error.to_string())),
+                Instant::now(),
+            );
+            return result;
+        }
+    };
     let campaign_lease = if op == Op::Campaign {
         let request = LeaseGrantRequest {
             ttl: campaign_lease_ttl(window),
             id: 0,
         };
-        match call::<LeaseGrantResponse>(&connection, LEASE_GRANT, frame(&request)).await {
+        match call::<LeaseGrantResponse>(&connection, &uris.lease_grant, frame(&request)).await {
             Ok(granted) => granted.id,
             Err(status) => {
                 // Without a lease this client cannot campaign: one error.
@@ -365,16 +390,18 @@ async fn client_loop(
     while Instant::now() < window.deadline && !interrupted.load(Ordering::Relaxed) {
         let sent = Instant::now();
         let outcome = match op {
-            Op::Put => call::<PutResponse>(&connection, PUT, request.clone())
+            Op::Put => call::<PutResponse>(&connection, &uris.put, request.clone())
                 .await
                 .map(drop),
-            Op::Get => call::<RangeResponse>(&connection, RANGE, request.clone())
+            Op::Get => call::<RangeResponse>(&connection, &uris.range, request.clone())
                 .await
                 .map(drop),
-            Op::Lease => call::<LeaseGrantResponse>(&connection, LEASE_GRANT, request.clone())
-                .await
-                .map(drop),
-            Op::Campaign => campaign_once(&connection, request.clone()).await,
+            Op::Lease => {
+                call::<LeaseGrantResponse>(&connection, &uris.lease_grant, request.clone())
+                    .await
+                    .map(drop)
+            }
+            Op::Campaign => campaign_once(&connection, &uris, request.clone()).await,
         };
         if sent >= window.measure_from {
             result.record(outcome, sent);
@@ -392,15 +419,19 @@ fn campaign_lease_ttl(window: Window) -> i64 {
 
 /// Campaign (`campaign` is the framed request), then resign the leader key
 /// the campaign returned.
-async fn campaign_once(connection: &GrpcConnection, campaign: Bytes) -> Result<(), tonic::Status> {
-    let leader = call::<CampaignResponse>(connection, CAMPAIGN, campaign)
+async fn campaign_once(
+    connection: &GrpcConnection,
+    uris: &MethodUris,
+    campaign: Bytes,
+) -> Result<(), tonic::Status> {
+    let leader = call::<CampaignResponse>(connection, &uris.campaign, campaign)
         .await?
         .leader
         .ok_or_else(|| tonic::Status::internal("Campaign answered without a leader key"))?;
     let resign = frame(&ResignRequest {
         leader: Some(leader),
     });
-    call::<ResignResponse>(connection, RESIGN, resign)
+    call::<ResignResponse>(connection, &uris.resign, resign)
         .await
         .map(drop)
 }
