@@ -12,9 +12,12 @@
 //! `SendRequest` handle, and the answer is read straight off the stream.
 //!
 //! Only what a closed-loop benchmark needs: unary calls, no compression,
-//! no retries. Each answer is checked completely (HTTP status, gRPC status
-//! in headers or trailers, one length-prefixed message that decodes as the
-//! expected type), so a server that answers wrongly counts as an error.
+//! no retries, no reconnection (a broken connection fails every later call
+//! on it at once). Each answer's envelope is checked here (HTTP status,
+//! content-type, gRPC status in headers or trailers, exactly one
+//! length-prefixed message that decodes as the expected type); the load
+//! checks the message's fields, so a server that answers wrongly counts as
+//! an error.
 
 use anyhow::{Context, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -93,9 +96,24 @@ impl GrpcConnection {
             .map_err(transport_error)?;
         let answer = answer.await.map_err(transport_error)?;
         if answer.status() != http::StatusCode::OK {
-            return Err(Status::unknown(format!(
-                "HTTP status {} instead of 200",
-                answer.status()
+            // gRPC's mapping of HTTP statuses to codes.
+            let code = match answer.status().as_u16() {
+                400 => Code::Internal,
+                401 => Code::Unauthenticated,
+                403 => Code::PermissionDenied,
+                404 => Code::Unimplemented,
+                429 | 502 | 503 | 504 => Code::Unavailable,
+                _ => Code::Unknown,
+            };
+            return Err(Status::new(
+                code,
+                format!("HTTP status {} instead of 200", answer.status()),
+            ));
+        }
+        let content_type = answer.headers().get(http::header::CONTENT_TYPE);
+        if !content_type.is_some_and(|t| t.as_bytes().starts_with(b"application/grpc")) {
+            return Err(Status::internal(format!(
+                "the answer's content-type is {content_type:?}, not application/grpc"
             )));
         }
         // A trailers-only answer carries its gRPC status in the headers.

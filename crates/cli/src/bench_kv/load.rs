@@ -313,19 +313,87 @@ impl MethodUris {
     }
 }
 
-/// One call with the run's per-request timeout.
-async fn call<M: prost::Message + Default>(
+/// An answer whose fields say the operation was done: every etcd answer
+/// carries a header, and a granted lease has an id and a TTL.
+trait CheckedAnswer: prost::Message + Default {
+    /// Why this answer does not show a completed operation, if it does not.
+    fn problem(&self) -> Option<&'static str>;
+}
+
+impl CheckedAnswer for PutResponse {
+    fn problem(&self) -> Option<&'static str> {
+        self.header
+            .is_none()
+            .then_some("Put answered without a header")
+    }
+}
+
+impl CheckedAnswer for RangeResponse {
+    fn problem(&self) -> Option<&'static str> {
+        self.header
+            .is_none()
+            .then_some("Range answered without a header")
+    }
+}
+
+impl CheckedAnswer for LeaseGrantResponse {
+    fn problem(&self) -> Option<&'static str> {
+        if self.header.is_none() {
+            Some("LeaseGrant answered without a header")
+        } else if !self.error.is_empty() {
+            Some("LeaseGrant answered with an error")
+        } else if self.id == 0 || self.ttl <= 0 {
+            Some("LeaseGrant answered without a lease id or TTL")
+        } else {
+            None
+        }
+    }
+}
+
+impl CheckedAnswer for CampaignResponse {
+    fn problem(&self) -> Option<&'static str> {
+        match (&self.header, &self.leader) {
+            (None, _) => Some("Campaign answered without a header"),
+            (_, None) => Some("Campaign answered without a leader key"),
+            _ => None,
+        }
+    }
+}
+
+impl CheckedAnswer for ResignResponse {
+    fn problem(&self) -> Option<&'static str> {
+        self.header
+            .is_none()
+            .then_some("Resign answered without a header")
+    }
+}
+
+/// One call with the run's per-request timeout; an answer that does not
+/// show a completed operation is an error.
+async fn call<M: CheckedAnswer>(
     connection: &GrpcConnection,
     uri: &http::Uri,
     framed_request: Bytes,
 ) -> Result<M, tonic::Status> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, connection.unary(uri, framed_request)).await {
-        Ok(answer) => answer,
-        Err(_) => Err(tonic::Status::deadline_exceeded(format!(
-            "no answer within {REQUEST_TIMEOUT:?}"
-        ))),
+    let answer: M =
+        match tokio::time::timeout(REQUEST_TIMEOUT, connection.unary(uri, framed_request)).await {
+            Ok(answer) => answer?,
+            Err(_) => {
+                return Err(tonic::Status::deadline_exceeded(format!(
+                    "no answer within {REQUEST_TIMEOUT:?}"
+                )))
+            }
+        };
+    match answer.problem() {
+        Some(problem) => Err(tonic::Status::internal(problem)),
+        None => Ok(answer),
     }
 }
+
+/// Pause after a failed operation, so a client whose connection broke (its
+/// calls then fail at once) does not spin and starve the others on the
+/// load's one thread.
+const ERROR_PAUSE: Duration = Duration::from_millis(10);
 
 /// One client's loop; `name` is its election name (used by `campaign`).
 async fn client_loop(
@@ -403,8 +471,12 @@ async fn client_loop(
             }
             Op::Campaign => campaign_once(&connection, &uris, request.clone()).await,
         };
+        let failed = outcome.is_err();
         if sent >= window.measure_from {
             result.record(outcome, sent);
+        }
+        if failed {
+            tokio::time::sleep(ERROR_PAUSE).await;
         }
     }
     result
@@ -427,7 +499,7 @@ async fn campaign_once(
     let leader = call::<CampaignResponse>(connection, &uris.campaign, campaign)
         .await?
         .leader
-        .ok_or_else(|| tonic::Status::internal("Campaign answered without a leader key"))?;
+        .expect("a Campaign answer without a leader key is refused by CheckedAnswer");
     let resign = frame(&ResignRequest {
         leader: Some(leader),
     });
@@ -520,6 +592,50 @@ mod tests {
         assert_eq!(percentile_ms(&samples, 0.99), 100.0);
         assert_eq!(percentile_ms(&samples, 1.0), 100.0);
         assert_eq!(percentile_ms(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn answers_without_a_header_or_a_lease_id_are_problems() {
+        use bellwether_api::etcdserverpb::ResponseHeader;
+        let header = Some(ResponseHeader::default());
+        assert!(PutResponse::default().problem().is_some());
+        let put = PutResponse {
+            header,
+            ..Default::default()
+        };
+        assert!(put.problem().is_none());
+        let granted = LeaseGrantResponse {
+            header,
+            id: 7,
+            ttl: 60,
+            error: String::new(),
+        };
+        assert!(granted.problem().is_none());
+        for broken in [
+            LeaseGrantResponse {
+                id: 0,
+                ..granted.clone()
+            },
+            LeaseGrantResponse {
+                ttl: 0,
+                ..granted.clone()
+            },
+            LeaseGrantResponse {
+                error: "lease exists".into(),
+                ..granted.clone()
+            },
+            LeaseGrantResponse {
+                header: None,
+                ..granted.clone()
+            },
+        ] {
+            assert!(broken.problem().is_some(), "{broken:?}");
+        }
+        let campaign = CampaignResponse {
+            header,
+            leader: None,
+        };
+        assert!(campaign.problem().is_some(), "no leader key");
     }
 
     #[test]

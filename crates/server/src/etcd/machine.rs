@@ -117,9 +117,11 @@ impl StateMachine for EtcdMachine {
         drop(store);
         // The lessor is told after the store lock is released (its own
         // checks take the two locks in the other order).
+        // A revoke is passed on even when it failed (the lease was gone
+        // already): the lessor must not keep a deadline for it either.
         match (lease_change, granted_ttl) {
             (Some((id, true)), Some(ttl)) => self.lessor.applied_grant(id, ttl),
-            (Some((id, false)), _) if result.is_ok() => self.lessor.applied_revoke(id),
+            (Some((id, false)), _) => self.lessor.applied_revoke(id),
             _ => {}
         }
         result.unwrap_or_else(|error| answer_error(grpc_code(&error), &error.to_string()))
