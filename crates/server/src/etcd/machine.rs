@@ -67,11 +67,9 @@ impl StateMachine for EtcdMachine {
                 "bellwether: unknown command in the log",
             );
         };
-        let lease_change = match &command {
-            Command::LeaseGrant(r) => Some((r.id, true)),
-            Command::LeaseRevoke(r) => Some((r.id, false)),
-            _ => None,
-        };
+        // What the lessor must hear of once the store lock is released.
+        let mut granted: Option<(i64, i64)> = None;
+        let mut revoked: Option<i64> = None;
         let mut store = self.store.lock().expect("store lock");
         let result = match command {
             Command::Put(r) => store
@@ -95,6 +93,7 @@ impl StateMachine for EtcdMachine {
                 .compact(r.revision)
                 .map(|()| answer_ok(pb::CompactionResponse { header: None }, store.revision())),
             Command::LeaseGrant(r) => store.lease_grant(r.id, r.ttl).map(|ttl| {
+                granted = Some((r.id, ttl));
                 let response = pb::LeaseGrantResponse {
                     header: None,
                     id: r.id,
@@ -103,26 +102,26 @@ impl StateMachine for EtcdMachine {
                 };
                 answer_ok(response, store.revision())
             }),
-            Command::LeaseRevoke(r) => store
-                .lease_revoke(r.id)
-                .map(|_| answer_ok(pb::LeaseRevokeResponse { header: None }, store.revision())),
+            Command::LeaseRevoke(r) => {
+                // Passed on even when it fails (the lease was gone already):
+                // the lessor must not keep a deadline for it either.
+                revoked = Some(r.id);
+                store
+                    .lease_revoke(r.id)
+                    .map(|_| answer_ok(pb::LeaseRevokeResponse { header: None }, store.revision()))
+            }
         };
         // Published before the lock is released: a reader that sees this
         // state then builds a header sees at least this revision.
         self.publish_revision(store.revision());
-        let granted_ttl = match lease_change {
-            Some((id, true)) if result.is_ok() => store.lease(id).map(|l| l.ttl_seconds),
-            _ => None,
-        };
         drop(store);
         // The lessor is told after the store lock is released (its own
         // checks take the two locks in the other order).
-        // A revoke is passed on even when it failed (the lease was gone
-        // already): the lessor must not keep a deadline for it either.
-        match (lease_change, granted_ttl) {
-            (Some((id, true)), Some(ttl)) => self.lessor.applied_grant(id, ttl),
-            (Some((id, false)), _) => self.lessor.applied_revoke(id),
-            _ => {}
+        if let Some((id, ttl)) = granted {
+            self.lessor.applied_grant(id, ttl);
+        }
+        if let Some(id) = revoked {
+            self.lessor.applied_revoke(id);
         }
         result.unwrap_or_else(|error| answer_error(grpc_code(&error), &error.to_string()))
     }
