@@ -110,6 +110,7 @@ impl RaftNode {
             let commit = self.commit.min(matched);
             if let Some(progress) = self.progress.get_mut(&peer) {
                 progress.commit_sent = progress.commit_sent.max(commit);
+                progress.on_heartbeat_sent(round);
             }
             let message = RaftMessage::Heartbeat {
                 term: self.term,
@@ -159,12 +160,10 @@ impl RaftNode {
             return;
         };
         progress.round_acked = progress.round_acked.max(round);
-        let stalled = progress.state == ReplicationState::Replicate
-            && last_log_index <= progress.match_index
-            && progress.match_index < last;
-        if stalled {
-            // Nothing streamed since its last match has reached it: the
-            // appends were lost. Resend from the match point.
+        if progress.appends_lost(round, last_log_index) {
+            // Appends streamed before this heartbeat never reached it (a
+            // dropped connection or a full queue). Resend from the match
+            // point.
             let next = progress.match_index.next();
             progress.on_refusal(next);
         } else if progress.state == ReplicationState::Replicate

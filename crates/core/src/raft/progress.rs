@@ -52,6 +52,20 @@ pub struct Progress {
     /// Highest commit index sent to this follower (in AppendEntries or a
     /// heartbeat), so a commit notice goes only to followers that lack it.
     pub commit_sent: LogIndex,
+    /// The latest numbered heartbeat sent while replicating, with the last
+    /// index streamed before it. Its answer proves which appends were lost;
+    /// an answer to anything older may have overtaken appends still in
+    /// flight and proves nothing.
+    pub loss_probe: Option<LossProbe>,
+}
+
+/// A heartbeat that doubles as a check for lost appends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LossProbe {
+    /// The heartbeat's round (nonzero).
+    pub round: u64,
+    /// Last index sent to the follower before that heartbeat.
+    pub sent_last: LogIndex,
 }
 
 impl Progress {
@@ -67,6 +81,7 @@ impl Progress {
             inflight: VecDeque::new(),
             round_acked: 0,
             commit_sent: LogIndex(0),
+            loss_probe: None,
         }
     }
 
@@ -105,7 +120,37 @@ impl Progress {
     pub fn on_refusal(&mut self, next: LogIndex) {
         self.next_index = next.max(self.match_index.next());
         self.inflight.clear();
+        self.loss_probe = None;
         self.state = ReplicationState::Probe { paused: false };
+    }
+
+    /// A heartbeat of `round` is going out: while replicating, remember
+    /// what was streamed before it. Round 0 (a commit notice) is not
+    /// numbered, so its answer cannot be told apart from an older one.
+    pub fn on_heartbeat_sent(&mut self, round: u64) {
+        if round > 0 && self.state == ReplicationState::Replicate {
+            self.loss_probe = Some(LossProbe {
+                round,
+                sent_last: LogIndex(self.next_index.0 - 1),
+            });
+        }
+    }
+
+    /// Whether a heartbeat answer of `round`, from a follower whose log
+    /// ends at `last_log_index`, shows that appends sent before that
+    /// heartbeat were lost (the connection is FIFO, so they would have
+    /// arrived first). Consumes the probe when it answers it.
+    pub fn appends_lost(&mut self, round: u64, last_log_index: LogIndex) -> bool {
+        let Some(probe) = self.loss_probe else {
+            return false;
+        };
+        if round < probe.round {
+            return false;
+        }
+        self.loss_probe = None;
+        self.state == ReplicationState::Replicate
+            && last_log_index < probe.sent_last
+            && self.match_index < probe.sent_last
     }
 
     /// Whether another AppendEntries may be sent now.

@@ -699,3 +699,77 @@ fn caught_up_followers_learn_a_commit_without_waiting_for_a_heartbeat() {
         );
     }
 }
+
+/// Delivers `leader`'s heartbeats (ticking it until it sends them) to every
+/// follower and returns their answers undelivered.
+fn heartbeat_answers_held_back(router: &mut Router, leader: NodeId) -> Vec<(NodeId, RaftMessage)> {
+    let mut heartbeats = Vec::new();
+    for _ in 0..config().heartbeat_ticks {
+        let node = router.nodes.get_mut(&leader).unwrap();
+        node.tick();
+        heartbeats.extend(node.ready().messages);
+    }
+    let mut answers = Vec::new();
+    for envelope in heartbeats {
+        assert!(matches!(envelope.message, RaftMessage::Heartbeat { round, .. } if round > 0));
+        let follower = router.nodes.get_mut(&envelope.to).unwrap();
+        follower.step(leader, envelope.message);
+        for answer in follower.ready().messages {
+            answers.push((envelope.to, answer.message));
+        }
+    }
+    assert_eq!(answers.len(), 2, "both followers answered");
+    answers
+}
+
+#[test]
+fn a_heartbeat_answer_that_overtook_an_append_does_not_resend_it() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    propose(&mut router, leader, b"a");
+    let answers = heartbeat_answers_held_back(&mut router, leader);
+    // An append leaves after the heartbeat; the heartbeat's answers arrive
+    // while it is still in flight.
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.propose(b"b".to_vec()).unwrap();
+    let appends = node.ready().messages;
+    assert_eq!(appends.len(), 2, "one append per follower");
+    for (from, answer) in answers {
+        node.step(from, answer);
+    }
+    let after = node.ready().messages;
+    assert!(
+        after
+            .iter()
+            .all(|e| !matches!(e.message, RaftMessage::AppendEntries { .. })),
+        "nothing resent: {after:?}"
+    );
+    for peer in ids(3).into_iter().filter(|id| *id != leader) {
+        assert_eq!(
+            node.progress(peer).unwrap().state,
+            ReplicationState::Replicate
+        );
+    }
+}
+
+#[test]
+fn appends_lost_before_a_heartbeat_are_resent_when_it_is_answered() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    propose(&mut router, leader, b"a");
+    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    router.cut.insert((leader, follower));
+    let index = propose(&mut router, leader, b"b"); // lost on the way
+    router.cut.clear();
+    assert!(router.nodes[&follower].log().last_index() < index);
+    // No proposal follows: only the heartbeat's answer can reveal the loss.
+    router.run(config().heartbeat_ticks);
+    assert_eq!(router.nodes[&follower].log().last_index(), index);
+    assert_eq!(
+        router.nodes[&leader]
+            .progress(follower)
+            .unwrap()
+            .match_index,
+        index
+    );
+}
