@@ -42,6 +42,18 @@ async fn refused_as_etcd_refuses(client: &mut Client, via: &str) {
         "InvalidArgument",
         "etcdserver: request is too large",
     );
+    // Past the gRPC bound (the request bound plus 512 KiB) the message is
+    // refused unread, with grpc-go's code and wording.
+    let (code, message) = code_and_message(
+        within(client.put("huge", vec![b'x'; 2 * 1024 * 1024], None))
+            .await
+            .map(|_| ()),
+    );
+    assert_eq!(code, "ResourceExhausted", "via {via}: {message}");
+    assert!(
+        message.starts_with("grpc: received message larger than max ("),
+        "via {via}: {message}"
+    );
     refused(
         within(client.put("k", "v", Some(PutOptions::new().with_lease(0x7777))))
             .await

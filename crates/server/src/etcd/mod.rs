@@ -18,6 +18,7 @@ pub mod lease_service;
 pub mod lessor;
 pub mod lock_service;
 pub mod machine;
+pub mod unary_fast_path;
 pub mod watch_service;
 
 pub use backend::EtcdBackend;
@@ -71,13 +72,16 @@ pub async fn serve(
     };
     let expiry = tokio::spawn(lessor.clone().run(backend.clone()));
     let compaction = tokio::spawn(compactor::run(backend.clone()));
+    let kv = KvService {
+        backend: backend.clone(),
+    };
+    let lease = LeaseService::new(backend.clone(), lessor);
     let served = tonic::transport::Server::builder()
-        .add_service(
-            KvServer::new(KvService {
-                backend: backend.clone(),
-            })
-            .max_decoding_message_size(GRPC_MESSAGE_BYTES_MAX),
-        )
+        .layer(unary_fast_path::UnaryFastPathLayer::new(
+            kv.clone(),
+            lease.clone(),
+        ))
+        .add_service(KvServer::new(kv).max_decoding_message_size(GRPC_MESSAGE_BYTES_MAX))
         .add_service(MaintenanceServer::new(cluster.clone()))
         .add_service(ClusterServer::new(cluster))
         .add_service(
@@ -89,7 +93,7 @@ pub async fn serve(
         .add_service(LockServer::new(LockService {
             backend: backend.clone(),
         }))
-        .add_service(LeaseServer::new(LeaseService::new(backend.clone(), lessor)))
+        .add_service(LeaseServer::new(lease))
         .add_service(
             bellwether_api::etcdserverpb::watch_server::WatchServer::new(
                 watch_service::WatchService::new(backend.clone(), watches_stopped),
