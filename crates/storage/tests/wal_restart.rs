@@ -41,6 +41,15 @@ fn bulky(first: u64, count: u64, term: u64) -> Vec<bellwether_core::raft::Entry>
         .collect()
 }
 
+/// Where a segment's records end: the active segment is preallocated, so
+/// its file goes on with zeros after them.
+fn written_end(bytes: &[u8]) -> usize {
+    let last = *record_offsets(bytes)
+        .last()
+        .expect("at least the hard state");
+    last + 16 + u32::from_le_bytes(bytes[last..last + 4].try_into().unwrap()) as usize
+}
+
 fn vote(term: u64, for_node: u64, commit: u64) -> HardState {
     HardState {
         term: Term(term),
@@ -118,7 +127,7 @@ fn a_torn_tail_is_truncated_and_appends_continue_after_it() {
     drop(wal);
     // Cut the last record short, as a crash during its write would.
     let segment = segment_files(dir.path()).pop().unwrap();
-    let len = fs::metadata(&segment).unwrap().len();
+    let len = written_end(&fs::read(&segment).unwrap()) as u64;
     fs::OpenOptions::new()
         .write(true)
         .open(&segment)
@@ -132,9 +141,16 @@ fn a_torn_tail_is_truncated_and_appends_continue_after_it() {
         commands(1, 5, 1),
         "the torn batch is dropped"
     );
+    let bytes = fs::read(&segment).unwrap();
     assert!(
-        fs::metadata(&segment).unwrap().len() < len - 7,
+        (written_end(&bytes) as u64) < len - 7
+            && bytes[written_end(&bytes)..].iter().all(|b| *b == 0),
         "the tail was cut off"
+    );
+    assert_eq!(
+        bytes.len() as u64,
+        options.segment_bytes_max,
+        "and the segment's space is reserved again"
     );
     wal.append(&commands(6, 2, 2)).unwrap();
     wal.sync().unwrap();
@@ -155,11 +171,12 @@ fn three_batches(dir: &Path) -> PathBuf {
     segment_files(dir).pop().unwrap()
 }
 
-/// Offsets of the records of a segment, read from their length fields.
+/// Offsets of the records of a segment, read from their length fields,
+/// up to the zeros of the space preallocated after them.
 fn record_offsets(bytes: &[u8]) -> Vec<usize> {
     let mut offsets = Vec::new();
     let mut at = 48;
-    while at < bytes.len() {
+    while at < bytes.len() && bytes[at..at + 16] != [0; 16] {
         offsets.push(at);
         let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
         at += 16 + len;
@@ -232,6 +249,7 @@ fn an_unknown_record_kind_behind_valid_checksums_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let segment = three_batches(dir.path());
     let mut bytes = fs::read(&segment).unwrap();
+    bytes.truncate(written_end(&bytes));
     let at = bytes.len();
     let payload = b"from the future";
     let mut header = [0u8; 16];
@@ -395,5 +413,41 @@ fn a_snapshot_beyond_the_log_moves_the_log_to_it() {
     assert_eq!(
         reopen(dir.path(), &options).1.unwrap().entries,
         commands(51, 1, 4)
+    );
+}
+
+#[test]
+fn the_active_segment_is_preallocated_and_a_sealed_one_ends_at_its_last_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = small_segments();
+    let (mut wal, _) = reopen(dir.path(), &options);
+    for first in (1..=30).step_by(3) {
+        wal.append(&bulky(first, 3, 1)).unwrap();
+        wal.sync().unwrap();
+    }
+    drop(wal);
+    let segments = segment_files(dir.path());
+    assert!(segments.len() >= 3, "{segments:?}");
+    let (active, sealed) = segments.split_last().unwrap();
+    for path in sealed {
+        let bytes = fs::read(path).unwrap();
+        assert_eq!(
+            written_end(&bytes),
+            bytes.len(),
+            "{path:?} has no zero tail"
+        );
+    }
+    let bytes = fs::read(active).unwrap();
+    assert_eq!(bytes.len() as u64, options.segment_bytes_max);
+    assert!(bytes[written_end(&bytes)..].iter().all(|b| *b == 0));
+    // A restart takes the zeros for unwritten space, and appends go on.
+    let (mut wal, recovered) = reopen(dir.path(), &options);
+    assert_eq!(recovered.unwrap().entries, bulky(1, 30, 1));
+    wal.append(&bulky(31, 3, 1)).unwrap();
+    wal.sync().unwrap();
+    drop(wal);
+    assert_eq!(
+        reopen(dir.path(), &options).1.unwrap().entries,
+        bulky(1, 33, 1)
     );
 }

@@ -25,17 +25,22 @@ impl KvService {
     }
 }
 
-/// Runs `$command` locally, or forwards `$request` with `$method` to the
-/// leader when this member is not it.
+/// Runs `$command($request)` locally, or forwards `$request` with
+/// `$method` to the leader when this member is not it. The request moves
+/// into the command and back out for forwarding (no copy of the value),
+/// and the forwarding call, a large future, is boxed so that only calls
+/// that forward pay for its state.
 macro_rules! write_or_forward {
-    ($self:ident, $request:ident, $command:expr, $method:ident, $response:ty) => {{
-        match $self
-            .backend
-            .write::<$response>(&$command($request.clone()))
-            .await
-        {
+    ($self:ident, $request:ident, $command:path, $method:ident, $response:ty) => {{
+        let command = $command($request);
+        match $self.backend.write::<$response>(&command).await {
             Ok(response) => Ok(Response::new(response)),
-            Err(NotHere::Forward(leader)) => $self.leader(leader).await?.$method($request).await,
+            Err(NotHere::Forward(leader)) => {
+                let $command(request) = command else {
+                    unreachable!("the command was built from the request above")
+                };
+                Box::pin(async move { $self.leader(leader).await?.$method(request).await }).await
+            }
             Err(NotHere::Fail(status)) => Err(status),
         }
     }};
@@ -52,7 +57,10 @@ impl Kv for KvService {
             match self.backend.read_barrier().await {
                 Ok(()) => {}
                 Err(NotHere::Forward(leader)) => {
-                    return self.leader(leader).await?.range(request).await;
+                    return Box::pin(
+                        async move { self.leader(leader).await?.range(request).await },
+                    )
+                    .await;
                 }
                 Err(NotHere::Fail(status)) => return Err(status),
             }

@@ -142,7 +142,11 @@ impl Lease for LeaseService {
                 // The lessor learnt of the grant when it was applied.
                 Ok(response) => return Ok(Response::new(response)),
                 Err(NotHere::Forward(leader)) => {
-                    return self.leader_client(leader).await?.lease_grant(request).await;
+                    // Boxed: only a forwarding grant pays for this future.
+                    return Box::pin(async move {
+                        self.leader_client(leader).await?.lease_grant(request).await
+                    })
+                    .await;
                 }
                 Err(NotHere::Fail(status))
                     if choose && status.message() == KvError::LeaseExists.to_string() =>
@@ -167,10 +171,13 @@ impl Lease for LeaseService {
         {
             Ok(response) => Ok(Response::new(response)),
             Err(NotHere::Forward(leader)) => {
-                self.leader_client(leader)
-                    .await?
-                    .lease_revoke(request)
-                    .await
+                Box::pin(async move {
+                    self.leader_client(leader)
+                        .await?
+                        .lease_revoke(request)
+                        .await
+                })
+                .await
             }
             Err(NotHere::Fail(status)) => Err(status),
         }

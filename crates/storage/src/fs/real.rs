@@ -2,24 +2,34 @@
 
 use super::{FileSystem, WalFile};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// [`FileSystem`] over `std::fs`: real files, real `fsync`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealFileSystem;
 
-/// A real file opened for appending.
+/// A real file the WAL appends to.
 #[derive(Debug)]
 pub struct RealFile {
-    /// Opened with `O_APPEND`, so every write lands at the current end, also
-    /// after [`WalFile::set_len`] cut the file.
     file: File,
+    /// Offset after the last byte written: where the next append goes. The
+    /// file may be longer when space was preallocated.
+    end: u64,
+}
+
+impl RealFile {
+    fn len_bytes(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
 }
 
 impl WalFile for RealFile {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.file.write_all(bytes)
+        self.file.write_all_at(bytes, self.end)?;
+        self.end += bytes.len() as u64;
+        Ok(())
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
@@ -27,12 +37,30 @@ impl WalFile for RealFile {
     }
 
     fn set_len(&mut self, len_bytes: u64) -> io::Result<()> {
-        let current_bytes = self.file.metadata()?.len();
         assert!(
-            len_bytes <= current_bytes,
+            len_bytes <= self.len_bytes()?,
             "set_len only ever shortens a file"
         );
-        self.file.set_len(len_bytes)
+        self.file.set_len(len_bytes)?;
+        self.end = len_bytes;
+        Ok(())
+    }
+
+    fn preallocate(&mut self, len_bytes: u64) -> io::Result<()> {
+        if self.len_bytes()? < len_bytes {
+            // Extending sets the size without writing the blocks: a hole
+            // that reads as zeros.
+            self.file.set_len(len_bytes)?;
+        }
+        Ok(())
+    }
+
+    fn seal(&mut self) -> io::Result<()> {
+        if self.len_bytes()? > self.end {
+            self.file.set_len(self.end)?;
+            self.file.sync_data()?;
+        }
+        Ok(())
     }
 }
 
@@ -55,16 +83,14 @@ impl FileSystem for RealFileSystem {
     }
 
     fn create_new(&self, path: &Path) -> io::Result<RealFile> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(path)?;
-        Ok(RealFile { file })
+        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        Ok(RealFile { file, end: 0 })
     }
 
     fn open_append(&self, path: &Path) -> io::Result<RealFile> {
-        let file = OpenOptions::new().append(true).open(path)?;
-        Ok(RealFile { file })
+        let file = OpenOptions::new().write(true).open(path)?;
+        let end = file.metadata()?.len();
+        Ok(RealFile { file, end })
     }
 
     fn file_len(&self, path: &Path) -> io::Result<u64> {
@@ -104,4 +130,49 @@ fn too_large(len_bytes: u64, bytes_max: u64) -> io::Error {
         io::ErrorKind::InvalidData,
         format!("file is {len_bytes} bytes, above the {bytes_max}-byte read limit"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_land_after_the_last_write_inside_preallocated_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut file = RealFileSystem.create_new(&path).unwrap();
+        file.preallocate(4096).unwrap();
+        file.write_all(b"abc").unwrap();
+        file.write_all(b"de").unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().len(), 4096);
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(&bytes[..5], b"abcde");
+        assert!(
+            bytes[5..].iter().all(|b| *b == 0),
+            "the rest reads as zeros"
+        );
+        file.seal().unwrap();
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            b"abcde",
+            "sealed at the last write"
+        );
+    }
+
+    #[test]
+    fn a_reopened_file_appends_at_its_end_and_set_len_moves_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        RealFileSystem
+            .create_new(&path)
+            .unwrap()
+            .write_all(b"0123456789")
+            .unwrap();
+        let mut file = RealFileSystem.open_append(&path).unwrap();
+        file.set_len(4).unwrap();
+        file.preallocate(100).unwrap();
+        file.write_all(b"xy").unwrap();
+        file.seal().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"0123xy");
+    }
 }

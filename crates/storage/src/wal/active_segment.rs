@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// The open, growing end of the WAL.
 #[derive(Debug)]
 pub(crate) struct ActiveSegment<W: WalFile> {
-    /// The open file, in append mode.
+    /// The open file; appends go after its last record.
     file: W,
     /// Its path, for error messages and for deletion once it is sealed.
     path: PathBuf,
@@ -128,6 +128,15 @@ impl<W: WalFile> ActiveSegment<W> {
         self.buffer.clear();
         self.unsynced = true;
         Ok(())
+    }
+
+    /// Cuts space preallocated past the last record, durably. Called on a
+    /// synced segment that is about to stop being the last.
+    pub(crate) fn seal(&mut self) -> Result<(), StorageError> {
+        assert!(!self.is_dirty(), "only a synced segment is sealed");
+        self.file
+            .seal()
+            .map_err(|error| StorageError::io("seal", &self.path, error))
     }
 
     /// Writes the buffer and fsyncs the file, if anything is pending.

@@ -95,7 +95,14 @@ pub(crate) fn recover<F: FileSystem>(
         hard_state: outcome.hard_state,
     };
     let max_sequence = listing.max_sequence();
-    let reopened = reopen_active(&fs, dir, replayed, max_sequence, &snapshot_start)?;
+    let reopened = reopen_active(
+        &fs,
+        dir,
+        replayed,
+        max_sequence,
+        &snapshot_start,
+        options.segment_bytes_max,
+    )?;
     let dir_dirty = dir_dirty || reopened.created;
     let mut log = SegmentLog::new(
         fs,
@@ -263,9 +270,11 @@ fn reopen_active<F: FileSystem>(
     mut replayed: Vec<ReplayedSegment>,
     max_sequence: u64,
     start: &SegmentStart,
+    segment_bytes_max: u64,
 ) -> Result<Reopened<F::File>, StorageError> {
     let Some(last) = replayed.pop() else {
-        let active = SegmentLog::<F>::create_segment(fs, dir, max_sequence + 1, start)?;
+        let active =
+            SegmentLog::<F>::create_segment(fs, dir, max_sequence + 1, start, segment_bytes_max)?;
         return Ok(Reopened {
             sealed: Vec::new(),
             active,
@@ -290,6 +299,8 @@ fn reopen_active<F: FileSystem>(
         file.sync_data()
             .map_err(|error| StorageError::io("fsync", &path, error))?;
     }
+    file.preallocate(segment_bytes_max)
+        .map_err(|error| StorageError::io("preallocate", &path, error))?;
     let active = ActiveSegment::resumed(
         file,
         path,

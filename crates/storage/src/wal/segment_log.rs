@@ -19,7 +19,7 @@ use super::record::{RecordKind, RECORD_HEADER_BYTES};
 use super::segment_header::SegmentHeader;
 use crate::codec::encode_hard_state;
 use crate::error::StorageError;
-use crate::fs::FileSystem;
+use crate::fs::{FileSystem, WalFile};
 use bellwether_core::raft::HardState;
 use bellwether_core::{LogIndex, Term};
 use std::path::{Path, PathBuf};
@@ -93,17 +93,22 @@ impl<F: FileSystem> SegmentLog<F> {
         }
     }
 
-    /// Creates segment `sequence` and stages its header and hard state.
+    /// Creates segment `sequence`, `bytes_max` long ahead of its writes
+    /// (see [`WalFile::preallocate`](crate::fs::WalFile::preallocate)), and
+    /// stages its header and hard state.
     pub(crate) fn create_segment(
         fs: &F,
         dir: &Path,
         sequence: u64,
         start: &SegmentStart,
+        bytes_max: u64,
     ) -> Result<ActiveSegment<F::File>, StorageError> {
         let path = dir.join(segment_name(sequence, start.first_index));
-        let file = fs
+        let mut file = fs
             .create_new(&path)
             .map_err(|error| StorageError::io("create", &path, error))?;
+        file.preallocate(bytes_max)
+            .map_err(|error| StorageError::io("preallocate", &path, error))?;
         let header = SegmentHeader {
             sequence,
             first_index: start.first_index,
@@ -202,12 +207,14 @@ impl<F: FileSystem> SegmentLog<F> {
         );
     }
 
-    /// Seals the active segment (after making it durable) and starts the
-    /// next one.
+    /// Seals the active segment (after making it durable, and cutting the
+    /// space preallocated past its last record) and starts the next one.
     pub(crate) fn rotate(&mut self, start: &SegmentStart) -> Result<(), StorageError> {
         self.active.sync()?;
+        self.active.seal()?;
         let sequence = self.active.sequence() + 1;
-        let next = Self::create_segment(&self.fs, &self.dir, sequence, start)?;
+        let next =
+            Self::create_segment(&self.fs, &self.dir, sequence, start, self.segment_bytes_max)?;
         let sealed = std::mem::replace(&mut self.active, next);
         self.sealed.push(SealedSegment {
             sequence: sealed.sequence(),
