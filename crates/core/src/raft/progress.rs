@@ -125,10 +125,14 @@ impl Progress {
     }
 
     /// A heartbeat of `round` is going out: while replicating, remember
-    /// what was streamed before it. Round 0 (a commit notice) is not
-    /// numbered, so its answer cannot be told apart from an older one.
+    /// what was streamed before it, unless an earlier probe still waits for
+    /// its answer (any later numbered answer settles that one too, so rounds
+    /// sent faster than answers come back, as under a stream of
+    /// linearizable reads, cannot keep replacing it unanswered). Round 0 (a
+    /// commit notice) is not numbered, so its answer cannot be told apart
+    /// from an older one.
     pub fn on_heartbeat_sent(&mut self, round: u64) {
-        if round > 0 && self.state == ReplicationState::Replicate {
+        if round > 0 && self.state == ReplicationState::Replicate && self.loss_probe.is_none() {
             self.loss_probe = Some(LossProbe {
                 round,
                 sent_last: LogIndex(self.next_index.0 - 1),
@@ -188,5 +192,46 @@ impl Progress {
             }
             ReplicationState::Replicate => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replicating(match_index: u64, sent_last: u64) -> Progress {
+        let mut progress = Progress::new(0, LogIndex(1));
+        progress.state = ReplicationState::Replicate;
+        progress.match_index = LogIndex(match_index);
+        progress.next_index = LogIndex(sent_last + 1);
+        progress
+    }
+
+    #[test]
+    fn a_probe_waits_for_its_answer_while_later_rounds_go_out() {
+        let mut progress = replicating(3, 5);
+        for round in 1..=3 {
+            progress.on_heartbeat_sent(round);
+        }
+        assert!(
+            progress.appends_lost(1, LogIndex(3)),
+            "the answer to the first probe still proves the loss"
+        );
+    }
+
+    #[test]
+    fn answers_to_older_rounds_and_commit_notices_prove_nothing() {
+        let mut progress = replicating(3, 5);
+        progress.on_heartbeat_sent(7);
+        assert!(
+            !progress.appends_lost(6, LogIndex(3)),
+            "sent before the probe"
+        );
+        progress.on_heartbeat_sent(0);
+        assert!(!progress.appends_lost(0, LogIndex(3)), "a commit notice");
+        assert!(!progress.appends_lost(7, LogIndex(5)), "it has them all");
+        progress.on_heartbeat_sent(8);
+        progress.match_index = LogIndex(5);
+        assert!(!progress.appends_lost(8, LogIndex(3)), "acknowledged since");
     }
 }
