@@ -10,18 +10,56 @@ use std::path::Path;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealFileSystem;
 
+/// Zeros are written this far ahead of the appends into announced space
+/// (see [`WalFile::preallocate`]), at most. One sync in every this many
+/// bytes of appends pays for the allocation; the rest overwrite blocks that
+/// are already allocated and written.
+const ZERO_FILL_AHEAD_BYTES: u64 = 256 << 10;
+
+/// The zeros written ahead, a piece at a time.
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+
 /// A real file the WAL appends to.
 #[derive(Debug)]
 pub struct RealFile {
     file: File,
-    /// Offset after the last byte written: where the next append goes. The
-    /// file may be longer when space was preallocated.
+    /// Offset after the last byte written: where the next append goes.
     end: u64,
+    /// The file's size: at least `end`; the bytes between are zeros
+    /// written ahead of the appends.
+    len: u64,
+    /// The size announced by [`WalFile::preallocate`]: zeros are written
+    /// ahead up to here and no further.
+    announced: u64,
 }
 
 impl RealFile {
-    fn len_bytes(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
+    fn opened(file: File) -> io::Result<RealFile> {
+        let len = file.metadata()?.len();
+        Ok(RealFile {
+            file,
+            end: len,
+            len,
+            announced: 0,
+        })
+    }
+
+    /// Writes zeros from the file's size up to [`ZERO_FILL_AHEAD_BYTES`]
+    /// past `end`, within the announced size, when `end` has reached the
+    /// zeros written so far.
+    fn fill_ahead(&mut self) -> io::Result<()> {
+        if self.end < self.len {
+            return Ok(());
+        }
+        let target = (self.end + ZERO_FILL_AHEAD_BYTES).min(self.announced);
+        let mut at = self.end;
+        while at < target {
+            let piece = (target - at).min(ZEROS.len() as u64);
+            self.file.write_all_at(&ZEROS[..piece as usize], at)?;
+            at += piece;
+        }
+        self.len = self.len.max(at);
+        Ok(())
     }
 }
 
@@ -29,7 +67,8 @@ impl WalFile for RealFile {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.file.write_all_at(bytes, self.end)?;
         self.end += bytes.len() as u64;
-        Ok(())
+        self.len = self.len.max(self.end);
+        self.fill_ahead()
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
@@ -38,27 +77,26 @@ impl WalFile for RealFile {
 
     fn set_len(&mut self, len_bytes: u64) -> io::Result<()> {
         assert!(
-            len_bytes <= self.len_bytes()?,
+            len_bytes <= self.file.metadata()?.len(),
             "set_len only ever shortens a file"
         );
         self.file.set_len(len_bytes)?;
         self.end = len_bytes;
+        self.len = len_bytes;
         Ok(())
     }
 
     fn preallocate(&mut self, len_bytes: u64) -> io::Result<()> {
-        if self.len_bytes()? < len_bytes {
-            // Extending sets the size without writing the blocks: a hole
-            // that reads as zeros.
-            self.file.set_len(len_bytes)?;
-        }
-        Ok(())
+        self.announced = self.announced.max(len_bytes);
+        self.fill_ahead()
     }
 
     fn seal(&mut self) -> io::Result<()> {
-        if self.len_bytes()? > self.end {
+        self.announced = self.end;
+        if self.len > self.end {
             self.file.set_len(self.end)?;
             self.file.sync_data()?;
+            self.len = self.end;
         }
         Ok(())
     }
@@ -84,13 +122,12 @@ impl FileSystem for RealFileSystem {
 
     fn create_new(&self, path: &Path) -> io::Result<RealFile> {
         let file = OpenOptions::new().write(true).create_new(true).open(path)?;
-        Ok(RealFile { file, end: 0 })
+        RealFile::opened(file)
     }
 
     fn open_append(&self, path: &Path) -> io::Result<RealFile> {
         let file = OpenOptions::new().write(true).open(path)?;
-        let end = file.metadata()?.len();
-        Ok(RealFile { file, end })
+        RealFile::opened(file)
     }
 
     fn file_len(&self, path: &Path) -> io::Result<u64> {
@@ -157,6 +194,35 @@ mod tests {
             b"abcde",
             "sealed at the last write"
         );
+    }
+
+    #[test]
+    fn zeros_are_written_ahead_of_the_appends_up_to_the_announced_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let announced = 3 * ZERO_FILL_AHEAD_BYTES;
+        let mut file = RealFileSystem.create_new(&path).unwrap();
+        file.preallocate(announced).unwrap();
+        let size = || fs::metadata(&path).unwrap().len();
+        assert_eq!(size(), ZERO_FILL_AHEAD_BYTES, "one piece ahead at once");
+        let record = vec![7u8; 10_000];
+        let mut written = 0;
+        while written + record.len() as u64 <= announced + 50_000 {
+            file.write_all(&record).unwrap();
+            written += record.len() as u64;
+            assert!(size() >= written, "the size covers every append");
+            assert!(
+                size() >= written.min(announced),
+                "zeros ahead until the announced size"
+            );
+            assert!(
+                size() <= (written + ZERO_FILL_AHEAD_BYTES).min(announced).max(written),
+                "never more than one piece ahead, nor past the announced size"
+            );
+        }
+        assert_eq!(size(), written, "past the announced size, plain appends");
+        let bytes = fs::read(&path).unwrap();
+        assert!(bytes.iter().all(|b| *b == 7));
     }
 
     #[test]
