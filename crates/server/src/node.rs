@@ -394,7 +394,7 @@ impl Node {
     }
 
     /// Sends what may leave before the fsync, persists, sends the rest,
-    /// then applies.
+    /// and applies.
     ///
     /// The core's contract is that a `Ready`'s state is durable before its
     /// messages are sent. One exception is safe and is what lets a leader's
@@ -405,6 +405,11 @@ impl Node {
     /// below completes before this loop steps any answer to those messages
     /// into the core (the core counts the leader at its last index). Every
     /// answer and vote, which does claim durability, waits for the fsync.
+    ///
+    /// Committed entries this `Ready` does not write are applied while its
+    /// fsync runs (see [`Node::applies_before_persist`]), so a leader
+    /// answers the clients of the previous batch during the fsync of the
+    /// next instead of after it.
     async fn process_ready(&mut self) -> Result<(), NodeError> {
         while self.raft.has_ready() {
             let ready = self.raft.ready();
@@ -413,11 +418,21 @@ impl Node {
                 .into_iter()
                 .partition(|envelope| sendable_before_persist(&envelope.message));
             send_all(&self.outbound, early);
+            let mut output = ready.output.into_iter().peekable();
             if let Some(persist) = ready.persist {
-                self.persist(persist).await?;
+                let unwritten_from = first_written_index(&persist);
+                let syncing = self.start_persist(persist);
+                while let Some(apply) =
+                    output.next_if(|output| applies_before_persist(output, unwritten_from))
+                {
+                    self.apply_output(apply);
+                }
+                // Confirmed reads are released only below, once every
+                // output is applied: the core counts them all applied.
+                self.finish_persist(syncing).await?;
             }
             send_all(&self.outbound, late);
-            for output in ready.output {
+            for output in output {
                 self.apply_output(output);
             }
             self.release_confirmed_reads();
@@ -429,19 +444,24 @@ impl Node {
         Ok(())
     }
 
-    /// Writes and fsyncs `persist` on a blocking thread. The loop waits
-    /// for it (what it persists must be durable before the messages and
-    /// output that depend on it), but the runtime's other tasks, the gRPC
-    /// services among them, keep running meanwhile, and requests that
-    /// arrive wait in the queue for the next batch (group commit).
-    async fn persist(&mut self, persist: RaftPersist) -> Result<(), NodeError> {
+    /// Starts writing and fsyncing `persist` on a blocking thread, with the
+    /// log lent to it. The runtime's other tasks, the gRPC services among
+    /// them, keep running meanwhile, and requests that arrive wait in the
+    /// queue for the next batch (group commit).
+    fn start_persist(&mut self, persist: RaftPersist) -> tokio::task::JoinHandle<PersistDone> {
         let mut wal = self.wal.take().expect("the log is back after every fsync");
-        let (wal, result) = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             let result = persist_to(&mut wal, persist);
             (wal, result)
         })
-        .await
-        .expect("persisting does not panic");
+    }
+
+    /// Waits for [`Node::start_persist`] to finish and takes the log back.
+    async fn finish_persist(
+        &mut self,
+        syncing: tokio::task::JoinHandle<PersistDone>,
+    ) -> Result<(), NodeError> {
+        let (wal, result) = syncing.await.expect("persisting does not panic");
         self.wal = Some(wal);
         result.map_err(|error| NodeError::Persist {
             path: self.config.data_dir.display().to_string(),
@@ -698,6 +718,39 @@ impl Node {
     }
 }
 
+/// What a blocking persist hands back: the log, and whether it worked.
+type PersistDone = (WalStorage, Result<(), bellwether_storage::StorageError>);
+
+/// The first log index `persist` writes, or `None` when it installs a
+/// snapshot (which replaces the whole log); `LogIndex(u64::MAX)` when it
+/// writes no entries.
+fn first_written_index(persist: &RaftPersist) -> Option<LogIndex> {
+    if persist.snapshot.is_some() {
+        return None;
+    }
+    Some(
+        persist
+            .entries
+            .first()
+            .map_or(LogIndex(u64::MAX), |e| e.index),
+    )
+}
+
+/// True for an output that may be applied while the `Ready`'s fsync runs:
+/// a committed entry below every entry the `Ready` writes. Such an entry is
+/// durable on a majority already, this member's own disk included when it
+/// leads (its earlier fsyncs finished before the answers that committed
+/// the entry were stepped), so applying it and answering its client does
+/// not depend on this fsync. Whatever the `Ready` writes (a single-member
+/// cluster commits its own entries at once), a snapshot to install, and
+/// every output after the first that must wait, waits for the fsync.
+fn applies_before_persist(output: &RaftOutput, unwritten_from: Option<LogIndex>) -> bool {
+    match (output, unwritten_from) {
+        (RaftOutput::Apply(entry), Some(first)) => entry.index < first,
+        _ => false,
+    }
+}
+
 fn sendable_before_persist(message: &RaftMessage) -> bool {
     matches!(
         message,
@@ -902,6 +955,50 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(index: u64) -> bellwether_core::raft::Entry {
+        bellwether_core::raft::Entry {
+            term: Term(2),
+            index: LogIndex(index),
+            payload: Payload::Noop,
+        }
+    }
+
+    #[test]
+    fn only_committed_entries_below_what_the_fsync_writes_are_applied_during_it() {
+        let writes = RaftPersist {
+            entries: vec![entry(8), entry(9)],
+            ..RaftPersist::default()
+        };
+        let from = first_written_index(&writes);
+        assert_eq!(from, Some(LogIndex(8)));
+        assert!(applies_before_persist(&RaftOutput::Apply(entry(7)), from));
+        // A single-member cluster commits what it has just appended: its
+        // client is answered only once the entry is on disk.
+        assert!(!applies_before_persist(&RaftOutput::Apply(entry(8)), from));
+        assert!(!applies_before_persist(&RaftOutput::Apply(entry(9)), from));
+        let reads = RaftOutput::ReadReady {
+            id: 1,
+            index: LogIndex(7),
+        };
+        assert!(!applies_before_persist(&reads, from), "reads wait");
+
+        let hard_state_only = RaftPersist {
+            hard_state: Some(Default::default()),
+            ..RaftPersist::default()
+        };
+        let from = first_written_index(&hard_state_only);
+        assert!(applies_before_persist(&RaftOutput::Apply(entry(9)), from));
+
+        let snapshot = RaftPersist {
+            snapshot: Some(Default::default()),
+            entries: vec![entry(12)],
+            ..RaftPersist::default()
+        };
+        let from = first_written_index(&snapshot);
+        assert_eq!(from, None, "a snapshot replaces the whole log");
+        assert!(!applies_before_persist(&RaftOutput::Apply(entry(3)), from));
+    }
 
     #[test]
     fn only_a_leaders_replication_leaves_before_the_fsync() {

@@ -216,7 +216,10 @@ mod tests {
                 "zeros ahead until the announced size"
             );
             assert!(
-                size() <= (written + ZERO_FILL_AHEAD_BYTES).min(announced).max(written),
+                size()
+                    <= (written + ZERO_FILL_AHEAD_BYTES)
+                        .min(announced)
+                        .max(written),
                 "never more than one piece ahead, nor past the announced size"
             );
         }
