@@ -46,20 +46,30 @@ impl RealFile {
 
     /// Writes zeros from the file's size up to [`ZERO_FILL_AHEAD_BYTES`]
     /// past `end`, within the announced size, when `end` has reached the
-    /// zeros written so far.
-    fn fill_ahead(&mut self) -> io::Result<()> {
+    /// zeros written so far. Only an optimisation: when it fails (a full
+    /// disk), this file stops filling ahead and appends go on into plain
+    /// new space, where a full disk fails them instead. What it wrote
+    /// reads as zeros, an unwritten tail to recovery, and [`WalFile::seal`]
+    /// cuts it.
+    fn fill_ahead(&mut self) {
         if self.end < self.len {
-            return Ok(());
+            return;
         }
         let target = (self.end + ZERO_FILL_AHEAD_BYTES).min(self.announced);
         let mut at = self.end;
         while at < target {
             let piece = (target - at).min(ZEROS.len() as u64);
-            self.file.write_all_at(&ZEROS[..piece as usize], at)?;
+            if self
+                .file
+                .write_all_at(&ZEROS[..piece as usize], at)
+                .is_err()
+            {
+                self.announced = self.end;
+                return;
+            }
             at += piece;
         }
         self.len = self.len.max(at);
-        Ok(())
     }
 }
 
@@ -68,7 +78,8 @@ impl WalFile for RealFile {
         self.file.write_all_at(bytes, self.end)?;
         self.end += bytes.len() as u64;
         self.len = self.len.max(self.end);
-        self.fill_ahead()
+        self.fill_ahead();
+        Ok(())
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
@@ -88,16 +99,19 @@ impl WalFile for RealFile {
 
     fn preallocate(&mut self, len_bytes: u64) -> io::Result<()> {
         self.announced = self.announced.max(len_bytes);
-        self.fill_ahead()
+        self.fill_ahead();
+        Ok(())
     }
 
     fn seal(&mut self) -> io::Result<()> {
         self.announced = self.end;
-        if self.len > self.end {
+        // The size on disk, not `len`: a fill cut short by a full disk may
+        // have left zeros past what `len` counts.
+        if self.file.metadata()?.len() > self.end {
             self.file.set_len(self.end)?;
             self.file.sync_data()?;
-            self.len = self.end;
         }
+        self.len = self.end;
         Ok(())
     }
 }
