@@ -155,7 +155,7 @@ fn scan_bytes(event: &Event) -> usize {
     /// Roughly the revisions, version, lease and framing of one event.
     const EVENT_SCAN_BYTES_FIXED: usize = 64;
     let kv_bytes = |kv: &crate::KeyValue| kv.key.len() + kv.value.len();
-    EVENT_SCAN_BYTES_FIXED + kv_bytes(&event.kv) + event.prev_kv.as_ref().map_or(0, kv_bytes)
+    EVENT_SCAN_BYTES_FIXED + kv_bytes(&event.kv) + event.prev_kv.as_deref().map_or(0, kv_bytes)
 }
 
 #[cfg(test)]

@@ -3,14 +3,17 @@
 //! removes it.
 
 use crate::KeyValue;
+use std::sync::Arc;
 
 /// One write to a key: the new state, or `None` for a delete.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct KeyRevision {
     /// The revision of the write.
     pub(crate) revision: i64,
-    /// The state after the write; `None` is a tombstone.
-    pub(crate) kv: Option<KeyValue>,
+    /// The state after the write; `None` is a tombstone. Shared with the
+    /// watch events of the write and the next, so a put copies its key
+    /// and value once rather than once per place that records them.
+    pub(crate) kv: Option<Arc<KeyValue>>,
 }
 
 /// All retained writes to one key, oldest first.
@@ -33,16 +36,21 @@ impl KeyHistory {
             .partition_point(|entry| entry.revision <= revision);
         after
             .checked_sub(1)
-            .and_then(|index| self.revisions[index].kv.as_ref())
+            .and_then(|index| self.revisions[index].kv.as_deref())
     }
 
     /// The key's newest state, or `None` if it is deleted.
     pub(crate) fn latest(&self) -> Option<&KeyValue> {
+        self.revisions.last().and_then(|entry| entry.kv.as_deref())
+    }
+
+    /// The key's newest state, shared, or `None` if it is deleted.
+    pub(crate) fn latest_shared(&self) -> Option<&Arc<KeyValue>> {
         self.revisions.last().and_then(|entry| entry.kv.as_ref())
     }
 
     /// Records a write at `revision`. A tombstone is `None`.
-    pub(crate) fn push(&mut self, revision: i64, kv: Option<KeyValue>) {
+    pub(crate) fn push(&mut self, revision: i64, kv: Option<Arc<KeyValue>>) {
         if let Some(last) = self.revisions.last() {
             assert!(
                 revision > last.revision,

@@ -14,6 +14,7 @@ use crate::event_log::{EventLog, RevisionEvents};
 use crate::key_history::{KeyHistory, KeyRevision};
 use crate::{Event, EventKind, KeyValue, KvError, Lease};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Identifies a bellwether kv snapshot.
 const SNAPSHOT_MAGIC: &[u8; 4] = b"BWKV";
@@ -35,7 +36,7 @@ impl KvStore {
             out.count(history.revisions.len());
             for entry in &history.revisions {
                 out.i64(entry.revision);
-                encode_optional_kv(&mut out, entry.kv.as_ref());
+                encode_optional_kv(&mut out, entry.kv.as_deref());
             }
         }
         out.count(self.leases.len());
@@ -108,7 +109,7 @@ fn decode_keys(
             }
             history.revisions.push(KeyRevision {
                 revision: entry_revision,
-                kv,
+                kv: kv.map(Arc::new),
             });
         }
         if history.revisions.is_empty() || keys.insert(key, history).is_some() {
@@ -168,7 +169,7 @@ fn encode_events(out: &mut Encoder, log: &EventLog) {
                 EventKind::Delete => 1,
             });
             encode_kv(out, &event.kv);
-            encode_optional_kv(out, event.prev_kv.as_ref());
+            encode_optional_kv(out, event.prev_kv.as_deref());
         }
     }
 }
@@ -188,7 +189,7 @@ fn decode_events(input: &mut Decoder, revision: i64) -> Result<EventLog, KvError
             };
             let kv = decode_kv(input)?;
             let prev_kv = decode_optional_kv(input)?;
-            events.push(Event { kind, kv, prev_kv });
+            events.push(Event::new(kind, kv, prev_kv));
         }
         let ordered = log
             .revisions

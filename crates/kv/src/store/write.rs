@@ -6,10 +6,12 @@
 //! once, if anything changed, and hands the events to the event log.
 
 use super::KvStore;
+use crate::key_history::KeyHistory;
 use crate::{
     DeleteRangeRequest, DeleteRangeResponse, Event, EventKind, KeyRange, KeyValue, KvError,
     PutRequest, PutResponse, REQUEST_BYTES_MAX,
 };
+use std::sync::Arc;
 
 /// The writes of one revision in progress.
 pub(super) struct PendingWrite {
@@ -116,7 +118,11 @@ impl KvStore {
         request: &PutRequest,
         pending: &mut PendingWrite,
     ) -> PutResponse {
-        let previous = self.get(&request.key).cloned();
+        let previous: Option<Arc<KeyValue>> = self
+            .keys
+            .get(&request.key)
+            .and_then(KeyHistory::latest_shared)
+            .cloned();
         let (create_revision, version) = match &previous {
             Some(previous) => (previous.create_revision, previous.version + 1),
             None => (pending.revision, 1),
@@ -129,15 +135,15 @@ impl KvStore {
             (Some(previous), true) => previous.lease,
             _ => request.lease,
         };
-        let kv = KeyValue {
+        let kv = Arc::new(KeyValue {
             key: request.key.clone(),
             create_revision,
             mod_revision: pending.revision,
             version,
             value,
             lease,
-        };
-        self.detach(previous.as_ref());
+        });
+        self.detach(previous.as_deref());
         if lease != 0 {
             let attached = self
                 .leases
@@ -145,16 +151,24 @@ impl KvStore {
                 .expect("put with an unchecked lease");
             attached.keys.insert(kv.key.clone());
         }
-        self.keys
-            .entry(kv.key.clone())
-            .or_default()
-            .push(pending.revision, Some(kv.clone()));
+        match self.keys.get_mut(&kv.key) {
+            Some(history) => history.push(pending.revision, Some(kv.clone())),
+            None => {
+                let mut history = KeyHistory::default();
+                history.push(pending.revision, Some(kv.clone()));
+                self.keys.insert(kv.key.clone(), history);
+            }
+        }
+        let prev_kv = if request.prev_kv {
+            previous.as_deref().cloned()
+        } else {
+            None
+        };
         pending.events.push(Event {
             kind: EventKind::Put,
             kv,
-            prev_kv: previous.clone(),
+            prev_kv: previous,
         });
-        let prev_kv = if request.prev_kv { previous } else { None };
         PutResponse {
             revision: 0,
             prev_kv,
@@ -196,11 +210,9 @@ impl KvStore {
             .expect("deleting a key without history");
         history.push(pending.revision, None);
         let kv = KeyValue::tombstone(previous.key.clone(), pending.revision);
-        pending.events.push(Event {
-            kind: EventKind::Delete,
-            kv,
-            prev_kv: Some(previous),
-        });
+        pending
+            .events
+            .push(Event::new(EventKind::Delete, kv, Some(previous)));
     }
 
     /// Removes a key from the lease it is attached to, if any.

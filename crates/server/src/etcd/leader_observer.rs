@@ -17,6 +17,7 @@
 
 use super::campaign::first_created;
 use bellwether_kv::{EventKind, KeyRange, KeyValue, KvStore};
+use std::sync::Arc;
 
 /// One leader state to report: the leader's key-value at `revision`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,9 +88,11 @@ impl LeaderObserver {
                 continue;
             }
             match (&self.leader, event.kind) {
-                (None, EventKind::Put) => sightings.push(self.report(event.kv, revision)),
+                (None, EventKind::Put) => {
+                    sightings.push(self.report(Arc::unwrap_or_clone(event.kv), revision))
+                }
                 (Some(leader), EventKind::Put) if leader.key == event.kv.key => {
-                    sightings.push(self.report(event.kv, revision));
+                    sightings.push(self.report(Arc::unwrap_or_clone(event.kv), revision));
                 }
                 (Some(leader), EventKind::Delete) if leader.key == event.kv.key => {
                     sightings.extend(self.resync(store));

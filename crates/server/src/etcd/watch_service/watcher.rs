@@ -12,6 +12,7 @@ use super::super::convert;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::mvccpb;
 use bellwether_kv::{Event, EventKind, KeyRange, KvError, KvStore};
+use std::sync::Arc;
 
 /// Most bytes of keys and values one read looks at (see
 /// `KvStore::events_page`). It bounds both the time the store stays locked
@@ -119,13 +120,15 @@ impl Watcher {
             EventKind::Delete => mvccpb::event::EventType::Delete,
         };
         let prev_kv = if self.prev_kv {
-            event.prev_kv.map(convert::key_value)
+            event
+                .prev_kv
+                .map(|kv| convert::key_value(Arc::unwrap_or_clone(kv)))
         } else {
             None
         };
         mvccpb::Event {
             r#type: kind as i32,
-            kv: Some(convert::key_value(event.kv)),
+            kv: Some(convert::key_value(Arc::unwrap_or_clone(event.kv))),
             prev_kv,
         }
     }
