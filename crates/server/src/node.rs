@@ -407,7 +407,7 @@ impl Node {
     /// answer and vote, which does claim durability, waits for the fsync.
     ///
     /// Committed entries this `Ready` does not write are applied while its
-    /// fsync runs (see [`Node::applies_before_persist`]), so a leader
+    /// fsync runs (see [`applies_before_persist`]), so a leader
     /// answers the clients of the previous batch during the fsync of the
     /// next instead of after it.
     async fn process_ready(&mut self) -> Result<(), NodeError> {
