@@ -107,12 +107,22 @@ pub struct SideReport {
     pub idle_kib: Vec<Option<u64>>,
     /// Largest VmRSS per member sampled during the load, KiB.
     pub under_load_kib_max: Vec<Option<u64>>,
+    /// Largest `RssAnon` per member sampled during the load, KiB: the
+    /// resident memory that is the member's own (heap, stacks), without
+    /// the pages mapped from files (the program's code, which the three
+    /// members share; etcd's mmapped database).
+    pub under_load_anon_kib_max: Vec<Option<u64>>,
 }
 
 impl SideReport {
     /// The largest member's peak, KiB.
     pub fn largest_member_kib(&self) -> Option<u64> {
         self.under_load_kib_max.iter().flatten().copied().max()
+    }
+
+    /// The largest member's peak anonymous memory, KiB.
+    pub fn largest_member_anon_kib(&self) -> Option<u64> {
+        self.under_load_anon_kib_max.iter().flatten().copied().max()
     }
 }
 
@@ -127,12 +137,16 @@ pub struct Ratios {
     pub latency_p99_bellwether_over_etcd: Option<f64>,
     /// Largest member's peak RSS; below 1: bellwether uses less.
     pub memory_max_bellwether_over_etcd: Option<f64>,
+    /// The same for anonymous memory (`RssAnon`), which leaves out pages
+    /// mapped from files. Reported beside the RSS ratio, not instead.
+    pub anon_memory_max_bellwether_over_etcd: Option<f64>,
 }
 
 impl Ratios {
     /// The ratios of two sides' figures.
     pub fn of(bellwether: &SideReport, etcd: &SideReport) -> Ratios {
         let memory = |side: &SideReport| side.largest_member_kib().map(|k| k as f64);
+        let anon = |side: &SideReport| side.largest_member_anon_kib().map(|k| k as f64);
         // A side that completed nothing has no latency (its 0 is no figure).
         let latency = |side: &SideReport, pick: fn(&KvReport) -> f64| {
             (side.load.completed > 0).then(|| pick(&side.load))
@@ -147,6 +161,7 @@ impl Ratios {
             latency_p50_bellwether_over_etcd: ratio(latency(bellwether, p50), latency(etcd, p50)),
             latency_p99_bellwether_over_etcd: ratio(latency(bellwether, p99), latency(etcd, p99)),
             memory_max_bellwether_over_etcd: ratio(memory(bellwether), memory(etcd)),
+            anon_memory_max_bellwether_over_etcd: ratio(anon(bellwether), anon(etcd)),
         }
     }
 }
@@ -241,7 +256,10 @@ fn measure(
         Target::Leader => vec![all[leadership.member - 1].clone()],
     };
     let pids: Vec<Option<u32>> = contender.members().iter().map(Member::pid).collect();
-    let idle_kib: Vec<Option<u64>> = pids.iter().map(|p| p.and_then(resident_kib)).collect();
+    let idle_kib: Vec<Option<u64>> = pids
+        .iter()
+        .map(|p| p.and_then(resident_kib).map(|(rss, _)| rss))
+        .collect();
     let spec = LoadSpec {
         endpoints: endpoints.clone(),
         ..settings.load.clone()
@@ -249,7 +267,7 @@ fn measure(
     tracing::info!(system = %system, leader = leadership.member, ?endpoints, "loading");
     let sampler = RssSampler::start(pids);
     let report = runtime.block_on(load::run(&spec, interrupted.clone()));
-    let under_load_kib_max = sampler.stop();
+    let (under_load_kib_max, under_load_anon_kib_max) = sampler.stop();
     let report = report.with_context(|| format!("{system}: the load failed"))?;
     for member in contender.members_mut() {
         member
@@ -263,6 +281,7 @@ fn measure(
         load: report,
         idle_kib,
         under_load_kib_max,
+        under_load_anon_kib_max,
     })
 }
 
@@ -296,19 +315,25 @@ fn wait_agreement(contender: &mut dyn Contender, interrupted: &AtomicBool) -> Re
     }
 }
 
-/// `VmRSS` of a process, KiB.
-fn resident_kib(pid: u32) -> Option<u64> {
+/// `VmRSS` and `RssAnon` of a process, KiB.
+fn resident_kib(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some((field("VmRSS:")?, field("RssAnon:")?))
 }
+
+/// The largest RSS and the largest anonymous memory seen per process, KiB.
+type MemoryMaxima = (Vec<Option<u64>>, Vec<Option<u64>>);
 
 /// A thread that keeps the largest RSS seen per process until stopped.
 struct RssSampler {
     /// Set to end the sampling.
     stop: Arc<AtomicBool>,
     /// The thread; it returns the maxima.
-    thread: std::thread::JoinHandle<Vec<Option<u64>>>,
+    thread: std::thread::JoinHandle<MemoryMaxima>,
 }
 
 impl RssSampler {
@@ -316,21 +341,28 @@ impl RssSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
-            let mut max: Vec<Option<u64>> = vec![None; pids.len()];
+            let mut rss_max: Vec<Option<u64>> = vec![None; pids.len()];
+            let mut anon_max: Vec<Option<u64>> = vec![None; pids.len()];
+            let keep = |slot: &mut Option<u64>, kib: u64| {
+                *slot = Some(slot.map_or(kib, |m| m.max(kib)));
+            };
             while !flag.load(Ordering::SeqCst) {
-                for (slot, pid) in max.iter_mut().zip(&pids) {
-                    if let Some(kib) = pid.and_then(resident_kib) {
-                        *slot = Some(slot.map_or(kib, |m| m.max(kib)));
+                for (i, pid) in pids.iter().enumerate() {
+                    if let Some((rss, anon)) = pid.and_then(resident_kib) {
+                        keep(&mut rss_max[i], rss);
+                        keep(&mut anon_max[i], anon);
                     }
                 }
                 std::thread::sleep(RSS_SAMPLE_INTERVAL);
             }
-            max
+            (rss_max, anon_max)
         });
         RssSampler { stop, thread }
     }
 
-    fn stop(self) -> Vec<Option<u64>> {
+    /// Stops sampling; returns the largest RSS and anonymous memory seen
+    /// per process.
+    fn stop(self) -> MemoryMaxima {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.join().expect("the sampler does not panic")
     }
@@ -454,14 +486,15 @@ pub fn print_text(report: &CompareReport) {
     for side in [&report.bellwether, &report.etcd] {
         let load = &side.load;
         println!(
-            "  {:<18} {:>9.0} op/s  p50 {:.3} ms  p99 {:.3} ms  ({} ok, {} errors)  RSS max {}",
+            "  {:<18} {:>9.0} op/s  p50 {:.3} ms  p99 {:.3} ms  ({} ok, {} errors)  RSS max {}; anonymous max {}",
             side.system,
             load.per_second,
             load.latency_ms_p50,
             load.latency_ms_p99,
             load.completed,
             load.errors,
-            memory_line(&side.under_load_kib_max)
+            memory_line(&side.under_load_kib_max),
+            memory_line(&side.under_load_anon_kib_max)
         );
         if let Some(error) = &load.first_error {
             println!("    first error: {error}");
@@ -470,11 +503,12 @@ pub fn print_text(report: &CompareReport) {
     let show = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.2}×"));
     let ratios = &report.ratios;
     println!(
-        "  bellwether/etcd: throughput {}, p50 {}, p99 {}, memory (largest member) {}",
+        "  bellwether/etcd: throughput {}, p50 {}, p99 {}, memory (largest member) {}, anonymous memory {}",
         show(ratios.throughput_bellwether_over_etcd),
         show(ratios.latency_p50_bellwether_over_etcd),
         show(ratios.latency_p99_bellwether_over_etcd),
-        show(ratios.memory_max_bellwether_over_etcd)
+        show(ratios.memory_max_bellwether_over_etcd),
+        show(ratios.anon_memory_max_bellwether_over_etcd)
     );
 }
 
@@ -510,6 +544,7 @@ mod tests {
                 latency_ms_p99: p50 * 2.0,
             },
             idle_kib: vec![None; kib.len()],
+            under_load_anon_kib_max: kib.iter().map(|k| k.map(|k| k / 2)).collect(),
             under_load_kib_max: kib,
         }
     }
@@ -523,6 +558,7 @@ mod tests {
         assert_eq!(ratios.latency_p50_bellwether_over_etcd, Some(0.5));
         assert_eq!(ratios.latency_p99_bellwether_over_etcd, Some(0.5));
         assert_eq!(ratios.memory_max_bellwether_over_etcd, Some(0.25));
+        assert_eq!(ratios.anon_memory_max_bellwether_over_etcd, Some(0.25));
     }
 
     #[test]
@@ -537,6 +573,7 @@ mod tests {
         assert_eq!(ratios.throughput_bellwether_over_etcd, None);
         assert_eq!(ratios.latency_p50_bellwether_over_etcd, None);
         assert_eq!(ratios.memory_max_bellwether_over_etcd, None);
+        assert_eq!(ratios.anon_memory_max_bellwether_over_etcd, None);
     }
 
     #[test]
