@@ -19,6 +19,7 @@ mod compact;
 mod lease;
 mod read;
 mod snapshot;
+mod snapshot_events;
 
 pub use snapshot::SNAPSHOT_VERSION;
 mod txn;
