@@ -84,10 +84,17 @@ pub(crate) fn recover<F: FileSystem>(
     }
     let outcome = replay.finish();
 
-    let dir_dirty = !removals.is_empty();
     for path in &removals {
         fs.remove_file(path)
             .map_err(|error| StorageError::io("remove", path, error))?;
+    }
+    // The removals are made durable before the last segment gets space
+    // prepared again: otherwise a crash could keep that segment's new zero
+    // tail but bring back a dropped torn segment after it, and the next
+    // recovery would read the zeros strictly, as a sealed segment's.
+    if !removals.is_empty() {
+        fs.sync_dir(dir)
+            .map_err(|error| StorageError::io("fsync directory", dir, error))?;
     }
     let snapshot_start = SegmentStart {
         first_index: LogIndex(snapshot_index.0 + 1),
@@ -103,7 +110,7 @@ pub(crate) fn recover<F: FileSystem>(
         &snapshot_start,
         options.segment_bytes_max,
     )?;
-    let dir_dirty = dir_dirty || reopened.created;
+    let dir_dirty = reopened.created;
     let mut log = SegmentLog::new(
         fs,
         dir.to_path_buf(),
