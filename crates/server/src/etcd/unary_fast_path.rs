@@ -12,8 +12,10 @@
 //!
 //! The wire rules are gRPC's: a message bigger than the server accepts is
 //! refused with `ResourceExhausted`, as etcd's grpc-go server does; a
-//! compressed message, which etcd's clients never send, with
-//! `Unimplemented`; a missing or cut-off message with `Internal`.
+//! `grpc-encoding` other than identity, which etcd's clients never send,
+//! with `Unimplemented`; a message flagged compressed without such an
+//! encoding, and a missing or cut-off message, with `Internal` (the gRPC
+//! protocol's rule, and grpc-go's).
 
 use super::{KvService, LeaseService, GRPC_MESSAGE_BYTES_MAX};
 use bellwether_api::etcdserverpb::kv_server::Kv;
@@ -160,8 +162,9 @@ async fn read_message(mut body: Body, limit: usize) -> Result<Bytes, Status> {
             let compressed = buffer[0];
             let length = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
             if compressed != 0 {
-                return Err(Status::unimplemented(
-                    "compressed messages are not supported (no grpc-encoding is accepted)",
+                // Any grpc-encoding but identity was refused already.
+                return Err(Status::internal(
+                    "grpc: compressed flag set with identity or empty encoding",
                 ));
             }
             if length > limit {
@@ -328,7 +331,8 @@ mod tests {
         compressed[0] = 1;
         assert_eq!(
             read(vec![compressed], 100).unwrap_err().code(),
-            tonic::Code::Unimplemented
+            tonic::Code::Internal,
+            "flagged compressed without an encoding"
         );
         assert_eq!(read(vec![], 100).unwrap_err().code(), tonic::Code::Internal);
         let cut = framed(b"hello")[..7].to_vec();
