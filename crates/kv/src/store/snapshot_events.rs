@@ -31,29 +31,38 @@ const STORED: u8 = 1;
 
 /// Encodes the event log (version 2).
 pub(super) fn encode_events(out: &mut Encoder, log: &EventLog, keys: &Histories) {
+    encode_log(out, log, |out, revision, event| {
+        out.u8(kind_byte(event.kind));
+        out.bytes(&event.kv.key);
+        let history = keys.get(&event.kv.key);
+        let kv = derived_kv(history, event.kind, &event.kv.key, revision);
+        if kv.as_deref() == Some(&*event.kv) {
+            out.u8(DERIVED);
+        } else {
+            out.u8(STORED);
+            encode_kv(out, &event.kv);
+        }
+        let prev = derived_prev(history, revision);
+        if prev.map(|p| &**p) == event.prev_kv.as_deref() {
+            out.u8(DERIVED);
+        } else {
+            out.u8(STORED);
+            encode_optional_kv(out, event.prev_kv.as_deref());
+        }
+    });
+}
+
+/// The log's framing, the same in every version: its first revision, then
+/// each revision with its count of events, each event as `event` encodes
+/// it (given the event's revision).
+fn encode_log(out: &mut Encoder, log: &EventLog, mut event: impl FnMut(&mut Encoder, i64, &Event)) {
     out.i64(log.first_revision);
     out.count(log.revisions.len());
     for entry in &log.revisions {
         out.i64(entry.revision);
         out.count(entry.events.len());
-        for event in &entry.events {
-            out.u8(kind_byte(event.kind));
-            out.bytes(&event.kv.key);
-            let history = keys.get(&event.kv.key);
-            let kv = derived_kv(history, event.kind, &event.kv.key, entry.revision);
-            if kv.as_deref() == Some(&*event.kv) {
-                out.u8(DERIVED);
-            } else {
-                out.u8(STORED);
-                encode_kv(out, &event.kv);
-            }
-            let prev = derived_prev(history, entry.revision);
-            if prev.map(|p| &**p) == event.prev_kv.as_deref() {
-                out.u8(DERIVED);
-            } else {
-                out.u8(STORED);
-                encode_optional_kv(out, event.prev_kv.as_deref());
-            }
+        for one in &entry.events {
+            event(out, entry.revision, one);
         }
     }
 }
@@ -187,17 +196,11 @@ mod tests {
 
     /// The event log as version 1 stored it.
     fn encode_events_v1(out: &mut Encoder, log: &EventLog) {
-        out.i64(log.first_revision);
-        out.count(log.revisions.len());
-        for entry in &log.revisions {
-            out.i64(entry.revision);
-            out.count(entry.events.len());
-            for event in &entry.events {
-                out.u8(kind_byte(event.kind));
-                encode_kv(out, &event.kv);
-                encode_optional_kv(out, event.prev_kv.as_deref());
-            }
-        }
+        encode_log(out, log, |out, _, event| {
+            out.u8(kind_byte(event.kind));
+            encode_kv(out, &event.kv);
+            encode_optional_kv(out, event.prev_kv.as_deref());
+        });
     }
 
     /// `store`'s snapshot as version 1 wrote it: the same keys and leases,
