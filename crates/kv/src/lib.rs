@@ -57,7 +57,7 @@ pub use error::KvError;
 pub use event::{Event, EventKind};
 pub use key_range::KeyRange;
 pub use key_value::KeyValue;
-pub use lease::Lease;
+pub use lease::{Lease, LeaseKeys};
 pub use limits::{
     EVENT_LOG_EVENTS_MAX, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
     REQUEST_BYTES_MAX, TXN_DEPTH_MAX, TXN_OPS_MAX,

@@ -31,9 +31,16 @@ use tokio::sync::{mpsc, watch};
 const INPUTS_PER_BATCH_MAX: usize = 4_096;
 /// The node snapshots its state machine and compacts the log once at
 /// least this many entries were applied since the last snapshot, and the
-/// commands applied since then add up to at least the last snapshot's size
-/// (see [`Node::maybe_snapshot`]).
+/// entries applied since then (their commands, and
+/// [`ENTRY_BYTES_IN_MEMORY`] each) add up to at least the last snapshot's
+/// size (see [`Node::maybe_snapshot`]).
 const SNAPSHOT_EVERY_ENTRIES_MIN: u64 = 10_000;
+/// What a log entry kept in memory costs beyond its command's bytes: the
+/// entry itself and its command's allocation. It counts toward the bytes
+/// applied since the last snapshot, so that a log of small commands (lease
+/// grants of about 20 bytes) is compacted once it holds about as much
+/// memory as the snapshot, not several times that.
+const ENTRY_BYTES_IN_MEMORY: u64 = std::mem::size_of::<bellwether_core::raft::Entry>() as u64 + 16;
 /// ... and always after this many, whatever their size: bounds the log
 /// kept in memory and replayed on restart.
 const SNAPSHOT_EVERY_ENTRIES_MAX: u64 = 1_000_000;
@@ -579,6 +586,7 @@ impl Node {
     fn apply_output(&mut self, output: RaftOutput) {
         match output {
             RaftOutput::Apply(entry) => {
+                self.applied_bytes_since_snapshot += ENTRY_BYTES_IN_MEMORY;
                 let answer = match &entry.payload {
                     Payload::Command(command) => {
                         self.applied_bytes_since_snapshot += command.len() as u64;
@@ -666,7 +674,7 @@ impl Node {
 
     /// Snapshots the state machine and compacts the log when enough was
     /// applied since the last snapshot: at least
-    /// [`SNAPSHOT_EVERY_ENTRIES_MIN`] entries whose commands add up to at
+    /// [`SNAPSHOT_EVERY_ENTRIES_MIN`] entries whose memory in the log adds up to at
     /// least the last snapshot's size, or [`SNAPSHOT_EVERY_ENTRIES_MAX`]
     /// entries. A snapshot costs time proportional to the state (it runs on
     /// this loop and stalls it); tying the interval to the state's size

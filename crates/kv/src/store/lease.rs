@@ -6,8 +6,7 @@
 //! leader's volatile state (see [`Lease`]).
 
 use super::KvStore;
-use crate::{KvError, Lease, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN};
-use std::collections::BTreeSet;
+use crate::{KvError, Lease, LeaseKeys, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN};
 
 impl KvStore {
     /// Grants lease `id` for `ttl_seconds`, raised to
@@ -32,9 +31,8 @@ impl KvStore {
         self.leases.insert(
             id,
             Lease {
-                id,
                 ttl_seconds,
-                keys: BTreeSet::new(),
+                keys: LeaseKeys::default(),
             },
         );
         assert!(self.leases.len() <= LEASES_MAX);
@@ -47,7 +45,7 @@ impl KvStore {
     pub fn lease_revoke(&mut self, id: i64) -> Result<i64, KvError> {
         let lease = self.leases.remove(&id).ok_or(KvError::LeaseNotFound)?;
         let mut pending = self.begin_write();
-        for key in &lease.keys {
+        for key in lease.keys.iter() {
             let kv = self.get(key).cloned().expect("lease lists a deleted key");
             assert_eq!(kv.lease, id, "lease lists a key attached elsewhere");
             self.delete_key(kv, &mut pending);

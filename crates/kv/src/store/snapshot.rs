@@ -18,8 +18,8 @@ use super::snapshot_events;
 use super::KvStore;
 use crate::codec::{Decoder, Encoder};
 use crate::key_history::{KeyHistory, KeyRevision};
-use crate::{KeyValue, KvError, Lease};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::{KeyValue, KvError, Lease, LeaseKeys};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Identifies a bellwether kv snapshot.
@@ -51,8 +51,8 @@ impl KvStore {
             }
         }
         out.count(self.leases.len());
-        for lease in self.leases.values() {
-            out.i64(lease.id);
+        for (id, lease) in &self.leases {
+            out.i64(*id);
             out.i64(lease.ttl_seconds);
         }
         snapshot_events::encode_events(&mut out, &self.events, &self.keys);
@@ -144,9 +144,8 @@ fn decode_leases(
                 .insert(
                     id,
                     Lease {
-                        id,
                         ttl_seconds,
-                        keys: BTreeSet::new(),
+                        keys: LeaseKeys::default(),
                     },
                 )
                 .is_some()

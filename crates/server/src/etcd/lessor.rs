@@ -23,12 +23,13 @@
 use super::backend::EtcdBackend;
 use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How often the leader looks for expired leases. A lease is revoked at
-/// most this much after its deadline (plus one commit).
+/// How often the leader looks for expired leases, and the resolution of
+/// its deadlines. A lease is revoked at most this much after its deadline
+/// (plus one commit), never before it.
 const CHECK_INTERVAL: Duration = Duration::from_millis(100);
 /// Most revokes proposed per check, so a mass expiry cannot flood the log
 /// queue; the rest wait for the next check.
@@ -36,6 +37,15 @@ const REVOKES_PER_CHECK_MAX: usize = 256;
 /// A revoke proposed but not yet applied is not proposed again before this
 /// much time has passed.
 const REVOKE_RETRY: Duration = Duration::from_secs(1);
+/// A deadline too far away for the clock (about 13.6 years of
+/// [`CHECK_INTERVAL`]s): it never fires, so such a lease lives until it is
+/// revoked, which is longer than its TTL, never shorter.
+const NEVER: Tick = Tick::MAX;
+
+/// A point on the lessor's clock: whole [`CHECK_INTERVAL`]s since its
+/// state began. Four bytes where an `Instant` takes sixteen: the primary
+/// keeps one deadline for every lease, and there can be a million.
+type Tick = u32;
 
 /// What a keep-alive found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,46 +58,195 @@ pub enum Renewal {
     NotPrimary,
 }
 
-#[derive(Debug, Default)]
+/// A lease's deadline and the slot it is filed under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Filed {
+    /// The lease expires once this tick has begun.
+    deadline: Tick,
+    /// The slot of [`LessorState::slots`] that holds the lease: at or
+    /// before its deadline. Other entries for it are stale.
+    slot: Tick,
+}
+
+/// The primary's deadlines.
+///
+/// Every lease not being revoked sits in exactly one slot, at or before its
+/// deadline, and a keep-alive only moves the deadline later: it costs one
+/// map update, with nothing to re-sort. A check empties the slots that have
+/// come due: each lease in them has either expired or is filed again under
+/// its deadline. A lease forgotten (revoked) leaves a stale entry behind,
+/// recognised because its lease no longer names that slot; once stale
+/// entries outnumber live ones the slots are rebuilt, so they never hold
+/// more than twice the leases. About 30 bytes a lease, where a map of
+/// `Instant`s and a sorted set of them took about 100.
+#[derive(Debug)]
 struct LessorState {
     /// The term this member leads and has rebuilt the deadlines for; `None`
     /// when not primary.
     primary_term: Option<u64>,
-    /// Deadline of each lease known to exist, revoking ones included (their
-    /// deadline has passed).
-    deadlines: HashMap<i64, Instant>,
-    /// The deadlines of the leases not being revoked, in time order: a check
-    /// looks only at the expired ones, however many leases exist.
-    by_deadline: BTreeSet<(Instant, i64)>,
+    /// When tick 0 began.
+    epoch: Instant,
+    /// Each lease known to exist, revoking ones included (their deadline
+    /// has passed).
+    leases: HashMap<i64, Filed>,
+    /// Ids by slot, oldest slot first; see the type's docs.
+    slots: BTreeMap<Tick, Vec<i64>>,
+    /// Entries in `slots`, stale ones included.
+    filed_entries: usize,
     /// Revokes proposed and not yet applied, and when they were proposed.
     revoking: BTreeMap<i64, Instant>,
 }
 
-impl LessorState {
-    /// Sets (or moves) the deadline of a lease that is not being revoked.
-    fn set_deadline(&mut self, id: i64, at: Instant) {
-        debug_assert!(!self.revoking.contains_key(&id));
-        if let Some(old) = self.deadlines.insert(id, at) {
-            self.by_deadline.remove(&(old, id));
+impl Default for LessorState {
+    fn default() -> Self {
+        LessorState {
+            primary_term: None,
+            epoch: Instant::now(),
+            leases: HashMap::new(),
+            slots: BTreeMap::new(),
+            filed_entries: 0,
+            revoking: BTreeMap::new(),
         }
-        self.by_deadline.insert((at, id));
+    }
+}
+
+impl LessorState {
+    /// The tick under way at `at`, short of [`NEVER`].
+    fn tick_at(&self, at: Instant) -> Tick {
+        let ticks = at.saturating_duration_since(self.epoch).as_nanos() / CHECK_INTERVAL.as_nanos();
+        ticks.min(u128::from(NEVER - 1)) as Tick
+    }
+
+    /// The first tick that begins at or after `now + ttl_seconds`: a
+    /// deadline rounded up, so that rounding never shortens a lease.
+    fn deadline_after(&self, now: Instant, ttl_seconds: i64) -> Tick {
+        let end = now.saturating_duration_since(self.epoch) + seconds(ttl_seconds);
+        let ticks = end.as_nanos().div_ceil(CHECK_INTERVAL.as_nanos());
+        ticks.min(u128::from(NEVER)) as Tick
+    }
+
+    /// When tick `tick` begins.
+    fn instant_of(&self, tick: Tick) -> Instant {
+        self.epoch + CHECK_INTERVAL * tick
+    }
+
+    /// Sets the deadline of a lease that is not being revoked. A deadline
+    /// that moves later keeps the lease's slot; one that is new, or moves
+    /// before its slot, files the lease under the deadline itself.
+    fn set_deadline(&mut self, id: i64, deadline: Tick) {
+        debug_assert!(!self.revoking.contains_key(&id));
+        match self.leases.get_mut(&id) {
+            Some(filed) if filed.slot <= deadline => filed.deadline = deadline,
+            found => {
+                let filed = Filed {
+                    deadline,
+                    slot: deadline,
+                };
+                match found {
+                    Some(existing) => *existing = filed,
+                    None => {
+                        self.leases.insert(id, filed);
+                    }
+                }
+                self.file(id, deadline);
+            }
+        }
+    }
+
+    /// Puts `id` in slot `slot`.
+    fn file(&mut self, id: i64, slot: Tick) {
+        self.slots.entry(slot).or_default().push(id);
+        self.filed_entries += 1;
     }
 
     /// Forgets a lease the store no longer holds.
     fn forget(&mut self, id: i64) {
-        if let Some(old) = self.deadlines.remove(&id) {
-            self.by_deadline.remove(&(old, id));
-        }
+        self.leases.remove(&id);
         self.revoking.remove(&id);
+        self.rebuild_slots_if_mostly_stale();
     }
 
-    /// Every lease known exactly once: in the time order unless revoking.
+    /// True when the entry for `id` in slot `slot` is its live one.
+    fn is_filed(&self, id: i64, slot: Tick) -> bool {
+        self.leases.get(&id).is_some_and(|filed| filed.slot == slot)
+            && !self.revoking.contains_key(&id)
+    }
+
+    /// Rebuilds the slots from the leases once stale entries outnumber live
+    /// ones, which bounds their memory by twice the leases while costing
+    /// each forget O(1) amortised.
+    fn rebuild_slots_if_mostly_stale(&mut self) {
+        let live = self.leases.len() - self.revoking.len();
+        if self.filed_entries <= 2 * live + 64 {
+            return;
+        }
+        let mut slots: BTreeMap<Tick, Vec<i64>> = BTreeMap::new();
+        let mut filed_entries = 0;
+        for (id, filed) in &self.leases {
+            if !self.revoking.contains_key(id) {
+                slots.entry(filed.slot).or_default().push(*id);
+                filed_entries += 1;
+            }
+        }
+        self.slots = slots;
+        self.filed_entries = filed_entries;
+    }
+
+    /// Empties the slots that have come due at `now`, and returns up to
+    /// `most` leases whose deadline has passed, marked revoking since
+    /// `at`; the others are filed again under their deadline.
+    fn take_expired(&mut self, now: Tick, at: Instant, most: usize) -> Vec<i64> {
+        let mut expired = Vec::new();
+        let mut refile = Vec::new();
+        while expired.len() < most {
+            let Some(mut due) = self.slots.first_entry() else {
+                break;
+            };
+            let slot = *due.key();
+            if slot > now {
+                break;
+            }
+            let ids = std::mem::take(due.get_mut());
+            let mut ids = ids.into_iter();
+            for id in ids.by_ref() {
+                self.filed_entries -= 1;
+                if !self.is_filed(id, slot) {
+                    continue; // stale
+                }
+                let filed = self.leases.get_mut(&id).expect("is_filed found it");
+                if filed.deadline <= now {
+                    self.revoking.insert(id, at);
+                    expired.push(id);
+                    if expired.len() == most {
+                        break;
+                    }
+                } else {
+                    filed.slot = filed.deadline;
+                    refile.push((filed.deadline, id));
+                }
+            }
+            let rest: Vec<i64> = ids.collect();
+            if rest.is_empty() {
+                self.slots.remove(&slot);
+            } else {
+                *self.slots.get_mut(&slot).expect("still there") = rest;
+            }
+        }
+        for (slot, id) in refile {
+            self.file(id, slot);
+        }
+        expired
+    }
+
+    /// Every lease not being revoked has a slot entry; every revoking one is
+    /// known.
     fn is_consistent(&self) -> bool {
-        self.deadlines.len() == self.by_deadline.len() + self.revoking.len()
-            && self
-                .revoking
-                .keys()
-                .all(|id| self.deadlines.contains_key(id))
+        debug_assert_eq!(
+            self.filed_entries,
+            self.slots.values().map(Vec::len).sum::<usize>()
+        );
+        self.filed_entries >= self.leases.len().saturating_sub(self.revoking.len())
+            && self.revoking.keys().all(|id| self.leases.contains_key(id))
     }
 }
 
@@ -113,8 +272,9 @@ impl Lessor {
     /// countdown now.
     pub fn applied_grant(&self, id: i64, ttl_seconds: i64) {
         let mut state = self.state();
-        if state.primary_term.is_some() && !state.deadlines.contains_key(&id) {
-            state.set_deadline(id, Instant::now() + seconds(ttl_seconds));
+        if state.primary_term.is_some() && !state.leases.contains_key(&id) {
+            let deadline = state.deadline_after(Instant::now(), ttl_seconds);
+            state.set_deadline(id, deadline);
         }
     }
 
@@ -145,11 +305,13 @@ impl Lessor {
         // revoked after the caller looked it up. Past its deadline a lease
         // is as good as revoked: renewing it would resurrect a lease whose
         // keys are being deleted.
-        let live = state.deadlines.get(&id).is_some_and(|d| *d > now);
+        let today = state.tick_at(now);
+        let live = state.leases.get(&id).is_some_and(|f| f.deadline > today);
         if !live || state.revoking.contains_key(&id) {
             return Renewal::NotFound;
         }
-        state.set_deadline(id, now + seconds(ttl));
+        let deadline = state.deadline_after(now, ttl);
+        state.set_deadline(id, deadline);
         Renewal::Renewed(ttl)
     }
 
@@ -158,9 +320,9 @@ impl Lessor {
     pub fn remaining_seconds(&self, id: i64) -> Option<i64> {
         let state = self.state();
         state.primary_term?;
+        let deadline = state.leases.get(&id)?.deadline;
         let left = state
-            .deadlines
-            .get(&id)?
+            .instant_of(deadline)
             .saturating_duration_since(Instant::now());
         Some(left.as_secs_f64().round() as i64)
     }
@@ -190,10 +352,12 @@ impl Lessor {
             let live = leases();
             *state = LessorState {
                 primary_term: Some(term),
+                epoch: now,
                 ..LessorState::default()
             };
             for (id, ttl) in &live {
-                state.set_deadline(*id, now + seconds(*ttl));
+                let deadline = state.deadline_after(now, *ttl);
+                state.set_deadline(*id, deadline);
             }
             tracing::info!(
                 term,
@@ -209,18 +373,12 @@ impl Lessor {
             .map(|(id, _)| *id)
             .take(REVOKES_PER_CHECK_MAX)
             .collect();
-        while due.len() < REVOKES_PER_CHECK_MAX {
-            match state.by_deadline.first() {
-                Some(&(deadline, id)) if deadline <= now => {
-                    state.by_deadline.pop_first();
-                    due.push(id);
-                }
-                _ => break,
-            }
-        }
+        let today = state.tick_at(now);
         for id in &due {
             state.revoking.insert(*id, now);
         }
+        let expired = state.take_expired(today, now, REVOKES_PER_CHECK_MAX - due.len());
+        due.extend(expired);
         if !state.is_consistent() {
             // A bug, not an input: but a panic here would stop lease expiry
             // for good (and poison the lock the apply loop takes). Start
@@ -280,6 +438,7 @@ fn seconds(ttl: i64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bellwether_kv::LEASE_TTL_SECONDS_MAX;
 
     #[test]
     fn a_follower_is_not_primary_and_answers_nothing() {
@@ -364,6 +523,102 @@ mod tests {
         assert_eq!(all, (1..=expired as i64).collect::<Vec<_>>());
         assert!(lessor.check(Some(1), Vec::new).is_empty());
         assert_eq!(lessor.renew(100_000, Some(60)), Renewal::Renewed(60));
+    }
+
+    #[test]
+    fn a_renewed_lease_stays_in_its_slot_and_is_filed_again_there_not_expired() {
+        let mut state = LessorState::default();
+        state.set_deadline(1, 5);
+        state.set_deadline(1, 9); // a keep-alive: the deadline moves later
+        assert_eq!(
+            state.leases[&1],
+            Filed {
+                deadline: 9,
+                slot: 5
+            }
+        );
+        assert_eq!(state.filed_entries, 1, "a renewal files nothing");
+        assert!(state.take_expired(5, Instant::now(), 10).is_empty());
+        assert_eq!(
+            state.leases[&1],
+            Filed {
+                deadline: 9,
+                slot: 9
+            }
+        );
+        assert!(state.take_expired(8, Instant::now(), 10).is_empty());
+        assert_eq!(state.take_expired(9, Instant::now(), 10), vec![1]);
+        assert!(state.is_consistent());
+    }
+
+    #[test]
+    fn a_deadline_moved_before_its_slot_files_the_lease_again_and_fires_once() {
+        let mut state = LessorState::default();
+        state.set_deadline(1, 9);
+        state.set_deadline(1, 4);
+        assert_eq!(state.take_expired(4, Instant::now(), 10), vec![1]);
+        assert!(
+            state.take_expired(9, Instant::now(), 10).is_empty(),
+            "the old entry is stale"
+        );
+        assert!(state.slots.is_empty() && state.filed_entries == 0);
+    }
+
+    #[test]
+    fn forgotten_leases_leave_stale_entries_that_are_rebuilt_away() {
+        let mut state = LessorState::default();
+        for id in 1..=1_000 {
+            state.set_deadline(id, 50);
+        }
+        for id in 101..=1_000 {
+            state.forget(id);
+        }
+        assert!(
+            state.filed_entries <= 2 * 100 + 64,
+            "{} entries for 100 leases",
+            state.filed_entries
+        );
+        assert!(state.is_consistent());
+        let mut expired = state.take_expired(50, Instant::now(), 1_000);
+        expired.sort_unstable();
+        assert_eq!(expired, (1..=100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_lease_granted_again_after_its_revoke_expires_once() {
+        let mut state = LessorState::default();
+        state.set_deadline(7, 3);
+        state.forget(7);
+        state.set_deadline(7, 3);
+        assert_eq!(state.slots[&3], vec![7, 7], "a stale entry and a live one");
+        assert_eq!(state.take_expired(3, Instant::now(), 10), vec![7]);
+        assert!(state.take_expired(3, Instant::now(), 10).is_empty());
+    }
+
+    #[test]
+    fn deadlines_round_up_and_one_past_the_clock_never_fires() {
+        let state = LessorState::default();
+        let now = state.epoch + Duration::from_millis(1_234);
+        for ttl in [0, 1, 2, 59, 3_600] {
+            let deadline = state.deadline_after(now, ttl);
+            assert!(
+                state.instant_of(deadline) >= now + seconds(ttl),
+                "ttl {ttl}"
+            );
+            assert!(state.instant_of(deadline) < now + seconds(ttl) + CHECK_INTERVAL);
+        }
+        assert_eq!(state.deadline_after(now, LEASE_TTL_SECONDS_MAX), NEVER);
+        let far = state.epoch + Duration::from_secs(1 << 40);
+        assert_eq!(
+            state.tick_at(far),
+            NEVER - 1,
+            "the clock stops short of NEVER"
+        );
+        let mut state = state;
+        state.set_deadline(1, NEVER);
+        assert!(state
+            .take_expired(state.tick_at(far), Instant::now(), 10)
+            .is_empty());
     }
 
     #[test]
