@@ -41,6 +41,16 @@ const SNAPSHOT_EVERY_ENTRIES_MIN: u64 = 10_000;
 /// grants of about 20 bytes) is compacted once it holds about as much
 /// memory as the snapshot, not several times that.
 const ENTRY_BYTES_IN_MEMORY: u64 = std::mem::size_of::<bellwether_core::raft::Entry>() as u64 + 16;
+/// A log that grows slowly is snapshotted sooner: after this many entries
+/// (and the bytes rule) once [`SNAPSHOT_SLOW_LOG_AFTER`] has passed since
+/// the last snapshot. One client writing 256-byte values fills 10,000
+/// entries in about five seconds, and that log, about 4 MiB, was most of a
+/// member's memory; a busy log still reaches the 10,000 first, so its
+/// snapshots stay as rare as before.
+const SNAPSHOT_SLOW_LOG_ENTRIES_MIN: u64 = 1_000;
+/// ... at most one such early snapshot per this much time, which bounds
+/// the loop time they take.
+const SNAPSHOT_SLOW_LOG_AFTER: Duration = Duration::from_secs(1);
 /// ... and always after this many, whatever their size: bounds the log
 /// kept in memory and replayed on restart.
 const SNAPSHOT_EVERY_ENTRIES_MAX: u64 = 1_000_000;
@@ -124,6 +134,8 @@ pub struct Node {
     snapshot_bytes: u64,
     /// Bytes of commands applied since the last snapshot.
     applied_bytes_since_snapshot: u64,
+    /// When the last snapshot was taken here (or the node started).
+    snapshot_taken_at: Instant,
     /// A snapshot taken but not yet compacted into the log (see
     /// [`SNAPSHOT_HOLD_ENTRIES_MAX`]): its index and data.
     held_snapshot: Option<(LogIndex, Vec<u8>)>,
@@ -224,6 +236,7 @@ impl Node {
             snapshot_bytes,
             applied_bytes_since_snapshot: 0,
             held_snapshot: None,
+            snapshot_taken_at: Instant::now(),
             outbound: BTreeMap::new(),
             forwarding,
         })
@@ -674,9 +687,10 @@ impl Node {
 
     /// Snapshots the state machine and compacts the log when enough was
     /// applied since the last snapshot: at least
-    /// [`SNAPSHOT_EVERY_ENTRIES_MIN`] entries whose memory in the log adds up to at
-    /// least the last snapshot's size, or [`SNAPSHOT_EVERY_ENTRIES_MAX`]
-    /// entries. A snapshot costs time proportional to the state (it runs on
+    /// [`SNAPSHOT_EVERY_ENTRIES_MIN`] entries (or
+    /// [`SNAPSHOT_SLOW_LOG_ENTRIES_MIN`] on a slow log) whose memory in the
+    /// log adds up to at least the last snapshot's size, or
+    /// [`SNAPSHOT_EVERY_ENTRIES_MAX`] entries. A snapshot costs time proportional to the state (it runs on
     /// this loop and stalls it); tying the interval to the state's size
     /// keeps that cost per applied byte constant as the state grows, where
     /// a fixed interval made it grow with the state. The log kept in memory
@@ -685,12 +699,15 @@ impl Node {
         let applied = self.raft.applied_index();
         if self.held_snapshot.is_none() {
             let entries = applied.0.saturating_sub(self.snapshot_index.0);
+            let enough_bytes = self.applied_bytes_since_snapshot >= self.snapshot_bytes;
+            let slow_log = entries >= SNAPSHOT_SLOW_LOG_ENTRIES_MIN
+                && self.snapshot_taken_at.elapsed() >= SNAPSHOT_SLOW_LOG_AFTER;
             let due = entries >= SNAPSHOT_EVERY_ENTRIES_MAX
-                || (entries >= SNAPSHOT_EVERY_ENTRIES_MIN
-                    && self.applied_bytes_since_snapshot >= self.snapshot_bytes);
+                || (enough_bytes && (entries >= SNAPSHOT_EVERY_ENTRIES_MIN || slow_log));
             if !due {
                 return;
             }
+            self.snapshot_taken_at = Instant::now();
             self.held_snapshot = Some((applied, self.machine.snapshot()));
             self.applied_bytes_since_snapshot = 0;
         }
@@ -764,6 +781,7 @@ fn sendable_before_persist(message: &RaftMessage) -> bool {
         message,
         RaftMessage::AppendEntries { .. }
             | RaftMessage::Heartbeat { .. }
+            | RaftMessage::LeaderDurable { .. }
             | RaftMessage::InstallSnapshot { .. }
     )
 }
@@ -1023,6 +1041,13 @@ mod tests {
                 term,
                 commit: index,
                 round: 1,
+            },
+            // It speaks of the disk too, but only of earlier Readys, which
+            // are on disk before this one is taken.
+            RaftMessage::LeaderDurable {
+                term,
+                index,
+                config_index: index,
             },
         ];
         // Each of these tells its receiver something about our disk (an

@@ -21,6 +21,7 @@ const APPEND_ENTRIES: u8 = 8;
 const APPEND_RESPONSE: u8 = 9;
 const INSTALL_SNAPSHOT: u8 = 10;
 const INSTALL_SNAPSHOT_RESPONSE: u8 = 11;
+const LEADER_DURABLE: u8 = 12;
 
 /// Appends `message` to `out`.
 pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {
@@ -76,6 +77,16 @@ pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {
             put_u64(out, term.0);
             put_u64(out, *round);
             put_u64(out, last_log_index.0);
+        }
+        RaftMessage::LeaderDurable {
+            term,
+            index,
+            config_index,
+        } => {
+            put_u8(out, LEADER_DURABLE);
+            put_u64(out, term.0);
+            put_u64(out, index.0);
+            put_u64(out, config_index.0);
         }
         RaftMessage::TimeoutNow { term } => {
             put_u8(out, TIMEOUT_NOW);
@@ -200,6 +211,11 @@ pub fn decode(bytes: &[u8]) -> Result<RaftMessage, Malformed> {
         TIMEOUT_NOW => RaftMessage::TimeoutNow {
             term: term(&mut r, "term")?,
         },
+        LEADER_DURABLE => RaftMessage::LeaderDurable {
+            term: term(&mut r, "term")?,
+            index: index(&mut r, "durable index")?,
+            config_index: index(&mut r, "config index")?,
+        },
         APPEND_ENTRIES => {
             let term = term(&mut r, "term")?;
             let prev_log_index = index(&mut r, "prev log index")?;
@@ -321,6 +337,11 @@ mod tests {
                 last_log_index: LogIndex(10),
             },
             RaftMessage::TimeoutNow { term: Term(11) },
+            RaftMessage::LeaderDurable {
+                term: Term(12),
+                index: LogIndex(13),
+                config_index: LogIndex(14),
+            },
             RaftMessage::AppendEntries {
                 term: Term(2),
                 prev_log_index: LogIndex(4),

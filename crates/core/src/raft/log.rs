@@ -246,6 +246,15 @@ impl RaftLog {
         self.unpersisted_from = Some(self.unpersisted_from.map_or(index, |i| i.min(index)));
     }
 
+    /// The last entry handed out by [`take_unpersisted`](Self::take_unpersisted)
+    /// and not changed since: on disk once the runtime has carried out the
+    /// `Ready` that took it.
+    pub fn durable_last_index(&self) -> LogIndex {
+        let last = self.last_index();
+        self.unpersisted_from
+            .map_or(last, |from| LogIndex(from.0.saturating_sub(1)).min(last))
+    }
+
     /// Entries the runtime has not persisted yet (a contiguous suffix; its
     /// first index may be at or below what storage holds, meaning "truncate
     /// there first"). Marks them persisted.

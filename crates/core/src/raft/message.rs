@@ -121,6 +121,17 @@ pub enum RaftMessage {
         /// Bytes held so far; the leader continues from there.
         received_bytes: u64,
     },
+    /// "My log is on my disk up to `index`": lets a follower of a two- or
+    /// three-voter cluster commit without waiting for the leader's commit
+    /// index (see `durable_notice.rs`). Never answered.
+    LeaderDurable {
+        /// The leader's term.
+        term: Term,
+        /// The leader's last entry on disk, of this term.
+        index: LogIndex,
+        /// Index of the leader's configuration, which is committed.
+        config_index: LogIndex,
+    },
     /// Leadership transfer (thesis §3.10): "start an election now".
     TimeoutNow {
         /// The leader's term.
@@ -142,6 +153,7 @@ impl RaftMessage {
             | RaftMessage::AppendResponse { term, .. }
             | RaftMessage::InstallSnapshot { term, .. }
             | RaftMessage::InstallSnapshotResponse { term, .. }
+            | RaftMessage::LeaderDurable { term, .. }
             | RaftMessage::TimeoutNow { term } => *term,
         }
     }
@@ -159,6 +171,7 @@ const RAFT_KINDS: &[&str] = &[
     "append_response",
     "install_snapshot",
     "install_snapshot_response",
+    "leader_durable",
 ];
 
 impl Message for RaftMessage {
@@ -175,6 +188,7 @@ impl Message for RaftMessage {
             RaftMessage::AppendResponse { .. } => RAFT_KINDS[8],
             RaftMessage::InstallSnapshot { .. } => RAFT_KINDS[9],
             RaftMessage::InstallSnapshotResponse { .. } => RAFT_KINDS[10],
+            RaftMessage::LeaderDurable { .. } => RAFT_KINDS[11],
         }
     }
 

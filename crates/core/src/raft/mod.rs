@@ -18,6 +18,7 @@
 
 mod config;
 mod durable;
+mod durable_notice;
 mod election;
 mod entry;
 mod follower;

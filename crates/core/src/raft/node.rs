@@ -123,6 +123,12 @@ pub struct RaftNode {
     pub(super) commit_notice_pending: bool,
     /// Leader only: linearizable reads waiting for confirmation.
     pub(super) reads: ReadQueue,
+    /// Leader only: the highest index it announced durable in its term
+    /// (see `durable_notice.rs`); followers may have committed up to it.
+    pub(super) announced_durable: LogIndex,
+    /// Follower: the last durable index and configuration index the
+    /// leader of this term announced.
+    pub(super) leader_durable: (LogIndex, LogIndex),
     /// Messages produced since the last `ready()`.
     pub(super) outbox: Vec<Envelope<RaftMessage>>,
 }
@@ -252,6 +258,9 @@ impl RaftNode {
         self.term = term;
         self.voted_for = None;
         self.hard_state_dirty = true;
+        // Both describe the leader of the old term.
+        self.announced_durable = LogIndex(0);
+        self.leader_durable = (LogIndex(0), LogIndex(0));
     }
 
     /// Becomes a follower of `leader` (or of nobody yet) in `term`.
@@ -339,6 +348,11 @@ impl RaftNode {
                 received_bytes,
                 ..
             } => self.handle_install_snapshot_response(from, last_index, received_bytes),
+            RaftMessage::LeaderDurable {
+                index,
+                config_index,
+                ..
+            } => self.handle_leader_durable(from, index, config_index),
         }
     }
 
@@ -356,6 +370,7 @@ impl RaftNode {
             RaftMessage::PreVoteRequest { .. } => true,
             RaftMessage::PreVoteResponse { granted: true, .. } => true,
             RaftMessage::Heartbeat { term, .. }
+            | RaftMessage::LeaderDurable { term, .. }
             | RaftMessage::TimeoutNow { term }
             | RaftMessage::AppendEntries { term, .. }
             | RaftMessage::InstallSnapshot { term, .. } => {
@@ -498,6 +513,8 @@ impl Protocol for RaftNode {
             replication_pending: false,
             commit_notice_pending: false,
             reads: ReadQueue::default(),
+            announced_durable: LogIndex(0),
+            leader_durable: (LogIndex(0), LogIndex(0)),
             outbox: Vec::new(),
         };
         node.reset_election_timer();
@@ -560,9 +577,15 @@ impl Protocol for RaftNode {
             || self.snapshot_to_persist.is_some()
             || !self.pending_output.is_empty()
             || self.commit > self.applied
+            || self.durable_notice_due()
+            || self.deducible_commit().is_some()
     }
 
     fn ready(&mut self) -> Ready<Self> {
+        // What earlier Readys handed out is on disk by now: announce it, or
+        // (a follower) commit what the leader announced.
+        self.send_durable_notices();
+        self.commit_durable();
         if self.replication_pending {
             self.replication_pending = false;
             self.broadcast_append();

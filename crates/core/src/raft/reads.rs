@@ -132,7 +132,9 @@ impl RaftNode {
     }
 
     fn enqueue_read(&mut self, id: u64) {
-        let index = self.commit;
+        // A follower may have committed, applied and acknowledged up to
+        // what this leader announced durable (`durable_notice.rs`).
+        let index = self.commit.max(self.announced_durable);
         if self.quorum() == 1 && self.is_voter() || self.lease_valid() {
             self.pending_output
                 .push(RaftOutput::ReadReady { id, index });

@@ -4,7 +4,7 @@
 
 use super::tests::{config, Router};
 use super::*;
-use crate::protocol::{Protocol, Role};
+use crate::protocol::{Envelope, Protocol, Role};
 use crate::types::{LogIndex, NodeId, Term};
 use std::collections::BTreeMap;
 
@@ -772,4 +772,157 @@ fn appends_lost_before_a_heartbeat_are_resent_when_it_is_answered() {
             .match_index,
         index
     );
+}
+
+// --- commitment from the leader's durable notice (durable_notice.rs) ---------
+
+/// Proposes `data` on `leader` and returns its index, the appends it sent
+/// (undelivered) and the durable notices of its next `ready()`, taken once
+/// the first is on its disk.
+fn propose_and_announce(
+    router: &mut Router,
+    leader: NodeId,
+    data: &[u8],
+) -> (
+    LogIndex,
+    Vec<Envelope<RaftMessage>>,
+    Vec<Envelope<RaftMessage>>,
+) {
+    let node = router.nodes.get_mut(&leader).unwrap();
+    let index = node.propose(data.to_vec()).unwrap();
+    let appends = node.ready().messages;
+    assert!(
+        node.has_ready(),
+        "a notice is due once the entry is on disk"
+    );
+    let notices = node.ready().messages;
+    (index, appends, notices)
+}
+
+fn to(envelopes: &[Envelope<RaftMessage>], peer: NodeId) -> RaftMessage {
+    envelopes
+        .iter()
+        .find(|e| e.to == peer)
+        .map(|e| e.message.clone())
+        .expect("a message for the peer")
+}
+
+#[test]
+fn a_follower_commits_from_the_leaders_durable_notice_without_its_commit_index() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.run(1);
+    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    let (index, appends, notices) = propose_and_announce(&mut router, leader, b"x");
+    let term = router.nodes[&leader].status().term;
+    assert_eq!(
+        to(&notices, follower),
+        RaftMessage::LeaderDurable {
+            term,
+            index,
+            config_index: LogIndex(0),
+        }
+    );
+    let node = router.nodes.get_mut(&follower).unwrap();
+    node.step(leader, to(&appends, follower));
+    let persisted = node.ready(); // its acknowledgement is never delivered
+    assert_eq!(persisted.persist.unwrap().entries.len(), 1);
+    node.step(leader, to(&notices, follower));
+    assert_eq!(node.commit_index(), index, "leader and follower hold it");
+    let applied = node.ready().output;
+    assert!(
+        matches!(applied.as_slice(), [RaftOutput::Apply(e)] if e.index == index),
+        "{applied:?}"
+    );
+    assert!(
+        router.nodes[&leader].commit_index() < index,
+        "the leader has not counted it yet"
+    );
+}
+
+#[test]
+fn a_follower_commits_nothing_its_own_disk_does_not_hold_yet() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.run(1);
+    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    let (index, appends, notices) = propose_and_announce(&mut router, leader, b"x");
+    let node = router.nodes.get_mut(&follower).unwrap();
+    // The notice arrives before the follower handed the entry to its disk.
+    node.step(leader, to(&appends, follower));
+    node.step(leader, to(&notices, follower));
+    assert!(node.commit_index() < index);
+    let first = node.ready();
+    assert_eq!(first.persist.unwrap().entries.len(), 1);
+    assert!(first.output.is_empty(), "{:?}", first.output);
+    // Once that Ready is carried out, the next one commits from the notice
+    // it remembered.
+    assert!(node.has_ready());
+    let second = node.ready();
+    assert!(
+        matches!(second.output.as_slice(), [RaftOutput::Apply(e)] if e.index == index),
+        "{:?}",
+        second.output
+    );
+}
+
+#[test]
+fn a_notice_naming_another_configuration_commits_nothing() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.run(1);
+    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    let (index, appends, notices) = propose_and_announce(&mut router, leader, b"x");
+    let node = router.nodes.get_mut(&follower).unwrap();
+    node.step(leader, to(&appends, follower));
+    node.ready();
+    let RaftMessage::LeaderDurable { term, .. } = to(&notices, follower) else {
+        unreachable!()
+    };
+    node.step(
+        leader,
+        RaftMessage::LeaderDurable {
+            term,
+            index,
+            config_index: LogIndex(1),
+        },
+    );
+    assert!(node.commit_index() < index, "configurations differ");
+    assert!(!node.has_ready());
+}
+
+#[test]
+fn five_voters_are_sent_no_durable_notice() {
+    let mut router = Router::new(5, config());
+    let leader = router.elect();
+    router.run(1);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.propose(b"x".to_vec()).unwrap();
+    node.ready();
+    let later = node.ready().messages;
+    assert!(
+        later
+            .iter()
+            .all(|e| !matches!(e.message, RaftMessage::LeaderDurable { .. })),
+        "{later:?}"
+    );
+}
+
+#[test]
+fn the_leaders_read_index_covers_what_it_announced_durable() {
+    let mut cfg = config();
+    cfg.lease_reads = true;
+    cfg.lease_margin_ticks = 2;
+    cfg.hint_slot_ticks = 0;
+    let mut router = Router::new(3, cfg);
+    let leader = router.elect();
+    router.run(3);
+    let (index, _appends, _notices) = propose_and_announce(&mut router, leader, b"x");
+    let node = router.nodes.get_mut(&leader).unwrap();
+    assert!(node.commit_index() < index);
+    // A follower may already have answered the write: a read served on the
+    // leader must wait until it has applied it.
+    node.read_index(5).unwrap();
+    let output = node.ready().output;
+    assert_eq!(output, vec![RaftOutput::ReadReady { id: 5, index }]);
 }
