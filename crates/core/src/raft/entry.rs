@@ -83,6 +83,9 @@ pub struct SnapshotMeta {
 pub struct Snapshot {
     /// What it covers.
     pub meta: SnapshotMeta,
-    /// The state machine's serialized state.
-    pub data: Vec<u8>,
+    /// The state machine's serialized state, shared: the node keeps the
+    /// latest snapshot to send to lagging followers while the runtime
+    /// writes the same bytes to disk, and a copy would hold a second image
+    /// of the whole state in memory.
+    pub data: std::sync::Arc<Vec<u8>>,
 }

@@ -475,7 +475,7 @@ fn snapshots_compact_the_log_and_a_lagging_follower_installs_one_in_chunks() {
     assert!(chunks > 0, "{:?}", &kinds[kinds.len().saturating_sub(30)..]);
     assert!(chunks >= 5, "20 bytes in 4-byte chunks: {chunks}");
     let restored = router.outputs[&lagging].iter().find_map(|o| match o {
-        RaftOutput::Restore(snapshot) => Some(snapshot.data.clone()),
+        RaftOutput::Restore(snapshot) => Some(snapshot.data.to_vec()),
         _ => None,
     });
     assert_eq!(restored, Some(b"state-of-the-machine".to_vec()));

@@ -73,7 +73,10 @@ impl RaftNode {
             config: self.config_at(last_index),
         };
         self.log.compact(&meta);
-        let snapshot = Snapshot { meta, data };
+        let snapshot = Snapshot {
+            meta,
+            data: std::sync::Arc::new(data),
+        };
         self.snapshot_to_persist = Some(snapshot.clone());
         self.snapshot = Some(snapshot);
         Ok(())
@@ -221,7 +224,7 @@ impl RaftNode {
         let incoming = self.incoming_snapshot.take().expect("complete");
         self.install_snapshot(Snapshot {
             meta: incoming.meta,
-            data: incoming.data,
+            data: std::sync::Arc::new(incoming.data),
         });
         self.send_append_success(from, meta.last_index);
     }

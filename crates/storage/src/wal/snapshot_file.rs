@@ -166,7 +166,10 @@ fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, (u64, Corruption)> {
         .map_err(malformed)?
         .to_vec();
     reader.finish("snapshot").map_err(malformed)?;
-    Ok(Snapshot { meta, data })
+    Ok(Snapshot {
+        meta,
+        data: std::sync::Arc::new(data),
+    })
 }
 
 #[cfg(test)]
@@ -183,7 +186,7 @@ mod tests {
                 last_term: Term(3),
                 config: ClusterConfig::voters([NodeId(1), NodeId(2), NodeId(3)]),
             },
-            data: b"state machine bytes".to_vec(),
+            data: std::sync::Arc::new(b"state machine bytes".to_vec()),
         }
     }
 
