@@ -93,7 +93,8 @@ impl RaftNode {
         config_index: LogIndex,
     ) {
         self.note_leader(from);
-        if index > self.leader_durable.0 || config_index != self.leader_durable.1 {
+        // Every notice was true when sent; a reordered older one says less.
+        if index >= self.leader_durable.0 {
             self.leader_durable = (index, config_index);
         }
         self.commit_durable();

@@ -126,8 +126,8 @@ pub struct RaftNode {
     /// Leader only: the highest index it announced durable in its term
     /// (see `durable_notice.rs`); followers may have committed up to it.
     pub(super) announced_durable: LogIndex,
-    /// Follower: the last durable index and configuration index the
-    /// leader of this term announced.
+    /// Follower: the highest durable index the leader of this term
+    /// announced, with the configuration index that notice named.
     pub(super) leader_durable: (LogIndex, LogIndex),
     /// Messages produced since the last `ready()`.
     pub(super) outbox: Vec<Envelope<RaftMessage>>,
