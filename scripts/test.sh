@@ -63,34 +63,29 @@ set -e
 
 sweep_failed=0
 sweep_passed=0
-for algorithm in raft bully ring; do
-  echo "== sweep: $algorithm, 5 nodes, $SEEDS chaos seeds"
-  if ./target/ci/bellwether sim sweep --algorithm "$algorithm" --nodes 5 \
-      --faults chaos --seeds "$SEEDS" --quiet; then
+# sweep LABEL ARGS...: one simulator sweep, counted as passed or failed.
+sweep() {
+  echo "== sweep: $1"
+  shift
+  if ./target/ci/bellwether sim sweep "$@" --quiet; then
     sweep_passed=$((sweep_passed + 1))
   else
     sweep_failed=$((sweep_failed + 1))
   fi
+}
+for algorithm in raft bully ring; do
+  sweep "$algorithm, 5 nodes, $SEEDS chaos seeds" \
+    --algorithm "$algorithm" --nodes 5 --faults chaos --seeds "$SEEDS"
 done
-
-echo "== sweep: raft + kv workload, 5 nodes, $KV_SEEDS chaos seeds, linearizability"
-if ./target/ci/bellwether sim sweep --algorithm raft --nodes 5 --workload kv \
-    --check linearizability --faults chaos --seeds "$KV_SEEDS" --quiet; then
-  sweep_passed=$((sweep_passed + 1))
-else
-  sweep_failed=$((sweep_failed + 1))
-fi
-
+sweep "raft + kv workload, 5 nodes, $KV_SEEDS chaos seeds, linearizability" \
+  --algorithm raft --nodes 5 --workload kv --check linearizability \
+  --faults chaos --seeds "$KV_SEEDS"
 # With three voters the leader and one follower are a quorum, so followers
 # commit from the leader's durable notice (crates/core/src/raft/
-# durable_notice.rs): the sweep covers that path, which five nodes skip.
-echo "== sweep: raft + kv workload, 3 nodes, $KV_SEEDS chaos seeds, linearizability"
-if ./target/ci/bellwether sim sweep --algorithm raft --nodes 3 --workload kv \
-    --check linearizability --faults chaos --seeds "$KV_SEEDS" --quiet; then
-  sweep_passed=$((sweep_passed + 1))
-else
-  sweep_failed=$((sweep_failed + 1))
-fi
+# durable_notice.rs): this sweep covers that path, which five nodes skip.
+sweep "raft + kv workload, 3 nodes, $KV_SEEDS chaos seeds, linearizability" \
+  --algorithm raft --nodes 3 --workload kv --check linearizability \
+  --faults chaos --seeds "$KV_SEEDS"
 
 echo "== dashboard in headless Chromium: the leader shown changes after the leader is killed"
 if command -v chromium >/dev/null 2>&1; then

@@ -799,6 +799,15 @@ fn propose_and_announce(
     (index, appends, notices)
 }
 
+/// A settled 3-voter cluster, its leader and one follower.
+fn three_with_a_follower() -> (Router, NodeId, NodeId) {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    router.run(1);
+    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    (router, leader, follower)
+}
+
 fn to(envelopes: &[Envelope<RaftMessage>], peer: NodeId) -> RaftMessage {
     envelopes
         .iter()
@@ -809,10 +818,7 @@ fn to(envelopes: &[Envelope<RaftMessage>], peer: NodeId) -> RaftMessage {
 
 #[test]
 fn a_follower_commits_from_the_leaders_durable_notice_without_its_commit_index() {
-    let mut router = Router::new(3, config());
-    let leader = router.elect();
-    router.run(1);
-    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    let (mut router, leader, follower) = three_with_a_follower();
     let (index, appends, notices) = propose_and_announce(&mut router, leader, b"x");
     let term = router.nodes[&leader].status().term;
     assert_eq!(
@@ -842,10 +848,7 @@ fn a_follower_commits_from_the_leaders_durable_notice_without_its_commit_index()
 
 #[test]
 fn a_follower_commits_nothing_its_own_disk_does_not_hold_yet() {
-    let mut router = Router::new(3, config());
-    let leader = router.elect();
-    router.run(1);
-    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    let (mut router, leader, follower) = three_with_a_follower();
     let (index, appends, notices) = propose_and_announce(&mut router, leader, b"x");
     let node = router.nodes.get_mut(&follower).unwrap();
     // The notice arrives before the follower handed the entry to its disk.
@@ -868,10 +871,7 @@ fn a_follower_commits_nothing_its_own_disk_does_not_hold_yet() {
 
 #[test]
 fn a_notice_naming_another_configuration_commits_nothing() {
-    let mut router = Router::new(3, config());
-    let leader = router.elect();
-    router.run(1);
-    let follower = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    let (mut router, leader, follower) = three_with_a_follower();
     let (index, appends, notices) = propose_and_announce(&mut router, leader, b"x");
     let node = router.nodes.get_mut(&follower).unwrap();
     node.step(leader, to(&appends, follower));

@@ -135,22 +135,18 @@ impl LessorState {
     /// before its slot, files the lease under the deadline itself.
     fn set_deadline(&mut self, id: i64, deadline: Tick) {
         debug_assert!(!self.revoking.contains_key(&id));
-        match self.leases.get_mut(&id) {
-            Some(filed) if filed.slot <= deadline => filed.deadline = deadline,
-            found => {
-                let filed = Filed {
-                    deadline,
-                    slot: deadline,
-                };
-                match found {
-                    Some(existing) => *existing = filed,
-                    None => {
-                        self.leases.insert(id, filed);
-                    }
-                }
-                self.file(id, deadline);
+        if let Some(filed) = self.leases.get_mut(&id) {
+            if filed.slot <= deadline {
+                filed.deadline = deadline;
+                return;
             }
         }
+        let filed = Filed {
+            deadline,
+            slot: deadline,
+        };
+        self.leases.insert(id, filed);
+        self.file(id, deadline);
     }
 
     /// Puts `id` in slot `slot`.
