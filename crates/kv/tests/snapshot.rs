@@ -2,7 +2,8 @@
 //! damaged input is rejected with an error, never a panic.
 
 use bellwether_kv::{
-    DeleteRangeRequest, KeyRange, KvError, KvStore, PutRequest, RangeRequest, SNAPSHOT_VERSION,
+    DeleteRangeRequest, KeyRange, KvError, KvStore, PutRequest, RangeRequest,
+    LEASE_TTL_SECONDS_MAX, SNAPSHOT_VERSION,
 };
 
 fn store() -> KvStore {
@@ -78,4 +79,64 @@ fn unknown_version_is_rejected() {
             expected: SNAPSHOT_VERSION
         })
     );
+}
+
+#[test]
+fn leases_round_trip_at_the_ends_of_the_id_range() {
+    let mut store = KvStore::new();
+    for id in [i64::MIN, -5, -4, 1, 2, 3, 1 << 48, i64::MAX] {
+        store.lease_grant(id, 60).unwrap();
+    }
+    store.lease_grant(9, LEASE_TTL_SECONDS_MAX).unwrap();
+    let restored = KvStore::restore(&store.snapshot()).expect("restore");
+    assert_eq!(restored, store);
+    assert_eq!(restored.leases(), store.leases());
+    assert_eq!(
+        restored.lease(9).map(|l| l.ttl_seconds),
+        Some(LEASE_TTL_SECONDS_MAX)
+    );
+}
+
+#[test]
+fn counter_issued_leases_take_about_two_bytes_each() {
+    let mut store = KvStore::new();
+    let empty = store.snapshot().len();
+    // Three members' counters, interleaved as their grants reach the log.
+    for n in 0..30_000i64 {
+        let member = n % 3 + 1;
+        store
+            .lease_grant((member << 48) + 1_000_000 + n / 3, 60)
+            .unwrap();
+    }
+    let per_lease = (store.snapshot().len() - empty) as f64 / 30_000.0;
+    assert!(per_lease < 2.1, "{per_lease} bytes a lease");
+    assert_eq!(KvStore::restore(&store.snapshot()).unwrap(), store);
+}
+
+#[test]
+fn out_of_order_or_out_of_range_leases_are_corrupt() {
+    let mut store = KvStore::new();
+    store.lease_grant(7, 60).unwrap();
+    store.lease_grant(8, 60).unwrap();
+    let bytes = store.snapshot();
+    // Version 3's lease section: the count (u32), then zigzag(7) = 14 and
+    // TTL 60, then distance 1 and TTL 60.
+    let section = [2, 0, 0, 0, 14, 60, 1, 60];
+    let start = bytes
+        .windows(section.len())
+        .position(|w| w == section)
+        .expect("the lease section as documented");
+    let at = start + 6;
+    let mut zero_distance = bytes.clone();
+    zero_distance[at] = 0;
+    assert!(matches!(
+        KvStore::restore(&zero_distance),
+        Err(KvError::SnapshotCorrupt { .. })
+    ));
+    let mut short_ttl = bytes.clone();
+    short_ttl[at + 1] = 1;
+    assert!(matches!(
+        KvStore::restore(&short_ttl),
+        Err(KvError::SnapshotCorrupt { .. })
+    ));
 }

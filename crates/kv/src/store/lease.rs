@@ -19,7 +19,7 @@ impl KvStore {
         if ttl_seconds > LEASE_TTL_SECONDS_MAX {
             return Err(KvError::LeaseTtlTooLarge);
         }
-        if self.leases.contains_key(&id) {
+        if self.leases.contains_key(id) {
             return Err(KvError::LeaseExists);
         }
         if self.leases.len() >= LEASES_MAX {
@@ -43,7 +43,7 @@ impl KvStore {
     /// the store's revision after the revoke (unchanged if the lease had no
     /// keys).
     pub fn lease_revoke(&mut self, id: i64) -> Result<i64, KvError> {
-        let lease = self.leases.remove(&id).ok_or(KvError::LeaseNotFound)?;
+        let lease = self.leases.remove(id).ok_or(KvError::LeaseNotFound)?;
         let mut pending = self.begin_write();
         for key in lease.keys.iter() {
             let kv = self.get(key).cloned().expect("lease lists a deleted key");
@@ -68,7 +68,7 @@ impl KvStore {
 
     /// Lease `id`, if alive.
     pub fn lease(&self, id: i64) -> Option<&Lease> {
-        self.leases.get(&id)
+        self.leases.get(id)
     }
 
     /// The keys attached to lease `id`, in key order.
@@ -79,6 +79,6 @@ impl KvStore {
 
     /// The ids of all live leases, ascending.
     pub fn leases(&self) -> Vec<i64> {
-        self.leases.keys().copied().collect()
+        self.leases.ids().collect()
     }
 }

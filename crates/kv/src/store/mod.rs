@@ -27,7 +27,7 @@ mod write;
 
 use crate::event_log::EventLog;
 use crate::key_history::KeyHistory;
-use crate::{Event, KeyRange, KvError, Lease};
+use crate::{Event, IdMap, KeyRange, KvError, Lease};
 use std::collections::BTreeMap;
 
 /// The revision of an empty store, as in etcd.
@@ -44,7 +44,7 @@ pub struct KvStore {
     /// Every key with retained history, live or deleted, in key order.
     keys: BTreeMap<Vec<u8>, KeyHistory>,
     /// Live leases by id.
-    leases: BTreeMap<i64, Lease>,
+    leases: IdMap<Lease>,
     /// Recent events, for watchers.
     events: EventLog,
 }
@@ -62,7 +62,7 @@ impl KvStore {
             revision: REVISION_INITIAL,
             compact_revision: 0,
             keys: BTreeMap::new(),
-            leases: BTreeMap::new(),
+            leases: IdMap::new(),
             events: EventLog::new(REVISION_INITIAL),
         }
     }

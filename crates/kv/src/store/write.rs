@@ -106,7 +106,7 @@ impl KvStore {
         if ignores && self.get(&request.key).is_none() {
             return Err(KvError::KeyNotFound);
         }
-        if request.lease != 0 && !self.leases.contains_key(&request.lease) {
+        if request.lease != 0 && !self.leases.contains_key(request.lease) {
             return Err(KvError::LeaseNotFound);
         }
         Ok(())
@@ -147,7 +147,7 @@ impl KvStore {
         if lease != 0 {
             let attached = self
                 .leases
-                .get_mut(&lease)
+                .get_mut(lease)
                 .expect("put with an unchecked lease");
             attached.keys.insert(kv.key.clone());
         }
@@ -220,7 +220,7 @@ impl KvStore {
         let Some(previous) = previous.filter(|kv| kv.lease != 0) else {
             return;
         };
-        if let Some(lease) = self.leases.get_mut(&previous.lease) {
+        if let Some(lease) = self.leases.get_mut(previous.lease) {
             let removed = lease.keys.remove(&previous.key);
             assert!(removed, "key not listed on its lease");
         }
