@@ -144,6 +144,12 @@ impl Forwarding {
         }
     }
 
+    /// True when no write or read of this member's clients waits on the
+    /// leader, and no follower's read waits here.
+    pub fn is_idle(&self) -> bool {
+        self.writes.is_empty() && self.reads.is_empty() && self.remote_reads.is_empty()
+    }
+
     fn full(&self) -> bool {
         self.writes.len() + self.reads.len() >= FORWARDED_MAX
     }
