@@ -73,6 +73,7 @@ impl RaftNode {
             return;
         };
         self.announced_durable = index;
+        self.announced_config_index = self.cluster_index;
         let notice = RaftMessage::LeaderDurable {
             term: self.term,
             index,
@@ -120,6 +121,24 @@ impl RaftNode {
         if let Some(index) = self.deducible_commit() {
             self.advance_commit(index);
         }
+    }
+
+    /// Leader: true when `peer`, holding the log up to `commit`, learns
+    /// that `commit` is committed from the durable notices already sent to
+    /// it, so a commit notice would tell it nothing. The connection is
+    /// FIFO, so those notices arrive first, and the follower's deduction
+    /// ([`RaftNode::deducible_commit`]) holds: the notice covers `commit`,
+    /// names the configuration both still use, and the two are a quorum of
+    /// it. Should a notice be lost anyway, the next heartbeat carries the
+    /// commit index: only the follower's latency depends on this.
+    pub(super) fn announced_covers(&self, peer: NodeId, commit: LogIndex) -> bool {
+        self.role == Role::Leader
+            && self.quorum() <= 2
+            && self.is_voter()
+            && self.cluster.voters.contains(&peer)
+            && self.announced_durable >= commit
+            && self.announced_config_index == self.cluster_index
+            && self.cluster_index <= commit
     }
 
     /// Leader: announcing has something to tell a follower.

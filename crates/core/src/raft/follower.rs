@@ -41,7 +41,12 @@ impl RaftNode {
         self.note_leader(from);
         // The leader caps `commit` at what it knows we match.
         self.advance_commit(commit.min(self.log.last_index()));
-        self.send(from, self.heartbeat_response(round));
+        // Round 0 is a commit notice (`replication.rs`), sent only to a
+        // follower that just acknowledged the whole log: an answer would
+        // tell the leader nothing, and would cost a message per write.
+        if round != 0 {
+            self.send(from, self.heartbeat_response(round));
+        }
     }
 
     /// AppendEntries from the leader of our term.

@@ -126,6 +126,8 @@ pub struct RaftNode {
     /// Leader only: the highest index it announced durable in its term
     /// (see `durable_notice.rs`); followers may have committed up to it.
     pub(super) announced_durable: LogIndex,
+    /// Leader only: the configuration index its last durable notice named.
+    pub(super) announced_config_index: LogIndex,
     /// Follower: the highest durable index the leader of this term
     /// announced, with the configuration index that notice named.
     pub(super) leader_durable: (LogIndex, LogIndex),
@@ -260,6 +262,7 @@ impl RaftNode {
         self.hard_state_dirty = true;
         // Both describe the leader of the old term.
         self.announced_durable = LogIndex(0);
+        self.announced_config_index = LogIndex(0);
         self.leader_durable = (LogIndex(0), LogIndex(0));
     }
 
@@ -514,6 +517,7 @@ impl Protocol for RaftNode {
             commit_notice_pending: false,
             reads: ReadQueue::default(),
             announced_durable: LogIndex(0),
+            announced_config_index: LogIndex(0),
             leader_durable: (LogIndex(0), LogIndex(0)),
             outbox: Vec::new(),
         };

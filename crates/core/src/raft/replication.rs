@@ -172,12 +172,16 @@ impl RaftNode {
 
     /// Tells the commit index to each follower that holds the whole log:
     /// no AppendEntries would carry it to them before the next heartbeat.
-    /// The notice is a heartbeat of round 0, which confirms no read.
+    /// The notice is a heartbeat of round 0, which confirms no read and is
+    /// not answered. A follower that deduces the commit from the leader's
+    /// durable notices (`durable_notice.rs`) is not sent one: with one
+    /// client that saves a message each way per write and follower.
     pub(super) fn send_commit_notices(&mut self) {
         assert_eq!(self.role, Role::Leader, "only a leader commits");
         let last = self.log.last_index();
         let commit = self.commit.min(last);
         for peer in self.replicas() {
+            let covered = self.announced_covers(peer, commit);
             let Some(progress) = self.progress.get_mut(&peer) else {
                 continue;
             };
@@ -187,6 +191,9 @@ impl RaftNode {
                 && progress.state == ReplicationState::Replicate
             {
                 progress.commit_sent = commit;
+                if covered {
+                    continue;
+                }
                 let notice = RaftMessage::Heartbeat {
                     term: self.term,
                     commit,

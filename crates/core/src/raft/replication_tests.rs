@@ -847,6 +847,82 @@ fn a_follower_commits_from_the_leaders_durable_notice_without_its_commit_index()
 }
 
 #[test]
+fn a_follower_covered_by_the_durable_notice_is_sent_no_commit_notice() {
+    let (mut router, leader, follower) = three_with_a_follower();
+    let other = ids(3)
+        .into_iter()
+        .find(|id| *id != leader && *id != follower)
+        .unwrap();
+    let (index, appends, notices) = propose_and_announce(&mut router, leader, b"x");
+    // The follower takes the append and the notice, and acknowledges.
+    let node = router.nodes.get_mut(&follower).unwrap();
+    node.step(leader, to(&appends, follower));
+    let acknowledgement = node.ready().messages;
+    node.step(leader, to(&notices, follower));
+    assert_eq!(node.commit_index(), index, "deduced from the notice");
+    node.ready();
+    // The leader commits with that acknowledgement; the notice it already
+    // sent tells both followers, so no commit notice follows, and the other
+    // follower (which has not acknowledged yet) is not sent one either.
+    let node = router.nodes.get_mut(&leader).unwrap();
+    for envelope in acknowledgement {
+        node.step(follower, envelope.message);
+    }
+    assert_eq!(node.commit_index(), index);
+    let after = node.ready().messages;
+    assert!(
+        after
+            .iter()
+            .all(|e| !matches!(e.message, RaftMessage::Heartbeat { round: 0, .. })),
+        "{after:?}"
+    );
+    // The other follower, once it holds the entry, deduces the commit from
+    // the same notice.
+    let node = router.nodes.get_mut(&other).unwrap();
+    node.step(leader, to(&appends, other));
+    node.step(leader, to(&notices, other));
+    node.ready();
+    node.ready();
+    assert_eq!(node.commit_index(), index);
+}
+
+#[test]
+fn a_commit_notice_is_not_answered_and_a_heartbeat_is() {
+    let (mut router, leader, follower) = three_with_a_follower();
+    let term = router.nodes[&leader].status().term;
+    let commit = router.nodes[&follower].commit_index();
+    let node = router.nodes.get_mut(&follower).unwrap();
+    node.step(
+        leader,
+        RaftMessage::Heartbeat {
+            term,
+            commit,
+            round: 0,
+        },
+    );
+    assert!(node.ready().messages.is_empty(), "a commit notice");
+    node.step(
+        leader,
+        RaftMessage::Heartbeat {
+            term,
+            commit,
+            round: 1,
+        },
+    );
+    let answers = node.ready().messages;
+    assert!(
+        matches!(
+            answers.as_slice(),
+            [Envelope {
+                message: RaftMessage::HeartbeatResponse { round: 1, .. },
+                ..
+            }]
+        ),
+        "{answers:?}"
+    );
+}
+
+#[test]
 fn a_follower_commits_nothing_its_own_disk_does_not_hold_yet() {
     let (mut router, leader, follower) = three_with_a_follower();
     let (index, appends, notices) = propose_and_announce(&mut router, leader, b"x");
