@@ -59,7 +59,7 @@ pub use event::{Event, EventKind};
 pub use id_map::{IdMap, PAGE_ENTRIES_MAX};
 pub use key_range::KeyRange;
 pub use key_value::KeyValue;
-pub use lease::{Lease, LeaseKeys};
+pub use lease::Lease;
 pub use limits::{
     EVENT_LOG_EVENTS_MAX, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
     REQUEST_BYTES_MAX, TXN_DEPTH_MAX, TXN_OPS_MAX,

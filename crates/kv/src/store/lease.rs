@@ -6,7 +6,7 @@
 //! leader's volatile state (see [`Lease`]).
 
 use super::KvStore;
-use crate::{KvError, Lease, LeaseKeys, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN};
+use crate::{KvError, Lease, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN};
 
 impl KvStore {
     /// Grants lease `id` for `ttl_seconds`, raised to
@@ -28,13 +28,7 @@ impl KvStore {
             });
         }
         let ttl_seconds = ttl_seconds.max(LEASE_TTL_SECONDS_MIN);
-        self.leases.insert(
-            id,
-            Lease {
-                ttl_seconds,
-                keys: LeaseKeys::default(),
-            },
-        );
+        self.leases.insert(id, Lease { ttl_seconds });
         assert!(self.leases.len() <= LEASES_MAX);
         Ok(ttl_seconds)
     }
@@ -43,17 +37,18 @@ impl KvStore {
     /// the store's revision after the revoke (unchanged if the lease had no
     /// keys).
     pub fn lease_revoke(&mut self, id: i64) -> Result<i64, KvError> {
-        let lease = self.leases.remove(id).ok_or(KvError::LeaseNotFound)?;
+        self.leases.remove(id).ok_or(KvError::LeaseNotFound)?;
+        let keys = self.lease_keys.remove(&id).unwrap_or_default();
         let mut pending = self.begin_write();
-        for key in lease.keys.iter() {
+        for key in &keys {
             let kv = self.get(key).cloned().expect("lease lists a deleted key");
             assert_eq!(kv.lease, id, "lease lists a key attached elsewhere");
             self.delete_key(kv, &mut pending);
         }
-        assert_eq!(
-            pending.events.len(),
-            lease.keys.len(),
-            "revoke missed a key"
+        assert_eq!(pending.events.len(), keys.len(), "revoke missed a key");
+        assert!(
+            !self.lease_keys.contains_key(&id),
+            "a deleted key detached itself from the revoked lease"
         );
         Ok(self.finish_write(pending))
     }
@@ -73,8 +68,12 @@ impl KvStore {
 
     /// The keys attached to lease `id`, in key order.
     pub fn lease_keys(&self, id: i64) -> Result<Vec<Vec<u8>>, KvError> {
-        let lease = self.lease(id).ok_or(KvError::LeaseNotFound)?;
-        Ok(lease.keys.iter().cloned().collect())
+        self.lease(id).ok_or(KvError::LeaseNotFound)?;
+        Ok(self
+            .lease_keys
+            .get(&id)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default())
     }
 
     /// The ids of all live leases, ascending.

@@ -28,7 +28,7 @@ mod write;
 use crate::event_log::EventLog;
 use crate::key_history::KeyHistory;
 use crate::{Event, IdMap, KeyRange, KvError, Lease};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The revision of an empty store, as in etcd.
 pub const REVISION_INITIAL: i64 = 1;
@@ -45,6 +45,10 @@ pub struct KvStore {
     keys: BTreeMap<Vec<u8>, KeyHistory>,
     /// Live leases by id.
     leases: IdMap<Lease>,
+    /// The keys attached to each lease that has any, in key order, so a
+    /// revoke deletes them in the same order on every replica. A lease
+    /// without keys has no entry (see [`Lease`]).
+    lease_keys: BTreeMap<i64, BTreeSet<Vec<u8>>>,
     /// Recent events, for watchers.
     events: EventLog,
 }
@@ -63,6 +67,7 @@ impl KvStore {
             compact_revision: 0,
             keys: BTreeMap::new(),
             leases: IdMap::new(),
+            lease_keys: BTreeMap::new(),
             events: EventLog::new(REVISION_INITIAL),
         }
     }

@@ -24,10 +24,8 @@ use super::snapshot_events;
 use super::KvStore;
 use crate::codec::{Decoder, Encoder};
 use crate::key_history::{KeyHistory, KeyRevision};
-use crate::{
-    IdMap, KeyValue, KvError, Lease, LeaseKeys, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
-};
-use std::collections::BTreeMap;
+use crate::{IdMap, KeyValue, KvError, Lease, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Identifies a bellwether kv snapshot.
@@ -94,7 +92,8 @@ impl KvStore {
             return Err(input.corrupt("revisions out of order"));
         }
         let keys = decode_keys(&mut input, revision)?;
-        let leases = decode_leases(&mut input, version, &keys)?;
+        let leases = decode_leases(&mut input, version)?;
+        let lease_keys = attach_lease_keys(&input, &keys, &leases)?;
         let events = snapshot_events::decode_events(&mut input, revision, version, &keys)?;
         if !input.is_done() {
             return Err(input.corrupt("trailing bytes"));
@@ -104,6 +103,7 @@ impl KvStore {
             compact_revision,
             keys,
             leases,
+            lease_keys,
             events,
         })
     }
@@ -212,12 +212,8 @@ fn unzigzag(value: u64) -> i64 {
     ((value >> 1) as i64) ^ -((value & 1) as i64)
 }
 
-/// Decodes the leases and reattaches their keys.
-fn decode_leases(
-    input: &mut Decoder,
-    version: u32,
-    keys: &BTreeMap<Vec<u8>, KeyHistory>,
-) -> Result<IdMap<Lease>, KvError> {
+/// Decodes the leases.
+fn decode_leases(input: &mut Decoder, version: u32) -> Result<IdMap<Lease>, KvError> {
     let mut leases = IdMap::new();
     let lease_bytes_min = if version < SNAPSHOT_VERSION_VARINT_LEASES {
         16
@@ -228,25 +224,34 @@ fn decode_leases(
     for _ in 0..input.count(lease_bytes_min)? {
         let (id, ttl_seconds) = decode_lease(input, version, previous)?;
         previous = Some(id);
-        let lease = Lease {
-            ttl_seconds,
-            keys: LeaseKeys::default(),
-        };
-        if id == 0 || leases.insert(id, lease).is_some() {
+        if id == 0 || leases.insert(id, Lease { ttl_seconds }).is_some() {
             return Err(input.corrupt("zero or duplicate lease id"));
         }
     }
+    Ok(leases)
+}
+
+/// Rebuilds each lease's key set from the keys' lease fields.
+fn attach_lease_keys(
+    input: &Decoder,
+    keys: &BTreeMap<Vec<u8>, KeyHistory>,
+    leases: &IdMap<Lease>,
+) -> Result<BTreeMap<i64, BTreeSet<Vec<u8>>>, KvError> {
+    let mut lease_keys: BTreeMap<i64, BTreeSet<Vec<u8>>> = BTreeMap::new();
     for kv in keys
         .values()
         .filter_map(KeyHistory::latest)
         .filter(|kv| kv.lease != 0)
     {
-        let Some(lease) = leases.get_mut(kv.lease) else {
+        if !leases.contains_key(kv.lease) {
             return Err(input.corrupt("key attached to a missing lease"));
-        };
-        lease.keys.insert(kv.key.clone());
+        }
+        lease_keys
+            .entry(kv.lease)
+            .or_default()
+            .insert(kv.key.clone());
     }
-    Ok(leases)
+    Ok(lease_keys)
 }
 
 /// Encodes a key state.

@@ -145,11 +145,14 @@ impl KvStore {
         });
         self.detach(previous.as_deref());
         if lease != 0 {
-            let attached = self
-                .leases
-                .get_mut(lease)
-                .expect("put with an unchecked lease");
-            attached.keys.insert(kv.key.clone());
+            assert!(
+                self.leases.contains_key(lease),
+                "put with an unchecked lease"
+            );
+            self.lease_keys
+                .entry(lease)
+                .or_default()
+                .insert(kv.key.clone());
         }
         match self.keys.get_mut(&kv.key) {
             Some(history) => history.push(pending.revision, Some(kv.clone())),
@@ -220,9 +223,19 @@ impl KvStore {
         let Some(previous) = previous.filter(|kv| kv.lease != 0) else {
             return;
         };
-        if let Some(lease) = self.leases.get_mut(previous.lease) {
-            let removed = lease.keys.remove(&previous.key);
-            assert!(removed, "key not listed on its lease");
+        match self.lease_keys.get_mut(&previous.lease) {
+            Some(keys) => {
+                let removed = keys.remove(&previous.key);
+                assert!(removed, "key not listed on its lease");
+                if keys.is_empty() {
+                    self.lease_keys.remove(&previous.lease);
+                }
+            }
+            // Only a lease being revoked has given its keys up already.
+            None => assert!(
+                !self.leases.contains_key(previous.lease),
+                "key not listed on its lease"
+            ),
         }
     }
 }

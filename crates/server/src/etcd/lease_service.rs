@@ -223,14 +223,17 @@ impl Lease for LeaseService {
         }
         // Copy what is needed and release the store before building the
         // header, which locks it again.
-        let found = self.backend.store().lease(request.id).map(|lease| {
-            let keys = if request.keys {
-                lease.keys.iter().cloned().collect()
-            } else {
-                Vec::new()
-            };
-            (lease.ttl_seconds, keys)
-        });
+        let found = {
+            let store = self.backend.store();
+            store.lease(request.id).map(|lease| {
+                let keys = if request.keys {
+                    store.lease_keys(request.id).unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                (lease.ttl_seconds, keys)
+            })
+        };
         let Some((granted, keys)) = found else {
             // etcd answers a missing lease with TTL -1, not an error.
             return Ok(Response::new(pb::LeaseTimeToLiveResponse {
