@@ -24,7 +24,7 @@ use super::backend::EtcdBackend;
 use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_kv::IdMap;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,29 +59,21 @@ pub enum Renewal {
     NotPrimary,
 }
 
-/// A lease's deadline and the slot it is filed under.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Filed {
-    /// The lease expires once this tick has begun.
-    deadline: Tick,
-    /// The slot of [`LessorState::slots`] that holds the lease: at or
-    /// before its deadline. Other entries for it are stale.
-    slot: Tick,
-}
-
 /// The primary's deadlines.
 ///
-/// Every lease not being revoked sits in exactly one slot, at or before its
-/// deadline, and a keep-alive only moves the deadline later: it costs one
-/// map update, with nothing to re-sort. A check empties the slots that have
-/// come due: each lease in them has either expired or is filed again under
-/// its deadline. A lease forgotten (revoked) leaves a stale entry behind,
-/// recognised because its lease no longer names that slot; once stale
-/// entries outnumber live ones the slots are rebuilt, so they never hold
-/// more than twice the leases. About 26 bytes a lease (16 in an
-/// [`IdMap`] whose pages counter-issued ids fill, 8 and some spare capacity
-/// in a slot), where a `HashMap` of the same took about 35 and a map of
-/// `Instant`s with a sorted set of them about 100.
+/// One deadline per lease, in an [`IdMap`] (16 bytes a lease). A
+/// keep-alive only moves a deadline later, so `earliest`, a lower bound of
+/// every deadline not yet expired, stays true without being touched; a
+/// check does nothing until it comes. Then one scan of the deadlines
+/// collects every lease that has expired (proposed for revoking at most
+/// [`REVOKES_PER_CHECK_MAX`] a check) and finds the next bound.
+///
+/// Why a scan instead of a timing wheel: the wheel held every id once more
+/// (8 bytes and its vectors' spare room, about 10 bytes a lease), a third
+/// of what the primary holds per lease. A scan reads 16 bytes a lease in
+/// id order, about a millisecond for a million leases, and runs only when
+/// a lease may have expired: once per batch of expiries, or, with
+/// keep-alives, when the bound set at the last scan comes.
 #[derive(Debug)]
 struct LessorState {
     /// The term this member leads and has rebuilt the deadlines for; `None`
@@ -89,13 +81,14 @@ struct LessorState {
     primary_term: Option<u64>,
     /// When tick 0 began.
     epoch: Instant,
-    /// Each lease known to exist, revoking ones included (their deadline
-    /// has passed).
-    leases: IdMap<Filed>,
-    /// Ids by slot, oldest slot first; see the type's docs.
-    slots: BTreeMap<Tick, Vec<i64>>,
-    /// Entries in `slots`, stale ones included.
-    filed_entries: usize,
+    /// The deadline of each lease known to exist (it expires once that tick
+    /// has begun), revoking ones included.
+    deadlines: IdMap<Tick>,
+    /// No lease outside `expired` and `revoking` has a deadline before
+    /// this tick.
+    earliest: Tick,
+    /// Leases the last scan found expired, not yet proposed for revoking.
+    expired: VecDeque<i64>,
     /// Revokes proposed and not yet applied, and when they were proposed.
     revoking: BTreeMap<i64, Instant>,
 }
@@ -105,9 +98,9 @@ impl Default for LessorState {
         LessorState {
             primary_term: None,
             epoch: Instant::now(),
-            leases: IdMap::new(),
-            slots: BTreeMap::new(),
-            filed_entries: 0,
+            deadlines: IdMap::new(),
+            earliest: NEVER,
+            expired: VecDeque::new(),
             revoking: BTreeMap::new(),
         }
     }
@@ -133,119 +126,69 @@ impl LessorState {
         self.epoch + CHECK_INTERVAL * tick
     }
 
-    /// Sets the deadline of a lease that is not being revoked. A deadline
-    /// that moves later keeps the lease's slot; one that is new, or moves
-    /// before its slot, files the lease under the deadline itself.
+    /// Sets the deadline of a lease that is not being revoked.
     fn set_deadline(&mut self, id: i64, deadline: Tick) {
         debug_assert!(!self.revoking.contains_key(&id));
-        if let Some(filed) = self.leases.get_mut(id) {
-            if filed.slot <= deadline {
-                filed.deadline = deadline;
-                return;
-            }
-        }
-        let filed = Filed {
-            deadline,
-            slot: deadline,
-        };
-        self.leases.insert(id, filed);
-        self.file(id, deadline);
+        self.deadlines.insert(id, deadline);
+        self.earliest = self.earliest.min(deadline);
     }
 
-    /// Puts `id` in slot `slot`.
-    fn file(&mut self, id: i64, slot: Tick) {
-        self.slots.entry(slot).or_default().push(id);
-        self.filed_entries += 1;
-    }
-
-    /// Forgets a lease the store no longer holds.
+    /// Forgets a lease the store no longer holds. An id left in `expired`
+    /// is skipped when its turn comes.
     fn forget(&mut self, id: i64) {
-        self.leases.remove(id);
+        self.deadlines.remove(id);
         self.revoking.remove(&id);
-        self.rebuild_slots_if_mostly_stale();
     }
 
-    /// True when the entry for `id` in slot `slot` is its live one.
-    fn is_filed(&self, id: i64, slot: Tick) -> bool {
-        self.leases.get(id).is_some_and(|filed| filed.slot == slot)
-            && !self.revoking.contains_key(&id)
-    }
-
-    /// Rebuilds the slots from the leases once stale entries outnumber live
-    /// ones, which bounds their memory by twice the leases while costing
-    /// each forget O(1) amortised.
-    fn rebuild_slots_if_mostly_stale(&mut self) {
-        let live = self.leases.len() - self.revoking.len();
-        if self.filed_entries <= 2 * live + 64 {
-            return;
-        }
-        let mut slots: BTreeMap<Tick, Vec<i64>> = BTreeMap::new();
-        let mut filed_entries = 0;
-        for (id, filed) in self.leases.iter() {
-            if !self.revoking.contains_key(&id) {
-                slots.entry(filed.slot).or_default().push(id);
-                filed_entries += 1;
-            }
-        }
-        self.slots = slots;
-        self.filed_entries = filed_entries;
-    }
-
-    /// Empties the slots that have come due at `now`, and returns up to
-    /// `most` leases whose deadline has passed, marked revoking since
-    /// `at`; the others are filed again under their deadline.
+    /// Returns up to `most` leases whose deadline has passed by tick `now`,
+    /// marked revoking since `at`; scans the deadlines first when the
+    /// earliest may have come.
     fn take_expired(&mut self, now: Tick, at: Instant, most: usize) -> Vec<i64> {
-        let mut expired = Vec::new();
-        let mut refile = Vec::new();
-        while expired.len() < most {
-            let Some(mut due) = self.slots.first_entry() else {
+        if self.earliest <= now {
+            self.scan(now);
+        }
+        let mut taken = Vec::new();
+        while taken.len() < most {
+            let Some(id) = self.expired.pop_front() else {
                 break;
             };
-            let slot = *due.key();
-            if slot > now {
-                break;
-            }
-            let ids = std::mem::take(due.get_mut());
-            let mut ids = ids.into_iter();
-            for id in ids.by_ref() {
-                self.filed_entries -= 1;
-                if !self.is_filed(id, slot) {
-                    continue; // stale
-                }
-                let filed = self.leases.get_mut(id).expect("is_filed found it");
-                if filed.deadline <= now {
-                    self.revoking.insert(id, at);
-                    expired.push(id);
-                    if expired.len() == most {
-                        break;
-                    }
-                } else {
-                    filed.slot = filed.deadline;
-                    refile.push((filed.deadline, id));
-                }
-            }
-            let rest: Vec<i64> = ids.collect();
-            if rest.is_empty() {
-                self.slots.remove(&slot);
-            } else {
-                *self.slots.get_mut(&slot).expect("still there") = rest;
+            let still_due = self.deadlines.get(id).is_some_and(|d| *d <= now);
+            if still_due && !self.revoking.contains_key(&id) {
+                self.revoking.insert(id, at);
+                taken.push(id);
             }
         }
-        for (slot, id) in refile {
-            self.file(id, slot);
-        }
-        expired
+        taken
     }
 
-    /// Every lease not being revoked has a slot entry; every revoking one is
-    /// known.
+    /// Collects every lease expired by tick `now` and not being revoked,
+    /// and sets `earliest` to the first deadline after it.
+    fn scan(&mut self, now: Tick) {
+        let mut expired = VecDeque::new();
+        let mut earliest = NEVER;
+        for (id, deadline) in self.deadlines.iter() {
+            if *deadline > now {
+                earliest = earliest.min(*deadline);
+            } else if !self.revoking.contains_key(&id) {
+                expired.push_back(id);
+            }
+        }
+        self.expired = expired;
+        self.earliest = earliest;
+    }
+
+    /// Every revoking lease is known, and no known lease waits past the
+    /// bound (checked in full only in debug builds: it reads every lease).
     fn is_consistent(&self) -> bool {
-        debug_assert_eq!(
-            self.filed_entries,
-            self.slots.values().map(Vec::len).sum::<usize>()
-        );
-        self.filed_entries >= self.leases.len().saturating_sub(self.revoking.len())
-            && self.revoking.keys().all(|id| self.leases.contains_key(*id))
+        debug_assert!(self
+            .deadlines
+            .iter()
+            .all(|(id, deadline)| *deadline >= self.earliest
+                || self.revoking.contains_key(&id)
+                || self.expired.contains(&id)));
+        self.revoking
+            .keys()
+            .all(|id| self.deadlines.contains_key(*id))
     }
 }
 
@@ -254,9 +197,8 @@ impl LessorState {
 /// The state machine tells it about every grant and revoke it applies
 /// ([`applied_grant`](Lessor::applied_grant),
 /// [`applied_revoke`](Lessor::applied_revoke)), whichever member's client
-/// asked for them, so a check never has to compare its deadlines with the
-/// whole store: it costs time in proportion to the leases that expired,
-/// not to the leases that exist.
+/// asked for them, so its deadlines always cover the store's leases and a
+/// check never reads the store.
 #[derive(Clone, Debug, Default)]
 pub struct Lessor {
     state: Arc<Mutex<LessorState>>,
@@ -271,7 +213,7 @@ impl Lessor {
     /// countdown now.
     pub fn applied_grant(&self, id: i64, ttl_seconds: i64) {
         let mut state = self.state();
-        if state.primary_term.is_some() && !state.leases.contains_key(id) {
+        if state.primary_term.is_some() && !state.deadlines.contains_key(id) {
             let deadline = state.deadline_after(Instant::now(), ttl_seconds);
             state.set_deadline(id, deadline);
         }
@@ -305,7 +247,7 @@ impl Lessor {
         // is as good as revoked: renewing it would resurrect a lease whose
         // keys are being deleted.
         let today = state.tick_at(now);
-        let live = state.leases.get(id).is_some_and(|f| f.deadline > today);
+        let live = state.deadlines.get(id).is_some_and(|d| *d > today);
         if !live || state.revoking.contains_key(&id) {
             return Renewal::NotFound;
         }
@@ -319,7 +261,7 @@ impl Lessor {
     pub fn remaining_seconds(&self, id: i64) -> Option<i64> {
         let state = self.state();
         state.primary_term?;
-        let deadline = state.leases.get(id)?.deadline;
+        let deadline = *state.deadlines.get(id)?;
         let left = state
             .instant_of(deadline)
             .saturating_duration_since(Instant::now());
@@ -525,46 +467,44 @@ mod tests {
     }
 
     #[test]
-    fn a_renewed_lease_stays_in_its_slot_and_is_filed_again_there_not_expired() {
+    fn a_renewed_lease_is_not_expired_at_its_old_deadline() {
         let mut state = LessorState::default();
         state.set_deadline(1, 5);
         state.set_deadline(1, 9); // a keep-alive: the deadline moves later
-        assert_eq!(
-            state.leases.get(1).copied().unwrap(),
-            Filed {
-                deadline: 9,
-                slot: 5
-            }
-        );
-        assert_eq!(state.filed_entries, 1, "a renewal files nothing");
         assert!(state.take_expired(5, Instant::now(), 10).is_empty());
-        assert_eq!(
-            state.leases.get(1).copied().unwrap(),
-            Filed {
-                deadline: 9,
-                slot: 9
-            }
-        );
+        assert_eq!(state.earliest, 9, "the scan found the next deadline");
         assert!(state.take_expired(8, Instant::now(), 10).is_empty());
         assert_eq!(state.take_expired(9, Instant::now(), 10), vec![1]);
         assert!(state.is_consistent());
     }
 
     #[test]
-    fn a_deadline_moved_before_its_slot_files_the_lease_again_and_fires_once() {
+    fn a_deadline_moved_earlier_fires_once_at_the_earlier_tick() {
         let mut state = LessorState::default();
         state.set_deadline(1, 9);
         state.set_deadline(1, 4);
         assert_eq!(state.take_expired(4, Instant::now(), 10), vec![1]);
         assert!(
             state.take_expired(9, Instant::now(), 10).is_empty(),
-            "the old entry is stale"
+            "being revoked"
         );
-        assert!(state.slots.is_empty() && state.filed_entries == 0);
     }
 
     #[test]
-    fn forgotten_leases_leave_stale_entries_that_are_rebuilt_away() {
+    fn nothing_is_scanned_before_the_earliest_deadline() {
+        let mut state = LessorState::default();
+        state.set_deadline(1, 20);
+        state.set_deadline(2, 10);
+        assert_eq!(state.earliest, 10);
+        assert!(state.take_expired(9, Instant::now(), 10).is_empty());
+        assert_eq!(state.earliest, 10, "no scan: the bound stands");
+        assert_eq!(state.take_expired(10, Instant::now(), 10), vec![2]);
+        assert_eq!(state.earliest, 20);
+        assert!(state.is_consistent());
+    }
+
+    #[test]
+    fn forgotten_leases_are_not_revoked() {
         let mut state = LessorState::default();
         for id in 1..=1_000 {
             state.set_deadline(id, 50);
@@ -572,15 +512,21 @@ mod tests {
         for id in 101..=1_000 {
             state.forget(id);
         }
-        assert!(
-            state.filed_entries <= 2 * 100 + 64,
-            "{} entries for 100 leases",
-            state.filed_entries
-        );
         assert!(state.is_consistent());
         let mut expired = state.take_expired(50, Instant::now(), 1_000);
         expired.sort_unstable();
         assert_eq!(expired, (1..=100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_lease_forgotten_while_waiting_its_turn_is_skipped() {
+        let mut state = LessorState::default();
+        for id in 1..=5 {
+            state.set_deadline(id, 3);
+        }
+        assert_eq!(state.take_expired(3, Instant::now(), 2), vec![1, 2]);
+        state.forget(3); // revoked by its client meanwhile
+        assert_eq!(state.take_expired(3, Instant::now(), 10), vec![4, 5]);
     }
 
     #[test]
@@ -589,7 +535,6 @@ mod tests {
         state.set_deadline(7, 3);
         state.forget(7);
         state.set_deadline(7, 3);
-        assert_eq!(state.slots[&3], vec![7, 7], "a stale entry and a live one");
         assert_eq!(state.take_expired(3, Instant::now(), 10), vec![7]);
         assert!(state.take_expired(3, Instant::now(), 10).is_empty());
     }
