@@ -4,20 +4,29 @@
 //! Why not a `BTreeMap`: lease ids are chosen by a counter on each member,
 //! so a store mostly appends at the end of a few runs. A B-tree splits a
 //! full leaf in the middle even when the new key goes at its end, which
-//! leaves its leaves about 55% full (about 45 bytes for a 24-byte entry
-//! under a 64-bit id and a 16-byte lease), and a `HashMap` keeps between a
-//! half and an eighth of its slots empty. A million leases then cost tens
-//! of megabytes more than their entries.
+//! leaves its leaves about 55% full (about 30 bytes for a 16-byte entry of
+//! a 64-bit id and an 8-byte TTL), and a `HashMap` keeps between a half and
+//! an eighth of its slots empty. A million leases then cost tens of
+//! megabytes more than their entries.
 //!
-//! Here the entries sit in sorted pages of at most [`PAGE_ENTRIES_MAX`]. An
-//! id past the end of a full page starts a new page instead of splitting
-//! it, and an id that continues a run inside a full page (whose tail is
-//! another member's run) splits the page where it goes, so a run of
-//! increasing ids fills its pages completely; any other id inside a full
-//! page splits it in halves, as a B-tree would. Removals merge a
-//! page that fell under a quarter full into a neighbour when they fit
-//! together, and give back the spare capacity of a page that shrank, so
-//! random ids and revokes cost at most about what a B-tree does.
+//! Here the entries sit in sorted pages of at most [`PAGE_ENTRIES_MAX`]:
+//!
+//! - an id past the end of a full page goes to the front of the next page
+//!   when that has room, else starts a new page, instead of splitting the
+//!   full one: increasing and decreasing runs fill their pages;
+//! - an id that continues a run inside a full page (whose tail is another
+//!   member's run) splits the page where it goes, so that run goes on
+//!   filling the lower page;
+//! - any other id inside a full page splits it in halves, as a B-tree does;
+//! - a page starts with room for a few entries and doubles as it fills, so
+//!   a page that stays small costs little;
+//! - a removal merges a page that fell under a quarter full into a
+//!   neighbour when they fit together, and otherwise gives back spare
+//!   capacity beyond twice its entries.
+//!
+//! Ascending or descending ids, or several interleaved runs of them, fill
+//! pages completely (tests below); random ids leave pages half to fully
+//! used, as in a B-tree.
 //!
 //! Lookups are a `BTreeMap` search over pages (one per 64 entries) and a
 //! binary search inside one page; an insert or remove moves at most a page
@@ -25,6 +34,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Bound::{Excluded, Unbounded};
 
 /// Most entries one page holds. An insert or remove moves at most this many
 /// entries, and a page is the unit of allocation.
@@ -33,6 +43,28 @@ pub const PAGE_ENTRIES_MAX: usize = 64;
 /// A page that falls below this many entries is merged into a neighbour
 /// when the two fit in one page.
 const PAGE_ENTRIES_MERGE_BELOW: usize = PAGE_ENTRIES_MAX / 4;
+
+/// Room a new page starts with; it doubles as the page fills, up to
+/// [`PAGE_ENTRIES_MAX`], so a page that stays small stays cheap.
+const PAGE_ENTRIES_FIRST: usize = 4;
+
+/// A page holding one entry.
+fn new_page<V>(id: i64, value: V) -> Vec<(i64, V)> {
+    let mut page = Vec::with_capacity(PAGE_ENTRIES_FIRST);
+    page.push((id, value));
+    page
+}
+
+/// Makes room in `page` for `extra` more entries: its capacity doubles,
+/// never past a page.
+fn make_room<V>(page: &mut Vec<(i64, V)>, extra: usize) {
+    let needed = page.len() + extra;
+    assert!(needed <= PAGE_ENTRIES_MAX, "a page never outgrows its size");
+    if needed > page.capacity() {
+        let target = (2 * page.capacity()).clamp(needed, PAGE_ENTRIES_MAX);
+        page.reserve_exact(target - page.len());
+    }
+}
 
 /// An ordered map from `i64` ids to values (see the module docs).
 ///
@@ -105,9 +137,7 @@ impl<V> IdMap<V> {
     /// Sets `id` to `value`; returns the value it replaced.
     pub fn insert(&mut self, id: i64, value: V) -> Option<V> {
         let Some(key) = self.page_key(id) else {
-            let mut page = Vec::with_capacity(PAGE_ENTRIES_MAX);
-            page.push((id, value));
-            self.pages.insert(id, page);
+            self.pages.insert(id, new_page(id, value));
             self.len = 1;
             return None;
         };
@@ -118,32 +148,41 @@ impl<V> IdMap<V> {
         };
         self.len += 1;
         if page.len() < PAGE_ENTRIES_MAX {
-            if page.len() == page.capacity() {
-                // Grow a shrunk page without passing the page size.
-                page.reserve_exact(page.len().min(PAGE_ENTRIES_MAX - page.len()));
-            }
+            make_room(page, 1);
             page.insert(at, (id, value));
             if id < key {
                 // Only the first page can be asked to take an id below its
                 // key; it is keyed by its new first id.
-                let page = self.pages.remove(&key).expect("just used");
-                self.pages.insert(id, page);
+                self.rekey(key, id);
             }
             return None;
         }
         if at == page.len() {
-            // Past the end of a full page: a new page, so that increasing
-            // ids fill their pages to the brim.
-            let mut fresh = Vec::with_capacity(PAGE_ENTRIES_MAX);
-            fresh.push((id, value));
-            self.pages.insert(id, fresh);
+            // Past the end of a full page: into the front of the next page
+            // when it has room (keyed by this id, which is below all of
+            // its own), so that decreasing ids fill pages too; else a new
+            // page, so that increasing ids fill theirs to the brim.
+            let next = self
+                .pages
+                .range((Excluded(key), Unbounded))
+                .next()
+                .map(|(next_key, next)| (*next_key, next.len()));
+            match next {
+                Some((next_key, next_len)) if next_len < PAGE_ENTRIES_MAX => {
+                    let next = self.pages.get_mut(&next_key).expect("just seen");
+                    make_room(next, 1);
+                    next.insert(0, (id, value));
+                    self.rekey(next_key, id);
+                }
+                _ => {
+                    self.pages.insert(id, new_page(id, value));
+                }
+            }
             return None;
         }
         if at == 0 && id < key {
             // Before the first page, which is full.
-            let mut fresh = Vec::with_capacity(PAGE_ENTRIES_MAX);
-            fresh.push((id, value));
-            self.pages.insert(id, fresh);
+            self.pages.insert(id, new_page(id, value));
             return None;
         }
         // Inside a full page. An id that continues its predecessor's run
@@ -151,12 +190,12 @@ impl<V> IdMap<V> {
         // right there, so the run goes on filling the lower page; any other
         // id splits it in halves.
         let continues_run = at > 0 && page[at - 1].0.checked_add(1) == Some(id);
-        let split_at = if continues_run {
+        let split_at = if continues_run && at >= PAGE_ENTRIES_MERGE_BELOW {
             at
         } else {
             PAGE_ENTRIES_MAX / 2
         };
-        let mut upper = Vec::with_capacity(PAGE_ENTRIES_MAX);
+        let mut upper = Vec::with_capacity(PAGE_ENTRIES_MAX - split_at + 1);
         upper.extend(page.drain(split_at..));
         let upper_key = upper[0].0;
         if at <= split_at {
@@ -166,6 +205,13 @@ impl<V> IdMap<V> {
         }
         self.pages.insert(upper_key, upper);
         None
+    }
+
+    /// Moves the page at `from` to key `to`.
+    fn rekey(&mut self, from: i64, to: i64) {
+        let page = self.pages.remove(&from).expect("a page to re-key");
+        assert!(to <= page[0].0, "a page key is a lower bound");
+        self.pages.insert(to, page);
     }
 
     /// Removes `id`; returns its value.
@@ -189,13 +235,15 @@ impl<V> IdMap<V> {
         let small = self.pages[&key].len();
         let next = self
             .pages
-            .range(key + 1..)
+            .range((Excluded(key), Unbounded))
             .next()
             .map(|(k, p)| (*k, p.len()));
         if let Some((next_key, next_len)) = next {
             if small + next_len <= PAGE_ENTRIES_MAX {
                 let moved = self.pages.remove(&next_key).expect("just seen");
-                self.pages.get_mut(&key).expect("just seen").extend(moved);
+                let page = self.pages.get_mut(&key).expect("just seen");
+                make_room(page, moved.len());
+                page.extend(moved);
                 return;
             }
         }
@@ -207,10 +255,9 @@ impl<V> IdMap<V> {
         if let Some((previous_key, previous_len)) = previous {
             if small + previous_len <= PAGE_ENTRIES_MAX {
                 let moved = self.pages.remove(&key).expect("just seen");
-                self.pages
-                    .get_mut(&previous_key)
-                    .expect("just seen")
-                    .extend(moved);
+                let page = self.pages.get_mut(&previous_key).expect("just seen");
+                make_room(page, moved.len());
+                page.extend(moved);
                 return;
             }
         }
@@ -223,6 +270,17 @@ impl<V> IdMap<V> {
         self.pages
             .values()
             .flat_map(|page| page.iter().map(|(id, value)| (*id, value)))
+    }
+
+    /// The entries from `start` on, in ascending id order.
+    pub fn iter_from(&self, start: i64) -> impl Iterator<Item = (i64, &V)> {
+        // The page that would hold `start`; an empty map has none, and
+        // the range from i64::MAX then holds nothing below it.
+        let first = self.page_key(start).unwrap_or(i64::MAX);
+        self.pages
+            .range(first..)
+            .flat_map(|(_, page)| page.iter().map(|(id, value)| (*id, value)))
+            .skip_while(move |(id, _)| *id < start)
     }
 
     /// Every id, ascending.
@@ -334,6 +392,36 @@ mod tests {
     }
 
     #[test]
+    fn decreasing_ids_fill_their_pages_too() {
+        let mut map: IdMap<()> = (0..64i64).map(|id| (id, ())).collect();
+        for id in (1_000..11_000i64).rev() {
+            map.insert(id, ());
+        }
+        assert!(map.is_consistent());
+        assert!(
+            map.page_count() <= 10_064 / PAGE_ENTRIES_MAX + 2,
+            "{} pages",
+            map.page_count()
+        );
+    }
+
+    #[test]
+    fn random_ids_leave_pages_at_least_half_full_on_average() {
+        let mut random = Xorshift(11);
+        let mut map = IdMap::new();
+        for _ in 0..20_000 {
+            map.insert((random.next() >> 1) as i64, ());
+        }
+        assert!(map.is_consistent());
+        assert!(
+            map.len() >= map.page_count() * PAGE_ENTRIES_MAX / 2,
+            "{} entries in {} pages",
+            map.len(),
+            map.page_count()
+        );
+    }
+
+    #[test]
     fn removals_merge_pages_that_fall_under_a_quarter() {
         let mut map: IdMap<()> = (0..6_400i64).map(|id| (id, ())).collect();
         assert_eq!(map.page_count(), 100);
@@ -348,6 +436,25 @@ mod tests {
         assert_eq!(map.len(), 400);
         assert!(map.page_count() <= 400 / PAGE_ENTRIES_MERGE_BELOW + 1);
         assert!(map.ids().eq((0..6_400i64).step_by(16)));
+    }
+
+    #[test]
+    fn iteration_from_an_id_starts_at_it_or_the_next() {
+        let map: IdMap<()> = (0..1_000i64).map(|id| (id * 2, ())).collect();
+        assert!(map
+            .iter_from(-7)
+            .map(|(id, _)| id)
+            .eq((0..2_000).step_by(2)));
+        assert!(map
+            .iter_from(501)
+            .map(|(id, _)| id)
+            .eq((502..2_000).step_by(2)));
+        assert!(map
+            .iter_from(502)
+            .map(|(id, _)| id)
+            .eq((502..2_000).step_by(2)));
+        assert_eq!(map.iter_from(1_999).count(), 0);
+        assert_eq!(IdMap::<()>::new().iter_from(0).count(), 0);
     }
 
     #[test]

@@ -59,6 +59,9 @@ const SNAPSHOT_EVERY_ENTRIES_MAX: u64 = 1_000_000;
 /// [`Node::persist_inline`]): a lone client's write is one entry, and a
 /// larger append means load, where the loop should keep serving.
 const INLINE_PERSIST_ENTRIES_MAX: usize = 2;
+/// ... and at most this many bytes of them, so a large write (up to the
+/// 1.5 MiB request bound) still goes to the blocking thread.
+const INLINE_PERSIST_BYTES_MAX: usize = 16 * 1024;
 /// A leader holds a snapshot back from compacting its log until every
 /// follower has the entries it covers, so a follower a few in-flight
 /// appends behind is not sent a whole snapshot (and its clients' forwarded
@@ -481,18 +484,26 @@ impl Node {
     /// wake-ups (there and back), which on a loaded 2-core machine is a
     /// good part of a lone client's write latency, and the follower's fsync
     /// is on that write's path. While this loop waits on the disk nothing
-    /// else of this member runs (it is a single-threaded runtime), so only
-    /// a follower with no client work of its own in flight does it: under
-    /// load the fsync stays on the blocking thread, where the gRPC side and
-    /// the transport keep running meanwhile.
+    /// else of this member runs (it is a single-threaded runtime): a
+    /// serializable read, a watch event or a keep-alive relayed through it
+    /// waits one small fsync, about 0.1 ms here. So only a follower with no
+    /// write or linearizable read of its own in flight does it: under load
+    /// the fsync stays on the blocking thread, where the gRPC side and the
+    /// transport keep running meanwhile.
     fn persist_inline(&mut self, persist: RaftPersist) -> Result<Option<RaftPersist>, NodeError> {
         let idle_follower = self.raft.status().role == Role::Follower
             && self.proposals.is_empty()
             && self.reads.is_empty()
             && self.confirmed_reads.is_empty()
             && self.forwarding.is_idle();
-        let small =
-            persist.snapshot.is_none() && persist.entries.len() <= INLINE_PERSIST_ENTRIES_MAX;
+        let small = persist.snapshot.is_none()
+            && persist.entries.len() <= INLINE_PERSIST_ENTRIES_MAX
+            && persist
+                .entries
+                .iter()
+                .map(|e| e.size_bytes())
+                .sum::<usize>()
+                <= INLINE_PERSIST_BYTES_MAX;
         if !(idle_follower && small) {
             return Ok(Some(persist));
         }

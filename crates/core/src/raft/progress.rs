@@ -50,7 +50,8 @@ pub struct Progress {
     /// Highest ReadIndex round this follower has answered.
     pub round_acked: u64,
     /// Highest commit index sent to this follower (in AppendEntries or a
-    /// heartbeat), so a commit notice goes only to followers that lack it.
+    /// heartbeat) or that it deduces from the durable notices sent to it,
+    /// so a commit notice goes only to followers that lack it.
     pub commit_sent: LogIndex,
     /// The latest numbered heartbeat sent while replicating, with the last
     /// index streamed before it. Its answer proves which appends were lost;
@@ -129,8 +130,7 @@ impl Progress {
     /// its answer (any later numbered answer settles that one too, so rounds
     /// sent faster than answers come back, as under a stream of
     /// linearizable reads, cannot keep replacing it unanswered). Round 0 (a
-    /// commit notice) is not numbered, so its answer cannot be told apart
-    /// from an older one.
+    /// commit notice) is not numbered and not answered.
     pub fn on_heartbeat_sent(&mut self, round: u64) {
         if round > 0 && self.state == ReplicationState::Replicate && self.loss_probe.is_none() {
             self.loss_probe = Some(LossProbe {

@@ -31,8 +31,9 @@ use std::sync::Arc;
 /// Identifies a bellwether kv snapshot.
 const SNAPSHOT_MAGIC: &[u8; 4] = b"BWKV";
 
-/// The encoding version this build writes. Version 2 stores the event log
-/// by reference to the key histories (see `snapshot_events.rs`).
+/// The encoding version this build writes: version 2 stores the event log
+/// by reference to the key histories (see `snapshot_events.rs`), version 3
+/// also stores the leases as varints (see the module docs).
 pub const SNAPSHOT_VERSION: u32 = 3;
 
 /// The first version that stores leases as varints (see the module docs).
@@ -169,7 +170,10 @@ fn encode_leases(out: &mut Encoder, leases: &IdMap<Lease>) {
             }
         }
         previous = Some(id);
-        assert!(lease.ttl_seconds > 0, "a granted TTL is positive");
+        assert!(
+            (LEASE_TTL_SECONDS_MIN..=LEASE_TTL_SECONDS_MAX).contains(&lease.ttl_seconds),
+            "grants keep TTLs in range"
+        );
         out.varint(lease.ttl_seconds as u64);
     }
 }
@@ -181,10 +185,22 @@ fn decode_lease(
     version: u32,
     previous: Option<i64>,
 ) -> Result<(i64, i64), KvError> {
-    if version < SNAPSHOT_VERSION_VARINT_LEASES {
-        return Ok((input.i64()?, input.i64()?));
+    let (id, ttl_seconds) = if version < SNAPSHOT_VERSION_VARINT_LEASES {
+        (input.i64()?, input.i64()?)
+    } else {
+        (decode_lease_id(input, previous)?, input.varint()? as i64)
+    };
+    // Grants raise and cap the TTL, so a store holds only these; every
+    // version is held to them, so a restored store encodes again.
+    if !(LEASE_TTL_SECONDS_MIN..=LEASE_TTL_SECONDS_MAX).contains(&ttl_seconds) {
+        return Err(input.corrupt("lease TTL out of range"));
     }
-    let id = match previous {
+    Ok((id, ttl_seconds))
+}
+
+/// Decodes a lease id as version 3 stores it.
+fn decode_lease_id(input: &mut Decoder, previous: Option<i64>) -> Result<i64, KvError> {
+    Ok(match previous {
         None => unzigzag(input.varint()?),
         Some(previous) => {
             let distance = input.varint()?;
@@ -194,12 +210,7 @@ fn decode_lease(
             }
             id as i64
         }
-    };
-    let ttl_seconds = input.varint()?;
-    if !(LEASE_TTL_SECONDS_MIN as u64..=LEASE_TTL_SECONDS_MAX as u64).contains(&ttl_seconds) {
-        return Err(input.corrupt("lease TTL out of range"));
-    }
-    Ok((id, ttl_seconds as i64))
+    })
 }
 
 /// Maps signed to unsigned so that small magnitudes stay small varints.

@@ -67,7 +67,8 @@ fn encode_log(out: &mut Encoder, log: &EventLog, mut event: impl FnMut(&mut Enco
     }
 }
 
-/// Decodes the event log, version 1 (every state stored) or 2.
+/// Decodes the event log, version 1 (every state stored) or 2 (also
+/// version 3's).
 pub(super) fn decode_events(
     input: &mut Decoder,
     revision: i64,

@@ -24,7 +24,7 @@ use super::backend::EtcdBackend;
 use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_kv::IdMap;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,10 @@ const CHECK_INTERVAL: Duration = Duration::from_millis(100);
 /// Most revokes proposed per check, so a mass expiry cannot flood the log
 /// queue; the rest wait for the next check.
 const REVOKES_PER_CHECK_MAX: usize = 256;
+/// Most leases one check looks at while a pass over the deadlines is under
+/// way (see [`LessorState`]): a few tenths of a millisecond of the loop's
+/// time, so a pass over a million leases spans about fifteen checks.
+const SCAN_LEASES_PER_CHECK: usize = 65_536;
 /// A revoke proposed but not yet applied is not proposed again before this
 /// much time has passed.
 const REVOKE_RETRY: Duration = Duration::from_secs(1);
@@ -63,17 +67,20 @@ pub enum Renewal {
 ///
 /// One deadline per lease, in an [`IdMap`] (16 bytes a lease). A
 /// keep-alive only moves a deadline later, so `earliest`, a lower bound of
-/// every deadline not yet expired, stays true without being touched; a
-/// check does nothing until it comes. Then one scan of the deadlines
-/// collects every lease that has expired (proposed for revoking at most
-/// [`REVOKES_PER_CHECK_MAX`] a check) and finds the next bound.
+/// every deadline not yet found expired, stays true without being touched;
+/// checks do nothing until it comes. Then a pass over the deadlines, at
+/// most [`SCAN_LEASES_PER_CHECK`] a check, collects the leases that have
+/// expired (proposed for revoking at most [`REVOKES_PER_CHECK_MAX`] a
+/// check) and finds the next bound.
 ///
-/// Why a scan instead of a timing wheel: the wheel held every id once more
+/// Why passes instead of a timing wheel: the wheel held every id once more
 /// (8 bytes and its vectors' spare room, about 10 bytes a lease), a third
-/// of what the primary holds per lease. A scan reads 16 bytes a lease in
-/// id order, about a millisecond for a million leases, and runs only when
-/// a lease may have expired: once per batch of expiries, or, with
-/// keep-alives, when the bound set at the last scan comes.
+/// of what the primary holds per lease. A pass reads 16 bytes a lease in id
+/// order, and runs only when a lease may have expired. The price: with
+/// more than [`SCAN_LEASES_PER_CHECK`] leases a pass spans several checks,
+/// so a lease can be revoked up to one check per that many leases late
+/// (about 1.5 s with a million), never early; etcd 3.4 itself looks for
+/// expired leases every 500 ms.
 #[derive(Debug)]
 struct LessorState {
     /// The term this member leads and has rebuilt the deadlines for; `None`
@@ -87,10 +94,22 @@ struct LessorState {
     /// No lease outside `expired` and `revoking` has a deadline before
     /// this tick.
     earliest: Tick,
-    /// Leases the last scan found expired, not yet proposed for revoking.
-    expired: VecDeque<i64>,
+    /// The pass under way, if any.
+    pass: Option<Pass>,
+    /// Leases found expired, not yet proposed for revoking.
+    expired: BTreeSet<i64>,
     /// Revokes proposed and not yet applied, and when they were proposed.
     revoking: BTreeMap<i64, Instant>,
+}
+
+/// A pass over the deadlines, in id order.
+#[derive(Clone, Copy, Debug)]
+struct Pass {
+    /// The next id to look at.
+    from: i64,
+    /// The earliest deadline not yet due, among the leases looked at and
+    /// those given a deadline since the pass began.
+    earliest: Tick,
 }
 
 impl Default for LessorState {
@@ -100,7 +119,8 @@ impl Default for LessorState {
             epoch: Instant::now(),
             deadlines: IdMap::new(),
             earliest: NEVER,
-            expired: VecDeque::new(),
+            pass: None,
+            expired: BTreeSet::new(),
             revoking: BTreeMap::new(),
         }
     }
@@ -131,6 +151,9 @@ impl LessorState {
         debug_assert!(!self.revoking.contains_key(&id));
         self.deadlines.insert(id, deadline);
         self.earliest = self.earliest.min(deadline);
+        if let Some(pass) = &mut self.pass {
+            pass.earliest = pass.earliest.min(deadline);
+        }
     }
 
     /// Forgets a lease the store no longer holds. An id left in `expired`
@@ -141,15 +164,21 @@ impl LessorState {
     }
 
     /// Returns up to `most` leases whose deadline has passed by tick `now`,
-    /// marked revoking since `at`; scans the deadlines first when the
-    /// earliest may have come.
+    /// marked revoking since `at`; first goes on with the pass under way,
+    /// or starts one when the earliest deadline may have come.
     fn take_expired(&mut self, now: Tick, at: Instant, most: usize) -> Vec<i64> {
-        if self.earliest <= now {
-            self.scan(now);
+        if self.pass.is_none() && self.earliest <= now {
+            self.pass = Some(Pass {
+                from: i64::MIN,
+                earliest: NEVER,
+            });
+        }
+        if self.pass.is_some() {
+            self.scan(now, SCAN_LEASES_PER_CHECK);
         }
         let mut taken = Vec::new();
         while taken.len() < most {
-            let Some(id) = self.expired.pop_front() else {
+            let Some(id) = self.expired.pop_first() else {
                 break;
             };
             let still_due = self.deadlines.get(id).is_some_and(|d| *d <= now);
@@ -161,31 +190,45 @@ impl LessorState {
         taken
     }
 
-    /// Collects every lease expired by tick `now` and not being revoked,
-    /// and sets `earliest` to the first deadline after it.
-    fn scan(&mut self, now: Tick) {
-        let mut expired = VecDeque::new();
-        let mut earliest = NEVER;
-        for (id, deadline) in self.deadlines.iter() {
+    /// Looks at up to `most` leases of the pass under way: collects those
+    /// expired by tick `now` and not being revoked, and at the end of the
+    /// pass sets `earliest` to the first deadline after them.
+    fn scan(&mut self, now: Tick, most: usize) {
+        let Some(mut pass) = self.pass else {
+            return;
+        };
+        let mut next = None;
+        for (looked_at, (id, deadline)) in self.deadlines.iter_from(pass.from).enumerate() {
+            if looked_at == most {
+                next = Some(id);
+                break;
+            }
             if *deadline > now {
-                earliest = earliest.min(*deadline);
+                pass.earliest = pass.earliest.min(*deadline);
             } else if !self.revoking.contains_key(&id) {
-                expired.push_back(id);
+                self.expired.insert(id);
             }
         }
-        self.expired = expired;
-        self.earliest = earliest;
+        match next {
+            Some(from) => self.pass = Some(Pass { from, ..pass }),
+            None => {
+                self.earliest = pass.earliest;
+                self.pass = None;
+            }
+        }
     }
 
     /// Every revoking lease is known, and no known lease waits past the
     /// bound (checked in full only in debug builds: it reads every lease).
     fn is_consistent(&self) -> bool {
-        debug_assert!(self
-            .deadlines
-            .iter()
-            .all(|(id, deadline)| *deadline >= self.earliest
-                || self.revoking.contains_key(&id)
-                || self.expired.contains(&id)));
+        if cfg!(debug_assertions) && self.pass.is_none() {
+            assert!(self
+                .deadlines
+                .iter()
+                .all(|(id, deadline)| *deadline >= self.earliest
+                    || self.revoking.contains_key(&id)
+                    || self.expired.contains(&id)));
+        }
         self.revoking
             .keys()
             .all(|id| self.deadlines.contains_key(*id))
@@ -500,6 +543,38 @@ mod tests {
         assert_eq!(state.earliest, 10, "no scan: the bound stands");
         assert_eq!(state.take_expired(10, Instant::now(), 10), vec![2]);
         assert_eq!(state.earliest, 20);
+        assert!(state.is_consistent());
+    }
+
+    #[test]
+    fn a_pass_over_many_leases_spans_checks_and_misses_none() {
+        let mut state = LessorState::default();
+        let leases = 2 * SCAN_LEASES_PER_CHECK as i64 + 10;
+        for id in 1..=leases {
+            state.set_deadline(id, if id % 2 == 0 { 5 } else { 50 });
+        }
+        let mut revoked = Vec::new();
+        for _ in 0..3 {
+            revoked.extend(state.take_expired(5, Instant::now(), usize::MAX));
+            assert!(state.is_consistent());
+        }
+        assert!(state.pass.is_none(), "three checks finish the pass");
+        assert_eq!(state.earliest, 50);
+        assert_eq!(revoked.len() as i64, leases / 2);
+        assert!(revoked.iter().all(|id| id % 2 == 0));
+        // A lease granted mid-pass, below where the pass had got to, is
+        // still covered by the bound.
+        state.take_expired(49, Instant::now(), usize::MAX);
+        assert!(state.pass.is_none(), "no pass before the bound");
+        state.set_deadline(leases + 1, 60);
+        assert!(state.take_expired(50, Instant::now(), 0).is_empty());
+        assert!(state.pass.is_some(), "a pass begun, not finished");
+        state.set_deadline(-5, 51); // behind the pass's cursor
+        for _ in 0..3 {
+            state.take_expired(50, Instant::now(), usize::MAX);
+        }
+        assert!(state.pass.is_none());
+        assert_eq!(state.earliest, 51, "the mid-pass grant lowered the bound");
         assert!(state.is_consistent());
     }
 
