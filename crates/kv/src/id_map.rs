@@ -240,10 +240,7 @@ impl<V> IdMap<V> {
             .map(|(k, p)| (*k, p.len()));
         if let Some((next_key, next_len)) = next {
             if small + next_len <= PAGE_ENTRIES_MAX {
-                let moved = self.pages.remove(&next_key).expect("just seen");
-                let page = self.pages.get_mut(&key).expect("just seen");
-                make_room(page, moved.len());
-                page.extend(moved);
+                self.merge_into(key, next_key);
                 return;
             }
         }
@@ -254,15 +251,21 @@ impl<V> IdMap<V> {
             .map(|(k, p)| (*k, p.len()));
         if let Some((previous_key, previous_len)) = previous {
             if small + previous_len <= PAGE_ENTRIES_MAX {
-                let moved = self.pages.remove(&key).expect("just seen");
-                let page = self.pages.get_mut(&previous_key).expect("just seen");
-                make_room(page, moved.len());
-                page.extend(moved);
+                self.merge_into(previous_key, key);
                 return;
             }
         }
         let page = self.pages.get_mut(&key).expect("just seen");
         page.shrink_to(2 * page.len());
+    }
+
+    /// Moves the entries of the page at `upper` to the end of the page
+    /// before it, at `lower`.
+    fn merge_into(&mut self, lower: i64, upper: i64) {
+        let moved = self.pages.remove(&upper).expect("a page to merge");
+        let page = self.pages.get_mut(&lower).expect("a page to merge into");
+        make_room(page, moved.len());
+        page.extend(moved);
     }
 
     /// Every entry, in ascending id order.
