@@ -156,7 +156,15 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
             data_dir = %config.data_dir.display(),
             "node started"
         );
-        let result = node.run(termination()).await;
+        // The loop runs as a task of its own, not as this `block_on`
+        // future: a spawned task woken from this thread (by a peer's
+        // connection or a gRPC call) is queued directly, where waking the
+        // `block_on` future writes the runtime's eventfd and takes another
+        // trip through epoll, several times per replicated write.
+        let result = match tokio::spawn(node.run(termination())).await {
+            Ok(result) => result,
+            Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),
+        };
         let _ = stop_http.send(());
         let _ = http.await;
         let _ = stop_grpc.send(());

@@ -150,6 +150,11 @@ impl Forwarding {
         self.writes.is_empty() && self.reads.is_empty() && self.remote_reads.is_empty()
     }
 
+    /// Writes of this member's clients waiting on the leader.
+    pub fn writes_waiting(&self) -> usize {
+        self.writes.len()
+    }
+
     fn full(&self) -> bool {
         self.writes.len() + self.reads.len() >= FORWARDED_MAX
     }

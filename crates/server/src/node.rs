@@ -8,6 +8,7 @@ use crate::client::{ClientError, ClientRequest, NodeClient};
 use crate::config::NodeConfig;
 use crate::data_dir::{self, DataDirError};
 use crate::forwarding::{self, Forwarding};
+use crate::lone_writes::LoneWrites;
 use crate::metrics::Metrics;
 use crate::peer_message::{Forward, PeerMessage};
 use crate::state_machine::{NullMachine, StateMachine};
@@ -147,6 +148,9 @@ pub struct Node {
     /// A snapshot taken but not yet compacted into the log (see
     /// [`SNAPSHOT_HOLD_ENTRIES_MAX`]): its index and data.
     held_snapshot: Option<(LogIndex, Vec<u8>)>,
+    /// Whether this member's appends come one at a time (see
+    /// [`Node::persists_inline`]).
+    lone_writes: LoneWrites,
     /// Queues to the other members' connections (set by `run`).
     outbound: BTreeMap<u64, mpsc::Sender<PeerMessage>>,
     /// Writes and reads forwarded to the leader, or served for followers.
@@ -247,6 +251,7 @@ impl Node {
             snapshot_taken_at: Instant::now(),
             outbound: BTreeMap::new(),
             forwarding,
+            lone_writes: LoneWrites::default(),
         })
     }
 
@@ -445,23 +450,34 @@ impl Node {
                 .messages
                 .into_iter()
                 .partition(|envelope| sendable_before_persist(&envelope.message));
+            let sent_early = !early.is_empty();
             send_all(&self.outbound, early);
             let mut output = ready.output.into_iter().peekable();
-            let persist = match ready.persist {
-                Some(persist) => self.persist_inline(persist)?,
-                None => None,
-            };
-            if let Some(persist) = persist {
+            if let Some(persist) = ready.persist {
                 let unwritten_from = first_written_index(&persist);
-                let syncing = self.start_persist(persist);
-                while let Some(apply) =
-                    output.next_if(|output| applies_before_persist(output, unwritten_from))
-                {
-                    self.apply_output(apply);
+                let applies_before =
+                    move |output: &RaftOutput| applies_before_persist(output, unwritten_from);
+                if self.persists_inline(&persist) {
+                    let mut applied = false;
+                    while let Some(apply) = output.next_if(applies_before) {
+                        self.apply_output(apply);
+                        applied = true;
+                    }
+                    if sent_early || applied {
+                        // Let the connections write the appends and the
+                        // gRPC side the answers before the thread blocks.
+                        tokio::task::yield_now().await;
+                    }
+                    self.persist_here(persist)?;
+                } else {
+                    let syncing = self.start_persist(persist);
+                    while let Some(apply) = output.next_if(applies_before) {
+                        self.apply_output(apply);
+                    }
+                    // Confirmed reads are released only below, once every
+                    // output is applied: the core counts them all applied.
+                    self.finish_persist(syncing).await?;
                 }
-                // Confirmed reads are released only below, once every
-                // output is applied: the core counts them all applied.
-                self.finish_persist(syncing).await?;
             }
             send_all(&self.outbound, late);
             for output in output {
@@ -476,26 +492,22 @@ impl Node {
         Ok(())
     }
 
-    /// Persists `persist` on this thread when this member is an idle
-    /// follower and the write is small (see [`INLINE_PERSIST_ENTRIES_MAX`]);
-    /// otherwise hands it back for [`Node::start_persist`].
+    /// True when `persist` is better written and fsynced on this loop
+    /// than on a blocking thread: it is small (see
+    /// [`INLINE_PERSIST_ENTRIES_MAX`]), and this member either follows
+    /// with no write or linearizable read of its own in flight, or has seen
+    /// only lone appends lately ([`LoneWrites`]).
     ///
     /// Why: handing a small fsync to a blocking thread costs two thread
-    /// wake-ups (there and back), which on a loaded 2-core machine is a
-    /// good part of a lone client's write latency, and the follower's fsync
-    /// is on that write's path. While this loop waits on the disk nothing
-    /// else of this member runs (it is a single-threaded runtime): a
+    /// wake-ups (there and back), a good part of a lone client's write on
+    /// a loaded 2-core machine, and both the leader's fsync and a
+    /// follower's are on that write's path. While this loop waits on the
+    /// disk nothing else of this member runs (one thread runs it all): a
     /// serializable read, a watch event or a keep-alive relayed through it
-    /// waits one small fsync, about 0.1 ms here. So only a follower with no
-    /// write or linearizable read of its own in flight does it: under load
-    /// the fsync stays on the blocking thread, where the gRPC side and the
-    /// transport keep running meanwhile.
-    fn persist_inline(&mut self, persist: RaftPersist) -> Result<Option<RaftPersist>, NodeError> {
-        let idle_follower = self.raft.status().role == Role::Follower
-            && self.proposals.is_empty()
-            && self.reads.is_empty()
-            && self.confirmed_reads.is_empty()
-            && self.forwarding.is_idle();
+    /// waits one small fsync, about 0.1 ms here. Under load the fsync stays
+    /// on the blocking thread, where the gRPC side and the transport keep
+    /// running meanwhile.
+    fn persists_inline(&mut self, persist: &RaftPersist) -> bool {
         let small = persist.snapshot.is_none()
             && persist.entries.len() <= INLINE_PERSIST_ENTRIES_MAX
             && persist
@@ -504,9 +516,26 @@ impl Node {
                 .map(|e| e.size_bytes())
                 .sum::<usize>()
                 <= INLINE_PERSIST_BYTES_MAX;
-        if !(idle_follower && small) {
-            return Ok(Some(persist));
-        }
+        let no_reads = self.reads.is_empty() && self.confirmed_reads.is_empty();
+        let role = self.raft.status().role;
+        let idle_follower = role == Role::Follower
+            && self.proposals.is_empty()
+            && no_reads
+            && self.forwarding.is_idle();
+        let uncommitted =
+            (self.raft.log().last_index().0).saturating_sub(self.raft.commit_index().0);
+        let lone = small
+            && no_reads
+            && persist.entries.len() == 1
+            && uncommitted == 1
+            && self.proposals.len() <= 1
+            && self.forwarding.writes_waiting() <= 1;
+        let lone_streak = !persist.entries.is_empty() && self.lone_writes.observe(lone);
+        small && (idle_follower || lone_streak)
+    }
+
+    /// Writes and fsyncs `persist` on this thread.
+    fn persist_here(&mut self, persist: RaftPersist) -> Result<(), NodeError> {
         let wal = self
             .wal
             .as_mut()
@@ -514,8 +543,7 @@ impl Node {
         persist_to(wal, persist).map_err(|error| NodeError::Persist {
             path: self.config.data_dir.display().to_string(),
             error,
-        })?;
-        Ok(None)
+        })
     }
 
     /// Starts writing and fsyncing `persist` on a blocking thread, with the
