@@ -76,6 +76,10 @@ pub struct Metrics {
     pub messages_sent: Mutex<BTreeMap<&'static str, u64>>,
     /// Peer connections refused, by reason.
     pub refused_peers: Mutex<BTreeMap<&'static str, u64>>,
+    /// Log writes fsynced on the node's loop (see `Node::persists_inline`).
+    pub wal_syncs_on_loop: AtomicU64,
+    /// Log writes fsynced on a blocking thread.
+    pub wal_syncs_on_thread: AtomicU64,
 }
 
 impl Metrics {
@@ -174,6 +178,17 @@ impl Metrics {
                 "bellwether_refused_peers_total{{reason=\"{reason}\"}} {count}"
             );
         }
+        let _ = writeln!(out, "# HELP bellwether_wal_syncs_total Log writes fsynced, by the thread that waited: the node's loop (lone writes) or a blocking thread.\n# TYPE bellwether_wal_syncs_total counter");
+        for (thread, count) in [
+            ("loop", &self.wal_syncs_on_loop),
+            ("blocking", &self.wal_syncs_on_thread),
+        ] {
+            let count = count.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "bellwether_wal_syncs_total{{thread=\"{thread}\"}} {count}"
+            );
+        }
         out
     }
 }
@@ -189,11 +204,14 @@ mod tests {
         metrics.failover.observe_us(150_000);
         metrics.count_sent("heartbeat");
         metrics.count_refused("foreign_cluster");
+        metrics.wal_syncs_on_loop.fetch_add(3, Ordering::Relaxed);
         let text = metrics.render();
         assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.002\"} 1"));
         assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.2\"} 2"));
         assert!(text.contains("bellwether_failover_seconds_count 2"));
         assert!(text.contains("bellwether_messages_sent_total{type=\"heartbeat\"} 1"));
         assert!(text.contains("bellwether_refused_peers_total{reason=\"foreign_cluster\"} 1"));
+        assert!(text.contains("bellwether_wal_syncs_total{thread=\"loop\"} 3"));
+        assert!(text.contains("bellwether_wal_syncs_total{thread=\"blocking\"} 0"));
     }
 }

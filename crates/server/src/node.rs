@@ -359,6 +359,16 @@ impl Node {
     fn handle(&mut self, event: PeerEvent) {
         match event {
             PeerEvent::Message(from, PeerMessage::Raft(message)) => {
+                if let RaftMessage::AppendEntries {
+                    prev_log_index,
+                    entries,
+                    leader_commit,
+                    ..
+                } = &message
+                {
+                    self.lone_writes
+                        .note_append(entries.len(), *prev_log_index, *leader_commit);
+                }
                 self.raft.step(NodeId(from), message)
             }
             PeerEvent::Message(from, PeerMessage::Forward(forward)) => {
@@ -469,8 +479,14 @@ impl Node {
                         tokio::task::yield_now().await;
                     }
                     self.persist_here(persist)?;
+                    self.metrics
+                        .wal_syncs_on_loop
+                        .fetch_add(1, Ordering::Relaxed);
                 } else {
                     let syncing = self.start_persist(persist);
+                    self.metrics
+                        .wal_syncs_on_thread
+                        .fetch_add(1, Ordering::Relaxed);
                     while let Some(apply) = output.next_if(applies_before) {
                         self.apply_output(apply);
                     }
