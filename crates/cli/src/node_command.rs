@@ -163,7 +163,14 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         // trip through epoll, several times per replicated write.
         let result = match tokio::spawn(node.run(termination())).await {
             Ok(result) => result,
-            Err(join_error) => std::panic::resume_unwind(join_error.into_panic()),
+            Err(join_error) => match join_error.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(join_error) => {
+                    return Err(anyhow::anyhow!(
+                        "the node's loop was cancelled: {join_error}"
+                    ))
+                }
+            },
         };
         let _ = stop_http.send(());
         let _ = http.await;

@@ -11,7 +11,7 @@ pub mod data_dir;
 pub mod etcd;
 pub mod forwarding;
 pub mod http;
-pub mod lone_writes;
+pub(crate) mod lone_writes;
 pub mod metrics;
 pub mod node;
 pub mod peer_message;

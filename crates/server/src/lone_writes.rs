@@ -14,8 +14,8 @@
 //! another ends the streak, and the appends that follow go back to the
 //! blocking thread until a new streak is complete.
 //!
-//! A follower judges by what the leader saw, not by its own commit index:
-//! it deduces commits from the leader's durable notices sooner than the
+//! A follower judges by what the leader saw as well as by its own commit
+//! index: it deduces commits from the leader's durable notices sooner than the
 //! leader counts the answers, so with two clients about half its appends
 //! looked lone from where it stood, and taking those on its loop cost 8%
 //! of the two clients' throughput. An append is lone at the leader when it

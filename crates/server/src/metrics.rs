@@ -76,7 +76,8 @@ pub struct Metrics {
     pub messages_sent: Mutex<BTreeMap<&'static str, u64>>,
     /// Peer connections refused, by reason.
     pub refused_peers: Mutex<BTreeMap<&'static str, u64>>,
-    /// Log writes fsynced on the node's loop (see `Node::persists_inline`).
+    /// Log writes fsynced on the node's loop (see `Node::persists_inline`),
+    /// counted as they start, like the next.
     pub wal_syncs_on_loop: AtomicU64,
     /// Log writes fsynced on a blocking thread.
     pub wal_syncs_on_thread: AtomicU64,
@@ -178,7 +179,7 @@ impl Metrics {
                 "bellwether_refused_peers_total{{reason=\"{reason}\"}} {count}"
             );
         }
-        let _ = writeln!(out, "# HELP bellwether_wal_syncs_total Log writes fsynced, by the thread that waited: the node's loop (lone writes) or a blocking thread.\n# TYPE bellwether_wal_syncs_total counter");
+        let _ = writeln!(out, "# HELP bellwether_wal_syncs_total Log writes fsynced, by the thread that waits on them: the node's loop (small appends of a member serving one writer at a time, or of a follower with no client work of its own) or a blocking thread.\n# TYPE bellwether_wal_syncs_total counter");
         for (thread, count) in [
             ("loop", &self.wal_syncs_on_loop),
             ("blocking", &self.wal_syncs_on_thread),

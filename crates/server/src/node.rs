@@ -55,10 +55,10 @@ const SNAPSHOT_SLOW_LOG_AFTER: Duration = Duration::from_secs(1);
 /// ... and always after this many, whatever their size: bounds the log
 /// kept in memory and replayed on restart.
 const SNAPSHOT_EVERY_ENTRIES_MAX: u64 = 1_000_000;
-/// Most entries a follower with no client work in flight writes and
-/// fsyncs on its own loop instead of on a blocking thread (see
-/// [`Node::persist_inline`]): a lone client's write is one entry, and a
-/// larger append means load, where the loop should keep serving.
+/// Most entries a member writes and fsyncs on its own loop instead of on
+/// a blocking thread (see [`Node::persists_inline`]): a lone client's
+/// write is one entry, and a larger append means load, where the loop
+/// should keep serving.
 const INLINE_PERSIST_ENTRIES_MAX: usize = 2;
 /// ... and at most this many bytes of them, so a large write (up to the
 /// 1.5 MiB request bound) still goes to the blocking thread.
@@ -450,9 +450,9 @@ impl Node {
     /// answer and vote, which does claim durability, waits for the fsync.
     ///
     /// Committed entries this `Ready` does not write are applied while its
-    /// fsync runs (see [`applies_before_persist`]), so a leader
-    /// answers the clients of the previous batch during the fsync of the
-    /// next instead of after it.
+    /// fsync runs on a blocking thread, or just before an fsync on this
+    /// loop (see [`applies_before_persist`]), so a leader answers the
+    /// clients of the previous batch without waiting for the next fsync.
     async fn process_ready(&mut self) -> Result<(), NodeError> {
         while self.raft.has_ready() {
             let ready = self.raft.ready();
@@ -478,10 +478,10 @@ impl Node {
                         // gRPC side the answers before the thread blocks.
                         tokio::task::yield_now().await;
                     }
-                    self.persist_here(persist)?;
                     self.metrics
                         .wal_syncs_on_loop
                         .fetch_add(1, Ordering::Relaxed);
+                    self.persist_here(persist)?;
                 } else {
                     let syncing = self.start_persist(persist);
                     self.metrics
@@ -518,7 +518,9 @@ impl Node {
     /// wake-ups (there and back), a good part of a lone client's write on
     /// a loaded 2-core machine, and both the leader's fsync and a
     /// follower's are on that write's path. While this loop waits on the
-    /// disk nothing else of this member runs (one thread runs it all): a
+    /// disk nothing else of this member runs (the `node` command runs a
+    /// member on one thread; on a multi-threaded runtime, as in some tests,
+    /// it holds one worker): a
     /// serializable read, a watch event or a keep-alive relayed through it
     /// waits one small fsync, about 0.1 ms here. Under load the fsync stays
     /// on the blocking thread, where the gRPC side and the transport keep
