@@ -116,46 +116,79 @@ fn free_ports(count: usize) -> Vec<u16> {
         .collect()
 }
 
+/// Three in-process members on loopback, running.
+struct Cluster {
+    clients: Vec<bellwether_server::NodeClient>,
+    metrics: Vec<std::sync::Arc<bellwether_server::Metrics>>,
+    stops: Vec<tokio::sync::oneshot::Sender<()>>,
+    running: Vec<tokio::task::JoinHandle<Result<(), bellwether_server::node::NodeError>>>,
+}
+
+impl Cluster {
+    /// Starts three members with `heartbeat_ms` and `election_ms` and
+    /// waits until all of them follow one leader; returns the leader's id.
+    async fn start(heartbeat_ms: u64, election_ms: u64) -> (Cluster, Vec<tempfile::TempDir>, u64) {
+        let ports = free_ports(3);
+        let peers: Vec<String> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| format!("{}=127.0.0.1:{port}", i + 1))
+            .collect();
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let mut cluster = Cluster {
+            clients: Vec::new(),
+            metrics: Vec::new(),
+            stops: Vec::new(),
+            running: Vec::new(),
+        };
+        let mut statuses = Vec::new();
+        for (i, dir) in dirs.iter().enumerate() {
+            let mut config = config(dir.path(), peers.clone());
+            config.id = i as u64 + 1;
+            config.heartbeat_ms = heartbeat_ms;
+            config.election_ms = election_ms;
+            config.peer_listen = format!("127.0.0.1:{}", ports[i]).parse().unwrap();
+            let node = Node::with_machine(config, Box::new(Counter::default()))
+                .await
+                .unwrap();
+            cluster.clients.push(node.client());
+            statuses.push(node.handles().status);
+            cluster.metrics.push(node.handles().metrics);
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            cluster.stops.push(stop);
+            cluster.running.push(tokio::spawn(node.run(async move {
+                let _ = stopped.await;
+            })));
+        }
+        let leader = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                let known: Vec<Option<u64>> = statuses.iter().map(|s| s.borrow().leader).collect();
+                if known[0].is_some() && known.iter().all(|l| *l == known[0]) {
+                    break known[0].unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("a leader within 20 s");
+        (cluster, dirs, leader)
+    }
+
+    /// Stops every member and waits for each to end cleanly.
+    async fn stop(self) {
+        for stop in self.stops {
+            stop.send(()).unwrap();
+        }
+        for run in self.running {
+            run.await.unwrap().unwrap();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_forwards_writes_and_reads_over_the_peer_connection() {
-    let ports = free_ports(3);
-    let peers: Vec<String> = ports
-        .iter()
-        .enumerate()
-        .map(|(i, port)| format!("{}=127.0.0.1:{port}", i + 1))
-        .collect();
-    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut clients = Vec::new();
-    let mut statuses = Vec::new();
-    let mut stops = Vec::new();
-    let mut running = Vec::new();
-    for (i, dir) in dirs.iter().enumerate() {
-        let mut config = config(dir.path(), peers.clone());
-        config.id = i as u64 + 1;
-        config.peer_listen = format!("127.0.0.1:{}", ports[i]).parse().unwrap();
-        let node = Node::with_machine(config, Box::new(Counter::default()))
-            .await
-            .unwrap();
-        clients.push(node.client());
-        statuses.push(node.handles().status);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        stops.push(stop);
-        running.push(tokio::spawn(node.run(async move {
-            let _ = stopped.await;
-        })));
-    }
-    // Wait until every member knows the same leader.
-    let leader = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let known: Vec<Option<u64>> = statuses.iter().map(|s| s.borrow().leader).collect();
-            if known[0].is_some() && known.iter().all(|l| *l == known[0]) {
-                break known[0].unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("a leader within 20 s");
+    let (cluster, _dirs, leader) = Cluster::start(10, 50).await;
+    let clients = &cluster.clients;
     let follower = (1..=3).find(|id| *id != leader).unwrap() as usize - 1;
     // Proposals through the follower are answered by its own state
     // machine, in log order, without a "not the leader" answer (which
@@ -189,10 +222,59 @@ async fn a_follower_forwards_writes_and_reads_over_the_peer_connection() {
         answers.last().unwrap() + 1,
         "the leader saw the follower's writes"
     );
-    for stop in stops {
-        stop.send(()).unwrap();
+    cluster.stop().await;
+}
+
+/// The leader's fsyncs on its own loop and on blocking threads so far.
+fn wal_syncs(metrics: &bellwether_server::Metrics) -> (u64, u64) {
+    use std::sync::atomic::Ordering;
+    (
+        metrics.wal_syncs_on_loop.load(Ordering::Relaxed),
+        metrics.wal_syncs_on_thread.load(Ordering::Relaxed),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_writer_at_a_time_is_fsynced_on_the_loop_and_concurrent_writers_are_not() {
+    // A long election timeout: a leader change would reset the streak.
+    let (cluster, _dirs, leader) = Cluster::start(50, 2_000).await;
+    let at_leader = leader as usize - 1;
+    let client = cluster.clients[at_leader].clone();
+    let metrics = &cluster.metrics[at_leader];
+    // One writer: every append is the only uncommitted entry, so after a
+    // streak of eight the leader fsyncs on its loop.
+    let (loop_before, _) = wal_syncs(metrics);
+    for _ in 0..30 {
+        client.propose(b"inc".to_vec()).await.expect("applied");
     }
-    for run in running {
-        run.await.unwrap().unwrap();
+    let (loop_after, thread_after) = wal_syncs(metrics);
+    assert!(
+        loop_after - loop_before >= 30 - 8,
+        "{} of 30 lone writes fsynced on the loop",
+        loop_after - loop_before
+    );
+    // Eight writers at once: their appends overlap, so the fsyncs go to
+    // the blocking thread (the streak may carry one or two lone appends
+    // over before the first overlap).
+    let writers: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    client.propose(b"inc".to_vec()).await.expect("applied");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
     }
+    let (loop_end, thread_end) = wal_syncs(metrics);
+    assert!(
+        thread_end - thread_after >= 10 && loop_end - loop_after < thread_end - thread_after,
+        "concurrent writers: {} fsyncs on the loop, {} on the blocking thread",
+        loop_end - loop_after,
+        thread_end - thread_after
+    );
+    cluster.stop().await;
 }
