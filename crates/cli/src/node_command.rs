@@ -41,6 +41,10 @@ pub struct NodeArgs {
     /// Leadership priority.
     #[arg(long)]
     priority: Option<u32>,
+    /// Microseconds a leader polls for followers' answers after fsyncing a
+    /// lone client's write, before its thread sleeps (0: never).
+    #[arg(long)]
+    answer_poll_us: Option<u64>,
     /// All members as id=host:port, comma-separated.
     #[arg(long, value_delimiter = ',')]
     peers: Option<Vec<String>>,
@@ -64,6 +68,7 @@ impl NodeArgs {
             heartbeat_ms: self.heartbeat_ms,
             election_ms: self.election_ms,
             priority: self.priority,
+            answer_poll_us: self.answer_poll_us,
             peers: self.peers.clone(),
             peer_http: self.peer_http.clone(),
             peer_client: self.peer_client.clone(),

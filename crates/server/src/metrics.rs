@@ -81,6 +81,11 @@ pub struct Metrics {
     pub wal_syncs_on_loop: AtomicU64,
     /// Log writes fsynced on a blocking thread.
     pub wal_syncs_on_thread: AtomicU64,
+    /// Leader polls for followers' answers after a lone write's fsync
+    /// (see `Node::poll_for_answers`) that ended with the entry committed.
+    pub answer_polls_answered: AtomicU64,
+    /// ... and those that ran out of time first.
+    pub answer_polls_expired: AtomicU64,
 }
 
 impl Metrics {
@@ -190,6 +195,17 @@ impl Metrics {
                 "bellwether_wal_syncs_total{{thread=\"{thread}\"}} {count}"
             );
         }
+        let _ = writeln!(out, "# HELP bellwether_answer_polls_total Times a leader, having fsynced a lone client's write on its loop, polled for the followers' answers instead of sleeping, by outcome: the entry committed within answer_poll_us, or the time ran out.\n# TYPE bellwether_answer_polls_total counter");
+        for (result, count) in [
+            ("answered", &self.answer_polls_answered),
+            ("expired", &self.answer_polls_expired),
+        ] {
+            let count = count.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "bellwether_answer_polls_total{{result=\"{result}\"}} {count}"
+            );
+        }
         out
     }
 }
@@ -214,5 +230,6 @@ mod tests {
         assert!(text.contains("bellwether_refused_peers_total{reason=\"foreign_cluster\"} 1"));
         assert!(text.contains("bellwether_wal_syncs_total{thread=\"loop\"} 3"));
         assert!(text.contains("bellwether_wal_syncs_total{thread=\"blocking\"} 0"));
+        assert!(text.contains("bellwether_answer_polls_total{result=\"expired\"} 0"));
     }
 }

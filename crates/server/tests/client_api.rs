@@ -128,6 +128,16 @@ impl Cluster {
     /// Starts three members with `heartbeat_ms` and `election_ms` and
     /// waits until all of them follow one leader; returns the leader's id.
     async fn start(heartbeat_ms: u64, election_ms: u64) -> (Cluster, Vec<tempfile::TempDir>, u64) {
+        let answer_poll_us = bellwether_server::config::ANSWER_POLL_US_DEFAULT;
+        Cluster::start_polling(heartbeat_ms, election_ms, answer_poll_us).await
+    }
+
+    /// [`Cluster::start`] with the members' `answer_poll_us`.
+    async fn start_polling(
+        heartbeat_ms: u64,
+        election_ms: u64,
+        answer_poll_us: u64,
+    ) -> (Cluster, Vec<tempfile::TempDir>, u64) {
         let ports = free_ports(3);
         let peers: Vec<String> = ports
             .iter()
@@ -147,6 +157,7 @@ impl Cluster {
             config.id = i as u64 + 1;
             config.heartbeat_ms = heartbeat_ms;
             config.election_ms = election_ms;
+            config.answer_poll_us = answer_poll_us;
             config.peer_listen = format!("127.0.0.1:{}", ports[i]).parse().unwrap();
             let node = Node::with_machine(config, Box::new(Counter::default()))
                 .await
@@ -277,4 +288,58 @@ async fn one_writer_at_a_time_is_fsynced_on_the_loop_and_concurrent_writers_are_
         thread_end - thread_after
     );
     cluster.stop().await;
+}
+
+/// The leader's polls for answers that ended with the entry committed, and
+/// those that ran out of time.
+fn answer_polls(metrics: &bellwether_server::Metrics) -> (u64, u64) {
+    use std::sync::atomic::Ordering;
+    (
+        metrics.answer_polls_answered.load(Ordering::Relaxed),
+        metrics.answer_polls_expired.load(Ordering::Relaxed),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_polls_for_answers_only_after_a_lone_write_fsynced_on_its_loop() {
+    for answer_poll_us in [bellwether_server::config::ANSWER_POLL_US_DEFAULT, 0] {
+        let (cluster, _dirs, leader) = Cluster::start_polling(50, 2_000, answer_poll_us).await;
+        let at_leader = leader as usize - 1;
+        let client = cluster.clients[at_leader].clone();
+        let metrics = &cluster.metrics[at_leader];
+        for _ in 0..30 {
+            client.propose(b"inc".to_vec()).await.expect("applied");
+        }
+        let writers: Vec<_> = (0..8)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    for _ in 0..20 {
+                        client.propose(b"inc".to_vec()).await.expect("applied");
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        let (on_loop, _) = wal_syncs(metrics);
+        let (answered, expired) = answer_polls(metrics);
+        if answer_poll_us == 0 {
+            assert_eq!((answered, expired), (0, 0), "polling is off");
+        } else {
+            // At most one poll per fsync on the loop, none for the fsyncs
+            // of concurrent writers on the blocking thread.
+            assert!(
+                answered + expired <= on_loop,
+                "{answered} answered and {expired} expired polls for {on_loop} fsyncs on the loop"
+            );
+        }
+        for (i, other) in cluster.metrics.iter().enumerate() {
+            if i != at_leader {
+                assert_eq!(answer_polls(other), (0, 0), "followers never poll");
+            }
+        }
+        cluster.stop().await;
+    }
 }
