@@ -27,10 +27,14 @@
 //! `BELLWETHER_PEER_LISTEN`, `BELLWETHER_HTTP_LISTEN`,
 //! `BELLWETHER_CLIENT_LISTEN`, `BELLWETHER_DATA_DIR`,
 //! `BELLWETHER_HEARTBEAT_MS`, `BELLWETHER_ELECTION_MS`,
-//! `BELLWETHER_PRIORITY`, `BELLWETHER_ANSWER_POLL_US`, `BELLWETHER_PEERS`, `BELLWETHER_PEER_HTTP` and
-//! `BELLWETHER_PEER_CLIENT` (comma-separated `id=address` lists).
+//! `BELLWETHER_PRIORITY`, `BELLWETHER_ANSWER_POLL_US`, `BELLWETHER_PEERS`,
+//! `BELLWETHER_PEER_HTTP` and `BELLWETHER_PEER_CLIENT` (comma-separated
+//! `id=address` lists).
 
 use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// The default of `answer_poll_us`: long enough for most followers'
 /// answers to a lone write on the test machine (the median came 48 µs
@@ -38,9 +42,6 @@ use serde::Deserialize;
 pub const ANSWER_POLL_US_DEFAULT: u64 = 100;
 /// The most `answer_poll_us` may be: the poll holds the member's loop.
 pub const ANSWER_POLL_US_MAX: u64 = 1_000;
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 
 /// One layer of settings; every field optional.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]

@@ -84,7 +84,8 @@ pub struct Metrics {
     /// Leader polls for followers' answers after a lone write's fsync
     /// (see `Node::poll_for_answers`) that ended with the entry committed.
     pub answer_polls_answered: AtomicU64,
-    /// ... and those that ran out of time first.
+    /// ... and those that ended without it: the time ran out, something
+    /// else arrived to be carried out, or the member stopped leading.
     pub answer_polls_expired: AtomicU64,
 }
 
@@ -195,7 +196,7 @@ impl Metrics {
                 "bellwether_wal_syncs_total{{thread=\"{thread}\"}} {count}"
             );
         }
-        let _ = writeln!(out, "# HELP bellwether_answer_polls_total Times a leader, having fsynced a lone client's write on its loop, polled for the followers' answers instead of sleeping, by outcome: the entry committed within answer_poll_us, or the time ran out.\n# TYPE bellwether_answer_polls_total counter");
+        let _ = writeln!(out, "# HELP bellwether_answer_polls_total Times a leader, having fsynced a lone client's write on its loop, polled for the followers' answers instead of sleeping, by outcome: the entry committed within answer_poll_us, or the poll ended without it (time up, other work arrived, or no longer leader).\n# TYPE bellwether_answer_polls_total counter");
         for (result, count) in [
             ("answered", &self.answer_polls_answered),
             ("expired", &self.answer_polls_expired),
