@@ -171,43 +171,66 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
         }
-        let _ = writeln!(out, "# HELP bellwether_messages_sent_total Peer messages sent, by type.\n# TYPE bellwether_messages_sent_total counter");
-        for (kind, count) in self.messages_sent.lock().expect("metrics lock").iter() {
-            let _ = writeln!(
-                out,
-                "bellwether_messages_sent_total{{type=\"{kind}\"}} {count}"
-            );
-        }
-        let _ = writeln!(out, "# HELP bellwether_refused_peers_total Peer connections refused, by reason.\n# TYPE bellwether_refused_peers_total counter");
-        for (reason, count) in self.refused_peers.lock().expect("metrics lock").iter() {
-            let _ = writeln!(
-                out,
-                "bellwether_refused_peers_total{{reason=\"{reason}\"}} {count}"
-            );
-        }
-        let _ = writeln!(out, "# HELP bellwether_wal_syncs_total Log writes fsynced, by the thread that waits on them: the node's loop (small appends of a member serving one writer at a time, or of a follower with no client work of its own) or a blocking thread.\n# TYPE bellwether_wal_syncs_total counter");
-        for (thread, count) in [
-            ("loop", &self.wal_syncs_on_loop),
-            ("blocking", &self.wal_syncs_on_thread),
-        ] {
-            let count = count.load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "bellwether_wal_syncs_total{{thread=\"{thread}\"}} {count}"
-            );
-        }
-        let _ = writeln!(out, "# HELP bellwether_answer_polls_total Times a leader, having fsynced a lone client's write on its loop, polled for the followers' answers instead of sleeping, by outcome: the entry committed within answer_poll_us, or the poll ended without it (time up, other work arrived, or no longer leader).\n# TYPE bellwether_answer_polls_total counter");
-        for (result, count) in [
-            ("answered", &self.answer_polls_answered),
-            ("expired", &self.answer_polls_expired),
-        ] {
-            let count = count.load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "bellwether_answer_polls_total{{result=\"{result}\"}} {count}"
-            );
-        }
+        write_labelled_counter(
+            &mut out,
+            "bellwether_messages_sent_total",
+            "Peer messages sent, by type.",
+            "type",
+            self.messages_sent
+                .lock()
+                .expect("metrics lock")
+                .iter()
+                .map(|(value, count)| (*value, *count)),
+        );
+        write_labelled_counter(
+            &mut out,
+            "bellwether_refused_peers_total",
+            "Peer connections refused, by reason.",
+            "reason",
+            self.refused_peers
+                .lock()
+                .expect("metrics lock")
+                .iter()
+                .map(|(value, count)| (*value, *count)),
+        );
+        write_labelled_counter(
+            &mut out,
+            "bellwether_wal_syncs_total",
+            "Log writes fsynced, by the thread that waits on them: the node's loop (small appends of a member serving one writer at a time, or of a follower with no client work of its own) or a blocking thread.",
+            "thread",
+            [
+                ("loop", self.wal_syncs_on_loop.load(Ordering::Relaxed)),
+                ("blocking", self.wal_syncs_on_thread.load(Ordering::Relaxed)),
+            ]
+            .into_iter(),
+        );
+        write_labelled_counter(
+            &mut out,
+            "bellwether_answer_polls_total",
+            "Times a leader, having fsynced a lone client's write on its loop, polled for the followers' answers instead of sleeping, by outcome: the entry committed within answer_poll_us, or the poll ended without it (time up, other work arrived, or no longer leader).",
+            "result",
+            [
+                ("answered", self.answer_polls_answered.load(Ordering::Relaxed)),
+                ("expired", self.answer_polls_expired.load(Ordering::Relaxed)),
+            ]
+            .into_iter(),
+        );
         out
+    }
+}
+
+/// Writes one counter family with a value per label value, in Prometheus'
+/// text format.
+fn write_labelled_counter(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: impl Iterator<Item = (&'static str, u64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (value, count) in values {
+        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {count}");
     }
 }
 
