@@ -236,6 +236,26 @@ async fn a_follower_forwards_writes_and_reads_over_the_peer_connection() {
     cluster.stop().await;
 }
 
+/// `writes` increments through `client`, each waiting for the last.
+async fn write_one_at_a_time(client: &bellwether_server::NodeClient, writes: usize) {
+    for _ in 0..writes {
+        client.propose(b"inc".to_vec()).await.expect("applied");
+    }
+}
+
+/// `writers` tasks at once, each writing `each` increments one at a time.
+async fn write_concurrently(client: &bellwether_server::NodeClient, writers: usize, each: usize) {
+    let tasks: Vec<_> = (0..writers)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { write_one_at_a_time(&client, each).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
 /// The leader's fsyncs on its own loop and on blocking threads so far.
 fn wal_syncs(metrics: &bellwether_server::Metrics) -> (u64, u64) {
     use std::sync::atomic::Ordering;
@@ -255,9 +275,7 @@ async fn one_writer_at_a_time_is_fsynced_on_the_loop_and_concurrent_writers_are_
     // One writer: every append is the only uncommitted entry, so after a
     // streak of eight the leader fsyncs on its loop.
     let (loop_before, _) = wal_syncs(metrics);
-    for _ in 0..30 {
-        client.propose(b"inc".to_vec()).await.expect("applied");
-    }
+    write_one_at_a_time(&client, 30).await;
     let (loop_after, thread_after) = wal_syncs(metrics);
     assert!(
         loop_after - loop_before >= 30 - 8,
@@ -267,19 +285,7 @@ async fn one_writer_at_a_time_is_fsynced_on_the_loop_and_concurrent_writers_are_
     // Eight writers at once: their appends overlap, so the fsyncs go to
     // the blocking thread (the streak may carry one or two lone appends
     // over before the first overlap).
-    let writers: Vec<_> = (0..8)
-        .map(|_| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                for _ in 0..20 {
-                    client.propose(b"inc".to_vec()).await.expect("applied");
-                }
-            })
-        })
-        .collect();
-    for writer in writers {
-        writer.await.unwrap();
-    }
+    write_concurrently(&client, 8, 20).await;
     let (loop_end, thread_end) = wal_syncs(metrics);
     assert!(
         thread_end - thread_after >= 10 && loop_end - loop_after < thread_end - thread_after,
@@ -308,24 +314,10 @@ async fn a_leader_polls_for_answers_only_after_a_lone_write_fsynced_on_its_loop(
         let client = cluster.clients[at_leader].clone();
         let metrics = &cluster.metrics[at_leader];
         let (loop_before, _) = wal_syncs(metrics);
-        for _ in 0..30 {
-            client.propose(b"inc".to_vec()).await.expect("applied");
-        }
+        write_one_at_a_time(&client, 30).await;
         let (loop_lone, thread_lone) = wal_syncs(metrics);
         let polls_lone = answer_polls(metrics);
-        let writers: Vec<_> = (0..8)
-            .map(|_| {
-                let client = client.clone();
-                tokio::spawn(async move {
-                    for _ in 0..20 {
-                        client.propose(b"inc".to_vec()).await.expect("applied");
-                    }
-                })
-            })
-            .collect();
-        for writer in writers {
-            writer.await.unwrap();
-        }
+        write_concurrently(&client, 8, 20).await;
         let (loop_end, thread_end) = wal_syncs(metrics);
         let polls_end = answer_polls(metrics);
         let lone = polls_lone.0 + polls_lone.1;
@@ -333,12 +325,12 @@ async fn a_leader_polls_for_answers_only_after_a_lone_write_fsynced_on_its_loop(
         if answer_poll_us == 0 {
             assert_eq!(polls_end, (0, 0), "polling is off");
         } else {
-            // At most one poll per fsync on the loop, none for the fsyncs
-            // of concurrent writers on the blocking thread (the streak may
-            // carry a lone append or two into the concurrent phase).
             // Most lone writes' answers come after the leader's fsync
             // (13 to 16 of 24 polled in three runs here), not all during it.
             assert!(lone >= 1, "no poll in 30 lone writes");
+            // At most one poll per fsync on the loop, none for the fsyncs
+            // of concurrent writers on the blocking thread (the streak may
+            // carry a lone append or two into the concurrent phase).
             assert!(
                 lone <= loop_lone - loop_before,
                 "{lone} polls for {} lone writes fsynced on the loop",
