@@ -27,11 +27,13 @@ fi
 
 # Debian packages the tests use: nftables for partition tests, chromium
 # for the dashboard test, etcd-client for the etcdctl conformance tests,
+# etcd-server (a real etcd 3.4) for the tests that compare answers with it,
 # protobuf-compiler (protoc) to build the Rust etcd-client crate that
 # crates/conformance's tests use (bellwether itself never needs protoc).
 need=()
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v protoc >/dev/null 2>&1 || [ -n "${PROTOC:-}" ] || need+=(protobuf-compiler)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ "${#need[@]}" -gt 0 ]; then

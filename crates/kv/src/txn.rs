@@ -76,7 +76,8 @@ impl RequestOp {
 /// The result of a txn.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TxnResponse {
-    /// The store's revision after the txn.
+    /// The store's revision after the txn; 0 in a nested txn, whose
+    /// header etcd leaves empty.
     pub revision: i64,
     /// True when every compare held and the success branch ran.
     pub succeeded: bool,

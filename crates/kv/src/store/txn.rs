@@ -31,8 +31,7 @@ impl KvStore {
         let mut cursor = 0;
         let mut response = self.apply_path(request, &path, &mut cursor, &mut pending);
         assert_eq!(cursor, path.len(), "apply walked a different path");
-        let revision = self.finish_write(pending);
-        set_revision(&mut response, revision);
+        response.revision = self.finish_write(pending);
         Ok(response)
     }
 
@@ -73,8 +72,15 @@ impl KvStore {
         Ok(())
     }
 
-    /// Applies the checked operations on the path. Response revisions are
-    /// filled in afterwards.
+    /// Applies the checked operations on the path.
+    ///
+    /// Each nested response carries the revision etcd gives it: the
+    /// txn's revision as it stands when the operation runs. A read or a
+    /// delete that changes nothing before the txn's first change sees the
+    /// revision before the txn; a put, and anything after a change, sees
+    /// the txn's own revision. A nested txn's own revision is 0 (etcd
+    /// sends its header empty); only the outermost one is set, by
+    /// [`KvStore::txn`].
     fn apply_path(
         &mut self,
         request: &TxnRequest,
@@ -90,12 +96,17 @@ impl KvStore {
                 RequestOp::Range(range) => {
                     ResponseOp::Range(self.range_at(range, pending.current_revision()))
                 }
-                RequestOp::Put(put) => ResponseOp::Put(self.apply_put(put, pending)),
-                RequestOp::DeleteRange(delete) => ResponseOp::DeleteRange(self.apply_delete(
-                    &delete.key_range(),
-                    delete.prev_kv,
-                    pending,
-                )),
+                RequestOp::Put(put) => {
+                    let mut response = self.apply_put(put, pending);
+                    response.revision = pending.revision;
+                    ResponseOp::Put(response)
+                }
+                RequestOp::DeleteRange(delete) => {
+                    let range = delete.key_range();
+                    let mut response = self.apply_delete(&range, delete.prev_kv, pending);
+                    response.revision = pending.current_revision();
+                    ResponseOp::DeleteRange(response)
+                }
                 RequestOp::Txn(nested) => {
                     ResponseOp::Txn(self.apply_path(nested, path, cursor, pending))
                 }
@@ -116,19 +127,5 @@ fn branch(request: &TxnRequest, succeeded: bool) -> &[RequestOp] {
         &request.success
     } else {
         &request.failure
-    }
-}
-
-/// Sets the header revision of a txn response and every response in it to
-/// the store's revision after the txn, as etcd does.
-fn set_revision(response: &mut TxnResponse, revision: i64) {
-    response.revision = revision;
-    for op in &mut response.responses {
-        match op {
-            ResponseOp::Range(range) => range.revision = revision,
-            ResponseOp::Put(put) => put.revision = revision,
-            ResponseOp::DeleteRange(delete) => delete.revision = revision,
-            ResponseOp::Txn(nested) => set_revision(nested, revision),
-        }
     }
 }

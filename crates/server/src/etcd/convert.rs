@@ -153,20 +153,56 @@ pub fn txn_request(r: pb::TxnRequest) -> Option<kv::TxnRequest> {
     })
 }
 
+/// The header of a response nested in a txn. etcd fills in only the
+/// revision there (the one the operation saw); cluster, member and term stay
+/// zero, and a nested txn's header is empty. Clients read a nested put's
+/// revision from it, so it must be present.
+fn nested_header(revision: i64) -> Option<pb::ResponseHeader> {
+    Some(pb::ResponseHeader {
+        revision,
+        ..pb::ResponseHeader::default()
+    })
+}
+
 fn response_op(op: kv::ResponseOp) -> pb::ResponseOp {
     use pb::response_op::Response;
     let response = match op {
-        kv::ResponseOp::Range(r) => Response::ResponseRange(range_response(r)),
-        kv::ResponseOp::Put(r) => Response::ResponsePut(put_response(r)),
-        kv::ResponseOp::DeleteRange(r) => Response::ResponseDeleteRange(delete_response(r)),
-        kv::ResponseOp::Txn(r) => Response::ResponseTxn(txn_response(r)),
+        kv::ResponseOp::Range(r) => {
+            let header = nested_header(r.revision);
+            Response::ResponseRange(pb::RangeResponse {
+                header,
+                ..range_response(r)
+            })
+        }
+        kv::ResponseOp::Put(r) => {
+            let header = nested_header(r.revision);
+            Response::ResponsePut(pb::PutResponse {
+                header,
+                ..put_response(r)
+            })
+        }
+        kv::ResponseOp::DeleteRange(r) => {
+            let header = nested_header(r.revision);
+            Response::ResponseDeleteRange(pb::DeleteRangeResponse {
+                header,
+                ..delete_response(r)
+            })
+        }
+        kv::ResponseOp::Txn(r) => {
+            let header = nested_header(r.revision);
+            Response::ResponseTxn(pb::TxnResponse {
+                header,
+                ..txn_response(r)
+            })
+        }
     };
     pb::ResponseOp {
         response: Some(response),
     }
 }
 
-/// A store txn response for the wire.
+/// A store txn response for the wire. The outer header is filled in by the
+/// caller; the nested responses carry theirs (see [`nested_header`]).
 pub fn txn_response(r: kv::TxnResponse) -> pb::TxnResponse {
     pb::TxnResponse {
         header: None,
