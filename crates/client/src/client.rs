@@ -1,0 +1,214 @@
+//! [`Client`]: a connection to a cluster through several endpoints.
+//!
+//! Every call goes to the current endpoint. A call that fails as
+//! unavailable (the member is down, restarting or cut off) moves the client
+//! to the next endpoint and is tried again, until a deadline. Only calls
+//! that are safe to repeat are retried this way: reads, and writes guarded
+//! by a compare that makes a second run a no-op. A lease grant repeated
+//! after a lost answer leaves at most an unused lease, which expires.
+
+use crate::error::{Error, Result};
+use bellwether_api::etcdserverpb as pb;
+use pb::kv_client::KvClient;
+use pb::lease_client::LeaseClient;
+use pb::watch_client::WatchClient;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+use tonic::transport::{Channel, Endpoint};
+
+/// How long a call is retried across endpoints by default.
+pub const RETRY_DEADLINE_DEFAULT: Duration = Duration::from_secs(5);
+
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The pause between two rounds over every endpoint.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// A handle on a cluster; cheap to clone (clones share the connections).
+#[derive(Clone)]
+pub struct Client {
+    /// What every clone shares.
+    inner: Arc<Inner>,
+}
+
+/// The endpoints and which one is in use.
+struct Inner {
+    /// One lazily connected channel per endpoint, in the order given.
+    channels: Vec<Channel>,
+    /// The endpoints as given, for error messages.
+    endpoints: Vec<String>,
+    /// Index of the endpoint calls go to now.
+    current: Mutex<usize>,
+    /// How long a call is retried across endpoints.
+    retry_deadline: Duration,
+}
+
+impl Client {
+    /// A client of the cluster at `endpoints` (`host:port` or
+    /// `http://host:port`). Connections are made on first use, so this
+    /// fails only on an empty list or a malformed endpoint.
+    pub fn connect<S: AsRef<str>>(endpoints: impl IntoIterator<Item = S>) -> Result<Client> {
+        Client::connect_with_deadline(endpoints, RETRY_DEADLINE_DEFAULT)
+    }
+
+    /// [`Client::connect`], retrying unavailable calls for `retry_deadline`.
+    pub fn connect_with_deadline<S: AsRef<str>>(
+        endpoints: impl IntoIterator<Item = S>,
+        retry_deadline: Duration,
+    ) -> Result<Client> {
+        let mut channels = Vec::new();
+        let mut names = Vec::new();
+        for endpoint in endpoints {
+            let endpoint = endpoint.as_ref().trim();
+            if endpoint.is_empty() {
+                continue;
+            }
+            let url = if endpoint.contains("://") {
+                endpoint.to_string()
+            } else {
+                format!("http://{endpoint}")
+            };
+            let channel = Endpoint::from_shared(url)
+                .map_err(|e| Error::BadEndpoint {
+                    endpoint: endpoint.to_string(),
+                    reason: e.to_string(),
+                })?
+                .connect_timeout(CONNECT_TIMEOUT)
+                .tcp_nodelay(true)
+                .connect_lazy();
+            channels.push(channel);
+            names.push(endpoint.to_string());
+        }
+        if channels.is_empty() {
+            return Err(Error::NoEndpoints);
+        }
+        Ok(Client {
+            inner: Arc::new(Inner {
+                channels,
+                endpoints: names,
+                current: Mutex::new(0),
+                retry_deadline,
+            }),
+        })
+    }
+
+    /// The endpoints, as given.
+    pub fn endpoints(&self) -> &[String] {
+        &self.inner.endpoints
+    }
+
+    /// The channel to the endpoint in use, and its index.
+    pub(crate) fn channel(&self) -> (usize, Channel) {
+        let index = *self.inner.current.lock().expect("endpoint lock");
+        (index, self.inner.channels[index].clone())
+    }
+
+    /// Moves to the endpoint after `failed`, unless another call already
+    /// moved on from it.
+    pub(crate) fn rotate(&self, failed: usize) {
+        let mut current = self.inner.current.lock().expect("endpoint lock");
+        if *current == failed {
+            *current = (failed + 1) % self.inner.channels.len();
+        }
+    }
+
+    /// Runs `call` on the current endpoint, moving on to the next one on
+    /// each unavailable failure until the retry deadline passes.
+    pub(crate) async fn retry<T, F, Fut>(&self, mut call: F) -> Result<T>
+    where
+        F: FnMut(Channel) -> Fut,
+        Fut: Future<Output = std::result::Result<T, tonic::Status>>,
+    {
+        let deadline = Instant::now() + self.inner.retry_deadline;
+        let mut attempts = 0usize;
+        loop {
+            let (index, channel) = self.channel();
+            let last = match call(channel).await {
+                Ok(value) => return Ok(value),
+                Err(status) if is_unavailable(&status) => status,
+                Err(status) => return Err(Error::Status(status)),
+            };
+            self.rotate(index);
+            attempts += 1;
+            if Instant::now() >= deadline {
+                return Err(Error::Unavailable {
+                    endpoints: self.inner.endpoints.join(","),
+                    waited: self.inner.retry_deadline,
+                    last: last.message().to_string(),
+                });
+            }
+            if attempts.is_multiple_of(self.inner.channels.len()) {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+
+    /// A KV client on `channel`.
+    pub(crate) fn kv(channel: Channel) -> KvClient<Channel> {
+        KvClient::new(channel)
+    }
+
+    /// A Lease client on `channel`.
+    pub(crate) fn lease(channel: Channel) -> LeaseClient<Channel> {
+        LeaseClient::new(channel)
+    }
+
+    /// A Watch client on `channel`.
+    pub(crate) fn watch(channel: Channel) -> WatchClient<Channel> {
+        WatchClient::new(channel)
+    }
+
+    /// Runs a txn, retried across endpoints while unavailable. Use only
+    /// for txns whose second run changes nothing (guarded by a compare).
+    pub async fn txn(&self, request: pb::TxnRequest) -> Result<pb::TxnResponse> {
+        self.retry(|channel| {
+            let request = request.clone();
+            async move { Ok(Client::kv(channel).txn(request).await?.into_inner()) }
+        })
+        .await
+    }
+
+    /// A linearizable range read, retried across endpoints.
+    pub async fn range(&self, request: pb::RangeRequest) -> Result<pb::RangeResponse> {
+        self.retry(|channel| {
+            let request = request.clone();
+            async move { Ok(Client::kv(channel).range(request).await?.into_inner()) }
+        })
+        .await
+    }
+
+    /// Reads one key's value, or `None`.
+    pub async fn get(&self, key: impl Into<Vec<u8>>) -> Result<Option<Vec<u8>>> {
+        let request = pb::RangeRequest {
+            key: key.into(),
+            ..pb::RangeRequest::default()
+        };
+        let response = self.range(request).await?;
+        Ok(response.kvs.into_iter().next().map(|kv| kv.value))
+    }
+
+    /// Writes one key (not retried after an unavailable failure: a put is
+    /// not safe to repeat blindly).
+    pub async fn put(&self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Result<i64> {
+        let (_, channel) = self.channel();
+        let request = pb::PutRequest {
+            key: key.into(),
+            value: value.into(),
+            ..pb::PutRequest::default()
+        };
+        let response = Client::kv(channel).put(request).await?.into_inner();
+        Ok(response.header.map_or(0, |h| h.revision))
+    }
+}
+
+/// Whether a failure means "this member cannot serve now, try another".
+pub(crate) fn is_unavailable(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+    ) || status.message().contains("no leader")
+        || status.message().contains("leader changed")
+}
