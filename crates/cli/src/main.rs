@@ -9,6 +9,8 @@ mod allocator;
 mod bench_failover;
 mod bench_kv;
 mod bench_raft;
+mod elect_command;
+mod endpoints;
 mod etcd_cluster;
 mod http_get;
 mod node_command;
@@ -16,6 +18,7 @@ mod process_cluster;
 mod progress;
 mod sim_command;
 mod status_command;
+mod supervisor;
 mod up_command;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +39,11 @@ enum Command {
     Up(up_command::UpArgs),
     /// Show the members of a running cluster.
     Status(status_command::StatusArgs),
+    /// Run a program only while this process leads an election; or, with
+    /// --observe, print every leader change.
+    Elect(elect_command::ElectArgs),
+    /// Run a program only while this process holds a lock.
+    Lock(elect_command::LockArgs),
     /// Deterministic simulation of Raft, Bully and Ring.
     Sim {
         #[command(subcommand)]
@@ -88,6 +96,8 @@ fn main() -> std::process::ExitCode {
         }
         Command::Up(args) => up_command::execute(args),
         Command::Status(args) => status_command::execute(args),
+        Command::Elect(args) => elect_command::execute_elect(args),
+        Command::Lock(args) => elect_command::execute_lock(args),
         Command::Sim { command } => sim_command::execute(command),
         Command::Bench { command } => bench(command),
     };

@@ -1,0 +1,268 @@
+//! `bellwether elect` and `bellwether lock`: run a program only while this
+//! process leads an election (or holds a lock), and `elect --observe`.
+//!
+//! The session's local deadline is moved forward by the grace period (and
+//! a little slack for delivering signals), so that once the session counts
+//! itself lost there is still time to stop the program, TERM then KILL,
+//! before the server can expire the lease and let anyone else lead.
+
+use crate::endpoints;
+use crate::supervisor::{self, Ending};
+use anyhow::{bail, Context};
+use bellwether_client::{Client, Election, Leadership, Mutex, Session, SessionOptions};
+use clap::Args;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Time allowed, on top of the grace period, between the session's
+/// deadline and the program's group being signalled.
+const SIGNAL_SLACK: Duration = Duration::from_millis(100);
+
+/// Exit code when leadership was lost and `--restart` was not given.
+const EXIT_LOST: u8 = 3;
+
+/// Exit code when the wrapper itself was interrupted before leading.
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Settings `elect` and `lock` share.
+#[derive(Args, Clone)]
+pub struct LeaseArgs {
+    /// The session's lease TTL in seconds. A crashed holder is replaced
+    /// after at most this long.
+    #[arg(long, default_value_t = 10)]
+    pub ttl: u64,
+    /// Milliseconds the program gets between SIGTERM and SIGKILL when
+    /// leadership is lost. TTL minus grace must leave room for two
+    /// keep-alives (every TTL/3).
+    #[arg(long, default_value_t = 1000)]
+    pub grace: u64,
+    /// Campaign again after leadership is lost, instead of exiting 3.
+    #[arg(long)]
+    pub restart: bool,
+    /// Comma-separated client endpoints (default: BELLWETHER_ENDPOINTS,
+    /// then ETCDCTL_ENDPOINTS, then the cluster `bellwether up` starts).
+    #[arg(long)]
+    pub endpoints: Option<String>,
+}
+
+/// `bellwether elect`.
+#[derive(Args)]
+#[command(
+    after_help = "Examples:\n  bellwether elect cron -- ./run-cron.sh\n  bellwether elect cron --observe"
+)]
+pub struct ElectArgs {
+    /// The election's name.
+    pub name: String,
+    /// The value other instances see as the leader's (default: hostname:pid).
+    #[arg(long)]
+    pub value: Option<String>,
+    /// Print every leader change instead of campaigning (like `etcdctl elect -l`).
+    #[arg(long, conflicts_with_all = ["value", "command"])]
+    pub observe: bool,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    /// The program to run while leading, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `bellwether lock`.
+#[derive(Args)]
+#[command(after_help = "Example:\n  bellwether lock nightly-backup -- ./backup.sh")]
+pub struct LockArgs {
+    /// The lock's name.
+    pub name: String,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    /// The program to run while holding the lock, after `--`.
+    #[arg(last = true, value_name = "CMD", required = true)]
+    pub command: Vec<String>,
+}
+
+/// Runs `bellwether elect`.
+pub fn execute_elect(args: ElectArgs) -> anyhow::Result<ExitCode> {
+    if !args.observe && args.command.is_empty() {
+        bail!("no program to run: put it after `--`, as in `bellwether elect NAME -- CMD ARGS...` (or pass --observe)");
+    }
+    runtime()?.block_on(async move {
+        let client = connect(&args.lease)?;
+        if args.observe {
+            return observe(&client, &args.name).await;
+        }
+        let value = args.value.clone().unwrap_or_else(default_value);
+        let kind = Kind::Election { value };
+        lead_and_run(&client, &args.name, &kind, &args.lease, &args.command).await
+    })
+}
+
+/// Runs `bellwether lock`.
+pub fn execute_lock(args: LockArgs) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        let client = connect(&args.lease)?;
+        lead_and_run(&client, &args.name, &Kind::Lock, &args.lease, &args.command).await
+    })
+}
+
+/// A small runtime: the wrapper does little work.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// A client of the chosen endpoints.
+fn connect(lease: &LeaseArgs) -> anyhow::Result<Client> {
+    let endpoints = endpoints::resolve(lease.endpoints.as_deref());
+    Ok(Client::connect(&endpoints)?)
+}
+
+/// `hostname:pid`.
+fn default_value() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "host".to_string());
+    format!("{host}:{}", std::process::id())
+}
+
+/// What is being led.
+enum Kind {
+    /// An election, campaigned with a value.
+    Election {
+        /// The value observers see.
+        value: String,
+    },
+    /// A lock.
+    Lock,
+}
+
+/// The session options for `lease`, checked.
+fn session_options(lease: &LeaseArgs) -> anyhow::Result<SessionOptions> {
+    if lease.ttl == 0 {
+        bail!("--ttl must be at least 1 second");
+    }
+    let options = SessionOptions {
+        ttl: Duration::from_secs(lease.ttl),
+        keep_alive_interval: None,
+        extra_margin: Duration::from_millis(lease.grace) + SIGNAL_SLACK,
+    };
+    options
+        .validate()
+        .context("--ttl and --grace do not fit together")?;
+    Ok(options)
+}
+
+/// Campaigns, runs the program while leading, and repeats after a loss
+/// with `--restart`.
+async fn lead_and_run(
+    client: &Client,
+    name: &str,
+    kind: &Kind,
+    lease: &LeaseArgs,
+    command: &[String],
+) -> anyhow::Result<ExitCode> {
+    let options = session_options(lease)?;
+    loop {
+        let session = Session::new(client, options.clone())
+            .await
+            .context("cannot open a session")?;
+        let Some(leadership) = campaign(&session, name, kind).await? else {
+            session.close().await.ok();
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        };
+        eprintln!(
+            "bellwether: leading {name} (token {}, lease {:x})",
+            leadership.token(),
+            session.lease_id()
+        );
+        let mut program = tokio::process::Command::new(&command[0]);
+        program
+            .args(&command[1..])
+            .env("BELLWETHER_ELECTION", name)
+            .env(
+                "BELLWETHER_LEADER_KEY",
+                String::from_utf8_lossy(leadership.key()).to_string(),
+            )
+            .env("BELLWETHER_FENCING_TOKEN", leadership.token().to_string())
+            .env("BELLWETHER_LEASE_ID", format!("{:x}", session.lease_id()));
+        let grace = Duration::from_millis(lease.grace);
+        let ending = supervisor::run(program, leadership.lost(), grace).await;
+        match ending {
+            Ok(Ending::Exited(status)) => {
+                // Resign at once so that the next campaigner leads within
+                // milliseconds, not after the TTL.
+                leadership.resign().await.ok();
+                session.close().await.ok();
+                return Ok(ExitCode::from(supervisor::exit_code(status)));
+            }
+            Ok(Ending::Lost) => {
+                eprintln!("bellwether: lost the leadership of {name}; the program was stopped");
+                if !lease.restart {
+                    return Ok(ExitCode::from(EXIT_LOST));
+                }
+            }
+            Err(error) => {
+                leadership.resign().await.ok();
+                session.close().await.ok();
+                return Err(error.context(format!("cannot run {:?}", command[0])));
+            }
+        }
+    }
+}
+
+/// Campaigns until leading; `None` when interrupted (INT or TERM) first,
+/// after giving the place in line up.
+async fn campaign(
+    session: &Session,
+    name: &str,
+    kind: &Kind,
+) -> anyhow::Result<Option<Leadership>> {
+    let started = match kind {
+        Kind::Election { value } => {
+            Election::new(session, name)?
+                .start_campaign(value.clone())
+                .await
+        }
+        Kind::Lock => {
+            // A lock is an election whose value is empty.
+            let _checked = Mutex::new(session, name)?;
+            Election::new(session, name)?
+                .start_campaign(Vec::new())
+                .await
+        }
+    }
+    .context("cannot campaign")?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        led = started.wait_leader() => {
+            led.context("the session was lost while waiting to lead")?;
+            Ok(Some(started))
+        }
+        _ = tokio::signal::ctrl_c() => {
+            started.resign().await.ok();
+            Ok(None)
+        }
+        _ = terminate.recv() => {
+            started.resign().await.ok();
+            Ok(None)
+        }
+    }
+}
+
+/// Prints every leader change of `name` until interrupted.
+async fn observe(client: &Client, name: &str) -> anyhow::Result<ExitCode> {
+    let mut changes = Election::observe(client, name)?;
+    loop {
+        tokio::select! {
+            change = changes.recv() => match change {
+                Some(Some(leader)) => println!(
+                    "{name}: {} (token {})",
+                    String::from_utf8_lossy(&leader.value),
+                    leader.token
+                ),
+                Some(None) => println!("{name}: no leader"),
+                None => bail!("the observer stopped"),
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}

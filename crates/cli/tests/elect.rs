@@ -1,0 +1,361 @@
+//! `bellwether elect` and `bellwether lock` as real processes against a
+//! real 3-member cluster: exit status and signals pass through, the
+//! program runs in its own process group and the whole group dies when
+//! leadership is lost, the next campaigner takes over when the program
+//! exits, and bad input gets a one-line error and leaves no key behind.
+
+mod common;
+
+use common::etcdctl;
+use common::{bellwether_binary, Cluster};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Bound for anything that only waits.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A cluster and its client endpoints, comma-separated.
+fn cluster(name: &str) -> (Cluster, String) {
+    let mut cluster = Cluster::start(name, 3, 50, 300);
+    let all = cluster.all();
+    cluster.wait_leader(&all, WAIT);
+    let endpoints = cluster.client_endpoints();
+    (cluster, endpoints)
+}
+
+/// `bellwether ARGS...` against `endpoints`.
+fn bellwether(endpoints: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(bellwether_binary());
+    command
+        .args(args)
+        .env("BELLWETHER_ENDPOINTS", endpoints)
+        .env("BELLWETHER_LOG", "warn");
+    command
+}
+
+/// Runs `bellwether ARGS...` to completion.
+fn run(endpoints: &str, args: &[&str]) -> Output {
+    bellwether(endpoints, args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("bellwether runs")
+}
+
+/// Starts `bellwether ARGS...` in the background (killed on drop).
+struct Running(Child);
+
+impl Running {
+    fn start(endpoints: &str, args: &[&str]) -> Running {
+        let child = bellwether(endpoints, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("bellwether runs");
+        Running(child)
+    }
+
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+
+    /// Waits for the exit, bounded.
+    fn wait(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "bellwether did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A scratch directory for the programs' files.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bw-elect-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Waits until `path` exists and returns its trimmed content.
+fn wait_file(path: &Path) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.ends_with('\n') {
+                return text.trim().to_string();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` is running (absent or a zombie counts as dead).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+            !matches!(state.and_then(|s| s.chars().next()), Some('Z') | Some('X'))
+        }
+        Err(_) => false,
+    }
+}
+
+/// The process group of `pid`.
+fn group_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let rest = stat.rsplit_once(')').unwrap().1;
+    rest.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// The keys under `name/`.
+fn keys_of(endpoints: &str, name: &str) -> Vec<String> {
+    let out = etcdctl::run_ok(
+        endpoints,
+        &["get", "--prefix", "--keys-only", &format!("{name}/")],
+    );
+    out.lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Sends `signal` to `pid` with the system's kill(1).
+fn kill(signal: &str, pid: i32) {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+#[test]
+fn exit_status_passes_through_and_the_leader_key_is_released() {
+    let (_cluster, endpoints) = cluster("elect-exit");
+    let out = run(
+        &endpoints,
+        &[
+            "elect",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "test -n \"$BELLWETHER_FENCING_TOKEN\" && exit 7",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        keys_of(&endpoints, "job").is_empty(),
+        "the key outlived the run"
+    );
+    let killed = run(
+        &endpoints,
+        &["elect", "job", "--", "sh", "-c", "kill -9 $$"],
+    );
+    assert_eq!(
+        killed.status.code(),
+        Some(128 + 9),
+        "a signal death reads as 128+N"
+    );
+    let locked = run(&endpoints, &["lock", "lk", "--", "sh", "-c", "exit 5"]);
+    assert_eq!(locked.status.code(), Some(5));
+    assert!(keys_of(&endpoints, "lk").is_empty());
+}
+
+#[test]
+fn the_program_runs_in_its_own_group_and_the_group_dies_when_leadership_is_lost() {
+    let (_cluster, endpoints) = cluster("elect-group");
+    let dir = scratch("group");
+    let script = format!(
+        "echo $BELLWETHER_LEASE_ID > {d}/lease.tmp && mv {d}/lease.tmp {d}/lease; \
+         sleep 100 & echo $! > {d}/grandchild.tmp; mv {d}/grandchild.tmp {d}/grandchild; \
+         echo $$ > {d}/child.tmp; mv {d}/child.tmp {d}/child; wait",
+        d = dir.display()
+    );
+    let mut elect = Running::start(
+        &endpoints,
+        &["elect", "group", "--ttl", "5", "--", "sh", "-c", &script],
+    );
+    let lease = wait_file(&dir.join("lease"));
+    let grandchild: i32 = wait_file(&dir.join("grandchild")).parse().unwrap();
+    let child: i32 = wait_file(&dir.join("child")).parse().unwrap();
+    assert_eq!(
+        group_of(child),
+        child,
+        "the program leads a group of its own"
+    );
+    assert_ne!(group_of(child), group_of(elect.pid()));
+    assert_eq!(group_of(grandchild), child);
+    assert!(alive(grandchild));
+    // The lease is revoked behind elect's back: its session hears the
+    // lease is gone and the leadership is lost.
+    etcdctl::run_ok(&endpoints, &["lease", "revoke", &lease]);
+    let status = elect.wait();
+    assert_eq!(status.code(), Some(3), "lost leadership exits 3");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(grandchild) || alive(child) {
+        assert!(
+            Instant::now() < deadline,
+            "the program's group survived the loss"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn signals_sent_to_elect_reach_the_program() {
+    let (_cluster, endpoints) = cluster("elect-signals");
+    let dir = scratch("signals");
+    for (signal, name) in [
+        ("USR1", "USR1"),
+        ("TERM", "TERM"),
+        ("HUP", "HUP"),
+        ("INT", "INT"),
+    ] {
+        let got = dir.join(format!("got-{name}"));
+        let ready = dir.join(format!("ready-{name}"));
+        let script = format!(
+            "trap 'echo {name} > {got}; exit 0' {name}; echo up > {ready}; \
+             while :; do sleep 0.05; done",
+            got = got.display(),
+            ready = ready.display()
+        );
+        let mut elect = Running::start(&endpoints, &["elect", "sig", "--", "sh", "-c", &script]);
+        wait_file(&ready);
+        kill(signal, elect.pid());
+        let status = elect.wait();
+        assert_eq!(wait_file(&got), name, "the program saw {signal}");
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "the program's status after {signal}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_next_campaigner_starts_only_after_the_leaders_program_exited() {
+    let (_cluster, endpoints) = cluster("elect-handover");
+    let dir = scratch("handover");
+    let log = dir.join("log");
+    let script = |tag: &str| {
+        format!(
+            "echo start-{tag} >> {log}; sleep 0.5; echo end-{tag} >> {log}",
+            log = log.display()
+        )
+    };
+    let (a, b) = (script("a"), script("b"));
+    let mut first = Running::start(&endpoints, &["elect", "handover", "--", "sh", "-c", &a]);
+    // Let the first one lead before the second campaigns.
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("start-a")
+    {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut second = Running::start(&endpoints, &["elect", "handover", "--", "sh", "-c", &b]);
+    assert_eq!(first.wait().code(), Some(0));
+    assert_eq!(second.wait().code(), Some(0));
+    let lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        lines,
+        ["start-a", "end-a", "start-b", "end-b"],
+        "no overlap"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_gets_a_one_line_error_and_leaves_no_key() {
+    let (_cluster, endpoints) = cluster("elect-bad-input");
+    let cases: [&[&str]; 5] = [
+        &["elect", "bad"],
+        &["elect", "", "--", "true"],
+        &["elect", "bad", "--ttl", "0", "--", "true"],
+        &[
+            "elect", "bad", "--ttl", "2", "--grace", "1500", "--", "true",
+        ],
+        &["elect", "bad", "--", "/nonexistent/program"],
+    ];
+    for args in cases {
+        let out = run(&endpoints, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(
+            errors.len(),
+            1,
+            "{args:?}: one error line expected in {stderr}"
+        );
+        assert!(keys_of(&endpoints, "bad").is_empty(), "{args:?} left a key");
+    }
+    let unreachable = run("127.0.0.1:1", &["elect", "bad", "--", "true"]);
+    assert_eq!(unreachable.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unreachable.stderr).contains("no member answered"));
+}
+
+#[test]
+fn observe_prints_each_leader_change() {
+    let (_cluster, endpoints) = cluster("elect-observe");
+    let dir = scratch("observe");
+    let out_path = dir.join("observed");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut observer = Running(
+        bellwether(&endpoints, &["elect", "watched", "--observe"])
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let ran = run(
+        &endpoints,
+        &["elect", "watched", "--value", "first", "--", "sleep", "0.3"],
+    );
+    assert!(ran.status.success());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(&out_path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.len() >= 3 {
+            assert_eq!(lines[0], "watched: no leader");
+            assert!(lines[1].starts_with("watched: first (token "), "{lines:?}");
+            assert_eq!(lines[2], "watched: no leader");
+            break;
+        }
+        assert!(Instant::now() < deadline, "observed only {lines:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill("INT", observer.pid());
+    assert!(observer.wait().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
