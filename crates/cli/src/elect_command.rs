@@ -36,6 +36,13 @@ pub struct LeaseArgs {
     /// keep-alives (every TTL/3).
     #[arg(long, default_value_t = 1000)]
     pub grace: u64,
+    /// Release on disconnect (bellwether only; etcd ignores it): if this
+    /// process dies, the server ends its lease this many milliseconds after
+    /// the connection drops, instead of after the TTL. Keep-alives then go
+    /// every third of it, and a network blip longer than it costs the
+    /// leadership.
+    #[arg(long, value_name = "MS")]
+    pub release_on_disconnect: Option<u64>,
     /// Campaign again after leadership is lost, instead of exiting 3.
     #[arg(long)]
     pub restart: bool,
@@ -144,6 +151,7 @@ fn session_options(lease: &LeaseArgs) -> anyhow::Result<SessionOptions> {
         ttl: Duration::from_secs(lease.ttl),
         keep_alive_interval: None,
         extra_margin: Duration::from_millis(lease.grace) + SIGNAL_SLACK,
+        release_on_disconnect: lease.release_on_disconnect.map(Duration::from_millis),
     };
     options
         .validate()

@@ -359,3 +359,163 @@ fn observe_prints_each_leader_change() {
     assert!(observer.wait().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs `nft ARGS`; whether it succeeded.
+fn nft(args: &str) -> bool {
+    Command::new("nft")
+        .args(args.split_whitespace())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Deletes the test's nftables table however the test ends.
+struct NftTable(String);
+
+impl Drop for NftTable {
+    fn drop(&mut self) {
+        nft(&format!("delete table inet {}", self.0));
+    }
+}
+
+/// Kills every process of the test's users however the test ends: an
+/// `elect` killed by [`Running`]'s drop leaves its program behind.
+struct KillUsers(&'static str);
+
+impl Drop for KillUsers {
+    fn drop(&mut self) {
+        let _ = Command::new("pkill").args(["-KILL", "-U", self.0]).status();
+    }
+}
+
+/// How many cut runs the test makes: 100 (about three and a half minutes),
+/// or `BELLWETHER_ELECT_CUT_RUNS`.
+fn cut_runs() -> usize {
+    std::env::var("BELLWETHER_ELECT_CUT_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
+
+/// Parses the programs' log: (name, start ns, end ns) per run of a program.
+fn intervals(log: &str) -> Vec<(String, u128, Option<u128>)> {
+    let mut out: Vec<(String, u128, Option<u128>)> = Vec::new();
+    for line in log.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.as_slice() {
+            ["start", name, at] => out.push((name.to_string(), at.parse().unwrap(), None)),
+            ["end", name, at] => {
+                let open = out
+                    .iter_mut()
+                    .rev()
+                    .find(|(n, _, end)| n == name && end.is_none())
+                    .expect("an end without a start");
+                open.2 = Some(at.parse().unwrap());
+            }
+            _ => panic!("unexpected log line {line:?}"),
+        }
+    }
+    out
+}
+
+/// No overlap: the leading `elect` is cut off the cluster (nftables drops
+/// every packet its user sends) while a second one waits. The cut one's
+/// session reaches its local deadline, its program is stopped (TERM, then
+/// KILL after the grace), and only then can the server expire its lease
+/// and let the second lead. Each program logs its start and end time; no
+/// two programs may ever run at the same time.
+#[test]
+fn a_cut_off_leaders_program_stops_before_the_next_one_starts() {
+    assert!(
+        nft("list tables"),
+        "nft is not usable here: run as root with nftables installed (scripts/test.sh installs it)"
+    );
+    let (_cluster, endpoints) = cluster("elect-cut");
+    let dir = scratch("cut");
+    // The elect processes run as other users, so that a rule can cut one
+    // of them off by its socket owner; their programs write here.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let log = dir.join("log");
+    std::fs::write(&log, "").unwrap();
+    std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let table = NftTable(format!("bw_elect_cut_{}", std::process::id()));
+    let _users = KillUsers("42000,42001");
+    assert!(nft(&format!("add table inet {}", table.0)));
+    assert!(nft(&format!(
+        "add chain inet {} out {{ type filter hook output priority 0 ; }}",
+        table.0
+    )));
+    let program = |name: &str| {
+        format!(
+            "echo start {name} $(date +%s%N) >> {log}; \
+             trap 'echo end {name} $(date +%s%N) >> {log}; exit 0' TERM; \
+             while :; do sleep 0.02; done",
+            log = log.display()
+        )
+    };
+    let elect_as = |uid: u32, name: &str| {
+        let uid = uid.to_string();
+        let script = program(name);
+        let mut command = Command::new("setpriv");
+        command
+            .args(["--reuid", &uid, "--regid", &uid, "--clear-groups", "--"])
+            .arg(bellwether_binary())
+            .args(["elect", "cut", "--ttl", "2", "--grace", "300", "--"])
+            .args(["sh", "-c", &script])
+            .env("BELLWETHER_ENDPOINTS", &endpoints)
+            .env("BELLWETHER_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(format!("{name}.err"))).unwrap());
+        Running(command.spawn().expect("setpriv runs"))
+    };
+    let runs = cut_runs();
+    let wait_starts = |count: usize| {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.lines().filter(|l| l.starts_with("start")).count() >= count {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no program started: {text}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let mut leading = elect_as(42_000, "p0");
+    wait_starts(1);
+    for run in 1..=runs {
+        let uid_leading = 42_000 + (run as u32 - 1) % 2;
+        let uid_next = 42_000 + run as u32 % 2;
+        let next = elect_as(uid_next, &format!("p{run}"));
+        // Let the next one queue up behind the leader, then cut the leader.
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(nft(&format!(
+            "add rule inet {} out meta skuid {uid_leading} drop",
+            table.0
+        )));
+        wait_starts(run + 1);
+        assert_eq!(
+            leading.wait().code(),
+            Some(3),
+            "run {run}: the cut elect exits 3"
+        );
+        assert!(nft(&format!("flush chain inet {} out", table.0)));
+        leading = next;
+    }
+    kill("TERM", leading.pid());
+    leading.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let spans = intervals(&text);
+    assert_eq!(spans.len(), runs + 1, "{text}");
+    for pair in spans.windows(2) {
+        let (name, _, end) = &pair[0];
+        let end = end.unwrap_or_else(|| panic!("{name} never logged its end (killed?): {text}"));
+        let (next, start, _) = &pair[1];
+        assert!(
+            end < *start,
+            "{name} ran until {end} but {next} started at {start}: overlap of {} ms",
+            (end - start) / 1_000_000
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -33,7 +33,17 @@ pub const CLOCK_RATE_DRIFT_MAX: f64 = 0.01;
 pub const TTL_MAX: Duration = Duration::from_secs(24 * 3600);
 
 /// How soon a failed keep-alive is tried again.
-const RETRY_PAUSE: Duration = Duration::from_millis(100);
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
+
+/// The metadata that asks a bellwether server for release on disconnect,
+/// with the grace in milliseconds.
+pub const RELEASE_ON_DISCONNECT_METADATA: &str = "bellwether-release-on-disconnect-ms";
+
+/// The shortest release-on-disconnect grace the server accepts.
+pub const RELEASE_ON_DISCONNECT_MS_MIN: u64 = 50;
+
+/// The longest release-on-disconnect grace the server accepts.
+pub const RELEASE_ON_DISCONNECT_MS_MAX: u64 = 60_000;
 
 /// Where a session stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +67,15 @@ pub struct SessionOptions {
     /// Time taken off the deadline on top of the drift margin: what the
     /// holder needs to stop acting once the session is lost.
     pub extra_margin: Duration,
+    /// Release on disconnect (a bellwether extension): when the connection
+    /// carrying the keep-alives ends, as it does when the holder crashes,
+    /// the server shortens the lease to this grace, so the next campaigner
+    /// leads within it instead of within the TTL. To keep the no-overlap
+    /// guarantee the session then counts the grace as its lease: it sends
+    /// keep-alives every grace / 3 and goes `Lost` within the grace of its
+    /// last answered keep-alive. A network blip longer than that costs the
+    /// leadership. A real etcd ignores the request and applies the TTL.
+    pub release_on_disconnect: Option<Duration>,
 }
 
 impl Default for SessionOptions {
@@ -65,6 +84,7 @@ impl Default for SessionOptions {
             ttl: Duration::from_secs(10),
             keep_alive_interval: None,
             extra_margin: Duration::ZERO,
+            release_on_disconnect: None,
         }
     }
 }
@@ -78,14 +98,25 @@ impl SessionOptions {
         }
     }
 
-    /// The keep-alive interval in force.
-    pub fn interval(&self) -> Duration {
-        self.keep_alive_interval.unwrap_or(self.ttl / 3)
+    /// How long the lease surely lives after a keep-alive is sent, as far
+    /// as the holder may count on it: the TTL, or the release-on-disconnect
+    /// grace when that is shorter.
+    pub fn lease_span(&self) -> Duration {
+        match self.release_on_disconnect {
+            Some(grace) => self.ttl.min(grace),
+            None => self.ttl,
+        }
     }
 
-    /// How far before `send time + TTL` the session counts itself lost.
+    /// The keep-alive interval in force.
+    pub fn interval(&self) -> Duration {
+        self.keep_alive_interval.unwrap_or(self.lease_span() / 3)
+    }
+
+    /// How far before `send time + lease span` the session counts itself
+    /// lost.
     pub fn margin(&self) -> Duration {
-        self.ttl.mul_f64(CLOCK_RATE_DRIFT_MAX) + self.extra_margin
+        self.lease_span().mul_f64(CLOCK_RATE_DRIFT_MAX) + self.extra_margin
     }
 
     /// Refuses settings under which the session could not stay alive
@@ -101,18 +132,28 @@ impl SessionOptions {
         if self.ttl > TTL_MAX {
             return invalid(format!("the TTL must be at most {TTL_MAX:?}"));
         }
+        if let Some(grace) = self.release_on_disconnect {
+            let millis = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+            if !(RELEASE_ON_DISCONNECT_MS_MIN..=RELEASE_ON_DISCONNECT_MS_MAX).contains(&millis) {
+                return invalid(format!(
+                    "the release-on-disconnect grace must be from {RELEASE_ON_DISCONNECT_MS_MIN} \
+                     to {RELEASE_ON_DISCONNECT_MS_MAX} ms (got {grace:?})"
+                ));
+            }
+        }
         let interval = self.interval();
         if interval.is_zero() {
             return invalid("the keep-alive interval must be above 0".into());
         }
-        let usable = self.ttl.saturating_sub(self.margin());
+        let usable = self.lease_span().saturating_sub(self.margin());
         // Two keep-alives must fit before the deadline, so that one lost
         // answer does not lose the session.
         if usable <= interval * 2 {
             return invalid(format!(
-                "a TTL of {:?} leaves {usable:?} after the margin of {:?}: not enough for \
-                 two keep-alives every {interval:?}; raise the TTL or lower the margin",
-                self.ttl,
+                "a lease of {:?} leaves {usable:?} after the margin of {:?}: not enough for \
+                 two keep-alives every {interval:?}; raise the TTL (or the release grace) or \
+                 lower the margin",
+                self.lease_span(),
                 self.margin()
             ));
         }
@@ -259,8 +300,9 @@ impl Drop for Session {
 fn deadline_after(sent_at: Instant, ttl_seconds: i64, options: &SessionOptions) -> Instant {
     let ttl = Duration::from_secs(u64::try_from(ttl_seconds).expect("positive TTL"));
     // The server may grant a longer TTL than asked (etcd raises short
-    // ones); count on no more than was asked for.
-    let ttl = ttl.min(options.ttl);
+    // ones); count on no more than was asked for, nor past the release
+    // grace.
+    let ttl = ttl.min(options.lease_span());
     sent_at + ttl.saturating_sub(options.margin())
 }
 
@@ -296,9 +338,15 @@ async fn keep_alive_once(shared: &Shared, stream: &mut Option<Stream>) -> Result
                 .send(request)
                 .await
                 .expect("the receiver is alive until the call below drops it");
-            let opened = Client::lease(channel)
-                .lease_keep_alive(ReceiverStream::new(receiver))
-                .await;
+            let mut call = tonic::Request::new(ReceiverStream::new(receiver));
+            if let Some(grace) = shared.options.release_on_disconnect {
+                let millis = grace.as_millis().to_string();
+                call.metadata_mut().insert(
+                    RELEASE_ON_DISCONNECT_METADATA,
+                    millis.parse().expect("digits are valid metadata"),
+                );
+            }
+            let opened = Client::lease(channel).lease_keep_alive(call).await;
             match opened {
                 Ok(answers) => {
                     *stream = Some(Stream {

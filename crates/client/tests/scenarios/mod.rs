@@ -56,6 +56,7 @@ scenarios!(
     empty_or_oversized_names_and_values_are_refused,
     ttl_of_zero_or_too_short_for_the_margin_is_refused,
     resign_of_a_waiting_campaigner_leaves_the_line,
+    a_release_on_disconnect_session_stays_alive,
 );
 
 /// A session with `ttl_seconds`.
@@ -537,6 +538,7 @@ async fn ttl_of_zero_or_too_short_for_the_margin_is_refused(client: Client, _tag
         ttl: Duration::from_secs(3),
         keep_alive_interval: None,
         extra_margin: Duration::from_millis(2500),
+        release_on_disconnect: None,
     };
     assert!(matches!(
         Session::new(&client, squeezed).await,
@@ -570,4 +572,22 @@ async fn resign_of_a_waiting_campaigner_leaves_the_line(client: Client, tag: Str
     assert!(stays_waiting(&third).await, "the leader is still there");
     first.resign().await.unwrap();
     leads(&third).await;
+}
+
+async fn a_release_on_disconnect_session_stays_alive(client: Client, tag: String) {
+    let options = SessionOptions {
+        release_on_disconnect: Some(Duration::from_millis(300)),
+        ..SessionOptions::with_ttl(Duration::from_secs(5))
+    };
+    let s = Session::new(&client, options).await.expect("session");
+    let leadership = Election::new(&s, &tag)
+        .unwrap()
+        .campaign("1")
+        .await
+        .unwrap();
+    // Many release graces long: keep-alives every 100 ms hold it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!s.is_lost(), "a released session lost while connected");
+    assert!(leadership.is_leader());
+    assert!(exists(&client, leadership.key()).await);
 }

@@ -35,6 +35,40 @@ const GRANT_ID_ATTEMPTS: usize = 4;
 const PRIMARY_WAIT_MAX: Duration = Duration::from_secs(5);
 /// How often that wait looks again.
 const PRIMARY_RETRY_INTERVAL: Duration = Duration::from_millis(20);
+/// The request metadata by which a keep-alive stream asks for release on
+/// disconnect (a bellwether extension; etcd ignores unknown metadata): the
+/// leases it renews are shortened to this many milliseconds once the stream
+/// ends, so a crashed holder's election moves on within that time instead
+/// of its TTL.
+pub const RELEASE_ON_DISCONNECT_METADATA: &str = "bellwether-release-on-disconnect-ms";
+/// The shortest and longest release-on-disconnect grace accepted.
+pub const RELEASE_ON_DISCONNECT_MS_MIN: u64 = 50;
+/// See [`RELEASE_ON_DISCONNECT_MS_MIN`].
+pub const RELEASE_ON_DISCONNECT_MS_MAX: u64 = 60_000;
+/// Leases one keep-alive stream tracks for release on disconnect; renewals
+/// of more (unusual: one session has one lease) keep their TTL.
+const RELEASED_LEASES_PER_STREAM_MAX: usize = 64;
+
+/// The release-on-disconnect grace a keep-alive stream asked for, if any.
+fn release_on_disconnect(
+    metadata: &tonic::metadata::MetadataMap,
+) -> Result<Option<Duration>, Status> {
+    let Some(value) = metadata.get(RELEASE_ON_DISCONNECT_METADATA) else {
+        return Ok(None);
+    };
+    let millis = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| (RELEASE_ON_DISCONNECT_MS_MIN..=RELEASE_ON_DISCONNECT_MS_MAX).contains(ms))
+        .ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "bellwether: {RELEASE_ON_DISCONNECT_METADATA} must be a whole number of \
+                 milliseconds from {RELEASE_ON_DISCONNECT_MS_MIN} to {RELEASE_ON_DISCONNECT_MS_MAX}"
+            ))
+        })?;
+    Ok(Some(Duration::from_millis(millis)))
+}
 
 /// The Lease service of one node.
 #[derive(Clone)]
@@ -189,20 +223,43 @@ impl Lease for LeaseService {
         &self,
         request: Request<Streaming<pb::LeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
+        let release = release_on_disconnect(request.metadata())?;
         let mut incoming = request.into_inner();
         let (replies, stream) = mpsc::channel(KEEP_ALIVE_QUEUE_MAX);
         let service = self.clone();
         tokio::spawn(async move {
             let mut relay: Option<KeepAliveRelay> = None;
+            let mut renewed = std::collections::BTreeSet::new();
             loop {
                 let request = match incoming.message().await {
                     Ok(Some(request)) => request,
-                    Ok(None) | Err(_) => return,
+                    Ok(None) | Err(_) => break,
                 };
-                let reply = service.keep_alive_once(request.id, &mut relay).await;
+                if release.is_some() && renewed.len() < RELEASED_LEASES_PER_STREAM_MAX {
+                    renewed.insert(request.id);
+                }
+                let reply = service
+                    .keep_alive_once(request.id, &mut relay, release)
+                    .await;
                 let failed = reply.is_err();
                 if replies.send(reply).await.is_err() || failed {
-                    return;
+                    break;
+                }
+            }
+            // The stream ended (the client closed it, crashed, or stopped
+            // reading). Leases renewed through a relay are released by the
+            // leader when the relay's stream ends with this task; the
+            // others are released here.
+            if let Some(within) = release {
+                drop(relay);
+                for id in renewed {
+                    if service.lessor.shorten(id, within) {
+                        tracing::debug!(
+                            lease = id,
+                            ?within,
+                            "keep-alive stream ended; lease shortened"
+                        );
+                    }
                 }
             }
         });
@@ -297,6 +354,7 @@ impl LeaseService {
         &self,
         id: i64,
         relay: &mut Option<KeepAliveRelay>,
+        release: Option<Duration>,
     ) -> Result<pb::LeaseKeepAliveResponse, Status> {
         let leader = loop {
             let ttl = match self.renew_here(id) {
@@ -317,10 +375,19 @@ impl LeaseService {
         };
         if relay.as_ref().is_none_or(|r| r.leader != leader) {
             let (requests, receiver) = mpsc::channel(KEEP_ALIVE_QUEUE_MAX);
+            let mut relayed = Request::new(ChannelStream::new(receiver));
+            if let Some(within) = release {
+                // The leader releases the leases when this relay ends.
+                let millis = within.as_millis().to_string();
+                relayed.metadata_mut().insert(
+                    RELEASE_ON_DISCONNECT_METADATA,
+                    millis.parse().expect("digits are valid metadata"),
+                );
+            }
             let responses = self
                 .leader_client(leader)
                 .await?
-                .lease_keep_alive(ChannelStream::new(receiver))
+                .lease_keep_alive(relayed)
                 .await?
                 .into_inner();
             *relay = Some(KeepAliveRelay {

@@ -299,6 +299,36 @@ impl Lessor {
         Renewal::Renewed(ttl)
     }
 
+    /// Moves lease `id`'s deadline to `within` from now if that is
+    /// sooner: the keep-alive stream of a session that asked to be released
+    /// on disconnect has ended. Returns whether the deadline moved. Does
+    /// nothing where this member is not primary, or for a lease that is
+    /// unknown, expired or being revoked.
+    pub fn shorten(&self, id: i64, within: Duration) -> bool {
+        let mut state = self.state();
+        if state.primary_term.is_none() || state.revoking.contains_key(&id) {
+            return false;
+        }
+        let now = Instant::now();
+        let today = state.tick_at(now);
+        let Some(current) = state.deadlines.get(id).copied().filter(|d| *d > today) else {
+            return false;
+        };
+        let end = now.saturating_duration_since(state.epoch) + within;
+        // Rounded up, like every deadline: never sooner than asked.
+        let ticks = end.as_nanos().div_ceil(CHECK_INTERVAL.as_nanos());
+        let sooner = (ticks.min(u128::from(NEVER)) as Tick).max(today + 1);
+        if sooner >= current {
+            return false;
+        }
+        state.set_deadline(id, sooner);
+        assert!(
+            state.deadlines.get(id) == Some(&sooner),
+            "the shortened deadline was not kept"
+        );
+        true
+    }
+
     /// Seconds lease `id` has left, if this member is primary and knows
     /// it.
     pub fn remaining_seconds(&self, id: i64) -> Option<i64> {
@@ -519,6 +549,34 @@ mod tests {
         assert!(state.take_expired(8, Instant::now(), 10).is_empty());
         assert_eq!(state.take_expired(9, Instant::now(), 10), vec![1]);
         assert!(state.is_consistent());
+    }
+
+    #[test]
+    fn shortening_moves_a_live_deadline_earlier_only() {
+        let lessor = Lessor::default();
+        assert!(
+            !lessor.shorten(1, Duration::from_millis(300)),
+            "not primary"
+        );
+        lessor.check(Some(1), || vec![(1, 60), (2, 60)]);
+        assert!(lessor.shorten(1, Duration::from_millis(300)));
+        assert_eq!(lessor.remaining_seconds(1), Some(0));
+        assert_eq!(
+            lessor.remaining_seconds(2),
+            Some(60),
+            "other leases keep theirs"
+        );
+        assert!(
+            !lessor.shorten(1, Duration::from_secs(30)),
+            "never moved later"
+        );
+        assert!(
+            !lessor.shorten(9, Duration::from_millis(300)),
+            "unknown lease"
+        );
+        std::thread::sleep(Duration::from_millis(450));
+        assert_eq!(lessor.check(Some(1), Vec::new), vec![1], "expires soon");
+        assert_eq!(lessor.renew(1, Some(60)), Renewal::NotFound);
     }
 
     #[test]
