@@ -16,7 +16,7 @@ use std::time::Duration;
 
 /// Time allowed, on top of the grace period, between the session's
 /// deadline and the program's group being signalled.
-const SIGNAL_SLACK: Duration = Duration::from_millis(100);
+const SIGNAL_SLACK: Duration = Duration::from_millis(50);
 
 /// Exit code when leadership was lost and `--restart` was not given.
 const EXIT_LOST: u8 = 3;
@@ -39,7 +39,7 @@ pub struct LeaseArgs {
     /// Release on disconnect (bellwether only; etcd ignores it): if this
     /// process dies, the server ends its lease this many milliseconds after
     /// the connection drops, instead of after the TTL. Keep-alives then go
-    /// every third of it, and a network blip longer than it costs the
+    /// every quarter of it, and a network blip longer than it costs the
     /// leadership.
     #[arg(long, value_name = "MS")]
     pub release_on_disconnect: Option<u64>,

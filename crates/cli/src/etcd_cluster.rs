@@ -17,7 +17,7 @@
 //! under its own unprivileged uid and the partition also drops every packet
 //! of the leader's sockets (`meta skuid`).
 
-use crate::bench_failover::{Contender, Leadership};
+use crate::contender::{Contender, Leadership};
 use crate::process_cluster::{Member, MEMBERS_MAX, POLL_TIMEOUT};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;

@@ -6,9 +6,11 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod allocator;
+mod bench_election;
 mod bench_failover;
 mod bench_kv;
 mod bench_raft;
+mod contender;
 mod elect_command;
 mod endpoints;
 mod etcd_cluster;
@@ -16,6 +18,7 @@ mod http_get;
 mod node_command;
 mod process_cluster;
 mod progress;
+mod signals;
 mod sim_command;
 mod status_command;
 mod supervisor;
@@ -63,6 +66,9 @@ enum BenchCommand {
     Failover(bench_failover::FailoverArgs),
     /// Load over the etcd v3 API (works against bellwether or etcd).
     Kv(bench_kv::KvArgs),
+    /// Leadership moving between application instances (handover, crash,
+    /// observers, campaign cycles), optionally against a real etcd.
+    Election(bench_election::ElectionArgs),
     /// Commits per second of an in-process Raft cluster with no network.
     Raft {
         /// Cluster size.
@@ -113,6 +119,7 @@ fn main() -> std::process::ExitCode {
 fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
     match command {
         BenchCommand::Kv(args) => bench_kv::execute(args),
+        BenchCommand::Election(args) => bench_election::execute(args),
         BenchCommand::Failover(args) => {
             let report = bench_failover::run(&args)?;
             if args.json {

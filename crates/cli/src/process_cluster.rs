@@ -8,9 +8,9 @@
 //! `bellwether_server::transport`), so `ip saddr`/`ip daddr` rules catch
 //! both directions.
 
-use crate::bench_failover::{Contender, Leadership};
+use crate::contender::{Contender, Leadership};
 use crate::http_get;
-use crate::up_command::{send_signal, SIGTERM};
+use crate::signals::{send_signal, SIGTERM};
 use anyhow::{bail, Context, Result};
 use bellwether_server::NodeStatus;
 use std::fs::OpenOptions;

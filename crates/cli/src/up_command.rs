@@ -8,6 +8,7 @@
 //! over first).
 
 use crate::http_get;
+use crate::signals::{send_signal, SIGTERM};
 use anyhow::{bail, Context, Result};
 use bellwether_server::NodeStatus;
 use clap::Args;
@@ -15,9 +16,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
-
-/// Asks a process to stop cleanly (POSIX signal number).
-pub const SIGTERM: i32 = 15;
 
 /// Flags of `bellwether up`.
 #[derive(Args, Debug)]
@@ -128,22 +126,6 @@ pub fn stop_members(children: &mut [Child], grace: Duration) {
         }
         let _ = child.kill();
         let _ = child.wait();
-    }
-}
-
-/// Sends `signal` to `pid` with the `kill` command, keeping the crate free
-/// of unsafe code.
-pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(std::io::Error::other(format!(
-            "kill -{signal} {pid} failed"
-        )))
     }
 }
 

@@ -337,6 +337,15 @@ fn observe_prints_each_leader_change() {
             .spawn()
             .unwrap(),
     );
+    // The observer prints the state it starts from before anyone leads.
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(&out_path)
+        .unwrap()
+        .contains("no leader")
+    {
+        assert!(Instant::now() < deadline, "the observer printed nothing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let ran = run(
         &endpoints,
         &["elect", "watched", "--value", "first", "--", "sleep", "0.3"],
@@ -517,5 +526,83 @@ fn a_cut_off_leaders_program_stops_before_the_next_one_starts() {
             (end - start) / 1_000_000
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A paused wrapper cannot stop its program, so nothing can keep that
+/// program from acting after the leadership moved; the fencing token is
+/// what keeps it from doing harm. `elect` A is stopped (SIGSTOP) while its
+/// program keeps writing through a txn guarded by A's token; once B leads,
+/// the store refuses every one of A's writes, and the data holds B's.
+#[test]
+fn a_paused_leaders_program_is_fenced_off_by_its_token() {
+    let (_cluster, endpoints) = cluster("elect-paused");
+    let dir = scratch("paused");
+    let first_endpoint = endpoints.split(',').next().unwrap().to_string();
+    // Writes "NAME i" to `data` guarded by the leader key's create
+    // revision, and logs whether the store took it.
+    let program = |name: &str| {
+        format!(
+            "i=0; while :; do i=$((i+1)); \
+             r=$(printf 'create(\"%s\") = \"%s\"\\n\\nput data \"{name} %s\"\\n\\n\\n' \
+                 \"$BELLWETHER_LEADER_KEY\" \"$BELLWETHER_FENCING_TOKEN\" $i \
+                 | ETCDCTL_API=3 etcdctl --endpoints={first_endpoint} txn | head -1); \
+             echo \"{name} $r\" >> {log}; sleep 0.1; done",
+            log = dir.join("log").display()
+        )
+    };
+    let log_lines = || {
+        std::fs::read_to_string(dir.join("log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let wait_for = |what: &dyn Fn(&[String]) -> bool, label: &str| {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let lines = log_lines();
+            if what(&lines) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{label}: {lines:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let a_script = program("A");
+    let mut a = Running::start(
+        &endpoints,
+        &[
+            "elect", "paused", "--ttl", "2", "--grace", "200", "--", "sh", "-c", &a_script,
+        ],
+    );
+    wait_for(&|l| l.iter().any(|x| x == "A SUCCESS"), "A never wrote");
+    let b_script = program("B");
+    let mut b = Running::start(
+        &endpoints,
+        &[
+            "elect", "paused", "--ttl", "2", "--grace", "200", "--", "sh", "-c", &b_script,
+        ],
+    );
+    kill("STOP", a.pid());
+    wait_for(&|l| l.iter().any(|x| x == "B SUCCESS"), "B never led");
+    // A's program is still running, and now every write of it fails.
+    let b_first = log_lines().iter().position(|x| x == "B SUCCESS").unwrap();
+    wait_for(
+        &|l| l[b_first..].iter().filter(|x| *x == "A FAILURE").count() >= 3,
+        "A's program stopped trying",
+    );
+    let lines = log_lines();
+    assert!(
+        !lines[b_first..].iter().any(|x| x == "A SUCCESS"),
+        "a write of the deposed leader was accepted: {lines:?}"
+    );
+    let data = etcdctl::run_ok(&endpoints, &["get", "data", "--print-value-only"]);
+    assert!(data.trim().starts_with("B "), "data holds {data:?}");
+    // Woken up, A learns its lease is gone and stops its program.
+    kill("CONT", a.pid());
+    assert_eq!(a.wait().code(), Some(3));
+    kill("TERM", b.pid());
+    b.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }

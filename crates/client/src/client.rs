@@ -8,12 +8,13 @@
 //! after a lost answer leaves at most an unused lease, which expires.
 
 use crate::error::{Error, Result};
+use crate::watch_hub::WatchHub;
 use bellwether_api::etcdserverpb as pb;
 use pb::kv_client::KvClient;
 use pb::lease_client::LeaseClient;
 use pb::watch_client::WatchClient;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
@@ -27,15 +28,19 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// The pause between two rounds over every endpoint.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
-/// A handle on a cluster; cheap to clone (clones share the connections).
+/// A handle on a cluster; cheap to clone (clones share the connections
+/// and the watch stream).
 #[derive(Clone)]
 pub struct Client {
     /// What every clone shares.
     inner: Arc<Inner>,
+    /// Every watch of the client, on one stream; started on first use and
+    /// stopped when the last clone is dropped.
+    hub: Arc<OnceLock<WatchHub>>,
 }
 
 /// The endpoints and which one is in use.
-struct Inner {
+pub(crate) struct Inner {
     /// One lazily connected channel per endpoint, in the order given.
     channels: Vec<Channel>,
     /// The endpoints as given, for error messages.
@@ -92,7 +97,14 @@ impl Client {
                 current: Mutex::new(0),
                 retry_deadline,
             }),
+            hub: Arc::new(OnceLock::new()),
         })
+    }
+
+    /// The client's watch hub (started here on first use, inside the
+    /// caller's tokio runtime).
+    pub(crate) fn hub(&self) -> &WatchHub {
+        self.hub.get_or_init(|| WatchHub::start(self.inner.clone()))
     }
 
     /// The endpoints, as given.
@@ -102,17 +114,13 @@ impl Client {
 
     /// The channel to the endpoint in use, and its index.
     pub(crate) fn channel(&self) -> (usize, Channel) {
-        let index = *self.inner.current.lock().expect("endpoint lock");
-        (index, self.inner.channels[index].clone())
+        self.inner.channel()
     }
 
     /// Moves to the endpoint after `failed`, unless another call already
     /// moved on from it.
     pub(crate) fn rotate(&self, failed: usize) {
-        let mut current = self.inner.current.lock().expect("endpoint lock");
-        if *current == failed {
-            *current = (failed + 1) % self.inner.channels.len();
-        }
+        self.inner.rotate(failed)
     }
 
     /// Runs `call` on the current endpoint, moving on to the next one on
@@ -201,6 +209,23 @@ impl Client {
         };
         let response = Client::kv(channel).put(request).await?.into_inner();
         Ok(response.header.map_or(0, |h| h.revision))
+    }
+}
+
+impl Inner {
+    /// The channel to the endpoint in use, and its index.
+    pub(crate) fn channel(&self) -> (usize, Channel) {
+        let index = *self.current.lock().expect("endpoint lock");
+        (index, self.channels[index].clone())
+    }
+
+    /// Moves to the endpoint after `failed`, unless another call already
+    /// moved on from it.
+    pub(crate) fn rotate(&self, failed: usize) {
+        let mut current = self.current.lock().expect("endpoint lock");
+        if *current == failed {
+            *current = (failed + 1) % self.channels.len();
+        }
     }
 }
 

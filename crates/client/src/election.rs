@@ -420,7 +420,7 @@ async fn observe(client: Client, name: String, sender: mpsc::Sender<Option<Leade
             waited = keys::wait_event(&client, &prefix, end, revision + 1, false) => waited,
         };
         match waited {
-            Ok(WatchEnd::Event) | Ok(WatchEnd::Compacted) => {}
+            Ok(WatchEnd::Event) | Ok(WatchEnd::Compacted) | Ok(WatchEnd::Broken) => {}
             Err(error) => {
                 tracing::debug!(%error, "observe: watch failed; retrying");
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -11,8 +11,6 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::mvccpb;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 /// The longest election or lock name, in bytes.
 pub const NAME_BYTES_MAX: usize = 1024;
@@ -142,17 +140,11 @@ pub(crate) async fn first_under(
     Ok((response.kvs.into_iter().next(), revision))
 }
 
-/// How a wait on a watch ended.
-pub(crate) enum WatchEnd {
-    /// An event of the awaited kind arrived.
-    Event,
-    /// The start revision was compacted away: re-read and watch again.
-    Compacted,
-}
+pub(crate) use crate::watch_hub::WatchEnd;
 
 /// Waits for the first event on `key` (a prefix when `range_end` is set)
 /// from `start_revision` on: any event, or with `deletes_only` only a
-/// delete.
+/// delete. Runs on the client's shared watch stream.
 pub(crate) async fn wait_event(
     client: &Client,
     key: &[u8],
@@ -160,62 +152,20 @@ pub(crate) async fn wait_event(
     start_revision: i64,
     deletes_only: bool,
 ) -> Result<WatchEnd> {
-    let (endpoint, channel) = client.channel();
-    let (requests, receiver) = mpsc::channel(1);
     let filters = if deletes_only {
         vec![pb::watch_create_request::FilterType::Noput as i32]
     } else {
         Vec::new()
     };
-    let create = pb::WatchRequest {
-        request_union: Some(pb::watch_request::RequestUnion::CreateRequest(
-            pb::WatchCreateRequest {
-                key: key.to_vec(),
-                range_end,
-                start_revision,
-                filters,
-                ..pb::WatchCreateRequest::default()
-            },
-        )),
+    let create = pb::WatchCreateRequest {
+        key: key.to_vec(),
+        range_end,
+        start_revision,
+        filters,
+        ..pb::WatchCreateRequest::default()
     };
-    requests
-        .send(create)
-        .await
-        .expect("the receiver is alive until the call below drops it");
-    let mut answers = match Client::watch(channel)
-        .watch(ReceiverStream::new(receiver))
-        .await
-    {
-        Ok(answers) => answers.into_inner(),
-        Err(status) => {
-            client.rotate(endpoint);
-            return Err(Error::Status(status));
-        }
-    };
-    loop {
-        match answers.message().await {
-            Ok(Some(answer)) => {
-                if answer.compact_revision > 0 {
-                    return Ok(WatchEnd::Compacted);
-                }
-                if answer.canceled {
-                    return Err(Error::Malformed("the server cancelled the watch"));
-                }
-                if !answer.events.is_empty() {
-                    return Ok(WatchEnd::Event);
-                }
-            }
-            Ok(None) => {
-                client.rotate(endpoint);
-                return Err(Error::Malformed("the watch stream ended"));
-            }
-            Err(status) => {
-                client.rotate(endpoint);
-                return Err(Error::Status(status));
-            }
-        }
-        // The requests sender must outlive the stream: dropping it would
-        // end the stream from our side.
-        let _ = &requests;
+    match client.hub().first_event(create).await {
+        WatchEnd::Broken => Err(Error::Malformed("the watch broke; looking again")),
+        end => Ok(end),
     }
 }

@@ -48,6 +48,7 @@ pub mod error;
 pub mod keys;
 pub mod mutex;
 pub mod session;
+mod watch_hub;
 
 pub use bellwether_api::etcdserverpb as pb;
 pub use client::Client;

@@ -72,7 +72,7 @@ pub struct SessionOptions {
     /// the server shortens the lease to this grace, so the next campaigner
     /// leads within it instead of within the TTL. To keep the no-overlap
     /// guarantee the session then counts the grace as its lease: it sends
-    /// keep-alives every grace / 3 and goes `Lost` within the grace of its
+    /// keep-alives every grace / 4 and goes `Lost` within the grace of its
     /// last answered keep-alive. A network blip longer than that costs the
     /// leadership. A real etcd ignores the request and applies the TTL.
     pub release_on_disconnect: Option<Duration>,
@@ -108,9 +108,14 @@ impl SessionOptions {
         }
     }
 
-    /// The keep-alive interval in force.
+    /// The keep-alive interval in force: a third of the TTL, or a quarter
+    /// of the release grace (short graces leave little room otherwise).
     pub fn interval(&self) -> Duration {
-        self.keep_alive_interval.unwrap_or(self.lease_span() / 3)
+        let default = match self.release_on_disconnect {
+            Some(_) => self.lease_span() / 4,
+            None => self.ttl / 3,
+        };
+        self.keep_alive_interval.unwrap_or(default)
     }
 
     /// How far before `send time + lease span` the session counts itself

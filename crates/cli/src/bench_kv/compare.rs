@@ -20,7 +20,7 @@
 //! is removed afterwards; when the run failed only the logs are kept.
 
 use super::load::{self, KvReport, LoadSpec};
-use crate::bench_failover::{Contender, Leadership};
+use crate::contender::{Contender, Leadership};
 use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout};
 use crate::process_cluster::{ClusterLayout, Member, ProcessCluster};
 use anyhow::{bail, Context, Result};
