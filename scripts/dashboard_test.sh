@@ -164,3 +164,21 @@ done
   fail "new leader n$new_leader is in term $new_term, not after the old term $old_term"
 
 echo "PASS: dashboard moved from n$old_leader (term $old_term) to $shown$note $(($(date +%s%3N) - killed_ms)) ms after the kill"
+
+# Applications' elections: campaigns through the Election service show up
+# in the surviving member's dashboard table, by name, with their counts.
+survivor_client="127.0.0.1:$((PORT + 200 + survivor))"
+echo "== campaigning through the Election service of n$survivor ($survivor_client)"
+"$BIN" bench kv --op campaign --clients 1 --conns 1 --seconds 1 --warmup-seconds 0 \
+  --endpoints "$survivor_client" >"$WORK/campaign.log" 2>&1 ||
+  fail "the campaign load failed: $(tail -n 3 "$WORK/campaign.log")"
+profile="$(mktemp -d "$WORK/profile.XXXXXX")"
+dom="$(timeout "$CHROMIUM_RUN_TIMEOUT_S" chromium --headless --no-sandbox --disable-gpu \
+  --disable-quic --no-first-run --disable-background-networking --disable-component-update \
+  --disable-sync --user-data-dir="$profile" --virtual-time-budget=3000 --dump-dom "$survivor_url" \
+  2>>"$WORK/chromium.log")" || true
+row="$(printf '%s' "$dom" | tr -d '\n' | grep -Eo '<tr><td>bench-election/[^<]*</td><td>election</td><td>[^<]*</td><td>[^<]*</td><td>[^<]*</td><td>[0-9]+</td><td>[0-9]+</td></tr>' | head -n 1 || true)"
+[ -n "$row" ] || fail "the dashboard of n$survivor lists no bench-election/ row in its elections table"
+campaigns="$(printf '%s' "$row" | sed -E 's#.*<td>([0-9]+)</td><td>([0-9]+)</td></tr>#\1#')"
+[ "$campaigns" -gt 0 ] || fail "the elections row shows no campaigns: $row"
+echo "PASS: the dashboard lists the application's election: $(printf '%s' "$row" | sed -E 's#</td><td>#, #g; s#</?t[dr]>##g')"

@@ -131,7 +131,8 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
                 config.id,
                 config.peers.clone(),
                 config.peer_client.clone(),
-            );
+            )
+            .with_app_elections(handles.metrics.app_elections.clone());
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
                 backend,

@@ -75,6 +75,7 @@ async function poll() {
       else markDown(m.id, now);
     });
     render(Date.now());
+    renderElections(await fetchJson("elections"));
   } catch (error) {
     console.error("dashboard: poll failed", error);
   } finally {
@@ -400,6 +401,40 @@ function renderLegend(leaders) {
   }
   nodes.push(el("span", "swatch none"), el("span", null, "no leader / unknown"));
   document.getElementById("legend").replaceChildren(...nodes);
+}
+
+// ------------------------------------------------------ applications
+
+/** JSON from this node's `path`, or null if it fails. */
+async function fetchJson(path) {
+  try {
+    const response = await fetch(path, { cache: "no-store" });
+    return response.ok ? await response.json() : null;
+  } catch (error) {
+    return null;
+  }
+}
+
+/** The applications' elections and locks this member serves. */
+function renderElections(list) {
+  if (!Array.isArray(list)) return;
+  const rows = list.map((e) => {
+    const row = el("tr");
+    const since = e.since_unix_ms ? `${duration(Date.now() - e.since_unix_ms)} ago` : "";
+    for (const text of [
+      e.name,
+      e.kind,
+      e.leader_value === null ? "none" : e.leader_value,
+      e.token === null ? "" : String(e.token),
+      since,
+      String(e.campaigns),
+      String(e.leaderships),
+    ]) {
+      row.append(el("td", null, text));
+    }
+    return row;
+  });
+  document.getElementById("election-rows").replaceChildren(...rows);
 }
 
 poll();

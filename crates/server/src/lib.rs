@@ -5,6 +5,7 @@
 //! serves `/metrics`, `/health`, `/ready`, `/status` and the dashboard.
 //! Everything between tasks is a bounded channel.
 
+pub mod app_elections;
 pub mod client;
 pub mod config;
 pub mod data_dir;

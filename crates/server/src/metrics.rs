@@ -87,6 +87,8 @@ pub struct Metrics {
     /// ... and those that ended without it: the time ran out, something
     /// else arrived to be carried out, or the member stopped leading.
     pub answer_polls_expired: AtomicU64,
+    /// Applications' elections and locks served by this member.
+    pub app_elections: std::sync::Arc<crate::app_elections::AppElections>,
 }
 
 impl Metrics {
@@ -215,6 +217,7 @@ impl Metrics {
             ]
             .into_iter(),
         );
+        self.app_elections.render(&mut out);
         out
     }
 }

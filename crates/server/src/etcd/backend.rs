@@ -61,6 +61,9 @@ pub struct EtcdBackend {
     pub client_addresses: Arc<BTreeMap<u64, SocketAddr>>,
     /// Open channels to other members, made on first use.
     channels: Arc<tokio::sync::Mutex<BTreeMap<u64, Channel>>>,
+    /// Applications' elections and locks served here (see
+    /// [`EtcdBackend::with_app_elections`]).
+    pub app_elections: Arc<crate::app_elections::AppElections>,
 }
 
 /// A client error as etcd clients expect it.
@@ -103,7 +106,16 @@ impl EtcdBackend {
             peers: Arc::new(peers),
             client_addresses: Arc::new(client_addresses),
             channels: Default::default(),
+            app_elections: Default::default(),
         }
+    }
+
+    /// Records the Election and Lock services' calls in `registry` (the
+    /// member's metrics hold it), which reads leaders from this store.
+    pub fn with_app_elections(mut self, registry: Arc<crate::app_elections::AppElections>) -> Self {
+        registry.attach_store(self.store.clone());
+        self.app_elections = registry;
+        self
     }
 
     /// The store, locked.

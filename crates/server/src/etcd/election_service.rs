@@ -118,6 +118,9 @@ impl Election for ElectionService {
         request: Request<epb::CampaignRequest>,
     ) -> Result<Response<epb::CampaignResponse>, Status> {
         let request = request.into_inner();
+        self.backend
+            .app_elections
+            .campaigned(&request.name, "election");
         let lease = match request.lease {
             0 => campaign::session_lease(&self.backend)
                 .await
@@ -137,6 +140,9 @@ impl Election for ElectionService {
         // only on cancellation, or when adopting the value failed).
         withdraw_on_cancel.disarm();
         outcome.map_err(as_etcd)?;
+        self.backend
+            .app_elections
+            .led(&request.name, "election", claim.create_revision);
         Ok(Response::new(epb::CampaignResponse {
             header: claim.header,
             leader: Some(epb::LeaderKey {

@@ -253,13 +253,22 @@ impl Lease for LeaseService {
             if let Some(within) = release {
                 drop(relay);
                 for id in renewed {
-                    if service.lessor.shorten(id, within) {
-                        tracing::debug!(
-                            lease = id,
-                            ?within,
-                            "keep-alive stream ended; lease shortened"
-                        );
-                    }
+                    let Some(at) = service.lessor.shorten(id, within) else {
+                        continue;
+                    };
+                    tracing::debug!(
+                        lease = id,
+                        ?within,
+                        "keep-alive stream ended; lease released"
+                    );
+                    let lessor = service.lessor.clone();
+                    let backend = service.backend.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep_until(at.into()).await;
+                        if lessor.expire_released(id, at) {
+                            super::lessor::propose_revoke(&backend, id);
+                        }
+                    });
                 }
             }
         });

@@ -98,6 +98,10 @@ struct LessorState {
     pass: Option<Pass>,
     /// Leases found expired, not yet proposed for revoking.
     expired: BTreeSet<i64>,
+    /// Leases released on disconnect (see [`Lessor::shorten`]) and the
+    /// exact instant each expires; a renewal takes a lease out. Timers
+    /// revoke them at that instant, without waiting for a tick.
+    released: BTreeMap<i64, Instant>,
     /// Revokes proposed and not yet applied, and when they were proposed.
     revoking: BTreeMap<i64, Instant>,
 }
@@ -122,6 +126,7 @@ impl Default for LessorState {
             pass: None,
             expired: BTreeSet::new(),
             revoking: BTreeMap::new(),
+            released: BTreeMap::new(),
         }
     }
 }
@@ -161,6 +166,7 @@ impl LessorState {
     fn forget(&mut self, id: i64) {
         self.deadlines.remove(id);
         self.revoking.remove(&id);
+        self.released.remove(&id);
     }
 
     /// Returns up to `most` leases whose deadline has passed by tick `now`,
@@ -296,37 +302,58 @@ impl Lessor {
         }
         let deadline = state.deadline_after(now, ttl);
         state.set_deadline(id, deadline);
+        state.released.remove(&id);
         Renewal::Renewed(ttl)
     }
 
     /// Moves lease `id`'s deadline to `within` from now if that is
     /// sooner: the keep-alive stream of a session that asked to be released
-    /// on disconnect has ended. Returns whether the deadline moved. Does
-    /// nothing where this member is not primary, or for a lease that is
-    /// unknown, expired or being revoked.
-    pub fn shorten(&self, id: i64, within: Duration) -> bool {
+    /// on disconnect has ended. Returns the instant it now expires, for a
+    /// timer to call [`Lessor::expire_released`] at; `None` where this
+    /// member is not primary, for a lease that is unknown, expired or being
+    /// revoked, or whose deadline is sooner already.
+    pub fn shorten(&self, id: i64, within: Duration) -> Option<Instant> {
         let mut state = self.state();
         if state.primary_term.is_none() || state.revoking.contains_key(&id) {
-            return false;
+            return None;
         }
         let now = Instant::now();
         let today = state.tick_at(now);
-        let Some(current) = state.deadlines.get(id).copied().filter(|d| *d > today) else {
-            return false;
-        };
-        let end = now.saturating_duration_since(state.epoch) + within;
-        // Rounded up, like every deadline: never sooner than asked.
-        let ticks = end.as_nanos().div_ceil(CHECK_INTERVAL.as_nanos());
-        let sooner = (ticks.min(u128::from(NEVER)) as Tick).max(today + 1);
-        if sooner >= current {
-            return false;
+        let current = state.deadlines.get(id).copied().filter(|d| *d > today)?;
+        let at = now + within;
+        if at >= state.instant_of(current) {
+            return None;
         }
-        state.set_deadline(id, sooner);
+        // The tick deadline, rounded up like every deadline, is the
+        // fallback should the timer not run; the timer revokes at `at`.
+        let end = now.saturating_duration_since(state.epoch) + within;
+        let ticks = end.as_nanos().div_ceil(CHECK_INTERVAL.as_nanos());
+        let tick = (ticks.min(u128::from(NEVER)) as Tick).max(today + 1);
+        state.set_deadline(id, tick.min(current));
+        state.released.insert(id, at);
         assert!(
-            state.deadlines.get(id) == Some(&sooner),
-            "the shortened deadline was not kept"
+            state.deadlines.get(id).is_some_and(|d| *d <= current),
+            "a shortened deadline moved later"
         );
-        true
+        Some(at)
+    }
+
+    /// Marks lease `id` revoking if it was released on disconnect to expire
+    /// at `at`, that instant has come, and no keep-alive renewed it since.
+    /// Returns whether the caller must now propose its revoke.
+    pub fn expire_released(&self, id: i64, at: Instant) -> bool {
+        let mut state = self.state();
+        let now = Instant::now();
+        let due = state.primary_term.is_some()
+            && state.released.get(&id) == Some(&at)
+            && now >= at
+            && state.deadlines.contains_key(id)
+            && !state.revoking.contains_key(&id);
+        if due {
+            state.released.remove(&id);
+            state.revoking.insert(id, now);
+        }
+        due
     }
 
     /// Seconds lease `id` has left, if this member is primary and knows
@@ -430,19 +457,23 @@ impl Lessor {
                     .collect()
             });
             for id in due {
-                let backend = backend.clone();
-                tokio::spawn(async move {
-                    let command = Command::LeaseRevoke(pb::LeaseRevokeRequest { id });
-                    match backend.write::<pb::LeaseRevokeResponse>(&command).await {
-                        Ok(_) => tracing::debug!(lease = id, "lease expired and revoked"),
-                        Err(_) => {
-                            tracing::debug!(lease = id, "expiry revoke not applied; will retry")
-                        }
-                    }
-                });
+                propose_revoke(&backend, id);
             }
         }
     }
+}
+
+/// Proposes the revoke of an expired lease, in the background. One that is
+/// not applied is proposed again by a later check (see [`REVOKE_RETRY`]).
+pub fn propose_revoke(backend: &EtcdBackend, id: i64) {
+    let backend = backend.clone();
+    tokio::spawn(async move {
+        let command = Command::LeaseRevoke(pb::LeaseRevokeRequest { id });
+        match backend.write::<pb::LeaseRevokeResponse>(&command).await {
+            Ok(_) => tracing::debug!(lease = id, "lease expired and revoked"),
+            Err(_) => tracing::debug!(lease = id, "expiry revoke not applied; will retry"),
+        }
+    });
 }
 
 fn seconds(ttl: i64) -> Duration {
@@ -554,29 +585,32 @@ mod tests {
     #[test]
     fn shortening_moves_a_live_deadline_earlier_only() {
         let lessor = Lessor::default();
-        assert!(
-            !lessor.shorten(1, Duration::from_millis(300)),
-            "not primary"
-        );
-        lessor.check(Some(1), || vec![(1, 60), (2, 60)]);
-        assert!(lessor.shorten(1, Duration::from_millis(300)));
+        let grace = Duration::from_millis(300);
+        assert_eq!(lessor.shorten(1, grace), None, "not primary");
+        lessor.check(Some(1), || vec![(1, 60), (2, 60), (3, 60)]);
+        let at = lessor.shorten(1, grace).expect("shortened");
         assert_eq!(lessor.remaining_seconds(1), Some(0));
+        assert_eq!(lessor.remaining_seconds(2), Some(60), "others keep theirs");
         assert_eq!(
-            lessor.remaining_seconds(2),
-            Some(60),
-            "other leases keep theirs"
+            lessor.shorten(1, Duration::from_secs(30)),
+            None,
+            "never later"
         );
-        assert!(
-            !lessor.shorten(1, Duration::from_secs(30)),
-            "never moved later"
+        assert_eq!(lessor.shorten(9, grace), None, "unknown lease");
+        assert!(!lessor.expire_released(1, at), "not before its instant");
+        // A renewal takes a released lease back: its timer does nothing.
+        let renewed_at = lessor.shorten(3, grace).expect("shortened");
+        assert_eq!(lessor.renew(3, Some(60)), Renewal::Renewed(60));
+        std::thread::sleep(Duration::from_millis(320));
+        assert!(lessor.expire_released(1, at), "due at its instant");
+        assert!(!lessor.expire_released(1, at), "only once");
+        assert!(!lessor.expire_released(3, renewed_at), "renewed since");
+        assert_eq!(
+            lessor.renew(1, Some(60)),
+            Renewal::NotFound,
+            "being revoked"
         );
-        assert!(
-            !lessor.shorten(9, Duration::from_millis(300)),
-            "unknown lease"
-        );
-        std::thread::sleep(Duration::from_millis(450));
-        assert_eq!(lessor.check(Some(1), Vec::new), vec![1], "expires soon");
-        assert_eq!(lessor.renew(1, Some(60)), Renewal::NotFound);
+        assert_eq!(lessor.remaining_seconds(3), Some(60));
     }
 
     #[test]

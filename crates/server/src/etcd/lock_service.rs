@@ -65,6 +65,7 @@ impl Lock for LockService {
         request: Request<lpb::LockRequest>,
     ) -> Result<Response<lpb::LockResponse>, Status> {
         let request = request.into_inner();
+        self.backend.app_elections.campaigned(&request.name, "lock");
         let lease = match request.lease {
             0 => campaign::session_lease(&self.backend)
                 .await
@@ -75,6 +76,9 @@ impl Lock for LockService {
             .await
             .map_err(as_etcd)?;
         if claim.holds() {
+            self.backend
+                .app_elections
+                .led(&request.name, "lock", claim.create_revision);
             return Ok(Response::new(lpb::LockResponse {
                 header: claim.header,
                 key: claim.key,
@@ -89,6 +93,9 @@ impl Lock for LockService {
             let _ = campaign::withdraw(&self.backend, &claim.key, claim.create_revision).await;
             return Err(as_etcd(status));
         }
+        self.backend
+            .app_elections
+            .led(&request.name, "lock", claim.create_revision);
         Ok(Response::new(lpb::LockResponse {
             header: Some(self.backend.header()),
             key: claim.key,

@@ -11,6 +11,7 @@
 //! | `GET /health`    | 200 while the event loop lives (its watch sender exists)  |
 //! | `GET /ready`     | 200 once a leader is known and applied ≥ commit           |
 //! | `GET /status`    | the `NodeStatus` as JSON, readable cross-origin (CORS)    |
+//! | `GET /elections` | applications' elections and locks served here, as JSON   |
 //! | `GET /`          | the dashboard (plain HTML + JS + CSS embedded at build)   |
 //!
 //! Everything is bounded: [`serve`] holds at most [`CONNECTIONS_MAX`] open
@@ -63,6 +64,7 @@ pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/metrics", get(report::metrics))
         .route("/status", get(report::status))
+        .route("/elections", get(report::elections))
         .route("/health", get(probes::health))
         .route("/ready", get(probes::ready))
         .route("/", get(dashboard::page))

@@ -24,6 +24,15 @@ pub(super) async fn metrics(State(state): State<HttpState>) -> impl IntoResponse
     )
 }
 
+/// `GET /elections`: the applications' elections and locks this member's
+/// Election and Lock services served, with their current leaders.
+pub(super) async fn elections(State(state): State<HttpState>) -> impl IntoResponse {
+    (
+        [(CACHE_CONTROL, "no-store")],
+        Json(state.metrics.app_elections.snapshot()),
+    )
+}
+
 /// `GET /status`: the latest `NodeStatus` as JSON, readable from any origin.
 pub(super) async fn status(State(state): State<HttpState>) -> impl IntoResponse {
     // Clone out of the watch so its lock is not held while serializing.
