@@ -30,6 +30,15 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// A handle on a cluster; cheap to clone (clones share the connections
 /// and the watch stream).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), bellwether_client::Error> {
+/// let client = bellwether_client::Client::connect(["127.0.0.1:7201", "127.0.0.1:7202"])?;
+/// client.put("greeting", "hello").await?;
+/// assert_eq!(client.get("greeting").await?, Some(b"hello".to_vec()));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Client {
     /// What every clone shares.

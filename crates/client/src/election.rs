@@ -77,6 +77,19 @@ pub enum LeadershipState {
 }
 
 /// An election: a name and the session that campaigns in it.
+///
+/// ```no_run
+/// use bellwether_client::{Client, Election, Session, SessionOptions};
+/// # async fn run() -> Result<(), bellwether_client::Error> {
+/// let client = Client::connect(["127.0.0.1:7201"])?;
+/// let session = Session::new(&client, SessionOptions::default()).await?;
+/// let election = Election::new(&session, "shard-7")?;
+/// let leadership = election.campaign("instance-a").await?;
+/// leadership.proclaim("instance-a, serving").await?;
+/// leadership.resign().await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Election {
     /// The cluster.
     client: Client,
@@ -214,6 +227,25 @@ struct Shared {
 }
 
 /// A campaign in an election: waiting in line, leading, or lost.
+///
+/// ```no_run
+/// use bellwether_client::{Client, Election, LeadershipState, Session, SessionOptions};
+/// # async fn run() -> Result<(), bellwether_client::Error> {
+/// # let client = Client::connect(["127.0.0.1:7201"])?;
+/// # let session = Session::new(&client, SessionOptions::default()).await?;
+/// let leadership = Election::new(&session, "cron")?.start_campaign("a").await?;
+/// let mut state = leadership.state();
+/// while state.changed().await.is_ok() {
+///     match &*state.borrow() {
+///         LeadershipState::Leader { token, .. } => println!("leading with token {token}"),
+///         LeadershipState::Follower { leader, .. } => println!("following {leader:?}"),
+///         LeadershipState::Lost => break,
+///         LeadershipState::Campaigning => {}
+///     }
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub struct Leadership {
     /// The key and token.
     shared: Arc<Shared>,

@@ -10,6 +10,18 @@ use crate::error::{Error, Result};
 use crate::session::Session;
 
 /// A named lock.
+///
+/// ```no_run
+/// use bellwether_client::{Client, Mutex, Session, SessionOptions};
+/// # async fn run() -> Result<(), bellwether_client::Error> {
+/// let client = Client::connect(["127.0.0.1:7201"])?;
+/// let session = Session::new(&client, SessionOptions::default()).await?;
+/// let held = Mutex::new(&session, "nightly-backup")?.lock().await?;
+/// // ... the backup, its writes guarded by held.guard() ...
+/// Mutex::unlock(held).await?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Mutex {
     /// The election behind the lock.
     election: Election,

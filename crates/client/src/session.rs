@@ -58,6 +58,16 @@ pub enum SessionState {
 }
 
 /// How a session is set up.
+/// ```
+/// use bellwether_client::SessionOptions;
+/// use std::time::Duration;
+/// let options = SessionOptions {
+///     release_on_disconnect: Some(Duration::from_millis(300)),
+///     ..SessionOptions::with_ttl(Duration::from_secs(10))
+/// };
+/// assert!(options.validate().is_ok());
+/// assert_eq!(options.interval(), Duration::from_millis(75));
+/// ```
 #[derive(Clone, Debug)]
 pub struct SessionOptions {
     /// The lease's time to live (whole seconds; at least 1).
@@ -169,6 +179,19 @@ impl SessionOptions {
 /// A lease kept alive in the background. Dropping the session stops the
 /// keep-alives (the lease then expires on the server); [`Session::close`]
 /// revokes it at once.
+///
+/// ```no_run
+/// use bellwether_client::{Client, Session, SessionOptions, SessionState};
+/// use std::time::Duration;
+/// # async fn run() -> Result<(), bellwether_client::Error> {
+/// let client = Client::connect(["127.0.0.1:7201"])?;
+/// let session = Session::new(&client, SessionOptions::with_ttl(Duration::from_secs(5))).await?;
+/// let mut state = session.state();
+/// // Stop acting on anything the lease guards once this returns.
+/// let _ = state.wait_for(|s| *s == SessionState::Lost).await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Session {
     /// What the keep-alive task shares.
     shared: Arc<Shared>,

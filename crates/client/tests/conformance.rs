@@ -26,7 +26,7 @@ pub const WAIT: Duration = Duration::from_secs(30);
 async fn run_all(backend: &str, endpoints: Vec<String>) {
     let mut failures = Vec::new();
     let all = scenarios::all();
-    assert!(all.len() >= 20, "the suite lost scenarios: {}", all.len());
+    assert!(all.len() >= 30, "the suite lost scenarios: {}", all.len());
     // BELLWETHER_SCENARIO=part runs only the scenarios whose names hold it.
     let only = std::env::var("BELLWETHER_SCENARIO").unwrap_or_default();
     for (name, scenario) in all {

@@ -57,6 +57,11 @@ scenarios!(
     ttl_of_zero_or_too_short_for_the_margin_is_refused,
     resign_of_a_waiting_campaigner_leaves_the_line,
     a_release_on_disconnect_session_stays_alive,
+    observe_reports_the_latest_leader_across_a_compaction,
+    a_lock_holder_is_lost_when_its_lease_is_revoked,
+    try_lock_takes_a_free_lock,
+    a_waiting_lock_is_taken_when_the_holder_closes_its_session,
+    leader_of_reads_the_oldest_campaigner,
 );
 
 /// A session with `ttl_seconds`.
@@ -590,4 +595,108 @@ async fn a_release_on_disconnect_session_stays_alive(client: Client, tag: String
     assert!(!s.is_lost(), "a released session lost while connected");
     assert!(leadership.is_leader());
     assert!(exists(&client, leadership.key()).await);
+}
+
+/// Compacts the store at its current revision.
+async fn compact_now(client: &Client, tag: &str) {
+    let revision = client.put(format!("{tag}-compact"), "x").await.unwrap();
+    let endpoint = client.endpoints()[0].clone();
+    let mut kv = pb::kv_client::KvClient::connect(format!("http://{endpoint}"))
+        .await
+        .unwrap();
+    kv.compact(pb::CompactionRequest {
+        revision,
+        physical: true,
+    })
+    .await
+    .unwrap();
+}
+
+/// etcd #18163: an observer that falls behind a compaction must not lose
+/// the latest leader. The observer's reader waits while leaders change
+/// and the history is compacted; it then still ends on the last leader.
+async fn observe_reports_the_latest_leader_across_a_compaction(client: Client, tag: String) {
+    let mut observed = Election::observe(&client, &tag).unwrap();
+    assert_eq!(timeout(WAIT, observed.recv()).await.unwrap().unwrap(), None);
+    let mut last_token = 0;
+    let mut kept = Vec::new();
+    for i in 0..3 {
+        let s = session(&client, 5).await;
+        let leadership = Election::new(&s, &tag)
+            .unwrap()
+            .campaign(format!("{i}"))
+            .await
+            .unwrap();
+        last_token = leadership.token();
+        if i < 2 {
+            leadership.resign().await.unwrap();
+        } else {
+            kept.push((s, leadership));
+        }
+        compact_now(&client, &tag).await;
+    }
+    let mut latest = None;
+    let deadline = Instant::now() + WAIT;
+    while latest
+        .as_ref()
+        .is_none_or(|l: &LeaderInfo| l.token != last_token)
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        latest = timeout(left, observed.recv())
+            .await
+            .expect("the observer reached the latest leader")
+            .unwrap();
+    }
+    assert_eq!(latest.unwrap().value, b"2");
+}
+
+async fn a_lock_holder_is_lost_when_its_lease_is_revoked(client: Client, tag: String) {
+    let s = session(&client, 5).await;
+    let held = Mutex::new(&s, &tag).unwrap().lock().await.unwrap();
+    revoke(&client, s.lease_id()).await;
+    timeout(WAIT, held.lost()).await.expect("lost");
+    assert!(!held
+        .guarded(vec![put(&format!("{tag}-x"), "v")])
+        .await
+        .unwrap());
+}
+
+async fn try_lock_takes_a_free_lock(client: Client, tag: String) {
+    let s = session(&client, 5).await;
+    let held = Mutex::new(&s, &tag).unwrap().try_lock().await.unwrap();
+    assert!(held.is_leader());
+    assert!(exists(&client, held.key()).await);
+}
+
+async fn a_waiting_lock_is_taken_when_the_holder_closes_its_session(client: Client, tag: String) {
+    let (s1, s2) = (session(&client, 5).await, session(&client, 5).await);
+    let _held = Mutex::new(&s1, &tag).unwrap().lock().await.unwrap();
+    let second = Mutex::new(&s2, &tag).unwrap();
+    let waiting = tokio::spawn(async move { second.lock().await.map(|l| l.token()) });
+    tokio::time::sleep(STAYS_BLOCKED).await;
+    assert!(!waiting.is_finished());
+    s1.close().await.unwrap();
+    timeout(WAIT, waiting).await.unwrap().unwrap().unwrap();
+}
+
+async fn leader_of_reads_the_oldest_campaigner(client: Client, tag: String) {
+    let (s1, s2) = (session(&client, 5).await, session(&client, 5).await);
+    let first = Election::new(&s1, &tag)
+        .unwrap()
+        .campaign("old")
+        .await
+        .unwrap();
+    let _second = Election::new(&s2, &tag)
+        .unwrap()
+        .start_campaign("young")
+        .await
+        .unwrap();
+    let leader = bellwether_client::leader_of(&client, &tag)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (leader.value.as_slice(), leader.token),
+        (b"old".as_slice(), first.token())
+    );
 }
