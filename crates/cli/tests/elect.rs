@@ -606,3 +606,86 @@ fn a_paused_leaders_program_is_fenced_off_by_its_token() {
     b.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A holder that dies (SIGKILL of `elect`) with release on disconnect is
+/// replaced long before its TTL (60 s here, twice the test's wait).
+#[test]
+fn a_killed_holder_with_release_on_disconnect_is_replaced_before_its_ttl() {
+    let (_cluster, endpoints) = cluster("elect-killed");
+    let dir = scratch("killed");
+    let marker = dir.join("a");
+    let a_script = format!(
+        "echo $$ > {0}.tmp && mv {0}.tmp {0} && exec sleep 600",
+        marker.display()
+    );
+    let mut a = Running::start(
+        &endpoints,
+        &[
+            "elect",
+            "killed",
+            "--ttl",
+            "60",
+            "--grace",
+            "50",
+            "--release-on-disconnect",
+            "500",
+            "--",
+            "sh",
+            "-c",
+            &a_script,
+        ],
+    );
+    let a_child: i32 = wait_file(&marker).parse().unwrap();
+    let b_marker = dir.join("b");
+    let b_script = format!("echo b > {}; exit 0", b_marker.display());
+    let mut b = Running::start(
+        &endpoints,
+        &["elect", "killed", "--", "sh", "-c", &b_script],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!b_marker.exists(), "b ran while a held the election");
+    kill("KILL", a.pid());
+    a.wait();
+    assert_eq!(wait_file(&b_marker), "b");
+    assert_eq!(b.wait().code(), Some(0));
+    // A SIGKILLed wrapper cannot stop its program; the test does.
+    kill("KILL", a_child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With --restart, a lost leadership sends `elect` back to campaigning, and
+/// the program runs again once it leads again.
+#[test]
+fn restart_campaigns_again_after_a_loss() {
+    let (_cluster, endpoints) = cluster("elect-restart");
+    let dir = scratch("restart");
+    let runs = dir.join("runs");
+    let script = format!(
+        "echo $BELLWETHER_LEASE_ID >> {runs}; exec sleep 600",
+        runs = runs.display()
+    );
+    let mut elect = Running::start(
+        &endpoints,
+        &["elect", "again", "--restart", "--", "sh", "-c", &script],
+    );
+    let first = wait_file(&runs);
+    etcdctl::run_ok(&endpoints, &["lease", "revoke", &first]);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(&runs).unwrap();
+        let leases: Vec<&str> = text.lines().collect();
+        if leases.len() >= 2 {
+            assert_ne!(leases[0], leases[1], "a new session for the new campaign");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the program never ran again");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill("TERM", elect.pid());
+    assert_eq!(
+        elect.wait().code(),
+        Some(128 + 15),
+        "TERM reached the program"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -167,3 +167,70 @@ async fn a_campaign_during_a_cluster_restart_waits_for_the_holder() {
         .unwrap()
         .unwrap();
 }
+
+/// etcd #5571 on a real etcd: a session and its leadership survive the
+/// server restarting (a single member, so the client must wait it out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_survives_an_etcd_restart() {
+    let mut etcd = common::etcd_server::EtcdServer::start("client-etcd-restart");
+    let client = Client::connect([etcd.client.to_string()]).unwrap();
+    let session = Session::new(&client, SessionOptions::with_ttl(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let leadership = Election::new(&session, "etcd-restart")
+        .unwrap()
+        .campaign("a")
+        .await
+        .unwrap();
+    block_in_place(|| etcd.restart());
+    // Past a few keep-alive intervals, on the restarted server.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(!session.is_lost(), "the session was lost in a restart");
+    assert!(leadership.is_leader());
+    assert!(leadership
+        .guarded(vec![put("etcd-restart-data")])
+        .await
+        .unwrap());
+}
+
+/// etcd #11007 on a real etcd: a campaign made while the server restarts
+/// waits for the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_during_an_etcd_restart_waits_for_the_holder() {
+    let mut etcd = common::etcd_server::EtcdServer::start("client-etcd-campaign-restart");
+    let client = Client::connect([etcd.client.to_string()]).unwrap();
+    let holder_session = Session::new(&client, SessionOptions::with_ttl(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let holder = Election::new(&holder_session, "etcd-restart-race")
+        .unwrap()
+        .campaign("holder")
+        .await
+        .unwrap();
+    let contender_client = client.clone();
+    let contender = tokio::spawn(async move {
+        let session = Session::new(
+            &contender_client,
+            SessionOptions::with_ttl(Duration::from_secs(10)),
+        )
+        .await?;
+        let leadership = Election::new(&session, "etcd-restart-race")?
+            .start_campaign("contender")
+            .await?;
+        Ok::<_, bellwether_client::Error>((session, leadership))
+    });
+    block_in_place(|| etcd.restart());
+    let (_session, contender) = timeout(WAIT, contender).await.unwrap().unwrap().unwrap();
+    assert!(
+        timeout(Duration::from_secs(2), contender.wait_leader())
+            .await
+            .is_err(),
+        "the contender led while the holder held the election"
+    );
+    assert!(holder.is_leader());
+    holder.resign().await.unwrap();
+    timeout(WAIT, contender.wait_leader())
+        .await
+        .unwrap()
+        .unwrap();
+}

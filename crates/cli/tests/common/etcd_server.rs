@@ -23,6 +23,8 @@ pub struct EtcdServer {
     pub client: SocketAddr,
     /// The process; killed on drop.
     child: Child,
+    /// The command line, to start it again.
+    args: Vec<std::ffi::OsString>,
 }
 
 impl EtcdServer {
@@ -36,35 +38,40 @@ impl EtcdServer {
         let dir = std::env::temp_dir().join(format!("bw-etcd-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let log = std::fs::File::create(dir.join("etcd.log")).unwrap();
-        let child = Command::new("etcd")
-            .arg("--name")
-            .arg("etcd1")
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .arg("--listen-client-urls")
-            .arg(format!("http://{client}"))
-            .arg("--advertise-client-urls")
-            .arg(format!("http://{client}"))
-            .arg("--listen-peer-urls")
-            .arg(&peer)
-            .arg("--initial-advertise-peer-urls")
-            .arg(&peer)
-            .arg("--initial-cluster")
-            .arg(format!("etcd1={peer}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|error| {
-                panic!(
-                    "cannot start etcd ({error}): install Debian's etcd-server \
-                     (scripts/test.sh does)"
-                )
-            });
-        let server = EtcdServer { dir, client, child };
+        let args: Vec<std::ffi::OsString> = vec![
+            "--name".into(),
+            "etcd1".into(),
+            "--data-dir".into(),
+            dir.join("data").into(),
+            "--listen-client-urls".into(),
+            format!("http://{client}").into(),
+            "--advertise-client-urls".into(),
+            format!("http://{client}").into(),
+            "--listen-peer-urls".into(),
+            peer.clone().into(),
+            "--initial-advertise-peer-urls".into(),
+            peer.clone().into(),
+            "--initial-cluster".into(),
+            format!("etcd1={peer}").into(),
+        ];
+        let child = spawn(&dir, &args);
+        let server = EtcdServer {
+            dir,
+            client,
+            child,
+            args,
+        };
         server.wait_healthy();
         server
+    }
+
+    /// Kills etcd and starts it again on its data, waiting until it is
+    /// healthy.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(&self.dir, &self.args);
+        self.wait_healthy();
     }
 
     /// The client URL, `http://…`.
@@ -87,6 +94,27 @@ impl EtcdServer {
         let log = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
         panic!("etcd did not become healthy in {START_WAIT:?}; its log:\n{log}");
     }
+}
+
+/// Starts `etcd ARGS`, appending to its log in `dir`.
+fn spawn(dir: &std::path::Path, args: &[std::ffi::OsString]) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("etcd.log"))
+        .unwrap();
+    Command::new("etcd")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!(
+                "cannot start etcd ({error}): install Debian's etcd-server \
+                 (scripts/test.sh does)"
+            )
+        })
 }
 
 impl Drop for EtcdServer {
