@@ -7,9 +7,11 @@
 //! before the server can expire the lease and let anyone else lead.
 
 use crate::endpoints;
-use crate::supervisor::{self, Ending};
+use crate::supervisor::{self, Ending, Signals};
 use anyhow::{bail, Context};
-use bellwether_client::{Client, Election, Leadership, Mutex, Session, SessionOptions};
+use bellwether_client::{
+    Client, Election, Error as ClientError, Leadership, Mutex, Session, SessionOptions,
+};
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,9 +22,6 @@ const SIGNAL_SLACK: Duration = Duration::from_millis(50);
 
 /// Exit code when leadership was lost and `--restart` was not given.
 const EXIT_LOST: u8 = 3;
-
-/// Exit code when the wrapper itself was interrupted before leading.
-const EXIT_INTERRUPTED: u8 = 130;
 
 /// Settings `elect` and `lock` share.
 #[derive(Args, Clone)]
@@ -169,13 +168,32 @@ async fn lead_and_run(
     command: &[String],
 ) -> anyhow::Result<ExitCode> {
     let options = session_options(lease)?;
+    // Registered once, before anything else, for the whole run: a signal
+    // that arrives while the session opens is kept until it is read, and
+    // none falls back to its default action (which would kill this wrapper
+    // and leave the program running).
+    let mut signals = Signals::register()?;
     loop {
         let session = Session::new(client, options.clone())
             .await
             .context("cannot open a session")?;
-        let Some(leadership) = campaign(&session, name, kind).await? else {
-            session.close().await.ok();
-            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        let leadership = match campaign(&session, name, kind, &mut signals).await {
+            Ok(Campaign::Leading(leadership)) => leadership,
+            Ok(Campaign::Interrupted(signal)) => {
+                session.close().await.ok();
+                return Ok(ExitCode::from(128 + signal));
+            }
+            Err(error) => {
+                // Revoke the lease: nothing of this run stays in line.
+                session.close().await.ok();
+                if lease.restart
+                    && !matches!(error.downcast_ref(), Some(ClientError::InvalidArgument(_)))
+                {
+                    eprintln!("bellwether: {error:#}; campaigning again");
+                    continue;
+                }
+                return Err(error);
+            }
         };
         eprintln!(
             "bellwether: leading {name} (token {}, lease {:x})",
@@ -193,7 +211,7 @@ async fn lead_and_run(
             .env("BELLWETHER_FENCING_TOKEN", leadership.token().to_string())
             .env("BELLWETHER_LEASE_ID", format!("{:x}", session.lease_id()));
         let grace = Duration::from_millis(lease.grace);
-        let ending = supervisor::run(program, leadership.lost(), grace).await;
+        let ending = supervisor::run(program, leadership.lost(), grace, &mut signals).await;
         match ending {
             Ok(Ending::Exited(status)) => {
                 // Resign at once so that the next campaigner leads within
@@ -217,13 +235,23 @@ async fn lead_and_run(
     }
 }
 
-/// Campaigns until leading; `None` when interrupted (INT or TERM) first,
-/// after giving the place in line up.
+/// How a campaign ended.
+enum Campaign {
+    /// This process leads.
+    Leading(Leadership),
+    /// A terminating signal (its number) came first; the place in line was
+    /// given up.
+    Interrupted(u8),
+}
+
+/// Campaigns until leading, or until INT, TERM, HUP or QUIT arrives
+/// (USR1 and USR2 are ignored while no program runs).
 async fn campaign(
     session: &Session,
     name: &str,
     kind: &Kind,
-) -> anyhow::Result<Option<Leadership>> {
+    signals: &mut Signals,
+) -> anyhow::Result<Campaign> {
     let started = match kind {
         Kind::Election { value } => {
             Election::new(session, name)?
@@ -239,19 +267,18 @@ async fn campaign(
         }
     }
     .context("cannot campaign")?;
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        led = started.wait_leader() => {
-            led.context("the session was lost while waiting to lead")?;
-            Ok(Some(started))
-        }
-        _ = tokio::signal::ctrl_c() => {
-            started.resign().await.ok();
-            Ok(None)
-        }
-        _ = terminate.recv() => {
-            started.resign().await.ok();
-            Ok(None)
+    loop {
+        tokio::select! {
+            led = started.wait_leader() => {
+                led.context("the session was lost while waiting to lead")?;
+                return Ok(Campaign::Leading(started));
+            }
+            signal = signals.next() => {
+                if let Some(number) = supervisor::terminating(signal) {
+                    started.resign().await.ok();
+                    return Ok(Campaign::Interrupted(number));
+                }
+            }
         }
     }
 }

@@ -112,6 +112,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         let store = machine.store.clone();
         let revisions = machine.revisions();
         let lessor = machine.lessor();
+        lessor.set_takeover_extension(std::time::Duration::from_millis(2 * config.election_ms));
         let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;
         let handles = node.handles();
         let client_listener = match config.client_listen {

@@ -608,7 +608,8 @@ fn a_paused_leaders_program_is_fenced_off_by_its_token() {
 }
 
 /// A holder that dies (SIGKILL of `elect`) with release on disconnect is
-/// replaced long before its TTL (60 s here, twice the test's wait).
+/// replaced long before its TTL (60 s here, twice the test's wait), and its
+/// program dies with it.
 #[test]
 fn a_killed_holder_with_release_on_disconnect_is_replaced_before_its_ttl() {
     let (_cluster, endpoints) = cluster("elect-killed");
@@ -646,10 +647,18 @@ fn a_killed_holder_with_release_on_disconnect_is_replaced_before_its_ttl() {
     assert!(!b_marker.exists(), "b ran while a held the election");
     kill("KILL", a.pid());
     a.wait();
+    // The wrapper's watchdog, left in the program's group, sees the
+    // wrapper's pipe close and kills the group.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(a_child) {
+        assert!(
+            Instant::now() < deadline,
+            "the program outlived its SIGKILLed wrapper"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(wait_file(&b_marker), "b");
     assert_eq!(b.wait().code(), Some(0));
-    // A SIGKILLed wrapper cannot stop its program; the test does.
-    kill("KILL", a_child);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -686,6 +695,55 @@ fn restart_campaigns_again_after_a_loss() {
         elect.wait().code(),
         Some(128 + 15),
         "TERM reached the program"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A lease that expires while `elect` waits in line ends the wait with a
+/// one-line error and leaves no key of its own behind.
+#[test]
+fn a_lease_lost_while_waiting_ends_elect_with_an_error() {
+    let (_cluster, endpoints) = cluster("elect-lost-waiting");
+    let dir = scratch("lost-waiting");
+    let marker = dir.join("holder");
+    let holder_script = format!("echo up > {}; exec sleep 600", marker.display());
+    let _holder = Running::start(
+        &endpoints,
+        &["elect", "line", "--", "sh", "-c", &holder_script],
+    );
+    wait_file(&marker);
+    let waiter = bellwether(&endpoints, &["elect", "line", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The waiter's key is the second under line/; revoke its lease.
+    let deadline = Instant::now() + WAIT;
+    let waiter_lease = loop {
+        let keys = keys_of(&endpoints, "line");
+        if keys.len() == 2 {
+            let out = etcdctl::run_ok(&endpoints, &["get", "--prefix", "line/", "-w", "json"]);
+            let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+            let mut kvs: Vec<&serde_json::Value> = json["kvs"].as_array().unwrap().iter().collect();
+            kvs.sort_by_key(|kv| kv["create_revision"].as_i64().unwrap());
+            break format!("{:x}", kvs[1]["lease"].as_i64().unwrap());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiter never queued: {keys:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    etcdctl::run_ok(&endpoints, &["lease", "revoke", &waiter_lease]);
+    let out = waiter.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("lost while waiting to lead"), "{stderr}");
+    assert_eq!(
+        keys_of(&endpoints, "line").len(),
+        1,
+        "only the holder's key"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -25,6 +25,10 @@ pub const RETRY_DEADLINE_DEFAULT: Duration = Duration::from_secs(5);
 /// How long one connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// How often an HTTP/2 ping checks that a member still answers, and how
+/// long its answer may take.
+const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(3);
+
 /// The pause between two rounds over every endpoint.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -91,6 +95,11 @@ impl Client {
                     reason: e.to_string(),
                 })?
                 .connect_timeout(CONNECT_TIMEOUT)
+                // A peer that vanished without closing the connection is
+                // noticed within a few seconds, and its streams fail over.
+                .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
+                .keep_alive_timeout(KEEP_ALIVE_INTERVAL)
+                .keep_alive_while_idle(true)
                 .tcp_nodelay(true)
                 .connect_lazy();
             channels.push(channel);

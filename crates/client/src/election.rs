@@ -27,7 +27,21 @@ use tokio::task::JoinHandle;
 /// reader.
 pub const OBSERVE_BUFFER_MAX: usize = 64;
 
+/// The longest a campaign or an observer waits on a watch before reading
+/// the line again.
+pub const REREAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The leader of an election as read from the store.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), bellwether_client::Error> {
+/// let client = bellwether_client::Client::connect(["127.0.0.1:7201"])?;
+/// if let Some(leader) = bellwether_client::leader_of(&client, "cron").await? {
+///     println!("{} leads with token {}", String::from_utf8_lossy(&leader.value), leader.token);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaderInfo {
     /// The leader's key.
@@ -53,6 +67,12 @@ impl LeaderInfo {
 }
 
 /// Where a campaign stands.
+///
+/// ```
+/// use bellwether_client::LeadershipState;
+/// let state = LeadershipState::Leader { token: 42, key: b"cron/1".to_vec() };
+/// assert!(matches!(state, LeadershipState::Leader { token: 42, .. }));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeadershipState {
     /// The key is being written.
@@ -333,7 +353,8 @@ impl Leadership {
     }
 
     /// Gives the leadership (or the place in line) up: deletes the key, so
-    /// the next campaigner leads at once. The session stays.
+    /// the next campaigner leads at once. The session stays. Dropping a
+    /// `Leadership` that is not lost does the same in the background.
     pub async fn resign(self) -> Result<()> {
         self.task.abort();
         self.shared.state.send_replace(LeadershipState::Lost);
@@ -348,8 +369,32 @@ impl Leadership {
 }
 
 impl Drop for Leadership {
+    /// A campaign dropped before it resigned or was lost (a campaign
+    /// future cancelled by a timeout, a guard that goes out of scope)
+    /// withdraws its key, as etcd does for a cancelled campaign: a key left
+    /// in line would later lead with nobody acting on it, and hold the name
+    /// for the session's whole life.
     fn drop(&mut self) {
         self.task.abort();
+        let lost = *self.shared.state.borrow() == LeadershipState::Lost;
+        if lost {
+            return;
+        }
+        self.shared.state.send_replace(LeadershipState::Lost);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let shared = self.shared.clone();
+        runtime.spawn(async move {
+            let txn = pb::TxnRequest {
+                compare: vec![keys::created_at(&shared.key, shared.token)],
+                success: vec![keys::delete_op(&shared.key)],
+                failure: Vec::new(),
+            };
+            if let Err(error) = shared.client.txn(txn).await {
+                tracing::debug!(%error, "withdrawing a dropped campaign failed");
+            }
+        });
     }
 }
 
@@ -384,7 +429,17 @@ async fn follow_step(shared: &Shared) -> Result<bool> {
     let client = &shared.client;
     let (predecessor, revision) =
         keys::first_under(client, &shared.prefix, shared.token - 1, true).await?;
-    let (mine, _) = keys::first_under(client, &shared.key, 0, false).await?;
+    // The exact key: a prefix read would also match longer keys that
+    // begin with this one (lease ids of other lengths).
+    let mine = client
+        .range(pb::RangeRequest {
+            key: shared.key.clone(),
+            ..pb::RangeRequest::default()
+        })
+        .await?
+        .kvs
+        .into_iter()
+        .next();
     if mine.is_none_or(|kv| kv.create_revision != shared.token) {
         return Err(Error::NotLeader);
     }
@@ -418,8 +473,14 @@ async fn follow_step(shared: &Shared) -> Result<bool> {
             predecessor.key
         }
     };
-    // The key (ours or the predecessor's) is single, not a prefix.
-    keys::wait_event(client, &watched, Vec::new(), revision + 1, true).await?;
+    // The key (ours or the predecessor's) is single, not a prefix. The
+    // wait is bounded: a watch on a member cut off from the others (or
+    // behind a dead connection) may never fire, so the line is read again
+    // (linearizably, which fails over) every REREAD_INTERVAL.
+    let wait = keys::wait_event(client, &watched, Vec::new(), revision + 1, true);
+    if let Ok(waited) = tokio::time::timeout(REREAD_INTERVAL, wait).await {
+        waited?;
+    }
     Ok(true)
 }
 
@@ -442,14 +503,22 @@ async fn observe(client: Client, name: String, sender: mpsc::Sender<Option<Leade
             }
             Err(error) => {
                 tracing::debug!(%error, "observe: read failed; retrying");
+                if sender.is_closed() {
+                    return;
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             }
         };
         let end = keys::prefix_end(&prefix);
+        let wait = keys::wait_event(&client, &prefix, end, revision + 1, false);
         let waited = tokio::select! {
             _ = sender.closed() => return,
-            waited = keys::wait_event(&client, &prefix, end, revision + 1, false) => waited,
+            // Bounded, like a campaign's wait: read again after a while.
+            waited = tokio::time::timeout(REREAD_INTERVAL, wait) => match waited {
+                Ok(waited) => waited,
+                Err(_) => continue,
+            },
         };
         match waited {
             Ok(WatchEnd::Event) | Ok(WatchEnd::Compacted) | Ok(WatchEnd::Broken) => {}

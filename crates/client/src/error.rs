@@ -4,6 +4,11 @@
 use std::time::Duration;
 
 /// What can go wrong in a client call.
+///
+/// ```
+/// use bellwether_client::{Client, Error};
+/// assert!(matches!(Client::connect(Vec::<String>::new()), Err(Error::NoEndpoints)));
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// No endpoint was given.

@@ -28,6 +28,10 @@ use tokio_stream::wrappers::ReceiverStream;
 /// clocks drift by well under 0.01%).
 pub const CLOCK_RATE_DRIFT_MAX: f64 = 0.01;
 
+/// Time taken off every deadline for the timer that marks the session
+/// lost firing late (timer resolution and scheduling).
+pub const TIMER_SLACK: Duration = Duration::from_millis(10);
+
 /// The longest TTL a session may ask for (etcd's own limit is 9e9 s; a
 /// day is far past any sensible leadership lease).
 pub const TTL_MAX: Duration = Duration::from_secs(24 * 3600);
@@ -46,6 +50,13 @@ pub const RELEASE_ON_DISCONNECT_MS_MIN: u64 = 50;
 pub const RELEASE_ON_DISCONNECT_MS_MAX: u64 = 60_000;
 
 /// Where a session stands.
+///
+/// ```
+/// use bellwether_client::SessionState;
+/// // Only Alive and Suspended may still act; Lost is final.
+/// let may_act = |s: SessionState| s != SessionState::Lost;
+/// assert!(may_act(SessionState::Suspended));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionState {
     /// The last keep-alive was answered; the deadline is ahead.
@@ -131,7 +142,7 @@ impl SessionOptions {
     /// How far before `send time + lease span` the session counts itself
     /// lost.
     pub fn margin(&self) -> Duration {
-        self.lease_span().mul_f64(CLOCK_RATE_DRIFT_MAX) + self.extra_margin
+        self.lease_span().mul_f64(CLOCK_RATE_DRIFT_MAX) + TIMER_SLACK + self.extra_margin
     }
 
     /// Refuses settings under which the session could not stay alive
@@ -149,10 +160,14 @@ impl SessionOptions {
         }
         if let Some(grace) = self.release_on_disconnect {
             let millis = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
-            if !(RELEASE_ON_DISCONNECT_MS_MIN..=RELEASE_ON_DISCONNECT_MS_MAX).contains(&millis) {
+            // The server gets whole milliseconds: a fraction would make the
+            // client count on more than the server grants.
+            if grace.subsec_nanos() % 1_000_000 != 0
+                || !(RELEASE_ON_DISCONNECT_MS_MIN..=RELEASE_ON_DISCONNECT_MS_MAX).contains(&millis)
+            {
                 return invalid(format!(
-                    "the release-on-disconnect grace must be from {RELEASE_ON_DISCONNECT_MS_MIN} \
-                     to {RELEASE_ON_DISCONNECT_MS_MAX} ms (got {grace:?})"
+                    "the release-on-disconnect grace must be whole milliseconds from \
+                     {RELEASE_ON_DISCONNECT_MS_MIN} to {RELEASE_ON_DISCONNECT_MS_MAX} (got {grace:?})"
                 ));
             }
         }

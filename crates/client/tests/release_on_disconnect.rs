@@ -24,7 +24,12 @@ const TTL: Duration = Duration::from_secs(60);
 async fn holder_and_contender(
     client: &Client,
     name: &str,
-) -> (Session, Vec<u8>, Session, bellwether_client::Leadership) {
+) -> (
+    Session,
+    bellwether_client::Leadership,
+    Session,
+    bellwether_client::Leadership,
+) {
     let released = SessionOptions {
         release_on_disconnect: Some(Duration::from_millis(300)),
         ..SessionOptions::with_ttl(TTL)
@@ -35,8 +40,7 @@ async fn holder_and_contender(
         .campaign("holder")
         .await
         .unwrap();
-    let key = leadership.key().to_vec();
-    drop(leadership);
+    // Kept, not dropped: dropping a leadership withdraws its key.
     let contender_session = Session::new(client, SessionOptions::with_ttl(TTL))
         .await
         .unwrap();
@@ -51,7 +55,7 @@ async fn holder_and_contender(
             .is_err(),
         "the contender must wait while the holder is connected"
     );
-    (holder, key, contender_session, contender)
+    (holder, leadership, contender_session, contender)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,7 +67,7 @@ async fn a_dropped_holder_is_released_within_the_grace_on_bellwether() {
     for member in all.clone() {
         let client = Client::connect([cluster.client(member).to_string()]).unwrap();
         let name = format!("released-{member}");
-        let (holder, _key, _contender_session, contender) =
+        let (holder, _held, _contender_session, contender) =
             holder_and_contender(&client, &name).await;
         // The holder's keep-alive stream ends, as when its process dies.
         drop(holder);
@@ -78,8 +82,9 @@ async fn a_dropped_holder_is_released_within_the_grace_on_bellwether() {
 async fn etcd_ignores_release_on_disconnect_and_keeps_the_ttl() {
     let etcd = EtcdServer::start("client-release-etcd");
     let client = Client::connect([etcd.client.to_string()]).unwrap();
-    let (holder, key, _contender_session, contender) =
+    let (holder, held, _contender_session, contender) =
         holder_and_contender(&client, "released").await;
+    let key = held.key().to_vec();
     drop(holder);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(

@@ -48,6 +48,7 @@ scenarios!(
     session_keeps_the_lease_alive_past_its_ttl,
     session_close_deletes_the_leader_key,
     campaign_again_in_the_same_session_keeps_the_token,
+    a_cancelled_campaign_withdraws_its_key,
     campaign_on_a_lost_session_fails,
     leadership_is_lost_when_its_key_is_deleted,
     try_lock_fails_while_held_and_leaves_no_key,
@@ -62,6 +63,7 @@ scenarios!(
     try_lock_takes_a_free_lock,
     a_waiting_lock_is_taken_when_the_holder_closes_its_session,
     leader_of_reads_the_oldest_campaigner,
+    a_killed_holder_process_is_replaced_after_its_lease,
 );
 
 /// A session with `ttl_seconds`.
@@ -425,7 +427,6 @@ async fn campaign_again_in_the_same_session_keeps_the_token(client: Client, tag:
     let election = Election::new(&s, &tag).unwrap();
     let first = election.campaign("a").await.unwrap();
     let token = first.token();
-    drop(first);
     let again = election.campaign("b").await.unwrap();
     assert_eq!(again.token(), token);
     assert_eq!(election.leader().await.unwrap().unwrap().value, b"b");
@@ -699,4 +700,74 @@ async fn leader_of_reads_the_oldest_campaigner(client: Client, tag: String) {
         (leader.value.as_slice(), leader.token),
         (b"old".as_slice(), first.token())
     );
+}
+
+/// The holder is another process (`bellwether elect`, TTL 2 s) that is
+/// SIGKILLed: the waiting campaigner leads once the server expires the
+/// dead holder's lease.
+async fn a_killed_holder_process_is_replaced_after_its_lease(client: Client, tag: String) {
+    let dir = std::env::temp_dir().join(format!("bw-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("child");
+    let script = format!(
+        "echo $$ > {0}.tmp && mv {0}.tmp {0} && exec sleep 600",
+        marker.display()
+    );
+    let mut holder = std::process::Command::new(super::common::bellwether_binary())
+        .args(["elect", &tag, "--ttl", "2", "--grace", "50", "--endpoints"])
+        .arg(client.endpoints().join(","))
+        .args(["--", "sh", "-c", &script])
+        .env("BELLWETHER_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("bellwether elect runs");
+    let deadline = Instant::now() + WAIT;
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the holder never led");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let child = std::fs::read_to_string(&marker).unwrap().trim().to_string();
+    let s = session(&client, 5).await;
+    let waiter = Election::new(&s, &tag)
+        .unwrap()
+        .start_campaign("next")
+        .await
+        .unwrap();
+    assert!(stays_waiting(&waiter).await, "led while the holder lived");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let led = timeout(WAIT, waiter.wait_leader()).await;
+    // The holder's program outlives its SIGKILLed wrapper: stop it.
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &child])
+        .status();
+    let _ = std::fs::remove_dir_all(&dir);
+    led.expect("the next campaigner led after the lease expired")
+        .unwrap();
+}
+
+/// A campaign abandoned while it waits (its future dropped by a timeout)
+/// leaves no key in line, as etcd's cancelled Campaign does.
+async fn a_cancelled_campaign_withdraws_its_key(client: Client, tag: String) {
+    let (s1, s2) = (session(&client, 5).await, session(&client, 5).await);
+    let _first = Election::new(&s1, &tag)
+        .unwrap()
+        .campaign("1")
+        .await
+        .unwrap();
+    let second = Election::new(&s2, &tag).unwrap();
+    let waited = timeout(STAYS_BLOCKED, second.campaign("2")).await;
+    assert!(waited.is_err(), "the second must still be waiting");
+    let key = format!("{tag}/{:x}", s2.lease_id());
+    let deadline = Instant::now() + WAIT;
+    while exists(&client, key.as_bytes()).await {
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled campaign's key stayed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!s2.is_lost(), "the session stays");
 }

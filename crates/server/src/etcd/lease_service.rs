@@ -122,6 +122,16 @@ impl LeaseService {
 
     /// One keep-alive, served here if this member is the primary lessor.
     fn renew_here(&self, id: i64) -> Renewal {
+        // The lessor learns of a lost leadership only at its next check;
+        // the member's status knows at once. A member that no longer leads
+        // must not renew: the new leader counts leases from its takeover.
+        let leading = {
+            let status = self.backend.status.borrow();
+            status.role == "leader" && status.leader == Some(self.backend.member_id)
+        };
+        if !leading {
+            return Renewal::NotPrimary;
+        }
         let ttl = self.backend.store().lease(id).map(|l| l.ttl_seconds);
         self.lessor.renew(id, ttl)
     }

@@ -251,11 +251,25 @@ impl LessorState {
 #[derive(Clone, Debug, Default)]
 pub struct Lessor {
     state: Arc<Mutex<LessorState>>,
+    /// Milliseconds added to every lease's TTL when this member takes over
+    /// (see [`Lessor::set_takeover_extension`]).
+    takeover_extension_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Lessor {
     fn state(&self) -> std::sync::MutexGuard<'_, LessorState> {
         self.state.lock().expect("lessor lock")
+    }
+
+    /// Sets how much longer than its TTL every lease lives from a takeover:
+    /// a deposed leader that has not yet noticed (cut off, it steps down
+    /// only at its check-quorum timeout) may still answer keep-alives for
+    /// that long, and a client counts its lease from such an answer. Two
+    /// election timeouts cover it.
+    pub fn set_takeover_extension(&self, extension: Duration) {
+        let ms = u64::try_from(extension.as_millis()).unwrap_or(u64::MAX);
+        self.takeover_extension_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A grant was applied: if this member is primary the lease starts its
@@ -396,8 +410,12 @@ impl Lessor {
                 epoch: now,
                 ..LessorState::default()
             };
+            let extension = Duration::from_millis(
+                self.takeover_extension_ms
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            );
             for (id, ttl) in &live {
-                let deadline = state.deadline_after(now, *ttl);
+                let deadline = state.deadline_after(now + extension, *ttl);
                 state.set_deadline(*id, deadline);
             }
             tracing::info!(
@@ -580,6 +598,14 @@ mod tests {
         assert!(state.take_expired(8, Instant::now(), 10).is_empty());
         assert_eq!(state.take_expired(9, Instant::now(), 10), vec![1]);
         assert!(state.is_consistent());
+    }
+
+    #[test]
+    fn a_takeover_extends_every_lease_by_the_set_extension() {
+        let lessor = Lessor::default();
+        lessor.set_takeover_extension(Duration::from_secs(2));
+        lessor.check(Some(1), || vec![(1, 10)]);
+        assert_eq!(lessor.remaining_seconds(1), Some(12));
     }
 
     #[test]
