@@ -42,7 +42,7 @@ if [ "${#need[@]}" -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
   else
-    echo "note: ${need[*]} missing and cannot be installed here (needs root and apt-get); the tests that need them say they were skipped, except that without protoc the etcd-client conformance tests (crates/conformance) cannot build" >&2
+    echo "note: ${need[*]} missing and cannot be installed here (needs root and apt-get); the tests that need them will fail, and without protoc the etcd-client conformance tests (crates/conformance) cannot build" >&2
   fi
 fi
 

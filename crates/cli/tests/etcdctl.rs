@@ -9,9 +9,7 @@ use std::time::Duration;
 
 #[test]
 fn etcdctl_put_get_del_and_txn_work_through_any_member() {
-    if !common::etcdctl::installed() {
-        return;
-    }
+    common::etcdctl::require();
     let mut cluster = Cluster::start("etcdctl", 3, 50, 300);
     let all = cluster.all();
     cluster.wait_leader(&all, Duration::from_secs(10));
@@ -84,9 +82,7 @@ fn etcdctl_put_get_del_and_txn_work_through_any_member() {
 /// success branch.
 #[test]
 fn etcdctl_sort_rev_prefix_delete_and_txn_branches() {
-    if !common::etcdctl::installed() {
-        return;
-    }
+    common::etcdctl::require();
     let mut cluster = Cluster::start("etcdctl-kv-more", 3, 50, 300);
     let all = cluster.all();
     cluster.wait_leader(&all, Duration::from_secs(10));

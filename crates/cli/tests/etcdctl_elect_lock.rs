@@ -90,9 +90,7 @@ fn lease_of(key: &str) -> String {
 /// `elect -l` reports every leader in order.
 #[test]
 fn etcdctl_elect_takes_over_on_resign_and_on_lease_revoke() {
-    if !etcdctl::installed() {
-        return;
-    }
+    etcdctl::require();
     let (_cluster, _, endpoints) = cluster("etcdctl-elect");
     let observer = Background::start(&endpoints[0], &["elect", "-l", "job"]);
     let mut one = Background::start(&endpoints[1], &["elect", "job", "one"]);
@@ -143,9 +141,7 @@ fn etcdctl_elect_takes_over_on_resign_and_on_lease_revoke() {
 /// fixed 60 s TTL, no keep-alives after the kill); then the second leads.
 #[test]
 fn etcdctl_elect_takes_over_when_a_killed_leaders_lease_expires() {
-    if !etcdctl::installed() {
-        return;
-    }
+    etcdctl::require();
     let (_cluster, _, endpoints) = cluster("etcdctl-elect-kill");
     let observer = Background::start(&endpoints[0], &["elect", "-l", "svc"]);
     let mut one = Background::start(&endpoints[1], &["elect", "svc", "one"]);
@@ -189,9 +185,7 @@ fn lock_keys(endpoint: &str, name: &str) -> Vec<String> {
 /// expires.
 #[test]
 fn etcdctl_lock_runs_are_mutually_exclusive() {
-    if !etcdctl::installed() {
-        return;
-    }
+    etcdctl::require();
     let (cluster, _, endpoints) = cluster("etcdctl-lock");
     let markers = cluster.dir.join("markers");
     let script = format!(
@@ -281,9 +275,7 @@ const FAILOVER_HOLD: Duration = Duration::from_secs(10);
 /// member before the TTL runs out, and a member crash does not end it.
 #[test]
 fn etcdctl_elect_holder_keeps_leadership_when_its_member_is_killed() {
-    if !etcdctl::installed() {
-        return;
-    }
+    etcdctl::require();
     let (mut cluster, leader, endpoints) = cluster("etcdctl-elect-failover");
     let all = cluster.all();
     let followers: Vec<usize> = all.iter().copied().filter(|i| *i != leader).collect();
@@ -368,9 +360,7 @@ fn etcdctl_elect_holder_keeps_leadership_when_its_member_is_killed() {
 /// revision makes lockers wait for each other forever.
 #[test]
 fn etcdctl_lock_lockers_started_together_all_run() {
-    if !etcdctl::installed() {
-        return;
-    }
+    etcdctl::require();
     let (cluster, _, endpoints) = cluster("etcdctl-lock-together");
     let markers = cluster.dir.join("markers");
     let script = format!(

@@ -76,9 +76,7 @@ fn keys(endpoint: &str, prefix: &str) -> Vec<String> {
 /// no longer exists: every line as etcd 3.4 prints it.
 #[test]
 fn etcdctl_lease_grant_timetolive_list_keep_alive_once_and_revoke() {
-    if !etcdctl::installed() {
-        return;
-    }
+    etcdctl::require();
     let (_cluster, follower, other) = cluster("etcdctl-lease-revoke");
     let lease = grant(&follower, 60);
     let unused = grant(&other, 60);
@@ -174,9 +172,7 @@ fn etcdctl_lease_grant_timetolive_list_keep_alive_once_and_revoke() {
 /// the lease and deletes all its keys in one revision.
 #[test]
 fn etcdctl_lease_keep_alive_stream_holds_a_lease_and_expiry_deletes_its_keys() {
-    if !etcdctl::installed() {
-        return;
-    }
+    etcdctl::require();
     let (_cluster, follower, other) = cluster("etcdctl-lease-expiry");
     let ttl_seconds = 3;
     let lease = grant(&follower, ttl_seconds);

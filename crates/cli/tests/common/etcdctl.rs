@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 /// How often waits poll.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Whether `etcdctl` runs here; tests that need it skip (saying so) when it
-/// does not. scripts/test.sh installs it.
-pub fn installed() -> bool {
+/// Fails the test unless `etcdctl` runs here: a test that needs it must
+/// not pass without it. scripts/test.sh installs it (Debian's etcd-client).
+pub fn require() {
     let found = Command::new("etcdctl").arg("version").output().is_ok();
-    if !found {
-        eprintln!("etcdctl is not installed: scripts/test.sh installs etcd-client; skipping");
-    }
-    found
+    assert!(
+        found,
+        "etcdctl is not installed: run ./scripts/test.sh (it installs Debian's etcd-client) \
+         or apt-get install etcd-client"
+    );
 }
 
 /// An `etcdctl` command for `endpoints` (comma-separated), API v3.
