@@ -72,6 +72,36 @@ async fn session(client: &Client, ttl_seconds: u64) -> Session {
     Session::new(client, options).await.expect("session")
 }
 
+/// Two sessions in line for one name: the first leads (value "1"), the
+/// second waits behind it (value "2").
+struct Line {
+    s1: Session,
+    first: bellwether_client::Leadership,
+    s2: Session,
+    second: bellwether_client::Leadership,
+}
+
+/// Sets up a [`Line`] under `tag`.
+async fn line_of_two(client: &Client, tag: &str) -> Line {
+    let (s1, s2) = (session(client, 5).await, session(client, 5).await);
+    let first = Election::new(&s1, tag)
+        .unwrap()
+        .campaign("1")
+        .await
+        .unwrap();
+    let second = Election::new(&s2, tag)
+        .unwrap()
+        .start_campaign("2")
+        .await
+        .unwrap();
+    Line {
+        s1,
+        first,
+        s2,
+        second,
+    }
+}
+
 /// Waits (bounded) for `leadership` to lead.
 async fn leads(leadership: &bellwether_client::Leadership) -> i64 {
     timeout(WAIT, leadership.wait_leader())
@@ -137,17 +167,12 @@ async fn leader_is_none_without_campaigners(client: Client, tag: String) {
 }
 
 async fn second_campaigner_waits_then_leads_after_resign(client: Client, tag: String) {
-    let (s1, s2) = (session(&client, 5).await, session(&client, 5).await);
-    let first = Election::new(&s1, &tag)
-        .unwrap()
-        .campaign("1")
-        .await
-        .unwrap();
-    let second = Election::new(&s2, &tag)
-        .unwrap()
-        .start_campaign("2")
-        .await
-        .unwrap();
+    let Line {
+        s1: _s1,
+        first,
+        s2: _s2,
+        second,
+    } = line_of_two(&client, &tag).await;
     assert!(stays_waiting(&second).await, "the second must wait");
     first.resign().await.unwrap();
     let token = leads(&second).await;
@@ -155,17 +180,12 @@ async fn second_campaigner_waits_then_leads_after_resign(client: Client, tag: St
 }
 
 async fn second_campaigner_leads_after_session_close(client: Client, tag: String) {
-    let (s1, s2) = (session(&client, 5).await, session(&client, 5).await);
-    let _first = Election::new(&s1, &tag)
-        .unwrap()
-        .campaign("1")
-        .await
-        .unwrap();
-    let second = Election::new(&s2, &tag)
-        .unwrap()
-        .start_campaign("2")
-        .await
-        .unwrap();
+    let Line {
+        s1,
+        first: _first,
+        s2: _s2,
+        second,
+    } = line_of_two(&client, &tag).await;
     assert!(stays_waiting(&second).await);
     s1.close().await.unwrap();
     leads(&second).await;
@@ -208,17 +228,12 @@ async fn tokens_strictly_increase_across_leaders(client: Client, tag: String) {
 }
 
 async fn a_deposed_leaders_guarded_write_is_refused(client: Client, tag: String) {
-    let (s1, s2) = (session(&client, 5).await, session(&client, 5).await);
-    let first = Election::new(&s1, &tag)
-        .unwrap()
-        .campaign("1")
-        .await
-        .unwrap();
-    let second = Election::new(&s2, &tag)
-        .unwrap()
-        .start_campaign("2")
-        .await
-        .unwrap();
+    let Line {
+        s1,
+        first,
+        s2: _s2,
+        second,
+    } = line_of_two(&client, &tag).await;
     // The first leader's lease is revoked behind its back: it is deposed
     // but, until it hears of it, may still try to write.
     revoke(&client, s1.lease_id()).await;
@@ -277,17 +292,12 @@ async fn observe_reports_each_leader_change_in_order(client: Client, tag: String
     let mut observed = Election::observe(&client, &tag).unwrap();
     let none = timeout(WAIT, observed.recv()).await.unwrap().unwrap();
     assert_eq!(none, None, "nobody leads at first");
-    let (s1, s2) = (session(&client, 5).await, session(&client, 5).await);
-    let first = Election::new(&s1, &tag)
-        .unwrap()
-        .campaign("1")
-        .await
-        .unwrap();
-    let second = Election::new(&s2, &tag)
-        .unwrap()
-        .start_campaign("2")
-        .await
-        .unwrap();
+    let Line {
+        s1: _s1,
+        first,
+        s2: _s2,
+        second,
+    } = line_of_two(&client, &tag).await;
     let seen = |info: Option<LeaderInfo>| info.map(|i| (i.value, i.token));
     let a = timeout(WAIT, observed.recv()).await.unwrap().unwrap();
     assert_eq!(seen(a), Some((b"1".to_vec(), first.token())));
@@ -339,17 +349,12 @@ async fn one_resignation_wakes_exactly_one_of_fifty_waiters(client: Client, tag:
 }
 
 async fn follower_state_names_the_leader_and_its_own_token(client: Client, tag: String) {
-    let (s1, s2) = (session(&client, 5).await, session(&client, 5).await);
-    let first = Election::new(&s1, &tag)
-        .unwrap()
-        .campaign("1")
-        .await
-        .unwrap();
-    let second = Election::new(&s2, &tag)
-        .unwrap()
-        .start_campaign("2")
-        .await
-        .unwrap();
+    let Line {
+        s1: _s1,
+        first,
+        s2: _s2,
+        second,
+    } = line_of_two(&client, &tag).await;
     let mut state = second.state();
     let follower = timeout(
         WAIT,
