@@ -320,7 +320,14 @@ impl Lease for LeaseService {
                 keys: Vec::new(),
             }));
         };
-        let ttl = self.lessor.remaining_seconds(request.id).unwrap_or(granted);
+        // Never above the granted TTL, as etcd reports it: a lease may live
+        // longer after a takeover (see `Lessor::set_takeover_extension`),
+        // and a client that counts on less is safe.
+        let ttl = self
+            .lessor
+            .remaining_seconds(request.id)
+            .unwrap_or(granted)
+            .min(granted);
         Ok(Response::new(pb::LeaseTimeToLiveResponse {
             header: Some(self.backend.header()),
             id: request.id,
