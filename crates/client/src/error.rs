@@ -47,6 +47,12 @@ pub enum Error {
     /// `try_lock` found the lock held.
     #[error("the lock is held by another session")]
     Locked,
+    /// A long-lived watch ended; read again and watch again.
+    #[error("the watch ended: {0}")]
+    WatchEnded(&'static str),
+    /// No task, group or queue of that name.
+    #[error("{0}")]
+    NotFound(String),
     /// The server's answer lacked something etcd always sends.
     #[error("malformed answer from the server: {0}")]
     Malformed(&'static str),

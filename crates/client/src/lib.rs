@@ -16,6 +16,9 @@
 //!   [`Leadership`] carries the fencing token and a [`LeadershipState`]
 //!   stream, and [`Leadership::guard`] is the compare that fences writes.
 //! - [`Mutex`]: lock, try_lock, unlock, with the same token and states.
+//! - [`tasks`]: the Leader-Followers pattern: a durable task queue whose
+//!   elected worker assigns tasks to the others, with fenced results,
+//!   reassignment, dead letters and task groups aggregated once.
 //!
 //! Only etcd's KV, Lease and Watch calls are used, with etcd's own key
 //! layout for elections and locks, so the same code runs against a
@@ -47,7 +50,9 @@ pub mod election;
 pub mod error;
 pub mod keys;
 pub mod mutex;
+mod prefix_watch;
 pub mod session;
+pub mod tasks;
 mod watch_hub;
 
 pub use bellwether_api::etcdserverpb as pb;

@@ -1,0 +1,138 @@
+//! [`PrefixWatch`]: a stream of every event under a prefix, for the task
+//! queue's leader and workers, which follow a range for as long as they run
+//! (the recipes' one-shot waits use the shared [`crate::watch_hub`]).
+//!
+//! Whoever follows a range first reads it with [`list`], then watches from
+//! the revision after that read. When the watch breaks (member down,
+//! compaction, cancel), [`PrefixWatch::next`] fails and the caller reads
+//! again and opens a new watch: nothing is missed, and events already
+//! applied are recognised by their revisions.
+
+use crate::client::{is_unavailable, Client};
+use crate::error::{Error, Result};
+use crate::keys;
+use bellwether_api::etcdserverpb as pb;
+use bellwether_api::mvccpb;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Keys read per request when listing a range.
+pub const LIST_PAGE_KEYS: i64 = 1000;
+
+/// A watch on one prefix, on its own stream.
+pub(crate) struct PrefixWatch {
+    /// Keeps the request side open; the stream ends when it is dropped.
+    _requests: mpsc::Sender<pb::WatchRequest>,
+    /// The answers.
+    answers: tonic::Streaming<pb::WatchResponse>,
+    /// The endpoint the stream runs on.
+    endpoint: usize,
+    /// The client, to move to another endpoint when the stream breaks.
+    client: Client,
+}
+
+impl PrefixWatch {
+    /// Watches every key under `prefix` from `start_revision` on.
+    pub(crate) async fn open(
+        client: &Client,
+        prefix: &[u8],
+        start_revision: i64,
+    ) -> Result<PrefixWatch> {
+        let (endpoint, channel) = client.channel();
+        let (requests, receiver) = mpsc::channel(1);
+        let create = pb::WatchRequest {
+            request_union: Some(pb::watch_request::RequestUnion::CreateRequest(
+                pb::WatchCreateRequest {
+                    key: prefix.to_vec(),
+                    range_end: keys::prefix_end(prefix),
+                    start_revision,
+                    ..pb::WatchCreateRequest::default()
+                },
+            )),
+        };
+        // etcd sends a stream's headers only with its first answer, so the
+        // create goes before the call is awaited.
+        requests
+            .send(create)
+            .await
+            .expect("the receiver lives until the call below drops it");
+        match Client::watch(channel)
+            .watch(ReceiverStream::new(receiver))
+            .await
+        {
+            Ok(answers) => Ok(PrefixWatch {
+                _requests: requests,
+                answers: answers.into_inner(),
+                endpoint,
+                client: client.clone(),
+            }),
+            Err(status) => {
+                if is_unavailable(&status) {
+                    client.rotate(endpoint);
+                }
+                Err(Error::Status(status))
+            }
+        }
+    }
+
+    /// The next events, in revision order. Fails once the watch is over:
+    /// read the range again and open a new one.
+    pub(crate) async fn next(&mut self) -> Result<Vec<mvccpb::Event>> {
+        loop {
+            match self.answers.message().await {
+                Ok(Some(answer)) => {
+                    if answer.compact_revision > 0 {
+                        return Err(Error::WatchEnded("the start revision was compacted"));
+                    }
+                    if answer.canceled {
+                        return Err(Error::WatchEnded("the server cancelled the watch"));
+                    }
+                    if !answer.events.is_empty() {
+                        return Ok(answer.events);
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    self.client.rotate(self.endpoint);
+                    return Err(Error::WatchEnded("the watch stream broke"));
+                }
+            }
+        }
+    }
+}
+
+/// Every key under `prefix` at one revision, read a page at a time;
+/// returns the keys and that revision.
+pub(crate) async fn list(client: &Client, prefix: &[u8]) -> Result<(Vec<mvccpb::KeyValue>, i64)> {
+    let end = keys::prefix_end(prefix);
+    let mut from = prefix.to_vec();
+    let mut revision = 0;
+    let mut all = Vec::new();
+    loop {
+        let response = client
+            .range(pb::RangeRequest {
+                key: from.clone(),
+                range_end: end.clone(),
+                limit: LIST_PAGE_KEYS,
+                revision,
+                ..pb::RangeRequest::default()
+            })
+            .await?;
+        if revision == 0 {
+            revision = response
+                .header
+                .as_ref()
+                .map(|h| h.revision)
+                .ok_or(Error::Malformed("a range answer without a header"))?;
+        }
+        let more = response.more;
+        let Some(last) = response.kvs.last() else {
+            return Ok((all, revision));
+        };
+        from = last.key.clone();
+        from.push(0);
+        all.extend(response.kvs);
+        if !more {
+            return Ok((all, revision));
+        }
+    }
+}

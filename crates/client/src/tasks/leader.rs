@@ -1,0 +1,238 @@
+//! The queue's leader: follows `Q/s/` and writes what [`QueueView`]
+//! decides, each batch in one txn guarded by the leader's fencing token.
+
+use super::layout::Layout;
+use super::view::{Action, QueueView};
+use super::worker::WorkerStats;
+use crate::client::Client;
+use crate::election::Leadership;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::prefix_watch::{self, PrefixWatch};
+use bellwether_api::etcdserverpb as pb;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Writes per txn, at most (etcd allows 128 operations in each branch;
+/// an assignment takes up to three).
+pub const TXN_WRITES_MAX: usize = 120;
+
+/// Actions planned per txn, at most.
+const ACTIONS_PER_TXN: usize = TXN_WRITES_MAX / 3;
+
+/// How long the leader waits on a quiet watch before it reads the whole
+/// queue again (a watch on a member cut off from the others may be silent).
+const QUIET_REREAD: Duration = Duration::from_secs(5);
+
+/// Pause after a failed read or watch before the next try.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// Leads the queue until `leadership` is lost: returns
+/// [`Error::NotLeader`] then, or another error the caller retries.
+pub(crate) async fn lead(
+    client: &Client,
+    layout: &Layout,
+    leadership: &Leadership,
+    stats: &WorkerStats,
+) -> Result<()> {
+    loop {
+        let (kvs, revision) = match prefix_watch::list(client, &layout.state_prefix()).await {
+            Ok(read) => read,
+            Err(error) => {
+                tracing::debug!(%error, "tasks leader: reading the queue failed");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+        };
+        let mut view = QueueView::default();
+        for kv in &kvs {
+            view.apply_put(layout, kv);
+        }
+        drop(kvs);
+        let mut watch = match PrefixWatch::open(client, &layout.state_prefix(), revision + 1).await
+        {
+            Ok(watch) => watch,
+            Err(error) => {
+                tracing::debug!(%error, "tasks leader: watching the queue failed");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+        };
+        loop {
+            write_plans(client, layout, leadership, &mut view, stats).await?;
+            let events = match tokio::time::timeout(QUIET_REREAD, watch.next()).await {
+                Ok(Ok(events)) => events,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "tasks leader: the watch ended; reading again");
+                    break;
+                }
+                Err(_) => break,
+            };
+            for event in &events {
+                view.apply_event(layout, event);
+            }
+        }
+    }
+}
+
+/// Plans and writes until the view has nothing more to do, or a write
+/// fails on a view that is behind (the watch then brings it up to date).
+async fn write_plans(
+    client: &Client,
+    layout: &Layout,
+    leadership: &Leadership,
+    view: &mut QueueView,
+    stats: &WorkerStats,
+) -> Result<()> {
+    loop {
+        let actions = view.plan(ACTIONS_PER_TXN);
+        if actions.is_empty() {
+            return Ok(());
+        }
+        let txn = build_txn(layout, leadership, &actions);
+        let response = match client.txn(txn).await {
+            Ok(response) => response,
+            Err(Error::Status(status)) => return Err(Error::Status(status)),
+            Err(error) => {
+                tracing::debug!(%error, "tasks leader: a write failed");
+                return Ok(());
+            }
+        };
+        if response.succeeded {
+            let revision = response.header.map_or(0, |h| h.revision);
+            count(&actions, stats);
+            view.applied(&actions, revision);
+            continue;
+        }
+        if !still_leader(&response, leadership) {
+            return Err(Error::NotLeader);
+        }
+        // One aggregator already existed: say so and plan again; anything
+        // else means the view is behind.
+        if let [Action::Aggregate { group, .. }] = &actions[..] {
+            view.aggregator_exists(group);
+            continue;
+        }
+        if actions.len() > 1 {
+            // Try one at a time, so that one stale task does not hold the
+            // others back.
+            for action in actions {
+                let txn = build_txn(layout, leadership, std::slice::from_ref(&action));
+                let response = client.txn(txn).await?;
+                if response.succeeded {
+                    let revision = response.header.map_or(0, |h| h.revision);
+                    count(std::slice::from_ref(&action), stats);
+                    view.applied(std::slice::from_ref(&action), revision);
+                } else if !still_leader(&response, leadership) {
+                    return Err(Error::NotLeader);
+                } else if let Action::Aggregate { group, .. } = &action {
+                    view.aggregator_exists(group);
+                }
+            }
+        }
+        return Ok(());
+    }
+}
+
+/// Counts written actions.
+fn count(actions: &[Action], stats: &WorkerStats) {
+    for action in actions {
+        let counter = match action {
+            Action::Assign { from: None, .. } => &stats.assigned,
+            Action::Assign { from: Some(_), .. } => &stats.reassigned,
+            Action::DeadLetter { .. } => &stats.dead_lettered,
+            Action::Aggregate { .. } => &stats.aggregated,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether a failed txn's read of the leader key shows it still stands.
+fn still_leader(response: &pb::TxnResponse, leadership: &Leadership) -> bool {
+    let Some(pb::response_op::Response::ResponseRange(range)) = response
+        .responses
+        .first()
+        .and_then(|op| op.response.as_ref())
+    else {
+        return false;
+    };
+    range
+        .kvs
+        .first()
+        .is_some_and(|kv| kv.create_revision == leadership.token())
+}
+
+/// One txn for `actions`: guarded by the leader's token and by every
+/// revision the plan was made from. Its failure branch reads the leader key.
+fn build_txn(layout: &Layout, leadership: &Leadership, actions: &[Action]) -> pb::TxnRequest {
+    let mut compare = vec![leadership.guard()];
+    let mut success = Vec::new();
+    let mut workers_compared = std::collections::BTreeSet::new();
+    for action in actions {
+        match action {
+            Action::Assign {
+                id,
+                record,
+                expected,
+                worker,
+                worker_created,
+                from,
+            } => {
+                compare.push(modified_at(&layout.task(id), *expected));
+                if workers_compared.insert(worker.clone()) {
+                    compare.push(keys::created_at(&layout.worker(worker), *worker_created));
+                }
+                success.push(keys::put_op(&layout.task(id), &record.encode(), 0));
+                let attempt = record.meta.attempt.to_string();
+                success.push(keys::put_op(
+                    &layout.inbox(worker, id),
+                    attempt.as_bytes(),
+                    0,
+                ));
+                if let Some(from) = from {
+                    success.push(keys::delete_op(&layout.inbox(from, id)));
+                }
+            }
+            Action::DeadLetter {
+                id,
+                record,
+                expected,
+                from,
+            } => {
+                compare.push(modified_at(&layout.task(id), *expected));
+                let encoded = record.encode();
+                success.push(keys::put_op(&layout.task(id), &encoded, 0));
+                success.push(keys::put_op(&layout.dead(id), &encoded, 0));
+                if let Some(from) = from {
+                    success.push(keys::delete_op(&layout.inbox(from, id)));
+                }
+            }
+            Action::Aggregate {
+                id,
+                record,
+                payload,
+                ..
+            } => {
+                compare.push(keys::created_at(&layout.task(id), 0));
+                success.push(keys::put_op(&layout.payload(id), payload, 0));
+                success.push(keys::put_op(&layout.task(id), &record.encode(), 0));
+            }
+        }
+    }
+    pb::TxnRequest {
+        compare,
+        success,
+        failure: vec![keys::get_op(leadership.key())],
+    }
+}
+
+/// A compare that holds while `key` was last written at `revision`.
+pub(crate) fn modified_at(key: &[u8], revision: i64) -> pb::Compare {
+    pb::Compare {
+        result: pb::compare::CompareResult::Equal as i32,
+        target: pb::compare::CompareTarget::Mod as i32,
+        key: key.to_vec(),
+        range_end: Vec::new(),
+        target_union: Some(pb::compare::TargetUnion::ModRevision(revision)),
+    }
+}

@@ -1,0 +1,141 @@
+//! [`QueueStatus`]: one consistent look at a queue, for `bellwether tasks
+//! status` and dashboards.
+
+use super::layout::{Layout, StateKey};
+use super::queue::Queue;
+use super::record::{TaskRecord, TaskState, WorkerMeta};
+use crate::election::leader_of;
+use crate::error::{Error, Result};
+use crate::prefix_watch;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Dead letters listed by name in a status, at most.
+pub const DEAD_LETTERS_LISTED_MAX: usize = 100;
+
+/// A live worker and what it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerLoad {
+    /// The worker's name.
+    pub name: String,
+    /// Tasks it runs at once, at most (0 while it drains).
+    pub concurrency: u32,
+    /// Tasks assigned to it now.
+    pub in_flight: u64,
+}
+
+/// A queue at one revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueStatus {
+    /// The queue's name.
+    pub queue: String,
+    /// The revision the status was read at.
+    pub revision: i64,
+    /// Tasks by state: pending, assigned, failed, done, dead.
+    pub depth: BTreeMap<String, u64>,
+    /// Live workers.
+    pub workers: Vec<WorkerLoad>,
+    /// The leading worker's name.
+    pub leader: Option<String>,
+    /// The leader's fencing token.
+    pub leader_token: Option<i64>,
+    /// Dead-lettered task ids (the first [`DEAD_LETTERS_LISTED_MAX`]).
+    pub dead_letters: Vec<String>,
+    /// Tasks assigned to a worker that is gone, waiting to move.
+    pub orphaned: u64,
+    /// Groups submitted, and those whose aggregator exists.
+    pub groups: u64,
+    /// Groups aggregated.
+    pub groups_aggregated: u64,
+}
+
+impl Queue {
+    /// Reads the whole queue state once; fails with
+    /// [`Error::NotFound`] for a queue nothing was ever submitted to.
+    pub async fn status(&self) -> Result<QueueStatus> {
+        let layout = self.layout();
+        let (kvs, revision) = prefix_watch::list(self.client(), &layout.state_prefix()).await?;
+        if !kvs
+            .iter()
+            .any(|kv| layout.parse_state(&kv.key) == Some(StateKey::Marker))
+        {
+            return Err(Error::NotFound(format!(
+                "no queue named {:?}: nothing was ever submitted to it",
+                self.name()
+            )));
+        }
+        let mut depth: BTreeMap<String, u64> = [
+            TaskState::Pending,
+            TaskState::Assigned,
+            TaskState::Failed,
+            TaskState::Done,
+            TaskState::Dead,
+        ]
+        .iter()
+        .map(|s| (s.name().to_string(), 0))
+        .collect();
+        let mut workers: BTreeMap<String, WorkerLoad> = BTreeMap::new();
+        let mut assigned_to: BTreeMap<String, u64> = BTreeMap::new();
+        let mut dead_letters = Vec::new();
+        let (mut groups, mut aggregated) = (0, 0);
+        for kv in &kvs {
+            match layout.parse_state(&kv.key) {
+                Some(StateKey::Task(id)) => {
+                    let Ok(record) = TaskRecord::decode(&kv.value) else {
+                        continue;
+                    };
+                    *depth
+                        .entry(record.meta.state.name().to_string())
+                        .or_default() += 1;
+                    if let Some(worker) = record.meta.worker {
+                        *assigned_to.entry(worker).or_default() += 1;
+                    }
+                    if record.meta.state == TaskState::Dead
+                        && dead_letters.len() < DEAD_LETTERS_LISTED_MAX
+                    {
+                        dead_letters.push(id.clone());
+                    }
+                    if id.starts_with(&Layout::aggregator_id("")) {
+                        aggregated += 1;
+                    }
+                }
+                Some(StateKey::Worker(name)) => {
+                    let concurrency = serde_json::from_slice::<WorkerMeta>(&kv.value)
+                        .map_or(0, |m| m.concurrency);
+                    workers.insert(
+                        name.clone(),
+                        WorkerLoad {
+                            name,
+                            concurrency,
+                            in_flight: 0,
+                        },
+                    );
+                }
+                Some(StateKey::Group(_)) => groups += 1,
+                Some(StateKey::Marker) | None => {}
+            }
+        }
+        let mut orphaned = 0;
+        for (worker, count) in assigned_to {
+            match workers.get_mut(&worker) {
+                Some(load) => load.in_flight = count,
+                None => orphaned += count,
+            }
+        }
+        let leader = leader_of(self.client(), &layout.election()).await?;
+        Ok(QueueStatus {
+            queue: self.name().to_string(),
+            revision,
+            depth,
+            workers: workers.into_values().collect(),
+            leader: leader
+                .as_ref()
+                .map(|l| String::from_utf8_lossy(&l.value).into_owned()),
+            leader_token: leader.map(|l| l.token),
+            dead_letters,
+            orphaned,
+            groups,
+            groups_aggregated: aggregated,
+        })
+    }
+}

@@ -1,0 +1,442 @@
+//! [`QueueView`]: the leader's picture of a queue, and what it decides.
+//!
+//! The view is rebuilt from one read of `Q/s/` and kept current by the
+//! watch that follows it. It does no IO: [`QueueView::plan`] says what to
+//! write, the leader writes it in one guarded txn, and
+//! [`QueueView::applied`] records the outcome. Every write compares the
+//! revisions the plan was made from, so a plan made from a view that is
+//! behind the store fails as a whole and changes nothing; the watch then
+//! brings the view up to date and the leader plans again.
+//!
+//! The view holds the tasks that are not finished, and finished members of
+//! groups not yet aggregated; a finished task is dropped once nothing
+//! depends on it, so memory follows the work in flight, not the history.
+
+use super::layout::DATA_BYTES_MAX;
+use super::layout::{Layout, StateKey};
+use super::record::{GroupInput, GroupMeta, MemberResult, TaskRecord, TaskState, WorkerMeta};
+use bellwether_api::mvccpb;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A task the view follows, with the revisions its writes compare.
+#[derive(Debug, Clone)]
+pub(crate) struct Tracked {
+    /// The record.
+    pub record: TaskRecord,
+    /// The record's create revision (submit order).
+    pub create_revision: i64,
+    /// The record's mod revision; for an assigned task, the assignment
+    /// token.
+    pub mod_revision: i64,
+}
+
+/// A live worker.
+#[derive(Debug, Clone)]
+pub(crate) struct LiveWorker {
+    /// Its key's create revision: an assignment compares it, so that no
+    /// task goes to a worker whose session ended.
+    pub create_revision: i64,
+    /// Tasks it runs at once, at most.
+    pub concurrency: u32,
+}
+
+/// A group and whether its aggregator exists.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupEntry {
+    /// The group as submitted.
+    pub meta: GroupMeta,
+    /// Whether the aggregator task was created.
+    pub aggregated: bool,
+}
+
+/// A write the leader makes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Action {
+    /// Assign task `id` to `worker` (taking it from `from`, a worker that
+    /// is gone, if set).
+    Assign {
+        /// The task.
+        id: String,
+        /// The new record.
+        record: TaskRecord,
+        /// The record's mod revision the plan saw.
+        expected: i64,
+        /// The worker.
+        worker: String,
+        /// The worker key's create revision.
+        worker_created: i64,
+        /// The worker the task leaves, whose inbox entry goes.
+        from: Option<String>,
+    },
+    /// Move task `id`, out of attempts, to the dead letters.
+    DeadLetter {
+        /// The task.
+        id: String,
+        /// The new record.
+        record: TaskRecord,
+        /// The record's mod revision the plan saw.
+        expected: i64,
+        /// The worker the task leaves.
+        from: Option<String>,
+    },
+    /// Create group `group`'s aggregator (only if it does not exist).
+    Aggregate {
+        /// The group.
+        group: String,
+        /// The aggregator's id.
+        id: String,
+        /// Its record.
+        record: TaskRecord,
+        /// Its payload: the members' outcomes.
+        payload: Vec<u8>,
+    },
+}
+
+/// The leader's picture of one queue.
+#[derive(Debug, Default)]
+pub(crate) struct QueueView {
+    /// Followed tasks by id.
+    tasks: BTreeMap<String, Tracked>,
+    /// Tasks to assign (pending or failed), by submit order.
+    waiting: BTreeSet<(i64, String)>,
+    /// Assigned tasks by worker name (live or gone).
+    assigned: BTreeMap<String, BTreeSet<String>>,
+    /// Live workers by name.
+    workers: BTreeMap<String, LiveWorker>,
+    /// Groups by name.
+    groups: BTreeMap<String, GroupEntry>,
+    /// Groups whose completion must be checked.
+    dirty_groups: BTreeSet<String>,
+}
+
+impl QueueView {
+    /// Applies a put or a delete read from the store or the watch.
+    pub(crate) fn apply_event(&mut self, layout: &Layout, event: &mvccpb::Event) {
+        let Some(kv) = &event.kv else { return };
+        if event.r#type == mvccpb::event::EventType::Delete as i32 {
+            self.apply_delete(layout, &kv.key);
+        } else {
+            self.apply_put(layout, kv);
+        }
+    }
+
+    /// Applies a stored key (from a read, or a put event).
+    pub(crate) fn apply_put(&mut self, layout: &Layout, kv: &mvccpb::KeyValue) {
+        match layout.parse_state(&kv.key) {
+            Some(StateKey::Task(id)) => match TaskRecord::decode(&kv.value) {
+                Ok(record) => self.put_task(id, record, kv.create_revision, kv.mod_revision),
+                Err(error) => tracing::warn!(%error, id, "tasks: an unreadable task record"),
+            },
+            Some(StateKey::Worker(name)) => {
+                let concurrency = serde_json::from_slice::<WorkerMeta>(&kv.value)
+                    .map(|meta| meta.concurrency)
+                    .unwrap_or(0);
+                self.workers.insert(
+                    name,
+                    LiveWorker {
+                        create_revision: kv.create_revision,
+                        concurrency,
+                    },
+                );
+            }
+            Some(StateKey::Group(name)) => match serde_json::from_slice::<GroupMeta>(&kv.value) {
+                Ok(meta) => {
+                    let aggregated = self.groups.get(&name).is_some_and(|g| g.aggregated);
+                    self.groups
+                        .insert(name.clone(), GroupEntry { meta, aggregated });
+                    self.dirty_groups.insert(name);
+                }
+                Err(error) => tracing::warn!(%error, name, "tasks: an unreadable group record"),
+            },
+            Some(StateKey::Marker) | None => {}
+        }
+    }
+
+    /// Applies a deleted key.
+    fn apply_delete(&mut self, layout: &Layout, key: &[u8]) {
+        match layout.parse_state(key) {
+            Some(StateKey::Task(id)) => {
+                self.forget(&id);
+            }
+            Some(StateKey::Worker(name)) => {
+                self.workers.remove(&name);
+            }
+            Some(StateKey::Group(name)) => {
+                self.groups.remove(&name);
+            }
+            Some(StateKey::Marker) | None => {}
+        }
+    }
+
+    /// Takes task `id` out of every index.
+    fn forget(&mut self, id: &str) -> Option<Tracked> {
+        let old = self.tasks.remove(id)?;
+        self.waiting.remove(&(old.create_revision, id.to_string()));
+        if let Some(worker) = &old.record.meta.worker {
+            if let Some(set) = self.assigned.get_mut(worker) {
+                set.remove(id);
+                if set.is_empty() {
+                    self.assigned.remove(worker);
+                }
+            }
+        }
+        Some(old)
+    }
+
+    /// Records task `id` as stored at `mod_revision`, unless the view
+    /// already has a newer version.
+    fn put_task(
+        &mut self,
+        id: String,
+        record: TaskRecord,
+        create_revision: i64,
+        mod_revision: i64,
+    ) {
+        if self
+            .tasks
+            .get(&id)
+            .is_some_and(|t| t.mod_revision > mod_revision)
+        {
+            return;
+        }
+        self.forget(&id);
+        if let Some(group) = id
+            .strip_prefix(super::layout::RESERVED_ID_START)
+            .and_then(|rest| rest.strip_prefix("group/"))
+        {
+            self.mark_aggregated(group);
+        }
+        let state = record.meta.state;
+        if let Some(group) = &record.meta.group {
+            if state.is_final() {
+                self.dirty_groups.insert(group.clone());
+            }
+        }
+        if state.is_final() && !self.kept_when_final(&record) {
+            return;
+        }
+        if state.is_waiting() {
+            self.waiting.insert((create_revision, id.clone()));
+        }
+        if state == TaskState::Assigned {
+            if let Some(worker) = &record.meta.worker {
+                self.assigned
+                    .entry(worker.clone())
+                    .or_default()
+                    .insert(id.clone());
+            }
+        }
+        self.tasks.insert(
+            id,
+            Tracked {
+                record,
+                create_revision,
+                mod_revision,
+            },
+        );
+    }
+
+    /// Whether a finished task must stay: it is a member of a group whose
+    /// aggregator does not exist yet.
+    fn kept_when_final(&self, record: &TaskRecord) -> bool {
+        match &record.meta.group {
+            Some(group) => !self.groups.get(group).is_some_and(|g| g.aggregated),
+            None => false,
+        }
+    }
+
+    /// Notes that `group`'s aggregator exists, and drops its finished
+    /// members.
+    fn mark_aggregated(&mut self, group: &str) {
+        let Some(entry) = self.groups.get_mut(group) else {
+            return;
+        };
+        if entry.aggregated {
+            return;
+        }
+        entry.aggregated = true;
+        let members = entry.meta.tasks.clone();
+        for id in members {
+            if self
+                .tasks
+                .get(&id)
+                .is_some_and(|t| t.record.meta.state.is_final())
+            {
+                self.forget(&id);
+            }
+        }
+    }
+
+    /// Tasks assigned to `worker` now.
+    fn load(&self, worker: &str) -> usize {
+        self.assigned.get(worker).map_or(0, BTreeSet::len)
+    }
+
+    /// The live worker with the fewest tasks and room for one more,
+    /// counting the assignments already planned.
+    fn least_loaded(&self, planned: &BTreeMap<String, usize>) -> Option<(&String, &LiveWorker)> {
+        self.workers
+            .iter()
+            .map(|(name, worker)| {
+                let load = self.load(name) + planned.get(name).copied().unwrap_or(0);
+                (load, name, worker)
+            })
+            .filter(|(load, _, worker)| *load < worker.concurrency as usize)
+            .min_by_key(|(load, name, _)| (*load, (*name).clone()))
+            .map(|(_, name, worker)| (name, worker))
+    }
+
+    /// What to write next, at most `max_actions` writes: tasks of workers
+    /// that are gone first, then waiting tasks in submit order, then groups
+    /// whose members are all in.
+    pub(crate) fn plan(&mut self, max_actions: usize) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let mut planned: BTreeMap<String, usize> = BTreeMap::new();
+        // Tasks whose worker is gone: to another worker, or dead.
+        let orphaned: Vec<(String, String)> = self
+            .assigned
+            .iter()
+            .filter(|(worker, _)| !self.workers.contains_key(*worker))
+            .flat_map(|(worker, ids)| ids.iter().map(move |id| (worker.clone(), id.clone())))
+            .collect();
+        let waiting: Vec<(Option<String>, String)> = orphaned
+            .into_iter()
+            .map(|(worker, id)| (Some(worker), id))
+            .chain(self.waiting.iter().map(|(_, id)| (None, id.clone())))
+            .collect();
+        for (from, id) in waiting {
+            if actions.len() >= max_actions {
+                return actions;
+            }
+            let tracked = &self.tasks[&id];
+            let ended = match &from {
+                Some(_) => tracked.record.ended(
+                    tracked.mod_revision,
+                    "worker lost",
+                    tracked.record.after_failure(),
+                ),
+                None => tracked.record.clone(),
+            };
+            if ended.meta.state == TaskState::Dead || ended.meta.attempt >= ended.meta.max_attempts
+            {
+                let mut record = ended;
+                record.meta.state = TaskState::Dead;
+                actions.push(Action::DeadLetter {
+                    id,
+                    record,
+                    expected: tracked.mod_revision,
+                    from,
+                });
+                continue;
+            }
+            let Some((name, worker)) = self.least_loaded(&planned) else {
+                // No room anywhere: waiting tasks wait; orphans of dead
+                // workers still get dead-lettered above when out of tries.
+                continue;
+            };
+            let mut record = ended;
+            record.meta.state = TaskState::Assigned;
+            record.meta.attempt += 1;
+            record.meta.worker = Some(name.clone());
+            *planned.entry(name.clone()).or_default() += 1;
+            actions.push(Action::Assign {
+                id,
+                record,
+                expected: tracked.mod_revision,
+                worker: name.clone(),
+                worker_created: worker.create_revision,
+                from,
+            });
+        }
+        let dirty = std::mem::take(&mut self.dirty_groups);
+        for group in dirty {
+            if actions.len() >= max_actions {
+                self.dirty_groups.insert(group);
+                continue;
+            }
+            if let Some(action) = self.aggregation(&group) {
+                actions.push(action);
+            }
+        }
+        actions
+    }
+
+    /// The aggregator of `group`, if its members are all in (or too many
+    /// failed) and it does not exist yet.
+    fn aggregation(&self, group: &str) -> Option<Action> {
+        let entry = self.groups.get(group)?;
+        if entry.aggregated {
+            return None;
+        }
+        let mut results = Vec::with_capacity(entry.meta.tasks.len());
+        let mut unfinished = 0usize;
+        let mut dead = 0usize;
+        for id in &entry.meta.tasks {
+            match self.tasks.get(id) {
+                Some(t) if t.record.meta.state == TaskState::Done => {
+                    results.push(MemberResult::new(id, "done", &t.record.result));
+                }
+                Some(t) if t.record.meta.state == TaskState::Dead => {
+                    dead += 1;
+                    results.push(MemberResult::new(id, "dead", b""));
+                }
+                _ => {
+                    unfinished += 1;
+                    results.push(MemberResult::new(id, "unfinished", b""));
+                }
+            }
+        }
+        if unfinished > 0 && dead <= entry.meta.failures_allowed as usize {
+            return None;
+        }
+        let mut input = GroupInput {
+            group: group.to_string(),
+            aggregator: entry.meta.aggregator.clone(),
+            results,
+        };
+        let mut payload = serde_json::to_vec(&input).expect("group input serialises");
+        if payload.len() > DATA_BYTES_MAX {
+            // Too large to hand over whole: the ids and states only; the
+            // aggregator reads each result itself.
+            for member in &mut input.results {
+                member.result = None;
+                member.result_hex = None;
+            }
+            payload = serde_json::to_vec(&input).expect("group input serialises");
+        }
+        Some(Action::Aggregate {
+            group: group.to_string(),
+            id: Layout::aggregator_id(group),
+            record: TaskRecord::pending(entry.meta.max_attempts, None),
+            payload,
+        })
+    }
+
+    /// Records that `actions` were written at `revision`.
+    pub(crate) fn applied(&mut self, actions: &[Action], revision: i64) {
+        for action in actions {
+            match action {
+                Action::Assign { id, record, .. } | Action::DeadLetter { id, record, .. } => {
+                    let created = self.tasks.get(id).map_or(revision, |t| t.create_revision);
+                    self.put_task(id.clone(), record.clone(), created, revision);
+                }
+                Action::Aggregate { group, .. } => self.mark_aggregated(group),
+            }
+        }
+    }
+
+    /// Notes that `group`'s aggregator already exists (its create was
+    /// refused).
+    pub(crate) fn aggregator_exists(&mut self, group: &str) {
+        self.mark_aggregated(group);
+    }
+
+    /// Tasks followed, workers live, and tasks waiting: for logs and tests.
+    #[cfg(test)]
+    pub(crate) fn sizes(&self) -> (usize, usize, usize) {
+        (self.tasks.len(), self.workers.len(), self.waiting.len())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,247 @@
+//! The leader's decisions, without a store: assignment, reassignment,
+//! dead letters and group aggregation.
+
+use super::*;
+use crate::tasks::record::{GroupMeta, TaskRecord, TaskState, WorkerMeta};
+
+/// A view of queue `q` and a clock of revisions.
+struct Fixture {
+    layout: Layout,
+    view: QueueView,
+    revision: i64,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            layout: Layout::new("q").unwrap(),
+            view: QueueView::default(),
+            revision: 1,
+        }
+    }
+
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>, created: Option<i64>) -> i64 {
+        self.revision += 1;
+        let kv = mvccpb::KeyValue {
+            key,
+            value,
+            create_revision: created.unwrap_or(self.revision),
+            mod_revision: self.revision,
+            ..mvccpb::KeyValue::default()
+        };
+        self.view.apply_put(&self.layout, &kv);
+        self.revision
+    }
+
+    fn submit(&mut self, id: &str, max_attempts: u32, group: Option<&str>) {
+        let record = TaskRecord::pending(max_attempts, group.map(str::to_string));
+        self.put(self.layout.task(id), record.encode(), None);
+    }
+
+    fn worker(&mut self, name: &str, concurrency: u32) {
+        let meta = serde_json::to_vec(&WorkerMeta { concurrency }).unwrap();
+        self.put(self.layout.worker(name), meta, None);
+    }
+
+    fn kill(&mut self, name: &str) {
+        self.revision += 1;
+        let event = mvccpb::Event {
+            r#type: mvccpb::event::EventType::Delete as i32,
+            kv: Some(mvccpb::KeyValue {
+                key: self.layout.worker(name),
+                mod_revision: self.revision,
+                ..mvccpb::KeyValue::default()
+            }),
+            prev_kv: None,
+        };
+        self.view.apply_event(&self.layout, &event);
+    }
+
+    /// Plans and applies everything, as a leader whose txns all succeed.
+    fn step(&mut self) -> Vec<Action> {
+        let actions = self.view.plan(1000);
+        self.revision += 1;
+        self.view.applied(&actions, self.revision);
+        actions
+    }
+
+    /// A worker's accepted result for `id`.
+    fn finish(&mut self, id: &str, state: TaskState) {
+        let tracked = self.view.tasks[id].clone();
+        let mut record = tracked.record.ended(tracked.mod_revision, "done", state);
+        record.result = format!("result of {id}").into_bytes();
+        self.put(
+            self.layout.task(id),
+            record.encode(),
+            Some(tracked.create_revision),
+        );
+    }
+}
+
+fn assigned_to(actions: &[Action]) -> Vec<(String, String)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Assign { id, worker, .. } => Some((id.clone(), worker.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn tasks_go_to_the_least_loaded_worker_within_its_concurrency() {
+    let mut f = Fixture::new();
+    f.worker("a", 2);
+    f.worker("b", 1);
+    for id in ["t1", "t2", "t3", "t4"] {
+        f.submit(id, 5, None);
+    }
+    let first = assigned_to(&f.step());
+    assert_eq!(first.len(), 3, "a has room for 2, b for 1: {first:?}");
+    assert_eq!(first.iter().filter(|(_, w)| w == "a").count(), 2);
+    assert_eq!(first[0].0, "t1", "submit order");
+    assert!(f.step().is_empty(), "no room left: t4 waits");
+    f.finish("t1", TaskState::Done);
+    let second = assigned_to(&f.step());
+    assert_eq!(second, vec![("t4".to_string(), "a".to_string())]);
+}
+
+#[test]
+fn a_dead_workers_tasks_move_with_one_more_attempt_and_a_history() {
+    let mut f = Fixture::new();
+    f.worker("a", 1);
+    f.submit("t", 5, None);
+    f.step();
+    let token = f.view.tasks["t"].mod_revision;
+    f.worker("b", 1);
+    f.kill("a");
+    let actions = f.step();
+    let Action::Assign {
+        record,
+        worker,
+        from,
+        ..
+    } = &actions[0]
+    else {
+        panic!("expected a reassignment: {actions:?}");
+    };
+    assert_eq!((worker.as_str(), from.as_deref()), ("b", Some("a")));
+    assert_eq!(record.meta.attempt, 2);
+    assert_eq!(record.meta.history[0].token, token);
+    assert_eq!(record.meta.history[0].outcome, "worker lost");
+}
+
+#[test]
+fn a_task_out_of_attempts_is_dead_lettered_even_with_no_worker_left() {
+    let mut f = Fixture::new();
+    f.worker("a", 1);
+    f.submit("poison", 1, None);
+    f.step();
+    f.kill("a");
+    let actions = f.step();
+    assert!(
+        matches!(&actions[..], [Action::DeadLetter { record, from: Some(w), .. }]
+            if record.meta.state == TaskState::Dead && w == "a"),
+        "{actions:?}"
+    );
+    assert_eq!(f.view.sizes().0, 0, "a dead task is no longer followed");
+}
+
+#[test]
+fn a_group_is_aggregated_once_when_all_results_are_in() {
+    let mut f = Fixture::new();
+    f.worker("a", 10);
+    let meta = GroupMeta {
+        tasks: vec!["g.0".into(), "g.1".into()],
+        failures_allowed: 0,
+        aggregator: "sum".into(),
+        max_attempts: 5,
+    };
+    f.put(
+        f.layout.group("g"),
+        serde_json::to_vec(&meta).unwrap(),
+        None,
+    );
+    f.submit("g.0", 5, Some("g"));
+    f.submit("g.1", 5, Some("g"));
+    f.step();
+    f.finish("g.0", TaskState::Done);
+    assert!(assigned_to(&f.step()).is_empty());
+    assert!(!f
+        .step()
+        .iter()
+        .any(|a| matches!(a, Action::Aggregate { .. })));
+    f.finish("g.1", TaskState::Done);
+    let last_result = mvccpb::KeyValue {
+        key: f.layout.task("g.1"),
+        value: f.view.tasks["g.1"].record.encode(),
+        create_revision: f.view.tasks["g.1"].create_revision,
+        mod_revision: f.view.tasks["g.1"].mod_revision,
+        ..mvccpb::KeyValue::default()
+    };
+    let actions = f.step();
+    let aggregations: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Aggregate { id, payload, .. } => Some((id.clone(), payload.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(aggregations.len(), 1, "{actions:?}");
+    let input: GroupInput = serde_json::from_slice(&aggregations[0].1).unwrap();
+    assert_eq!(input.results.len(), 2);
+    assert_eq!(input.results[1].result.as_deref(), Some("result of g.1"));
+    assert_eq!(aggregations[0].0, "~group/g");
+    // The same event seen again (a watch replay) aggregates nothing more.
+    f.view.apply_put(&f.layout, &last_result);
+    assert!(!f
+        .step()
+        .iter()
+        .any(|a| matches!(a, Action::Aggregate { .. })));
+    assert_eq!(
+        f.view.sizes().0,
+        0,
+        "the members are dropped once aggregated"
+    );
+}
+
+#[test]
+fn an_empty_group_is_aggregated_at_once() {
+    let mut f = Fixture::new();
+    let meta = GroupMeta {
+        tasks: Vec::new(),
+        failures_allowed: 0,
+        aggregator: String::new(),
+        max_attempts: 5,
+    };
+    f.put(
+        f.layout.group("empty"),
+        serde_json::to_vec(&meta).unwrap(),
+        None,
+    );
+    let actions = f.step();
+    assert!(
+        matches!(&actions[..], [Action::Aggregate { .. }]),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn an_older_version_of_a_record_does_not_overwrite_a_newer_one() {
+    let mut f = Fixture::new();
+    f.worker("a", 1);
+    f.submit("t", 5, None);
+    let stale = mvccpb::KeyValue {
+        key: f.layout.task("t"),
+        value: TaskRecord::pending(5, None).encode(),
+        create_revision: 3,
+        mod_revision: 3,
+        ..mvccpb::KeyValue::default()
+    };
+    f.step();
+    f.view.apply_put(&f.layout, &stale);
+    assert!(
+        f.step().is_empty(),
+        "the stale pending version must not be assigned again"
+    );
+}

@@ -1,0 +1,624 @@
+//! [`Worker`]: runs a queue's tasks, and leads the queue when elected.
+//!
+//! A worker registers under a session, campaigns to lead the queue, and
+//! follows its inbox: every assignment there is run once (an assignment is
+//! told apart from a repeat by its token), at most `concurrency` at a
+//! time, and its result is written in a txn guarded by the token. When the
+//! session is lost the worker starts a new one under a new name; tasks
+//! still running finish, and their results are accepted only if the tasks
+//! were not moved meanwhile.
+
+use super::layout::{self, check_data, Layout};
+use super::leader;
+use super::queue::Queue;
+use super::record::{TaskRecord, TaskState, WorkerMeta};
+use crate::client::Client;
+use crate::election::Election;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::prefix_watch::{self, PrefixWatch};
+use crate::session::{Session, SessionOptions, SessionState};
+use bellwether_api::etcdserverpb as pb;
+use bellwether_api::mvccpb;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+
+/// The most tasks one worker may run at once.
+pub const CONCURRENCY_MAX: u32 = 10_000;
+
+/// How long a quiet inbox watch is trusted before the inbox is read again.
+const QUIET_REREAD: Duration = Duration::from_secs(5);
+
+/// Pause after a failed call before the next try.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// A task as its handler gets it.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// The task's id.
+    pub id: String,
+    /// What was submitted.
+    pub payload: Vec<u8>,
+    /// This attempt's number, from 1.
+    pub attempt: u32,
+    /// The attempts the task gets.
+    pub max_attempts: u32,
+    /// The assignment token: only a result written under it is accepted.
+    pub token: i64,
+    /// The group the task belongs to, if any.
+    pub group: Option<String>,
+}
+
+/// How a worker is set up.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Tasks run at once, at most.
+    pub concurrency: u32,
+    /// The session every registration and campaign runs under. Release on
+    /// disconnect (bellwether only) moves a crashed worker's tasks within
+    /// its grace instead of the TTL.
+    pub session: SessionOptions,
+    /// The start of the worker's name; the session's lease id is added.
+    /// Default: `w` and the process id.
+    pub label: Option<String>,
+    /// Whether the worker campaigns to lead the queue.
+    pub lead: bool,
+    /// How long [`WorkerHandle::stop`] waits for running tasks.
+    pub drain_timeout: Duration,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            concurrency: 1,
+            session: SessionOptions::with_ttl(Duration::from_secs(5)),
+            label: None,
+            lead: true,
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What a worker has done, for logs, metrics and tests.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    /// Handler runs started.
+    pub executed: AtomicU64,
+    /// Results accepted as done.
+    pub done: AtomicU64,
+    /// Failures accepted (retried or dead-lettered).
+    pub failed: AtomicU64,
+    /// Results refused: the task had moved to another assignment.
+    pub refused: AtomicU64,
+    /// Assignments skipped because they were no longer current on arrival.
+    pub skipped: AtomicU64,
+    /// As leader: first assignments written.
+    pub assigned: AtomicU64,
+    /// As leader: tasks moved from a worker that was gone.
+    pub reassigned: AtomicU64,
+    /// As leader: tasks moved to the dead letters.
+    pub dead_lettered: AtomicU64,
+    /// As leader: group aggregators created.
+    pub aggregated: AtomicU64,
+    /// Sessions started (1 unless sessions were lost).
+    pub sessions: AtomicU64,
+    /// Whether this worker leads the queue now.
+    pub leading: AtomicBool,
+}
+
+/// The handler as the worker keeps it.
+type Handler = Arc<
+    dyn Fn(
+            Task,
+        )
+            -> std::pin::Pin<Box<dyn Future<Output = std::result::Result<Vec<u8>, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Starts workers.
+pub struct Worker;
+
+impl Worker {
+    /// Starts a worker of `queue` that runs `handler` for every task it is
+    /// given: `Ok(result)` is the task's result, `Err(message)` a failure
+    /// (retried until the task runs out of attempts).
+    pub fn start<H, F>(queue: &Queue, options: WorkerOptions, handler: H) -> WorkerHandle
+    where
+        H: Fn(Task) -> F + Send + Sync + 'static,
+        F: Future<Output = std::result::Result<Vec<u8>, String>> + Send + 'static,
+    {
+        let handler: Handler = Arc::new(move |task| Box::pin(handler(task)));
+        let stats = Arc::new(WorkerStats::default());
+        let (stop, stopped) = watch::channel(false);
+        let (name, names) = watch::channel(None);
+        let task = tokio::spawn(run(
+            queue.clone(),
+            options,
+            handler,
+            stats.clone(),
+            stopped,
+            name,
+        ));
+        WorkerHandle {
+            stop,
+            task,
+            stats,
+            names,
+        }
+    }
+
+    /// Runs a worker until it fails to start (a bad option).
+    pub async fn run<H, F>(queue: &Queue, options: WorkerOptions, handler: H) -> Result<()>
+    where
+        H: Fn(Task) -> F + Send + Sync + 'static,
+        F: Future<Output = std::result::Result<Vec<u8>, String>> + Send + 'static,
+    {
+        Worker::start(queue, options, handler).join().await
+    }
+}
+
+/// A running worker.
+pub struct WorkerHandle {
+    /// Tells the worker to drain and stop.
+    stop: watch::Sender<bool>,
+    /// The worker's task.
+    task: JoinHandle<Result<()>>,
+    /// Its counters.
+    stats: Arc<WorkerStats>,
+    /// Its current name, once registered.
+    names: watch::Receiver<Option<String>>,
+}
+
+impl WorkerHandle {
+    /// The worker's counters.
+    pub fn stats(&self) -> &WorkerStats {
+        &self.stats
+    }
+
+    /// The worker's name once it registered (it changes with each session).
+    pub async fn name(&self) -> String {
+        let mut names = self.names.clone();
+        let named = names.wait_for(Option::is_some).await;
+        named
+            .map(|n| n.clone().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// Stops taking tasks, waits for running ones (up to the drain
+    /// timeout), then ends the session.
+    pub async fn stop(self) -> Result<()> {
+        let _ = self.stop.send(true);
+        self.join().await
+    }
+
+    /// Waits until the worker ends.
+    pub async fn join(self) -> Result<()> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Stops everything at once, tasks included, without ending the
+    /// session: the lease expires on its own, as after a crash.
+    pub fn abort(self) {
+        self.task.abort();
+    }
+}
+
+/// The worker's life: one session after another until stopped.
+async fn run(
+    queue: Queue,
+    options: WorkerOptions,
+    handler: Handler,
+    stats: Arc<WorkerStats>,
+    mut stop: watch::Receiver<bool>,
+    name: watch::Sender<Option<String>>,
+) -> Result<()> {
+    if options.concurrency == 0 || options.concurrency > CONCURRENCY_MAX {
+        return Err(Error::InvalidArgument(format!(
+            "concurrency must be 1 to {CONCURRENCY_MAX}, not {}",
+            options.concurrency
+        )));
+    }
+    options.session.validate()?;
+    let label = options
+        .label
+        .clone()
+        .unwrap_or_else(|| format!("w{}", std::process::id()));
+    layout::check_id("worker label", &label)?;
+    if label.contains('/') {
+        return Err(Error::InvalidArgument(format!(
+            "worker label {label:?} must not contain '/'"
+        )));
+    }
+    let mut running = Running {
+        tasks: JoinSet::new(),
+        permits: Arc::new(Semaphore::new(options.concurrency as usize)),
+        started: BTreeSet::new(),
+    };
+    while !*stop.borrow() {
+        let session = match Session::new(queue.client(), options.session.clone()).await {
+            Ok(session) => session,
+            Err(error) => {
+                tracing::debug!(%error, "tasks worker: no session yet");
+                tokio::time::sleep(RETRY_PAUSE * 4).await;
+                continue;
+            }
+        };
+        stats.sessions.fetch_add(1, Ordering::Relaxed);
+        let me = format!("{label}-{:x}", session.lease_id());
+        let registered = match register(&queue, &me, session.lease_id(), options.concurrency).await
+        {
+            Ok(revision) => revision,
+            Err(error) => {
+                tracing::debug!(%error, "tasks worker: registering failed");
+                continue;
+            }
+        };
+        name.send_replace(Some(me.clone()));
+        let leading = options.lead.then(|| {
+            tokio::spawn(campaign(
+                queue.clone(),
+                Election::new(&session, &queue.layout().election()),
+                me.clone(),
+                stats.clone(),
+            ))
+        });
+        let context = Context {
+            queue: queue.clone(),
+            me: me.clone(),
+            handler: handler.clone(),
+            stats: stats.clone(),
+        };
+        follow_inbox(&context, registered, &session, &mut stop, &mut running).await;
+        if let Some(leading) = leading {
+            leading.abort();
+            stats.leading.store(false, Ordering::Relaxed);
+        }
+        if *stop.borrow() {
+            let worker = (me.as_str(), registered, session.lease_id());
+            drain(&queue, worker, &mut running, options.drain_timeout).await;
+            let _ = session.close().await;
+            return Ok(());
+        }
+        tracing::warn!(
+            worker = me,
+            "tasks worker: the session was lost; starting a new one"
+        );
+    }
+    Ok(())
+}
+
+/// What every execution of one session needs.
+#[derive(Clone)]
+struct Context {
+    /// The queue.
+    queue: Queue,
+    /// The worker's name in this session.
+    me: String,
+    /// The handler.
+    handler: Handler,
+    /// The counters.
+    stats: Arc<WorkerStats>,
+}
+
+/// Executions in flight.
+struct Running {
+    /// One per assignment being run.
+    tasks: JoinSet<()>,
+    /// Bounds how many run at once.
+    permits: Arc<Semaphore>,
+    /// Assignments (id, token) started and still in the inbox.
+    started: BTreeSet<(String, i64)>,
+}
+
+/// Registers worker `me` on `lease` (creating the queue's marker if
+/// needed) and returns the revision of the registration.
+async fn register(queue: &Queue, me: &str, lease: i64, concurrency: u32) -> Result<i64> {
+    queue.ensure_exists().await?;
+    let meta = serde_json::to_vec(&WorkerMeta { concurrency }).expect("worker meta serialises");
+    let key = queue.layout().worker(me);
+    let txn = pb::TxnRequest {
+        compare: vec![keys::created_at(&key, 0)],
+        success: vec![keys::put_op(&key, &meta, lease)],
+        failure: vec![keys::get_op(&key)],
+    };
+    let response = queue.client().txn(txn).await?;
+    response
+        .header
+        .map(|h| h.revision)
+        .ok_or(Error::Malformed("a txn answer without a header"))
+}
+
+/// Campaigns to lead the queue and leads while elected, until the session
+/// is lost.
+async fn campaign(queue: Queue, election: Result<Election>, me: String, stats: Arc<WorkerStats>) {
+    let Ok(election) = election else { return };
+    loop {
+        let leadership = match election.campaign(me.clone()).await {
+            Ok(leadership) => leadership,
+            Err(Error::SessionLost) => return,
+            Err(error) => {
+                tracing::debug!(%error, "tasks worker: campaign failed");
+                tokio::time::sleep(RETRY_PAUSE * 4).await;
+                continue;
+            }
+        };
+        tracing::info!(
+            worker = me,
+            token = leadership.token(),
+            "tasks worker: leading the queue"
+        );
+        stats.leading.store(true, Ordering::Relaxed);
+        loop {
+            let led = tokio::select! {
+                led = leader::lead(queue.client(), queue.layout(), &leadership, &stats) => led,
+                _ = leadership.lost() => Err(Error::NotLeader),
+            };
+            match led {
+                Err(Error::NotLeader) | Err(Error::SessionLost) | Ok(()) => break,
+                Err(error) => {
+                    tracing::debug!(%error, "tasks leader: stopped; leading again");
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+            }
+        }
+        stats.leading.store(false, Ordering::Relaxed);
+        tracing::info!(worker = me, "tasks worker: no longer leading the queue");
+    }
+}
+
+/// Runs every assignment that reaches `me`'s inbox, until the session is
+/// lost or the worker is told to stop.
+async fn follow_inbox(
+    context: &Context,
+    registered: i64,
+    session: &Session,
+    stop: &mut watch::Receiver<bool>,
+    running: &mut Running,
+) {
+    let layout = context.queue.layout();
+    let prefix = layout.inbox_prefix(&context.me);
+    let mut state = session.state();
+    let mut from = registered + 1;
+    loop {
+        let mut watch = match PrefixWatch::open(context.queue.client(), &prefix, from).await {
+            Ok(watch) => watch,
+            Err(error) => {
+                tracing::debug!(%error, "tasks worker: watching the inbox failed");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                match relist(context, &prefix, running).await {
+                    Some(revision) => from = revision + 1,
+                    None => continue,
+                }
+                continue;
+            }
+        };
+        loop {
+            reap(running);
+            let next = tokio::select! {
+                _ = stop.wait_for(|s| *s) => return,
+                _ = state.wait_for(|s| *s == SessionState::Lost) => return,
+                next = tokio::time::timeout(QUIET_REREAD, watch.next()) => next,
+            };
+            match next {
+                Ok(Ok(events)) => {
+                    for event in events {
+                        dispatch_event(context, &event, running);
+                    }
+                }
+                Ok(Err(_)) | Err(_) => break,
+            }
+        }
+        if let Some(revision) = relist(context, &prefix, running).await {
+            from = revision + 1;
+        }
+    }
+}
+
+/// Reads the inbox whole and starts what is not running; returns the
+/// read's revision.
+async fn relist(context: &Context, prefix: &[u8], running: &mut Running) -> Option<i64> {
+    let (kvs, revision) = prefix_watch::list(context.queue.client(), prefix)
+        .await
+        .ok()?;
+    let present: BTreeSet<(String, i64)> = kvs
+        .iter()
+        .filter_map(|kv| {
+            let id = context.queue.layout().parse_inbox(&context.me, &kv.key)?;
+            Some((id, kv.mod_revision))
+        })
+        .collect();
+    running.started.retain(|started| present.contains(started));
+    for (id, token) in present {
+        start(context, id, token, running);
+    }
+    Some(revision)
+}
+
+/// Starts the assignment an inbox event announces; forgets one that left.
+fn dispatch_event(context: &Context, event: &mvccpb::Event, running: &mut Running) {
+    let Some(kv) = &event.kv else { return };
+    let Some(id) = context.queue.layout().parse_inbox(&context.me, &kv.key) else {
+        return;
+    };
+    if event.r#type == mvccpb::event::EventType::Delete as i32 {
+        running.started.retain(|(started, _)| *started != id);
+        return;
+    }
+    start(context, id, kv.mod_revision, running);
+}
+
+/// Runs assignment (`id`, `token`) unless it already started.
+fn start(context: &Context, id: String, token: i64, running: &mut Running) {
+    if !running.started.insert((id.clone(), token)) {
+        return;
+    }
+    let permits = running.permits.clone();
+    let context = context.clone();
+    running.tasks.spawn(async move {
+        let Ok(_permit) = permits.acquire_owned().await else {
+            return;
+        };
+        execute(&context, &id, token).await;
+    });
+}
+
+/// Collects finished executions.
+fn reap(running: &mut Running) {
+    while running.tasks.try_join_next().is_some() {}
+}
+
+/// Reads the task, runs the handler and reports the outcome.
+async fn execute(context: &Context, id: &str, token: i64) {
+    let layout = context.queue.layout();
+    let client = context.queue.client();
+    let Some((record, payload)) = read_task(client, layout, id, token).await else {
+        context.stats.skipped.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let task = Task {
+        id: id.to_string(),
+        payload,
+        attempt: record.meta.attempt,
+        max_attempts: record.meta.max_attempts,
+        token,
+        group: record.meta.group.clone(),
+    };
+    context.stats.executed.fetch_add(1, Ordering::Relaxed);
+    let ran = tokio::spawn((context.handler)(task)).await;
+    let next = match ran {
+        Ok(Ok(result)) => match check_data("result", &result) {
+            Ok(()) => {
+                let mut done = record.ended(token, "done", TaskState::Done);
+                done.result = result;
+                done
+            }
+            Err(error) => record.ended(token, &format!("failed: {error}"), record.after_failure()),
+        },
+        Ok(Err(message)) => {
+            record.ended(token, &format!("failed: {message}"), record.after_failure())
+        }
+        Err(_) => record.ended(
+            token,
+            "failed: the handler panicked",
+            record.after_failure(),
+        ),
+    };
+    report(context, id, token, next).await;
+}
+
+/// The task's record and payload, if assignment `token` is still current.
+async fn read_task(
+    client: &Client,
+    layout: &Layout,
+    id: &str,
+    token: i64,
+) -> Option<(TaskRecord, Vec<u8>)> {
+    let read = pb::TxnRequest {
+        compare: Vec::new(),
+        success: vec![
+            keys::get_op(&layout.task(id)),
+            keys::get_op(&layout.payload(id)),
+        ],
+        failure: Vec::new(),
+    };
+    let response = loop {
+        match client.txn(read.clone()).await {
+            Ok(response) => break response,
+            Err(error) => {
+                tracing::debug!(%error, id, "tasks worker: reading a task failed");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    };
+    let mut values = response.responses.into_iter().map(|op| match op.response {
+        Some(pb::response_op::Response::ResponseRange(range)) => range.kvs.into_iter().next(),
+        _ => None,
+    });
+    let record_kv = values.next().flatten()?;
+    let payload = values
+        .next()
+        .flatten()
+        .map(|kv| kv.value)
+        .unwrap_or_default();
+    if record_kv.mod_revision != token {
+        return None;
+    }
+    let record = TaskRecord::decode(&record_kv.value).ok()?;
+    (record.meta.state == TaskState::Assigned).then_some((record, payload))
+}
+
+/// Writes the outcome under the assignment's token; counts it as accepted
+/// or refused.
+async fn report(context: &Context, id: &str, token: i64, next: TaskRecord) {
+    let layout = context.queue.layout();
+    let encoded = next.encode();
+    let mut success = vec![
+        keys::put_op(&layout.task(id), &encoded, 0),
+        keys::delete_op(&layout.inbox(&context.me, id)),
+    ];
+    if next.meta.state == TaskState::Dead {
+        success.push(keys::put_op(&layout.dead(id), &encoded, 0));
+    }
+    let txn = pb::TxnRequest {
+        compare: vec![leader::modified_at(&layout.task(id), token)],
+        success,
+        failure: Vec::new(),
+    };
+    let response = loop {
+        match context.queue.client().txn(txn.clone()).await {
+            Ok(response) => break response,
+            Err(error) => {
+                tracing::debug!(%error, id, "tasks worker: reporting failed; trying again");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    };
+    let stats = &context.stats;
+    if !response.succeeded {
+        stats.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            task = id,
+            token,
+            "tasks worker: result refused: the task was reassigned after this worker was \
+             taken for dead"
+        );
+    } else if next.meta.state == TaskState::Done {
+        stats.done.fetch_add(1, Ordering::Relaxed);
+    } else {
+        stats.failed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Stops taking tasks (concurrency 0) and waits for running ones.
+/// `worker` is the name, the registration's revision and the lease.
+async fn drain(
+    queue: &Queue,
+    (me, registered, lease): (&str, i64, i64),
+    running: &mut Running,
+    timeout: Duration,
+) {
+    let meta = serde_json::to_vec(&WorkerMeta { concurrency: 0 }).expect("worker meta serialises");
+    let key = queue.layout().worker(me);
+    let txn = pb::TxnRequest {
+        compare: vec![keys::created_at(&key, registered)],
+        success: vec![keys::put_op(&key, &meta, lease)],
+        failure: Vec::new(),
+    };
+    let _ = queue.client().txn(txn).await;
+    let all = async { while running.tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(timeout, all).await.is_err() {
+        tracing::warn!(
+            worker = me,
+            "tasks worker: tasks still running at the drain timeout"
+        );
+    }
+}
