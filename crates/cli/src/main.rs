@@ -22,6 +22,7 @@ mod signals;
 mod sim_command;
 mod status_command;
 mod supervisor;
+mod tasks_command;
 mod up_command;
 
 use clap::{Parser, Subcommand};
@@ -47,6 +48,12 @@ enum Command {
     Elect(elect_command::ElectArgs),
     /// Run a program only while this process holds a lock.
     Lock(elect_command::LockArgs),
+    /// A durable task queue: submit tasks, run workers (one of them leads
+    /// and assigns), see status and results.
+    Tasks {
+        #[command(subcommand)]
+        command: tasks_command::TasksCommand,
+    },
     /// Deterministic simulation of Raft, Bully and Ring.
     Sim {
         #[command(subcommand)]
@@ -104,6 +111,7 @@ fn main() -> std::process::ExitCode {
         Command::Status(args) => status_command::execute(args),
         Command::Elect(args) => elect_command::execute_elect(args),
         Command::Lock(args) => elect_command::execute_lock(args),
+        Command::Tasks { command } => tasks_command::execute(command),
         Command::Sim { command } => sim_command::execute(command),
         Command::Bench { command } => bench(command),
     };

@@ -109,7 +109,9 @@ type RunLog = Arc<Mutex<Vec<(String, u32, i64)>>>;
 fn echo_worker(queue: &Queue, concurrency: u32, log: &RunLog) -> WorkerHandle {
     let log = log.clone();
     Worker::start(queue, options(concurrency), move |task: Task| {
-        log.lock().unwrap().push((task.id.clone(), task.attempt, task.token));
+        log.lock()
+            .unwrap()
+            .push((task.id.clone(), task.attempt, task.token));
         async move {
             let mut result = b"result:".to_vec();
             result.extend_from_slice(&task.payload);
@@ -144,11 +146,19 @@ async fn wait_leading(workers: &[&WorkerHandle]) -> usize {
 /// Revokes the lease of worker `name` (`LABEL-LEASEHEX`): its session
 /// ends on the server as after a crash or a long pause.
 async fn revoke_worker(client: &Client, name: &str) {
-    let hex = name.rsplit('-').next().expect("a worker name ends in its lease");
+    let hex = name
+        .rsplit('-')
+        .next()
+        .expect("a worker name ends in its lease");
     let id = i64::from_str_radix(hex, 16).expect("lease id in hex");
     let endpoint = format!("http://{}", client.endpoints()[0]);
-    let mut lease = pb::lease_client::LeaseClient::connect(endpoint).await.unwrap();
-    lease.lease_revoke(pb::LeaseRevokeRequest { id }).await.unwrap();
+    let mut lease = pb::lease_client::LeaseClient::connect(endpoint)
+        .await
+        .unwrap();
+    lease
+        .lease_revoke(pb::LeaseRevokeRequest { id })
+        .await
+        .unwrap();
 }
 
 async fn a_submitted_task_runs_and_its_result_is_kept(client: Client, name: String) {
@@ -198,15 +208,27 @@ async fn bad_input_is_refused_with_a_clear_error(client: Client, name: String) {
     let queue = Queue::new(&client, &name).unwrap();
     let big = vec![b'x'; bellwether_client::tasks::DATA_BYTES_MAX + 1];
     let oversized = queue.submit(big).await;
-    assert!(matches!(&oversized, Err(Error::InvalidArgument(m)) if m.contains("payload")), "{oversized:?}");
+    assert!(
+        matches!(&oversized, Err(Error::InvalidArgument(m)) if m.contains("payload")),
+        "{oversized:?}"
+    );
     let unknown = Queue::new(&client, &format!("{name}-never-used")).unwrap();
     let status = unknown.status().await;
-    assert!(matches!(&status, Err(Error::NotFound(m)) if m.contains("no queue named")), "{status:?}");
+    assert!(
+        matches!(&status, Err(Error::NotFound(m)) if m.contains("no queue named")),
+        "{status:?}"
+    );
     let missing = unknown.result("nope").await;
-    assert!(matches!(&missing, Err(Error::NotFound(m)) if m.contains("no queue named")), "{missing:?}");
+    assert!(
+        matches!(&missing, Err(Error::NotFound(m)) if m.contains("no queue named")),
+        "{missing:?}"
+    );
     queue.submit("small").await.unwrap();
     let missing = queue.result("nope").await;
-    assert!(matches!(&missing, Err(Error::NotFound(m)) if m.contains("no task")), "{missing:?}");
+    assert!(
+        matches!(&missing, Err(Error::NotFound(m)) if m.contains("no task")),
+        "{missing:?}"
+    );
     let reserved = SubmitOptions {
         id: Some("~group/x".into()),
         ..SubmitOptions::default()
@@ -214,7 +236,10 @@ async fn bad_input_is_refused_with_a_clear_error(client: Client, name: String) {
     assert!(queue.submit_with(&reserved, "x").await.is_err());
     assert!(Queue::new(&client, "a/b").is_err());
     let status = queue.status().await.unwrap();
-    assert_eq!(status.depth["pending"], 1, "the refused submits created nothing");
+    assert_eq!(
+        status.depth["pending"], 1,
+        "the refused submits created nothing"
+    );
 }
 
 async fn a_dead_workers_task_moves_to_another_worker(client: Client, name: String) {
@@ -224,7 +249,9 @@ async fn a_dead_workers_task_moves_to_another_worker(client: Client, name: Strin
     let stuck = {
         let log = log.clone();
         Worker::start(&queue, options(1), move |task: Task| {
-            log.lock().unwrap().push((task.id.clone(), task.attempt, task.token));
+            log.lock()
+                .unwrap()
+                .push((task.id.clone(), task.attempt, task.token));
             std::future::pending::<Result<Vec<u8>, String>>()
         })
     };
@@ -262,7 +289,10 @@ async fn assigning_continues_after_the_leader_dies(client: Client, name: String)
         let done = result(&queue, id).await;
         assert_eq!(done.meta.state, TaskState::Done);
     }
-    assert!(alive.stats().leading.load(Ordering::Relaxed), "the survivor leads");
+    assert!(
+        alive.stats().leading.load(Ordering::Relaxed),
+        "the survivor leads"
+    );
     alive.stop().await.unwrap();
 }
 
@@ -282,7 +312,9 @@ async fn a_stale_result_is_refused_and_counted(client: Client, name: String) {
     let paused = {
         let (release, log) = (release.clone(), log.clone());
         Worker::start(&queue, options(1), move |task: Task| {
-            log.lock().unwrap().push((task.id.clone(), task.attempt, task.token));
+            log.lock()
+                .unwrap()
+                .push((task.id.clone(), task.attempt, task.token));
             let release = release.clone();
             async move {
                 release.notified().await;
@@ -301,7 +333,10 @@ async fn a_stale_result_is_refused_and_counted(client: Client, name: String) {
     // The paused worker is taken for dead: its lease ends on the server.
     revoke_worker(&client, &first_name).await;
     let done = result(&queue, &id).await;
-    assert_eq!(done.result, b"result:x", "the live worker's result is the one kept");
+    assert_eq!(
+        done.result, b"result:x",
+        "the live worker's result is the one kept"
+    );
     release.notify_one();
     let start = tokio::time::Instant::now();
     while paused.stats().refused.load(Ordering::Relaxed) == 0 {
@@ -341,7 +376,11 @@ async fn a_poison_task_is_dead_lettered_after_its_attempts(client: Client, name:
     assert_eq!(dead.meta.state, TaskState::Dead);
     assert_eq!(dead.meta.attempt, 3);
     assert_eq!(dead.meta.history.len(), 3);
-    assert!(dead.meta.history.iter().all(|a| a.outcome.contains("cannot digest")));
+    assert!(dead
+        .meta
+        .history
+        .iter()
+        .all(|a| a.outcome.contains("cannot digest")));
     assert_eq!(result(&queue, &ok).await.meta.state, TaskState::Done);
     assert_eq!(runs.load(Ordering::Relaxed), 4);
     let status = queue.status().await.unwrap();
@@ -356,11 +395,17 @@ fn summing_worker(queue: &Queue, runs: &Arc<Mutex<BTreeMap<String, u32>>>) -> Wo
         *runs.lock().unwrap().entry(task.id.clone()).or_default() += 1;
         async move {
             if task.id.starts_with('~') {
-                let input: GroupInput = serde_json::from_slice(&task.payload).map_err(|e| e.to_string())?;
+                let input: GroupInput =
+                    serde_json::from_slice(&task.payload).map_err(|e| e.to_string())?;
                 let sum: u64 = input
                     .results
                     .iter()
-                    .map(|r| String::from_utf8(r.bytes()).unwrap().parse::<u64>().unwrap())
+                    .map(|r| {
+                        String::from_utf8(r.bytes())
+                            .unwrap()
+                            .parse::<u64>()
+                            .unwrap()
+                    })
                     .sum();
                 Ok(format!("{}:{sum}", input.results.len()).into_bytes())
             } else {
@@ -377,14 +422,23 @@ async fn groups_of_0_1_and_1000_are_aggregated_exactly_once(client: Client, name
     for size in [0u64, 1, 1000] {
         let group = format!("g{size}");
         let payloads = (1..=size).map(|i| i.to_string().into_bytes()).collect();
-        let ids = queue.submit_group(&group, payloads, &GroupOptions::default()).await.unwrap();
+        let ids = queue
+            .submit_group(&group, payloads, &GroupOptions::default())
+            .await
+            .unwrap();
         assert_eq!(ids.len() as u64, size);
-        let outcome = timeout(WAIT, queue.group_result(&group)).await.unwrap().unwrap();
+        let outcome = timeout(WAIT, queue.group_result(&group))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(outcome.meta.state, TaskState::Done);
         let expected = format!("{size}:{}", size * (size + 1) / 2);
         assert_eq!(String::from_utf8_lossy(&outcome.result), expected);
         let aggregator_runs = runs.lock().unwrap()[&format!("~group/{group}")];
-        assert_eq!(aggregator_runs, 1, "group {group}'s aggregator ran {aggregator_runs} times");
+        assert_eq!(
+            aggregator_runs, 1,
+            "group {group}'s aggregator ran {aggregator_runs} times"
+        );
     }
     // A repeated group submit creates nothing and runs nothing again.
     let again = queue
@@ -394,7 +448,10 @@ async fn groups_of_0_1_and_1000_are_aggregated_exactly_once(client: Client, name
     assert_eq!(again, vec!["g1.0".to_string()]);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(runs.lock().unwrap()["~group/g1"], 1);
-    assert!(runs.lock().unwrap().values().all(|n| *n == 1), "every task ran once");
+    assert!(
+        runs.lock().unwrap().values().all(|n| *n == 1),
+        "every task ran once"
+    );
     for worker in workers {
         worker.stop().await.unwrap();
     }
@@ -411,7 +468,10 @@ async fn a_group_is_aggregated_once_when_the_leader_dies_during_it(client: Clien
     let leading = wait_leading(&[&a, &b]).await;
     let (leader, survivor) = if leading == 0 { (a, b) } else { (b, a) };
     let payloads = (1..=200u64).map(|i| i.to_string().into_bytes()).collect();
-    queue.submit_group("g", payloads, &GroupOptions::default()).await.unwrap();
+    queue
+        .submit_group("g", payloads, &GroupOptions::default())
+        .await
+        .unwrap();
     // Kill the leader while the members' results come in.
     let start = tokio::time::Instant::now();
     while runs.lock().unwrap().len() < 50 {
@@ -419,9 +479,15 @@ async fn a_group_is_aggregated_once_when_the_leader_dies_during_it(client: Clien
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     leader.abort();
-    let outcome = timeout(WAIT, queue.group_result("g")).await.unwrap().unwrap();
+    let outcome = timeout(WAIT, queue.group_result("g"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(outcome.meta.state, TaskState::Done);
-    assert_eq!(String::from_utf8_lossy(&outcome.result), format!("200:{}", 200 * 201 / 2));
+    assert_eq!(
+        String::from_utf8_lossy(&outcome.result),
+        format!("200:{}", 200 * 201 / 2)
+    );
     let aggregator_runs = runs.lock().unwrap()["~group/g"];
     // Every run of the aggregator is an attempt of its one task (an
     // attempt assigned to the dead leader before its session ended never

@@ -1,0 +1,409 @@
+//! `bellwether tasks`: submit tasks, run workers, and look at a queue.
+//!
+//! `tasks worker QUEUE -- CMD` runs CMD once per task assigned to it, with
+//! the payload on stdin and the task's id, attempt and assignment token in
+//! its environment. Its stdout is the result; a non-zero exit is a failure,
+//! retried until the task runs out of attempts. Every worker also
+//! campaigns to lead the queue: whichever leads assigns the tasks.
+
+use crate::endpoints;
+use anyhow::{bail, Context};
+use bellwether_client::tasks::{
+    GroupOptions, Queue, SubmitOptions, Task, TaskRecord, TaskState, Worker, WorkerOptions,
+    MAX_ATTEMPTS_DEFAULT,
+};
+use bellwether_client::{Client, SessionOptions};
+use clap::{Args, Subcommand};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// Exit code of `result` and `wait` when the task was dead-lettered.
+const EXIT_DEAD: u8 = 1;
+
+/// Stderr bytes of a failed task command kept in its failure message.
+const STDERR_TAIL_BYTES: usize = 512;
+
+/// `bellwether tasks`.
+#[derive(Subcommand)]
+pub enum TasksCommand {
+    /// Submit a task (or, with --group, a group of tasks).
+    Submit(SubmitArgs),
+    /// Run tasks of a queue with a command, and lead the queue when elected.
+    Worker(WorkerArgs),
+    /// Depth by state, the workers and their load, the leader, dead letters.
+    Status(StatusArgs),
+    /// Wait for a task's result and print it.
+    Result(ResultArgs),
+    /// Wait for a group's aggregated result and print it.
+    Wait(WaitArgs),
+}
+
+/// Where the cluster is.
+#[derive(Args, Clone)]
+pub struct ClusterArgs {
+    /// Comma-separated client endpoints (default: BELLWETHER_ENDPOINTS,
+    /// then ETCDCTL_ENDPOINTS, then the cluster `bellwether up` starts).
+    #[arg(long)]
+    pub endpoints: Option<String>,
+}
+
+/// `bellwether tasks submit`.
+#[derive(Args)]
+#[command(
+    after_help = "Examples:\n  bellwether tasks submit thumbnails cat.jpg\n  \
+    ls *.jpg | bellwether tasks submit thumbnails --group batch-7 -"
+)]
+pub struct SubmitArgs {
+    /// The queue.
+    pub queue: String,
+    /// The task's id: a repeated submit with the same id is the same task.
+    #[arg(long, conflicts_with = "group")]
+    pub id: Option<String>,
+    /// Submit a group: each DATA (or each line of stdin with `-`) is one
+    /// task, and an aggregator task gets all their results once they are in.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// The aggregator's own payload (with --group).
+    #[arg(long, requires = "group", default_value = "")]
+    pub aggregator: String,
+    /// Dead-lettered members tolerated before the aggregator runs anyway
+    /// (with --group).
+    #[arg(long, requires = "group", default_value_t = 0)]
+    pub failures_allowed: u32,
+    /// Attempts before a task is dead-lettered (worker deaths included).
+    #[arg(long, default_value_t = MAX_ATTEMPTS_DEFAULT)]
+    pub max_attempts: u32,
+    /// The payload, or `-` for stdin.
+    pub data: Vec<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// `bellwether tasks worker`.
+#[derive(Args)]
+#[command(
+    after_help = "Example:\n  bellwether tasks worker thumbnails --concurrency 4 -- ./resize.sh"
+)]
+pub struct WorkerArgs {
+    /// The queue.
+    pub queue: String,
+    /// Tasks run at once, at most.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: u32,
+    /// The session's lease TTL in seconds: a worker that vanishes loses its
+    /// tasks to others after at most this long.
+    #[arg(long, default_value_t = 5)]
+    pub ttl: u64,
+    /// Release on disconnect (bellwether only; etcd ignores it): if this
+    /// worker dies, its tasks move this many milliseconds after its
+    /// connection drops, instead of after the TTL.
+    #[arg(long, value_name = "MS")]
+    pub release_on_disconnect: Option<u64>,
+    /// The start of the worker's name (default: w and the process id).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Do not campaign to lead the queue (only run tasks).
+    #[arg(long)]
+    pub no_lead: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The program to run for each task, after `--`.
+    #[arg(last = true, value_name = "CMD", required = true)]
+    pub command: Vec<String>,
+}
+
+/// `bellwether tasks status`.
+#[derive(Args)]
+pub struct StatusArgs {
+    /// The queue.
+    pub queue: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// `bellwether tasks result`.
+#[derive(Args)]
+pub struct ResultArgs {
+    /// The queue.
+    pub queue: String,
+    /// The task's id.
+    pub id: String,
+    /// Print the whole record as JSON (state, attempts, history, result).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// `bellwether tasks wait`.
+#[derive(Args)]
+pub struct WaitArgs {
+    /// The queue.
+    pub queue: String,
+    /// The group.
+    pub group: String,
+    /// Print the aggregator's whole record as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Runs `bellwether tasks …`.
+pub fn execute(command: TasksCommand) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        match command {
+            TasksCommand::Submit(args) => submit(args).await,
+            TasksCommand::Worker(args) => worker(args).await,
+            TasksCommand::Status(args) => status(args).await,
+            TasksCommand::Result(args) => {
+                let queue = queue(&args.cluster, &args.queue)?;
+                let record = queue.result(&args.id).await?;
+                print_outcome(&record, args.json)
+            }
+            TasksCommand::Wait(args) => {
+                let queue = queue(&args.cluster, &args.queue)?;
+                let record = queue.group_result(&args.group).await?;
+                print_outcome(&record, args.json)
+            }
+        }
+    })
+}
+
+/// The queue on the chosen cluster.
+fn queue(cluster: &ClusterArgs, name: &str) -> anyhow::Result<Queue> {
+    let client = Client::connect(endpoints::resolve(cluster.endpoints.as_deref()))?;
+    Ok(Queue::new(&client, name)?)
+}
+
+/// `tasks submit`.
+async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    let queue = queue(&args.cluster, &args.queue)?;
+    if let Some(group) = &args.group {
+        let mut payloads = Vec::new();
+        for data in &args.data {
+            if data == "-" {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .context("reading stdin")?;
+                payloads.extend(text.lines().map(|line| line.as_bytes().to_vec()));
+            } else {
+                payloads.push(data.as_bytes().to_vec());
+            }
+        }
+        let options = GroupOptions {
+            aggregator: args.aggregator.clone(),
+            failures_allowed: args.failures_allowed,
+            max_attempts: args.max_attempts,
+        };
+        let ids = queue.submit_group(group, payloads, &options).await?;
+        println!("group {group}: {} task(s)", ids.len());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let payload = match args.data.as_slice() {
+        [data] if data == "-" => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .context("reading stdin")?;
+            bytes
+        }
+        [data] => data.as_bytes().to_vec(),
+        [] => bail!("no payload: give DATA, or `-` to read it from stdin"),
+        _ => bail!("one payload per task: quote it, or use --group to submit several"),
+    };
+    let options = SubmitOptions {
+        id: args.id.clone(),
+        max_attempts: args.max_attempts,
+    };
+    let submitted = queue.submit_with(&options, payload).await?;
+    if !submitted.created {
+        eprintln!(
+            "task {} exists already with this payload: not submitted again",
+            submitted.id
+        );
+    }
+    println!("{}", submitted.id);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tasks worker`.
+async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    let program = resolve_program(&args.command[0])?;
+    let queue = queue(&args.cluster, &args.queue)?;
+    let options = WorkerOptions {
+        concurrency: args.concurrency,
+        session: SessionOptions {
+            release_on_disconnect: args.release_on_disconnect.map(Duration::from_millis),
+            ..SessionOptions::with_ttl(Duration::from_secs(args.ttl))
+        },
+        label: args.label.clone(),
+        lead: !args.no_lead,
+        ..WorkerOptions::default()
+    };
+    options.session.validate()?;
+    let arguments: Vec<String> = args.command[1..].to_vec();
+    let handle = Worker::start(&queue, options, move |task: Task| {
+        run_command(program.clone(), arguments.clone(), task)
+    });
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    eprintln!("stopping: waiting for running tasks");
+    let refused = handle
+        .stats()
+        .refused
+        .load(std::sync::atomic::Ordering::Relaxed);
+    handle.stop().await?;
+    if refused > 0 {
+        eprintln!("{refused} result(s) were refused: their tasks had moved to another worker");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The program's path: as given when it holds a slash, else found on PATH.
+/// A program that cannot start is an error here, before any task is taken.
+fn resolve_program(name: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &Path| {
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let path = PathBuf::from(name);
+        if runnable(&path) {
+            return Ok(path);
+        }
+        bail!("cannot run {name}: no such executable file");
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| runnable(candidate))
+        .with_context(|| format!("cannot run {name}: not found on PATH"))
+}
+
+/// Runs the task's command: payload on stdin, stdout is the result.
+async fn run_command(
+    program: PathBuf,
+    arguments: Vec<String>,
+    task: Task,
+) -> Result<Vec<u8>, String> {
+    let mut child = tokio::process::Command::new(&program)
+        .args(&arguments)
+        .env("BELLWETHER_TASK_ID", &task.id)
+        .env("BELLWETHER_TASK_ATTEMPT", task.attempt.to_string())
+        .env("BELLWETHER_ASSIGNMENT_TOKEN", task.token.to_string())
+        .env("BELLWETHER_TASK_GROUP", task.group.as_deref().unwrap_or(""))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let payload = task.payload.clone();
+    let feed = tokio::spawn(async move {
+        // A command that does not read its stdin closes the pipe early.
+        let _ = stdin.write_all(&payload).await;
+    });
+    let output = child
+        .wait_with_output()
+        .await
+        .map_err(|e| format!("waiting for {}: {e}", program.display()))?;
+    let _ = feed.await;
+    if output.status.success() {
+        return Ok(output.stdout);
+    }
+    let tail_start = output.stderr.len().saturating_sub(STDERR_TAIL_BYTES);
+    let stderr = String::from_utf8_lossy(&output.stderr[tail_start..]);
+    Err(format!(
+        "{} exited with {}: {}",
+        program.display(),
+        output.status,
+        stderr.trim()
+    ))
+}
+
+/// `tasks status`.
+async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let queue = queue(&args.cluster, &args.queue)?;
+    let status = queue.status().await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("queue {} (revision {})", status.queue, status.revision);
+    let depth: Vec<String> = status
+        .depth
+        .iter()
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect();
+    println!("tasks: {}", depth.join(", "));
+    match (&status.leader, status.leader_token) {
+        (Some(leader), Some(token)) => println!("leader: {leader} (token {token})"),
+        _ => println!("leader: none (no worker runs)"),
+    }
+    println!("workers: {}", status.workers.len());
+    for worker in &status.workers {
+        println!(
+            "  {}  in flight {} of {}",
+            worker.name, worker.in_flight, worker.concurrency
+        );
+    }
+    if status.orphaned > 0 {
+        println!(
+            "tasks of workers that are gone, moving: {}",
+            status.orphaned
+        );
+    }
+    println!(
+        "groups: {} ({} aggregated)",
+        status.groups, status.groups_aggregated
+    );
+    if !status.dead_letters.is_empty() {
+        println!("dead letters: {}", status.dead_letters.join(" "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a finished task: the result on stdout when done; the history on
+/// stderr and exit 1 when dead-lettered.
+fn print_outcome(record: &TaskRecord, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        let value = serde_json::json!({
+            "meta": record.meta,
+            "result": String::from_utf8_lossy(&record.result),
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else if record.meta.state == TaskState::Done {
+        use std::io::Write;
+        std::io::stdout().write_all(&record.result)?;
+    } else {
+        eprintln!("dead-lettered after {} attempt(s):", record.meta.attempt);
+        for attempt in &record.meta.history {
+            eprintln!(
+                "  attempt {} on {} (token {}): {}",
+                attempt.attempt, attempt.worker, attempt.token, attempt.outcome
+            );
+        }
+    }
+    Ok(if record.meta.state == TaskState::Done {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_DEAD)
+    })
+}
