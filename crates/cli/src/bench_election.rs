@@ -88,7 +88,7 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    fn of(mut values: Vec<f64>) -> Percentiles {
+    pub(crate) fn of(mut values: Vec<f64>) -> Percentiles {
         assert!(!values.is_empty(), "no samples");
         values.sort_by(f64::total_cmp);
         let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
@@ -238,7 +238,7 @@ fn measure(
 }
 
 /// Waits until the cluster answers writes.
-async fn wait_ready(client: &Client) -> Result<()> {
+pub(crate) async fn wait_ready(client: &Client) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if client.put("bench-election/ready", "1").await.is_ok() {

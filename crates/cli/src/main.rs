@@ -10,6 +10,7 @@ mod bench_election;
 mod bench_failover;
 mod bench_kv;
 mod bench_raft;
+mod bench_tasks;
 mod contender;
 mod elect_command;
 mod endpoints;
@@ -76,6 +77,9 @@ enum BenchCommand {
     /// Leadership moving between application instances (handover, crash,
     /// observers, campaign cycles), optionally against a real etcd.
     Election(bench_election::ElectionArgs),
+    /// The task queue end to end: throughput, submit -> start, worker and
+    /// leader SIGKILLs, group aggregation; optionally against a real etcd.
+    Tasks(bench_tasks::TasksArgs),
     /// Commits per second of an in-process Raft cluster with no network.
     Raft {
         /// Cluster size.
@@ -128,6 +132,7 @@ fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
     match command {
         BenchCommand::Kv(args) => bench_kv::execute(args),
         BenchCommand::Election(args) => bench_election::execute(args),
+        BenchCommand::Tasks(args) => bench_tasks::execute(args),
         BenchCommand::Failover(args) => {
             let report = bench_failover::run(&args)?;
             if args.json {

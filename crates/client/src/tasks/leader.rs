@@ -71,6 +71,20 @@ pub(crate) async fn lead(
             for event in &events {
                 view.apply_event(layout, event);
             }
+            // Take in every answer already here before planning again: the
+            // watch answers once per revision, and planning after each
+            // would hold the leader to one small txn per result.
+            loop {
+                match tokio::time::timeout(Duration::ZERO, watch.next()).await {
+                    Ok(Ok(events)) => {
+                        for event in &events {
+                            view.apply_event(layout, event);
+                        }
+                    }
+                    Ok(Err(_)) => break,
+                    Err(_) => break,
+                }
+            }
         }
     }
 }

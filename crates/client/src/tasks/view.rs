@@ -302,7 +302,14 @@ impl QueueView {
         let waiting: Vec<(Option<String>, String)> = orphaned
             .into_iter()
             .map(|(worker, id)| (Some(worker), id))
-            .chain(self.waiting.iter().map(|(_, id)| (None, id.clone())))
+            // Only as many waiting tasks as one plan can take: the rest
+            // wait for the next plan, so a deep queue costs nothing here.
+            .chain(
+                self.waiting
+                    .iter()
+                    .take(max_actions)
+                    .map(|(_, id)| (None, id.clone())),
+            )
             .collect();
         for (from, id) in waiting {
             if actions.len() >= max_actions {
@@ -332,6 +339,9 @@ impl QueueView {
             let Some((name, worker)) = self.least_loaded(&planned) else {
                 // No room anywhere: waiting tasks wait; orphans of dead
                 // workers still get dead-lettered above when out of tries.
+                if from.is_none() {
+                    break;
+                }
                 continue;
             };
             let mut record = ended;
