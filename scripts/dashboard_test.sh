@@ -182,3 +182,42 @@ row="$(printf '%s' "$dom" | tr -d '\n' | grep -Eo '<tr><td>bench-election/[^<]*<
 campaigns="$(printf '%s' "$row" | sed -E 's#.*<td>([0-9]+)</td><td>([0-9]+)</td></tr>#\1#')"
 [ "$campaigns" -gt 0 ] || fail "the elections row shows no campaigns: $row"
 echo "PASS: the dashboard lists the application's election: $(printf '%s' "$row" | sed -E 's#</td><td>#, #g; s#</?t[dr]>##g')"
+
+# Task queues: a queue with one task done and one dead-lettered shows up in
+# the Tasks table with its depth by state and its dead letter.
+echo "== a task queue through n$survivor"
+task_id="$("$BIN" tasks submit dash-queue --endpoints "$survivor_client" hello)" ||
+  fail "tasks submit failed"
+"$BIN" tasks submit dash-queue --endpoints "$survivor_client" --id poison --max-attempts 1 fail >/dev/null ||
+  fail "tasks submit (poison) failed"
+BELLWETHER_LOG=warn timeout 20 "$BIN" tasks worker dash-queue --endpoints "$survivor_client" -- \
+  sh -c 'x=$(cat); [ "$x" != fail ]' >"$WORK/worker.log" 2>&1 &
+worker_pid=$!
+timeout 20 "$BIN" tasks result dash-queue "$task_id" --endpoints "$survivor_client" >/dev/null ||
+  fail "the task did not finish: $(tail -n 3 "$WORK/worker.log")"
+status=0
+timeout 20 "$BIN" tasks result dash-queue poison --endpoints "$survivor_client" >/dev/null 2>&1 || status=$?
+[ "$status" -eq 1 ] || fail "the poison task was not dead-lettered (tasks result exited $status)"
+profile="$(mktemp -d "$WORK/profile.XXXXXX")"
+dom="$(timeout "$CHROMIUM_RUN_TIMEOUT_S" chromium --headless --no-sandbox --disable-gpu \
+  --disable-quic --no-first-run --disable-background-networking --disable-component-update \
+  --disable-sync --user-data-dir="$profile" --virtual-time-budget=3000 --dump-dom "$survivor_url" \
+  2>>"$WORK/chromium.log")" || true
+kill "$worker_pid" 2>/dev/null || true
+wait "$worker_pid" 2>/dev/null || true
+row="$(printf '%s' "$dom" | tr -d '\n' | grep -Eo '<tr><td>dash-queue</td>(<td>[^<]*</td>){9}</tr>' | head -n 1 || true)"
+[ -n "$row" ] || fail "the dashboard of n$survivor lists no dash-queue row in its task queues table"
+cells="$(printf '%s' "$row" | sed -E 's#</td><td>#|#g; s#</?t[dr]>##g')"
+# queue|pending|assigned|failed|done|dead|done/s|leader|workers|dead letters
+printf '%s' "$cells" | grep -Eq '^dash-queue\|0\|0\|0\|1\|1\|[^|]*\|[^|]*\|[^|]*\|poison$' ||
+  fail "the task queue row does not show 1 done, 1 dead and the dead letter: $cells"
+echo "PASS: the dashboard lists the task queue: $cells"
+metrics="$(timeout "$CHROMIUM_RUN_TIMEOUT_S" chromium --headless --no-sandbox --disable-gpu \
+  --disable-quic --no-first-run --disable-background-networking --disable-component-update \
+  --disable-sync --user-data-dir="$profile" --dump-dom "${survivor_url}metrics" \
+  2>>"$WORK/chromium.log")" || true
+for line in 'bellwether_tasks_depth{queue="dash-queue",state="done"} 1' \
+  'bellwether_tasks_dead_letters{queue="dash-queue"} 1'; do
+  printf '%s' "$metrics" | grep -qF "$line" || fail "/metrics of n$survivor lacks: $line"
+done
+echo "PASS: /metrics counts the task queue's done and dead-lettered tasks"

@@ -133,7 +133,8 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
                 config.peers.clone(),
                 config.peer_client.clone(),
             )
-            .with_app_elections(handles.metrics.app_elections.clone());
+            .with_app_elections(handles.metrics.app_elections.clone())
+            .with_app_tasks(&handles.metrics.app_tasks);
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
                 backend,

@@ -76,6 +76,7 @@ async function poll() {
     });
     render(Date.now());
     renderElections(await fetchJson("elections"));
+    renderQueues(await fetchJson("tasks"));
   } catch (error) {
     console.error("dashboard: poll failed", error);
   } finally {
@@ -435,6 +436,31 @@ function renderElections(list) {
     return row;
   });
   document.getElementById("election-rows").replaceChildren(...rows);
+}
+
+/** The task queues in this member's store. */
+function renderQueues(list) {
+  if (!Array.isArray(list)) return;
+  const rows = list.map((q) => {
+    const row = el("tr");
+    const workers = q.workers.map((w) => `${w.name} ${w.in_flight}/${w.concurrency}`).join(", ");
+    for (const text of [
+      q.truncated ? `${q.queue} (partly read)` : q.queue,
+      String(q.depth.pending),
+      String(q.depth.assigned),
+      String(q.depth.failed),
+      String(q.depth.done),
+      String(q.depth.dead),
+      q.done_per_second === null ? "" : q.done_per_second.toFixed(1),
+      q.leader === null ? "none" : `${q.leader} (token ${q.leader_token})`,
+      workers || "none",
+      q.dead_letters.join(" "),
+    ]) {
+      row.append(el("td", null, text));
+    }
+    return row;
+  });
+  document.getElementById("queue-rows").replaceChildren(...rows);
 }
 
 poll();

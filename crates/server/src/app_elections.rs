@@ -193,7 +193,7 @@ fn first_key(store: &Mutex<KvStore>, name: &str) -> Option<(String, i64)> {
 
 /// A label value with `\`, `"` and newlines escaped, as the text format
 /// requires.
-fn escape_label(value: &str) -> String {
+pub(crate) fn escape_label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

@@ -6,6 +6,7 @@
 //! Everything between tasks is a bounded channel.
 
 pub mod app_elections;
+pub mod app_tasks;
 pub mod client;
 pub mod config;
 pub mod data_dir;

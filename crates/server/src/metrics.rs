@@ -89,6 +89,8 @@ pub struct Metrics {
     pub answer_polls_expired: AtomicU64,
     /// Applications' elections and locks served by this member.
     pub app_elections: std::sync::Arc<crate::app_elections::AppElections>,
+    /// Applications' task queues in this member's store.
+    pub app_tasks: std::sync::Arc<crate::app_tasks::AppTasks>,
 }
 
 impl Metrics {
@@ -218,6 +220,7 @@ impl Metrics {
             .into_iter(),
         );
         self.app_elections.render(&mut out);
+        self.app_tasks.render(&mut out);
         out
     }
 }

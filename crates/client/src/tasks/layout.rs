@@ -5,6 +5,7 @@
 //! | key | value | written by |
 //! |---|---|---|
 //! | `Q/s/queue` | a marker: the queue exists | the first submit or worker |
+//! | `__bellwether/queues/Q` | the queue's name, for tools to find it | the same |
 //! | `Q/s/t/ID` | the task's record ([`super::record::TaskRecord`]) | submit, leader, worker |
 //! | `Q/s/w/NAME` | a live worker, on its session's lease | the worker |
 //! | `Q/s/g/GROUP` | a group: its size, aggregator payload, threshold | submit |
@@ -28,6 +29,10 @@ pub const DATA_BYTES_MAX: usize = keys::VALUE_BYTES_MAX;
 
 /// Ids starting with this are the queue's own (group aggregators).
 pub const RESERVED_ID_START: char = '~';
+
+/// Every queue also leaves its name under this prefix, so that tools (the
+/// bellwether dashboard) can find the queues without scanning the store.
+pub const QUEUE_REGISTRY_PREFIX: &str = "__bellwether/queues/";
 
 /// What is stored under `Q/s/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,12 +81,17 @@ impl Layout {
 
     /// The start of the range the leader reads and watches.
     pub(crate) fn state_prefix(&self) -> Vec<u8> {
-        self.key("s/")
+        super::state_prefix(&self.name)
     }
 
     /// The queue's marker key.
     pub(crate) fn marker(&self) -> Vec<u8> {
         self.key("s/queue")
+    }
+
+    /// The queue's entry in the registry of queues.
+    pub(crate) fn registry_entry(&self) -> Vec<u8> {
+        format!("{QUEUE_REGISTRY_PREFIX}{}", self.name).into_bytes()
     }
 
     /// A task's record.

@@ -41,7 +41,7 @@ mod status;
 mod view;
 mod worker;
 
-pub use layout::{DATA_BYTES_MAX, ID_BYTES_MAX};
+pub use layout::{DATA_BYTES_MAX, ID_BYTES_MAX, QUEUE_REGISTRY_PREFIX};
 pub use queue::{GroupOptions, Queue, SubmitOptions, Submitted};
 pub use record::{
     Attempt, GroupInput, MemberResult, TaskMeta, TaskRecord, TaskState, MAX_ATTEMPTS_DEFAULT,
@@ -49,3 +49,15 @@ pub use record::{
 };
 pub use status::{QueueStatus, WorkerLoad};
 pub use worker::{Task, Worker, WorkerHandle, WorkerOptions, WorkerStats};
+
+/// The start of the range holding queue `queue`'s state (tasks, workers,
+/// groups): what [`QueueStatus::from_keys`] reads.
+pub fn state_prefix(queue: &str) -> Vec<u8> {
+    format!("{queue}/s/").into_bytes()
+}
+
+/// The start of the range of queue `queue`'s election: its oldest key is
+/// the leading worker's.
+pub fn leader_prefix(queue: &str) -> Vec<u8> {
+    format!("{queue}/leader/").into_bytes()
+}

@@ -113,7 +113,10 @@ impl Queue {
         let marker = self.layout.marker();
         let txn = pb::TxnRequest {
             compare: vec![keys::created_at(&marker, 0)],
-            success: vec![keys::put_op(&marker, b"", 0)],
+            success: vec![
+                keys::put_op(&marker, b"", 0),
+                keys::put_op(&self.layout.registry_entry(), b"", 0),
+            ],
             failure: Vec::new(),
         };
         self.client.txn(txn).await?;

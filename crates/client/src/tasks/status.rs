@@ -49,21 +49,19 @@ pub struct QueueStatus {
     pub groups_aggregated: u64,
 }
 
-impl Queue {
-    /// Reads the whole queue state once; fails with
-    /// [`Error::NotFound`] for a queue nothing was ever submitted to.
-    pub async fn status(&self) -> Result<QueueStatus> {
-        let layout = self.layout();
-        let (kvs, revision) = prefix_watch::list(self.client(), &layout.state_prefix()).await?;
-        if !kvs
-            .iter()
-            .any(|kv| layout.parse_state(&kv.key) == Some(StateKey::Marker))
-        {
-            return Err(Error::NotFound(format!(
-                "no queue named {:?}: nothing was ever submitted to it",
-                self.name()
-            )));
-        }
+impl QueueStatus {
+    /// The status of queue `queue` from its keys under `Q/s/` (key, value)
+    /// read at `revision`, and its leader (value, token); `None` when the
+    /// keys hold no queue marker. The bellwether server uses this for its
+    /// dashboard and metrics, reading its own store.
+    pub fn from_keys<'a>(
+        queue: &str,
+        revision: i64,
+        state_keys: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+        leader: Option<(String, i64)>,
+    ) -> Option<QueueStatus> {
+        let layout = Layout::new(queue).ok()?;
+        let mut marked = false;
         let mut depth: BTreeMap<String, u64> = [
             TaskState::Pending,
             TaskState::Assigned,
@@ -78,10 +76,10 @@ impl Queue {
         let mut assigned_to: BTreeMap<String, u64> = BTreeMap::new();
         let mut dead_letters = Vec::new();
         let (mut groups, mut aggregated) = (0, 0);
-        for kv in &kvs {
-            match layout.parse_state(&kv.key) {
+        for (key, value) in state_keys {
+            match layout.parse_state(key) {
                 Some(StateKey::Task(id)) => {
-                    let Ok(record) = TaskRecord::decode(&kv.value) else {
+                    let Ok(record) = TaskRecord::decode(value) else {
                         continue;
                     };
                     *depth
@@ -100,8 +98,8 @@ impl Queue {
                     }
                 }
                 Some(StateKey::Worker(name)) => {
-                    let concurrency = serde_json::from_slice::<WorkerMeta>(&kv.value)
-                        .map_or(0, |m| m.concurrency);
+                    let concurrency =
+                        serde_json::from_slice::<WorkerMeta>(value).map_or(0, |m| m.concurrency);
                     workers.insert(
                         name.clone(),
                         WorkerLoad {
@@ -112,8 +110,12 @@ impl Queue {
                     );
                 }
                 Some(StateKey::Group(_)) => groups += 1,
-                Some(StateKey::Marker) | None => {}
+                Some(StateKey::Marker) => marked = true,
+                None => {}
             }
+        }
+        if !marked {
+            return None;
         }
         let mut orphaned = 0;
         for (worker, count) in assigned_to {
@@ -122,20 +124,38 @@ impl Queue {
                 None => orphaned += count,
             }
         }
-        let leader = leader_of(self.client(), &layout.election()).await?;
-        Ok(QueueStatus {
-            queue: self.name().to_string(),
+        Some(QueueStatus {
+            queue: queue.to_string(),
             revision,
             depth,
             workers: workers.into_values().collect(),
-            leader: leader
-                .as_ref()
-                .map(|l| String::from_utf8_lossy(&l.value).into_owned()),
-            leader_token: leader.map(|l| l.token),
+            leader: leader.as_ref().map(|(value, _)| value.clone()),
+            leader_token: leader.map(|(_, token)| token),
             dead_letters,
             orphaned,
             groups,
             groups_aggregated: aggregated,
+        })
+    }
+}
+
+impl Queue {
+    /// Reads the whole queue state once; fails with
+    /// [`Error::NotFound`] for a queue nothing was ever submitted to.
+    pub async fn status(&self) -> Result<QueueStatus> {
+        let layout = self.layout();
+        let (kvs, revision) = prefix_watch::list(self.client(), &layout.state_prefix()).await?;
+        let leader = leader_of(self.client(), &layout.election())
+            .await?
+            .map(|l| (String::from_utf8_lossy(&l.value).into_owned(), l.token));
+        let keys = kvs
+            .iter()
+            .map(|kv| (kv.key.as_slice(), kv.value.as_slice()));
+        QueueStatus::from_keys(self.name(), revision, keys, leader).ok_or_else(|| {
+            Error::NotFound(format!(
+                "no queue named {:?}: nothing was ever submitted to it",
+                self.name()
+            ))
         })
     }
 }

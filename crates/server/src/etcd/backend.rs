@@ -110,6 +110,13 @@ impl EtcdBackend {
         }
     }
 
+    /// Lets the task-queue registry (the member's metrics hold it) read
+    /// queues from this store.
+    pub fn with_app_tasks(self, registry: &crate::app_tasks::AppTasks) -> Self {
+        registry.attach_store(self.store.clone());
+        self
+    }
+
     /// Records the Election and Lock services' calls in `registry` (the
     /// member's metrics hold it), which reads leaders from this store.
     pub fn with_app_elections(mut self, registry: Arc<crate::app_elections::AppElections>) -> Self {

@@ -12,6 +12,7 @@
 //! | `GET /ready`     | 200 once a leader is known and applied ≥ commit           |
 //! | `GET /status`    | the `NodeStatus` as JSON, readable cross-origin (CORS)    |
 //! | `GET /elections` | applications' elections and locks served here, as JSON   |
+//! | `GET /tasks`     | task queues in this member's store, as JSON              |
 //! | `GET /`          | the dashboard (plain HTML + JS + CSS embedded at build)   |
 //!
 //! Everything is bounded: [`serve`] holds at most [`CONNECTIONS_MAX`] open
@@ -65,6 +66,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/metrics", get(report::metrics))
         .route("/status", get(report::status))
         .route("/elections", get(report::elections))
+        .route("/tasks", get(report::tasks))
         .route("/health", get(probes::health))
         .route("/ready", get(probes::ready))
         .route("/", get(dashboard::page))

@@ -33,6 +33,15 @@ pub(super) async fn elections(State(state): State<HttpState>) -> impl IntoRespon
     )
 }
 
+/// `GET /tasks`: the task queues in this member's store, with their
+/// depth by state, workers, leader and dead letters.
+pub(super) async fn tasks(State(state): State<HttpState>) -> impl IntoResponse {
+    let views = tokio::task::spawn_blocking(move || state.metrics.app_tasks.snapshot())
+        .await
+        .unwrap_or_default();
+    ([(CACHE_CONTROL, "no-store")], Json(views))
+}
+
 /// `GET /status`: the latest `NodeStatus` as JSON, readable from any origin.
 pub(super) async fn status(State(state): State<HttpState>) -> impl IntoResponse {
     // Clone out of the watch so its lock is not held while serializing.
