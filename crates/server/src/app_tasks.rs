@@ -24,6 +24,9 @@ pub const QUEUES_MAX: i64 = 64;
 /// Keys read per queue, at most; a larger queue is shown as truncated.
 pub const KEYS_PER_QUEUE_MAX: i64 = 200_000;
 
+/// A per-queue gauge: its name, its help and how it is read.
+type QueueGauge = (&'static str, &'static str, fn(&AppQueueView) -> u64);
+
 /// One queue as the dashboard shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct AppQueueView {
@@ -130,7 +133,7 @@ impl AppTasks {
                 );
             }
         }
-        let per_queue: [(&str, &str, fn(&AppQueueView) -> u64); 4] = [
+        let per_queue: [QueueGauge; 4] = [
             (
                 "bellwether_tasks_in_flight",
                 "Tasks assigned to live workers.",
