@@ -2,11 +2,13 @@
 //! queue's leader and workers, which follow a range for as long as they run
 //! (the recipes' one-shot waits use the shared [`crate::watch_hub`]).
 //!
-//! Whoever follows a range first reads it with [`list`], then watches from
-//! the revision after that read. When the watch breaks (member down,
-//! compaction, cancel), [`PrefixWatch::next`] fails and the caller reads
-//! again and opens a new watch: nothing is missed, and events already
-//! applied are recognised by their revisions.
+//! Whoever follows a range reads it and watches it: either [`list`] (one
+//! revision) and a watch from the revision after, or a watch from now and
+//! then [`list_latest`], which needs no old revision to survive
+//! compaction. When the watch breaks (member down, compaction, cancel),
+//! [`PrefixWatch::next`] fails and the caller reads again and opens a new
+//! watch: nothing is missed, and events already applied are recognised by
+//! their revisions.
 
 use crate::client::{is_unavailable, Client};
 use crate::error::{Error, Result};
@@ -133,6 +135,35 @@ pub(crate) async fn list(client: &Client, prefix: &[u8]) -> Result<(Vec<mvccpb::
         all.extend(response.kvs);
         if !more {
             return Ok((all, revision));
+        }
+    }
+}
+
+/// Every key under `prefix`, a page at a time, each page read at the
+/// latest revision (so the whole read is not one snapshot: pair it with a
+/// watch opened before it).
+pub(crate) async fn list_latest(client: &Client, prefix: &[u8]) -> Result<Vec<mvccpb::KeyValue>> {
+    let end = keys::prefix_end(prefix);
+    let mut from = prefix.to_vec();
+    let mut all = Vec::new();
+    loop {
+        let response = client
+            .range(pb::RangeRequest {
+                key: from.clone(),
+                range_end: end.clone(),
+                limit: LIST_PAGE_KEYS,
+                ..pb::RangeRequest::default()
+            })
+            .await?;
+        let more = response.more;
+        let Some(last) = response.kvs.last() else {
+            return Ok(all);
+        };
+        from = last.key.clone();
+        from.push(0);
+        all.extend(response.kvs);
+        if !more {
+            return Ok(all);
         }
     }
 }

@@ -36,8 +36,22 @@ pub(crate) async fn lead(
     stats: &WorkerStats,
 ) -> Result<()> {
     loop {
-        let (kvs, revision) = match prefix_watch::list(client, &layout.state_prefix()).await {
-            Ok(read) => read,
+        // The watch first, from now on; then the read. Whatever changes
+        // after the watch starts arrives through it, whatever was there
+        // before is in the read, and events the read already covers are
+        // recognised by their revisions. Reading first and watching from
+        // the read's revision would need that revision to outlive the
+        // read, which compaction under load does not promise.
+        let mut watch = match PrefixWatch::open(client, &layout.state_prefix(), 0).await {
+            Ok(watch) => watch,
+            Err(error) => {
+                tracing::debug!(%error, "tasks leader: watching the queue failed");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+        };
+        let kvs = match prefix_watch::list_latest(client, &layout.state_prefix()).await {
+            Ok(kvs) => kvs,
             Err(error) => {
                 tracing::debug!(%error, "tasks leader: reading the queue failed");
                 tokio::time::sleep(RETRY_PAUSE).await;
@@ -49,15 +63,6 @@ pub(crate) async fn lead(
             view.apply_put(layout, kv);
         }
         drop(kvs);
-        let mut watch = match PrefixWatch::open(client, &layout.state_prefix(), revision + 1).await
-        {
-            Ok(watch) => watch,
-            Err(error) => {
-                tracing::debug!(%error, "tasks leader: watching the queue failed");
-                tokio::time::sleep(RETRY_PAUSE).await;
-                continue;
-            }
-        };
         loop {
             write_plans(client, layout, leadership, &mut view, stats).await?;
             let events = match tokio::time::timeout(QUIET_REREAD, watch.next()).await {
@@ -141,11 +146,34 @@ async fn write_plans(
                     return Err(Error::NotLeader);
                 } else if let Action::Aggregate { group, .. } = &action {
                     view.aggregator_exists(group);
+                } else {
+                    // The view is behind on this task: read it.
+                    refresh(client, layout, view, &action).await?;
                 }
             }
         }
         return Ok(());
     }
+}
+
+/// Reads the task an action was planned for into the view.
+async fn refresh(
+    client: &Client,
+    layout: &Layout,
+    view: &mut QueueView,
+    action: &Action,
+) -> Result<()> {
+    let (Action::Assign { id, .. } | Action::DeadLetter { id, .. }) = action else {
+        return Ok(());
+    };
+    let response = client
+        .range(pb::RangeRequest {
+            key: layout.task(id),
+            ..pb::RangeRequest::default()
+        })
+        .await?;
+    view.refresh_task(id, response.kvs.first());
+    Ok(())
 }
 
 /// Counts written actions.

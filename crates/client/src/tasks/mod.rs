@@ -33,11 +33,13 @@
 //! # }
 //! ```
 
+mod batcher;
 mod layout;
 mod leader;
 mod queue;
 mod record;
 mod status;
+mod task_io;
 mod view;
 mod worker;
 

@@ -16,7 +16,7 @@ use super::layout::DATA_BYTES_MAX;
 use super::layout::{Layout, StateKey};
 use super::record::{GroupInput, GroupMeta, MemberResult, TaskRecord, TaskState, WorkerMeta};
 use bellwether_api::mvccpb;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// A task the view follows, with the revisions its writes compare.
 #[derive(Debug, Clone)]
@@ -107,7 +107,16 @@ pub(crate) struct QueueView {
     groups: BTreeMap<String, GroupEntry>,
     /// Groups whose completion must be checked.
     dirty_groups: BTreeSet<String>,
+    /// Finished tasks no longer followed, with the revision they finished
+    /// at, so that an older event replayed by a watch does not bring them
+    /// back; the oldest are forgotten past [`TOMBSTONES_MAX`].
+    tombstones: BTreeMap<String, i64>,
+    /// The order tombstones were made in.
+    tombstone_order: VecDeque<String>,
 }
+
+/// Finished tasks remembered after they are dropped, at most.
+pub const TOMBSTONES_MAX: usize = 100_000;
 
 impl QueueView {
     /// Applies a put or a delete read from the store or the watch.
@@ -196,6 +205,7 @@ impl QueueView {
             .tasks
             .get(&id)
             .is_some_and(|t| t.mod_revision > mod_revision)
+            || self.tombstones.get(&id).is_some_and(|r| *r >= mod_revision)
         {
             return;
         }
@@ -213,6 +223,7 @@ impl QueueView {
             }
         }
         if state.is_final() && !self.kept_when_final(&record) {
+            self.bury(id, mod_revision);
             return;
         }
         if state.is_waiting() {
@@ -262,7 +273,21 @@ impl QueueView {
                 .get(&id)
                 .is_some_and(|t| t.record.meta.state.is_final())
             {
-                self.forget(&id);
+                if let Some(dropped) = self.forget(&id) {
+                    self.bury(id, dropped.mod_revision);
+                }
+            }
+        }
+    }
+
+    /// Remembers that finished task `id` was dropped at `mod_revision`.
+    fn bury(&mut self, id: String, mod_revision: i64) {
+        if self.tombstones.insert(id.clone(), mod_revision).is_none() {
+            self.tombstone_order.push_back(id);
+        }
+        while self.tombstone_order.len() > TOMBSTONES_MAX {
+            if let Some(oldest) = self.tombstone_order.pop_front() {
+                self.tombstones.remove(&oldest);
             }
         }
     }
@@ -431,6 +456,24 @@ impl QueueView {
                     self.put_task(id.clone(), record.clone(), created, revision);
                 }
                 Action::Aggregate { group, .. } => self.mark_aggregated(group),
+            }
+        }
+    }
+
+    /// Replaces what the view knows of task `id` with the store's current
+    /// record (`None`: no record), after a write planned from the view was
+    /// refused.
+    pub(crate) fn refresh_task(&mut self, id: &str, current: Option<&mvccpb::KeyValue>) {
+        match current {
+            Some(kv) => {
+                if let Ok(record) = TaskRecord::decode(&kv.value) {
+                    self.forget(id);
+                    self.tombstones.remove(id);
+                    self.put_task(id.to_string(), record, kv.create_revision, kv.mod_revision);
+                }
+            }
+            None => {
+                self.forget(id);
             }
         }
     }

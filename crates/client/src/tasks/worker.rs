@@ -8,11 +8,11 @@
 //! still running finish, and their results are accepted only if the tasks
 //! were not moved meanwhile.
 
-use super::layout::{self, check_data, Layout};
+use super::layout::{self, check_data};
 use super::leader;
 use super::queue::Queue;
 use super::record::{TaskRecord, TaskState, WorkerMeta};
-use crate::client::Client;
+use super::task_io::{Report, TaskIo};
 use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::keys;
@@ -243,6 +243,7 @@ async fn run(
         permits: Arc::new(Semaphore::new(options.concurrency as usize)),
         started: BTreeSet::new(),
     };
+    let io = TaskIo::start(&queue);
     while !*stop.borrow() {
         let session = match Session::new(queue.client(), options.session.clone()).await {
             Ok(session) => session,
@@ -276,6 +277,7 @@ async fn run(
             me: me.clone(),
             handler: handler.clone(),
             stats: stats.clone(),
+            io: io.clone(),
         };
         follow_inbox(&context, registered, &session, &mut stop, &mut running).await;
         if let Some(leading) = leading {
@@ -307,6 +309,8 @@ struct Context {
     handler: Handler,
     /// The counters.
     stats: Arc<WorkerStats>,
+    /// Batched reads of tasks and writes of results.
+    io: TaskIo,
 }
 
 /// Executions in flight.
@@ -478,9 +482,7 @@ fn reap(running: &mut Running) {
 
 /// Reads the task, runs the handler and reports the outcome.
 async fn execute(context: &Context, id: &str, token: i64) {
-    let layout = context.queue.layout();
-    let client = context.queue.client();
-    let Some((record, payload)) = read_task(client, layout, id, token).await else {
+    let Some((record, payload)) = context.io.read(id, token).await else {
         context.stats.skipped.fetch_add(1, Ordering::Relaxed);
         return;
     };
@@ -515,75 +517,18 @@ async fn execute(context: &Context, id: &str, token: i64) {
     report(context, id, token, next).await;
 }
 
-/// The task's record and payload, if assignment `token` is still current.
-async fn read_task(
-    client: &Client,
-    layout: &Layout,
-    id: &str,
-    token: i64,
-) -> Option<(TaskRecord, Vec<u8>)> {
-    let read = pb::TxnRequest {
-        compare: Vec::new(),
-        success: vec![
-            keys::get_op(&layout.task(id)),
-            keys::get_op(&layout.payload(id)),
-        ],
-        failure: Vec::new(),
-    };
-    let response = loop {
-        match client.txn(read.clone()).await {
-            Ok(response) => break response,
-            Err(error) => {
-                tracing::debug!(%error, id, "tasks worker: reading a task failed");
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-        }
-    };
-    let mut values = response.responses.into_iter().map(|op| match op.response {
-        Some(pb::response_op::Response::ResponseRange(range)) => range.kvs.into_iter().next(),
-        _ => None,
-    });
-    let record_kv = values.next().flatten()?;
-    let payload = values
-        .next()
-        .flatten()
-        .map(|kv| kv.value)
-        .unwrap_or_default();
-    if record_kv.mod_revision != token {
-        return None;
-    }
-    let record = TaskRecord::decode(&record_kv.value).ok()?;
-    (record.meta.state == TaskState::Assigned).then_some((record, payload))
-}
-
 /// Writes the outcome under the assignment's token; counts it as accepted
 /// or refused.
 async fn report(context: &Context, id: &str, token: i64, next: TaskRecord) {
-    let layout = context.queue.layout();
-    let encoded = next.encode();
-    let mut success = vec![
-        keys::put_op(&layout.task(id), &encoded, 0),
-        keys::delete_op(&layout.inbox(&context.me, id)),
-    ];
-    if next.meta.state == TaskState::Dead {
-        success.push(keys::put_op(&layout.dead(id), &encoded, 0));
-    }
-    let txn = pb::TxnRequest {
-        compare: vec![leader::modified_at(&layout.task(id), token)],
-        success,
-        failure: Vec::new(),
-    };
-    let response = loop {
-        match context.queue.client().txn(txn.clone()).await {
-            Ok(response) => break response,
-            Err(error) => {
-                tracing::debug!(%error, id, "tasks worker: reporting failed; trying again");
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-        }
+    let state = next.meta.state;
+    let report = Report {
+        worker: context.me.clone(),
+        id: id.to_string(),
+        token,
+        next,
     };
     let stats = &context.stats;
-    if !response.succeeded {
+    if !context.io.report(report).await {
         stats.refused.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             task = id,
@@ -591,7 +536,7 @@ async fn report(context: &Context, id: &str, token: i64, next: TaskRecord) {
             "tasks worker: result refused: the task was reassigned after this worker was \
              taken for dead"
         );
-    } else if next.meta.state == TaskState::Done {
+    } else if state == TaskState::Done {
         stats.done.fetch_add(1, Ordering::Relaxed);
     } else {
         stats.failed.fetch_add(1, Ordering::Relaxed);

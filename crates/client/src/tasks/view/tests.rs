@@ -245,3 +245,45 @@ fn an_older_version_of_a_record_does_not_overwrite_a_newer_one() {
         "the stale pending version must not be assigned again"
     );
 }
+
+#[test]
+fn a_replayed_event_does_not_bring_back_a_finished_task() {
+    let mut f = Fixture::new();
+    f.worker("a", 1);
+    f.submit("t", 5, None);
+    let pending = mvccpb::KeyValue {
+        key: f.layout.task("t"),
+        value: TaskRecord::pending(5, None).encode(),
+        create_revision: f.revision,
+        mod_revision: f.revision,
+        ..mvccpb::KeyValue::default()
+    };
+    f.step();
+    f.finish("t", TaskState::Done);
+    assert_eq!(f.view.sizes().0, 0);
+    // A watch opened before a read replays the submit.
+    f.view.apply_put(&f.layout, &pending);
+    assert_eq!(f.view.sizes().0, 0, "the finished task came back");
+    assert!(f.step().is_empty());
+}
+
+#[test]
+fn a_refused_write_is_put_right_by_reading_the_task() {
+    let mut f = Fixture::new();
+    f.worker("a", 1);
+    f.submit("t", 5, None);
+    let actions = f.view.plan(10);
+    assert_eq!(actions.len(), 1);
+    // The store says the task is done already (a view that was behind).
+    let mut done = TaskRecord::pending(5, None);
+    done.meta.state = TaskState::Done;
+    let current = mvccpb::KeyValue {
+        key: f.layout.task("t"),
+        value: done.encode(),
+        create_revision: 3,
+        mod_revision: 50,
+        ..mvccpb::KeyValue::default()
+    };
+    f.view.refresh_task("t", Some(&current));
+    assert!(f.view.plan(10).is_empty(), "nothing left to assign");
+}
