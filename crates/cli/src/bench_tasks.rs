@@ -65,6 +65,21 @@ pub struct TasksArgs {
     /// Also run everything on a 3-member etcd 3.4 cluster.
     #[arg(long)]
     compare_etcd: bool,
+    /// Run the chaos check instead: real worker processes and members
+    /// killed, restarted and paused, then every task checked (see
+    /// `bench_tasks_chaos.rs`). Exits 1 if any check fails.
+    #[arg(long)]
+    chaos: bool,
+    /// Seconds of nemesis per chaos run.
+    #[arg(long, default_value_t = 60)]
+    chaos_seconds: u64,
+    /// Chaos runs.
+    #[arg(long, default_value_t = 1)]
+    chaos_runs: usize,
+    /// The first chaos run's seed (default: from the clock); run i uses
+    /// seed + i.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Ports: bellwether member i uses base+i, base+100+i, base+200+i.
     #[arg(long, default_value_t = 18700)]
     base_port: u16,
@@ -96,6 +111,9 @@ pub struct TasksReport {
 
 /// Runs the benchmark and prints the reports.
 pub fn execute(args: TasksArgs) -> Result<std::process::ExitCode> {
+    if args.chaos {
+        return chaos(&args);
+    }
     if args.tasks == 0 || args.submitters == 0 || args.workers == 0 || args.crashes == 0 {
         bail!("--tasks, --submitters, --workers and --crashes must be above 0");
     }
@@ -121,6 +139,62 @@ pub fn execute(args: TasksArgs) -> Result<std::process::ExitCode> {
         );
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `--chaos`: the runs, each reported; exit 1 if any failed.
+fn chaos(args: &TasksArgs) -> Result<std::process::ExitCode> {
+    if args.chaos_runs == 0 || args.chaos_seconds == 0 {
+        bail!("--chaos-runs and --chaos-seconds must be above 0");
+    }
+    let first_seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let mut reports = Vec::new();
+    for run in 0..args.chaos_runs {
+        let seed = first_seed.wrapping_add(run as u64);
+        let dir = std::env::temp_dir().join(format!("bw-chaos-{}-{run}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let report = crate::bench_tasks_chaos::run(args.chaos_seconds, seed, args.base_port, &dir)
+            .with_context(|| format!("chaos run {run} (seed {seed}); logs in {}", dir.display()))?;
+        if report.passed() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        if !args.json {
+            println!(
+                "run {run} (seed {seed}): {} checked, {} lost, {} undetected duplicates, {} stale \
+                 results accepted, {} wrong results, {} repeated runs (each a new attempt), {} dead; \
+                 nemesis {:?}{}",
+                report.checked,
+                report.lost,
+                report.undetected_duplicates,
+                report.stale_results_accepted,
+                report.wrong_results,
+                report.repeated_runs,
+                report.dead,
+                report.actions,
+                if report.passed() { String::new() } else { format!("; FAILED, logs in {}", dir.display()) }
+            );
+        }
+        reports.push(report);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    }
+    let failed = reports.iter().filter(|r| !r.passed()).count();
+    if !args.json {
+        println!(
+            "{} of {} chaos runs passed",
+            reports.len() - failed,
+            reports.len()
+        );
+    }
+    Ok(if failed == 0 {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    })
 }
 
 fn print_text(report: &TasksReport) {
