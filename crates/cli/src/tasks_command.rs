@@ -108,6 +108,10 @@ pub struct WorkerArgs {
     /// Do not campaign to lead the queue (only run tasks).
     #[arg(long)]
     pub no_lead: bool,
+    /// Serve this worker's counters and, while it leads, the leader's
+    /// latency histograms at http://ADDR/metrics (Prometheus text).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// The program to run for each task, after `--`.
@@ -257,6 +261,16 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let handle = Worker::start(&queue, options, move |task: Task| {
         run_command(program.clone(), arguments.clone(), task)
     });
+    if let Some(address) = args.metrics {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("cannot serve metrics on {address}"))?;
+        let stats = handle.stats_handle();
+        let name = args.queue.clone();
+        tokio::spawn(serve_metrics(listener, move || {
+            stats.render_prometheus(&name)
+        }));
+    }
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
@@ -272,6 +286,34 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{refused} result(s) were refused: their tasks had moved to another worker");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Answers every HTTP request on `listener` with `render()` as
+/// Prometheus text: the worker's only page, so no router is needed.
+async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    render: impl Fn() -> String + Send + Sync + 'static,
+) {
+    use tokio::io::AsyncReadExt;
+    let render = std::sync::Arc::new(render);
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let render = render.clone();
+        tokio::spawn(async move {
+            // The request itself does not matter; read what arrived.
+            let mut request = [0u8; 4096];
+            let _ = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut request)).await;
+            let body = render();
+            let response = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
 }
 
 /// The program's path: as given when it holds a slash, else found on PATH.

@@ -146,7 +146,7 @@ fn handler(log: &Path) -> Vec<String> {
 }
 
 /// The CLI end to end against `endpoints`.
-fn cli_end_to_end(endpoints: &str, dir: &Path) {
+fn cli_end_to_end(endpoints: &str, dir: &Path, metrics: std::net::SocketAddr) {
     let log = dir.join("runs.log");
     // An unknown queue and a program that cannot start: clear errors.
     let out = run(endpoints, &["tasks", "status", "cli"], "");
@@ -185,6 +185,8 @@ fn cli_end_to_end(endpoints: &str, dir: &Path) {
         "2",
         "--ttl",
         "2",
+        "--metrics",
+        &metrics.to_string(),
         "--",
     ]
     .iter()
@@ -273,6 +275,21 @@ fn cli_end_to_end(endpoints: &str, dir: &Path) {
         text.contains("dead letters: bad") && text.contains("groups: 1 (1 aggregated)"),
         "{text}"
     );
+    // The worker's own metrics: what it ran, and as the only worker it
+    // led, so the leader's latency histograms counted its assignments.
+    let metrics = common::get(metrics, "/metrics").expect("the worker serves /metrics");
+    for line in [
+        "bellwether_tasks_worker_done_total{queue=\"cli\"} 6",
+        "bellwether_tasks_worker_failed_total{queue=\"cli\"} 2",
+        "bellwether_tasks_worker_leading{queue=\"cli\"} 1",
+        "bellwether_tasks_leader_group_completion_seconds_count{queue=\"cli\"} 1",
+    ] {
+        assert!(metrics.contains(line), "no {line:?} in:\n{metrics}");
+    }
+    assert!(
+        metrics.contains("bellwether_tasks_leader_assignment_seconds_count{queue=\"cli\"} 8"),
+        "eight assignments (six tasks, one failing twice): {metrics}"
+    );
 }
 
 #[test]
@@ -280,13 +297,21 @@ fn the_cli_submits_runs_and_reports_tasks_on_bellwether() {
     let mut cluster = Cluster::start("tasks-cli", 3, 50, 300);
     let all = cluster.all();
     cluster.wait_leader(&all, WAIT);
-    cli_end_to_end(&cluster.client_endpoints(), &scratch("cli-bellwether"));
+    cli_end_to_end(
+        &cluster.client_endpoints(),
+        &scratch("cli-bellwether"),
+        "127.0.0.1:9701".parse().unwrap(),
+    );
 }
 
 #[test]
 fn the_cli_submits_runs_and_reports_tasks_on_etcd() {
     let etcd = EtcdServer::start("tasks-cli-etcd");
-    cli_end_to_end(&etcd.client.to_string(), &scratch("cli-etcd"));
+    cli_end_to_end(
+        &etcd.client.to_string(),
+        &scratch("cli-etcd"),
+        "127.0.0.1:9702".parse().unwrap(),
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! decides, each batch in one txn guarded by the leader's fencing token.
 
 use super::layout::Layout;
-use super::view::{Action, QueueView};
+use super::view::{Action, Latency, QueueView};
 use super::worker::WorkerStats;
 use crate::client::Client;
 use crate::election::Leadership;
@@ -120,7 +120,7 @@ async fn write_plans(
         if response.succeeded {
             let revision = response.header.map_or(0, |h| h.revision);
             count(&actions, stats);
-            view.applied(&actions, revision);
+            record_latencies(view.applied(&actions, revision), stats);
             continue;
         }
         if !still_leader(&response, leadership) {
@@ -141,7 +141,7 @@ async fn write_plans(
                 if response.succeeded {
                     let revision = response.header.map_or(0, |h| h.revision);
                     count(std::slice::from_ref(&action), stats);
-                    view.applied(std::slice::from_ref(&action), revision);
+                    record_latencies(view.applied(std::slice::from_ref(&action), revision), stats);
                 } else if !still_leader(&response, leadership) {
                     return Err(Error::NotLeader);
                 } else if let Action::Aggregate { group, .. } = &action {
@@ -174,6 +174,17 @@ async fn refresh(
         .await?;
     view.refresh_task(id, response.kvs.first());
     Ok(())
+}
+
+/// Records how long the leader took for each written action.
+fn record_latencies(latencies: Vec<Latency>, stats: &WorkerStats) {
+    for latency in latencies {
+        match latency {
+            Latency::Assignment(d) => stats.assignment_latency.record(d),
+            Latency::Reassignment(d) => stats.reassignment_latency.record(d),
+            Latency::GroupCompletion(d) => stats.group_completion_latency.record(d),
+        }
+    }
 }
 
 /// Counts written actions.

@@ -34,6 +34,7 @@
 //! ```
 
 mod batcher;
+mod latency;
 mod layout;
 mod leader;
 mod queue;
@@ -43,6 +44,7 @@ mod task_io;
 mod view;
 mod worker;
 
+pub use latency::{LatencyHistogram, BUCKETS_MS};
 pub use layout::{DATA_BYTES_MAX, ID_BYTES_MAX, QUEUE_REGISTRY_PREFIX};
 pub use queue::{GroupOptions, Queue, SubmitOptions, Submitted};
 pub use record::{

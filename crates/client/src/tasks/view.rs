@@ -17,6 +17,7 @@ use super::layout::{Layout, StateKey};
 use super::record::{GroupInput, GroupMeta, MemberResult, TaskRecord, TaskState, WorkerMeta};
 use bellwether_api::mvccpb;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
 
 /// A task the view follows, with the revisions its writes compare.
 #[derive(Debug, Clone)]
@@ -28,6 +29,9 @@ pub(crate) struct Tracked {
     /// The record's mod revision; for an assigned task, the assignment
     /// token.
     pub mod_revision: i64,
+    /// When the view learned of this version (the start of a wait for
+    /// assignment, for the assignment latency).
+    pub since: Instant,
 }
 
 /// A live worker.
@@ -47,6 +51,20 @@ pub(crate) struct GroupEntry {
     pub meta: GroupMeta,
     /// Whether the aggregator task was created.
     pub aggregated: bool,
+    /// When the view last saw a member finish (or the group arrive).
+    pub last_change: Instant,
+}
+
+/// How long the leader took to act, by kind: measured from when the view
+/// learned what called for the action to when its write was acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Latency {
+    /// A waiting task seen → assigned.
+    Assignment(Duration),
+    /// A worker seen gone → its task moved (or dead-lettered).
+    Reassignment(Duration),
+    /// A group's last member seen finished → its aggregator created.
+    GroupCompletion(Duration),
 }
 
 /// A write the leader makes.
@@ -113,6 +131,8 @@ pub(crate) struct QueueView {
     tombstones: BTreeMap<String, i64>,
     /// The order tombstones were made in.
     tombstone_order: VecDeque<String>,
+    /// Workers seen gone while they had tasks, and when.
+    gone_since: BTreeMap<String, Instant>,
 }
 
 /// Finished tasks remembered after they are dropped, at most.
@@ -151,8 +171,12 @@ impl QueueView {
             Some(StateKey::Group(name)) => match serde_json::from_slice::<GroupMeta>(&kv.value) {
                 Ok(meta) => {
                     let aggregated = self.groups.get(&name).is_some_and(|g| g.aggregated);
-                    self.groups
-                        .insert(name.clone(), GroupEntry { meta, aggregated });
+                    let entry = GroupEntry {
+                        meta,
+                        aggregated,
+                        last_change: Instant::now(),
+                    };
+                    self.groups.insert(name.clone(), entry);
                     self.dirty_groups.insert(name);
                 }
                 Err(error) => tracing::warn!(%error, name, "tasks: an unreadable group record"),
@@ -169,6 +193,9 @@ impl QueueView {
             }
             Some(StateKey::Worker(name)) => {
                 self.workers.remove(&name);
+                if self.assigned.contains_key(&name) {
+                    self.gone_since.insert(name, Instant::now());
+                }
             }
             Some(StateKey::Group(name)) => {
                 self.groups.remove(&name);
@@ -220,6 +247,9 @@ impl QueueView {
         if let Some(group) = &record.meta.group {
             if state.is_final() {
                 self.dirty_groups.insert(group.clone());
+                if let Some(entry) = self.groups.get_mut(group) {
+                    entry.last_change = Instant::now();
+                }
             }
         }
         if state.is_final() && !self.kept_when_final(&record) {
@@ -243,6 +273,7 @@ impl QueueView {
                 record,
                 create_revision,
                 mod_revision,
+                since: Instant::now(),
             },
         );
     }
@@ -448,16 +479,42 @@ impl QueueView {
     }
 
     /// Records that `actions` were written at `revision`.
-    pub(crate) fn applied(&mut self, actions: &[Action], revision: i64) {
+    /// Returns how long each took.
+    pub(crate) fn applied(&mut self, actions: &[Action], revision: i64) -> Vec<Latency> {
+        let now = Instant::now();
+        let mut latencies = Vec::with_capacity(actions.len());
         for action in actions {
             match action {
-                Action::Assign { id, record, .. } | Action::DeadLetter { id, record, .. } => {
-                    let created = self.tasks.get(id).map_or(revision, |t| t.create_revision);
+                Action::Assign {
+                    id, record, from, ..
+                }
+                | Action::DeadLetter {
+                    id, record, from, ..
+                } => {
+                    let tracked = self.tasks.get(id);
+                    let created = tracked.map_or(revision, |t| t.create_revision);
+                    let latency = match from {
+                        Some(worker) => self
+                            .gone_since
+                            .get(worker)
+                            .map(|since| Latency::Reassignment(now - *since)),
+                        None => tracked.map(|t| Latency::Assignment(now - t.since)),
+                    };
+                    latencies.extend(latency);
                     self.put_task(id.clone(), record.clone(), created, revision);
                 }
-                Action::Aggregate { group, .. } => self.mark_aggregated(group),
+                Action::Aggregate { group, .. } => {
+                    if let Some(entry) = self.groups.get(group) {
+                        latencies.push(Latency::GroupCompletion(now - entry.last_change));
+                    }
+                    self.mark_aggregated(group);
+                }
             }
         }
+        let assigned = &self.assigned;
+        self.gone_since
+            .retain(|worker, _| assigned.contains_key(worker));
+        latencies
     }
 
     /// Replaces what the view knows of task `id` with the store's current

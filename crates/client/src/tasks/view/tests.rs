@@ -61,7 +61,8 @@ impl Fixture {
     fn step(&mut self) -> Vec<Action> {
         let actions = self.view.plan(1000);
         self.revision += 1;
-        self.view.applied(&actions, self.revision);
+        let latencies = self.view.applied(&actions, self.revision);
+        assert_eq!(latencies.len(), actions.len(), "one latency per action");
         actions
     }
 
