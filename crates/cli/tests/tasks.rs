@@ -314,6 +314,89 @@ fn the_cli_submits_runs_and_reports_tasks_on_etcd() {
     );
 }
 
+/// A task whose command kills its own worker (`kill -9 $PPID`) takes one
+/// worker down per attempt; after its maximum attempts the surviving
+/// leader dead-letters it, and the other tasks still run.
+fn a_poison_task_that_kills_its_worker(endpoints: &str, dir: &Path) {
+    let script =
+        "x=$(cat); if [ \"$x\" = poison ]; then kill -9 $PPID; exit 1; fi; printf '%s' \"$x\"";
+    let args = |i: usize| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "tasks",
+            "worker",
+            "poison",
+            "--ttl",
+            "2",
+            "--release-on-disconnect",
+            "100",
+            "--label",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend([
+            format!("p{i}"),
+            "--".into(),
+            "sh".into(),
+            "-c".into(),
+            script.into(),
+        ]);
+        args
+    };
+    let _workers: Vec<WorkerProcess> = (0..4)
+        .map(|i| WorkerProcess::start(endpoints, args(i), dir.join(format!("p{i}.err"))))
+        .collect();
+    run_ok(
+        endpoints,
+        &[
+            "tasks",
+            "submit",
+            "poison",
+            "--id",
+            "bad",
+            "--max-attempts",
+            "3",
+            "poison",
+        ],
+        "",
+    );
+    let out = run(endpoints, &["tasks", "result", "poison", "bad"], "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "not dead-lettered: {stderr}");
+    assert!(
+        stderr.contains("dead-lettered after 3 attempt(s)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("worker lost").count(),
+        3,
+        "three workers died: {stderr}"
+    );
+    run_ok(
+        endpoints,
+        &["tasks", "submit", "poison", "--id", "fine", "ok"],
+        "",
+    );
+    assert_eq!(
+        run_ok(endpoints, &["tasks", "result", "poison", "fine"], ""),
+        "ok"
+    );
+}
+
+#[test]
+fn a_poison_task_that_kills_its_worker_is_dead_lettered_on_bellwether() {
+    let mut cluster = Cluster::start("tasks-poison", 3, 50, 300);
+    let all = cluster.all();
+    cluster.wait_leader(&all, WAIT);
+    a_poison_task_that_kills_its_worker(&cluster.client_endpoints(), &scratch("poison-bellwether"));
+}
+
+#[test]
+fn a_poison_task_that_kills_its_worker_is_dead_lettered_on_etcd() {
+    let etcd = EtcdServer::start("tasks-poison-etcd");
+    a_poison_task_that_kills_its_worker(&etcd.client.to_string(), &scratch("poison-etcd"));
+}
+
 #[test]
 fn chaos_loses_no_task_and_every_duplicate_run_is_a_new_attempt() {
     // `bench tasks --chaos` starts its own cluster, worker processes and
