@@ -29,6 +29,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// long its answer may take.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(3);
 
+/// The largest answer the client accepts (gRPC's default is 4 MiB).
+pub const ANSWER_BYTES_MAX: usize = 256 * 1024 * 1024;
+
 /// The pause between two rounds over every endpoint.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -174,7 +177,9 @@ impl Client {
 
     /// A KV client on `channel`.
     pub(crate) fn kv(channel: Channel) -> KvClient<Channel> {
-        KvClient::new(channel)
+        // Reads of many keys (a task queue's records, batched task reads)
+        // may pass gRPC's default 4 MiB answer bound.
+        KvClient::new(channel).max_decoding_message_size(ANSWER_BYTES_MAX)
     }
 
     /// A Lease client on `channel`.

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 /// Keys read per request when listing a range.
-pub const LIST_PAGE_KEYS: i64 = 1000;
+pub const LIST_PAGE_KEYS: i64 = 200;
 
 /// A watch on one prefix, on its own stream.
 pub(crate) struct PrefixWatch {
@@ -62,17 +62,40 @@ impl PrefixWatch {
             .watch(ReceiverStream::new(receiver))
             .await
         {
-            Ok(answers) => Ok(PrefixWatch {
-                _requests: requests,
-                answers: answers.into_inner(),
-                endpoint,
-                client: client.clone(),
-            }),
+            Ok(answers) => {
+                let mut watch = PrefixWatch {
+                    _requests: requests,
+                    answers: answers.into_inner(),
+                    endpoint,
+                    client: client.clone(),
+                };
+                watch.wait_created().await?;
+                Ok(watch)
+            }
             Err(status) => {
                 if is_unavailable(&status) {
                     client.rotate(endpoint);
                 }
                 Err(Error::Status(status))
+            }
+        }
+    }
+
+    /// Waits for the server's answer that the watch exists: a read made
+    /// after it sees everything the watch does not (a server may send the
+    /// stream's headers before it handles the create).
+    async fn wait_created(&mut self) -> Result<()> {
+        loop {
+            match self.answers.message().await {
+                Ok(Some(answer)) if answer.created && !answer.canceled => return Ok(()),
+                Ok(Some(answer)) if answer.canceled || answer.compact_revision > 0 => {
+                    return Err(Error::WatchEnded("the server refused the watch"));
+                }
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => {
+                    self.client.rotate(self.endpoint);
+                    return Err(Error::WatchEnded("the watch stream broke"));
+                }
             }
         }
     }

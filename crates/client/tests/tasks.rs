@@ -50,6 +50,7 @@ scenarios!(
     a_poison_task_is_dead_lettered_after_its_attempts,
     groups_of_0_1_and_1000_are_aggregated_exactly_once,
     a_group_is_aggregated_once_when_the_leader_dies_during_it,
+    results_too_large_for_one_txn_together_are_all_kept,
 );
 
 /// Runs every scenario against `endpoints`; `BELLWETHER_SCENARIO=TEXT`
@@ -504,4 +505,33 @@ async fn a_group_is_aggregated_once_when_the_leader_dies_during_it(client: Clien
     assert_eq!(outcome.meta.history.len() as u32, outcome.meta.attempt);
     assert_eq!(outcome.meta.history.last().unwrap().outcome, "done");
     survivor.stop().await.unwrap();
+}
+
+async fn results_too_large_for_one_txn_together_are_all_kept(client: Client, name: String) {
+    // Four 700 KB results finishing together: more than etcd takes in one
+    // request, so the worker must split its batch.
+    let queue = Queue::new(&client, &name).unwrap();
+    let gate = Arc::new(tokio::sync::Barrier::new(4));
+    let worker = {
+        let gate = gate.clone();
+        Worker::start(&queue, options(4), move |task: Task| {
+            let gate = gate.clone();
+            async move {
+                gate.wait().await;
+                Ok(vec![task.payload[0]; 700 * 1024])
+            }
+        })
+    };
+    let mut ids = Vec::new();
+    for byte in [b'a', b'b', b'c', b'd'] {
+        ids.push(queue.submit(vec![byte]).await.unwrap());
+    }
+    for (id, byte) in ids.iter().zip([b'a', b'b', b'c', b'd']) {
+        let done = result(&queue, id).await;
+        assert_eq!(done.meta.state, TaskState::Done);
+        assert_eq!(done.result.len(), 700 * 1024);
+        assert!(done.result.iter().all(|b| *b == byte));
+    }
+    assert_eq!(worker.stats().refused.load(Ordering::Relaxed), 0);
+    worker.stop().await.unwrap();
 }

@@ -24,6 +24,9 @@ const ACTIONS_PER_TXN: usize = TXN_WRITES_MAX / 3;
 /// queue again (a watch on a member cut off from the others may be silent).
 const QUIET_REREAD: Duration = Duration::from_secs(5);
 
+/// How often the leader reads the whole queue again, at most.
+const REREAD_EVERY: Duration = Duration::from_secs(30);
+
 /// Pause after a failed read or watch before the next try.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -63,7 +66,14 @@ pub(crate) async fn lead(
             view.apply_put(layout, kv);
         }
         drop(kvs);
+        let read_at = tokio::time::Instant::now();
         loop {
+            if read_at.elapsed() > REREAD_EVERY {
+                // Read everything again now and then, whatever the traffic:
+                // a view that went wrong in a way no write reveals is put
+                // right within this time.
+                break;
+            }
             write_plans(client, layout, leadership, &mut view, stats).await?;
             let events = match tokio::time::timeout(QUIET_REREAD, watch.next()).await {
                 Ok(Ok(events)) => events,
@@ -114,6 +124,7 @@ async fn write_plans(
             Err(Error::Status(status)) => return Err(Error::Status(status)),
             Err(error) => {
                 tracing::debug!(%error, "tasks leader: a write failed");
+                view.replan(&actions);
                 return Ok(());
             }
         };
@@ -166,6 +177,18 @@ async fn refresh(
     let (Action::Assign { id, .. } | Action::DeadLetter { id, .. }) = action else {
         return Ok(());
     };
+    if let Action::Assign { worker, .. } = action {
+        let found = client
+            .range(pb::RangeRequest {
+                key: layout.worker(worker),
+                count_only: true,
+                ..pb::RangeRequest::default()
+            })
+            .await?;
+        if found.count == 0 {
+            view.worker_gone(worker);
+        }
+    }
     let response = client
         .range(pb::RangeRequest {
             key: layout.task(id),

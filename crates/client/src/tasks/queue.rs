@@ -14,6 +14,9 @@ use std::sync::Arc;
 /// Tasks created per txn when a group is submitted (two writes each).
 const GROUP_TASKS_PER_TXN: usize = 60;
 
+/// Payload bytes of group members created per txn, about.
+const GROUP_TXN_BYTES_MAX: usize = 1024 * 1024;
+
 /// How a task is submitted.
 #[derive(Debug, Clone)]
 pub struct SubmitOptions {
@@ -244,12 +247,22 @@ impl Queue {
         }
         let record = TaskRecord::pending(options.max_attempts, Some(group.to_string()));
         let encoded_record = record.encode();
-        for (batch_ids, batch) in ids
-            .chunks(GROUP_TASKS_PER_TXN)
-            .zip(payloads.chunks(GROUP_TASKS_PER_TXN))
-        {
+        // Members go in txns of at most GROUP_TASKS_PER_TXN tasks and
+        // about GROUP_TXN_BYTES_MAX bytes (etcd refuses requests over
+        // 1.5 MiB); a payload near the bound goes alone.
+        let mut start = 0;
+        while start < ids.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < ids.len()
+                && end - start < GROUP_TASKS_PER_TXN
+                && (end == start || bytes + payloads[end].len() <= GROUP_TXN_BYTES_MAX)
+            {
+                bytes += payloads[end].len();
+                end += 1;
+            }
             let mut txn = pb::TxnRequest::default();
-            for (id, payload) in batch_ids.iter().zip(batch) {
+            for (id, payload) in ids[start..end].iter().zip(&payloads[start..end]) {
                 txn.compare.push(keys::created_at(&self.layout.task(id), 0));
                 txn.success
                     .push(keys::put_op(&self.layout.payload(id), payload, 0));
@@ -258,10 +271,11 @@ impl Queue {
             }
             if !self.client.txn(txn).await?.succeeded {
                 // Some exist (a repeated submit): one at a time.
-                for (id, payload) in batch_ids.iter().zip(batch) {
+                for (id, payload) in ids[start..end].iter().zip(&payloads[start..end]) {
                     self.create_task(id, &record, payload).await?;
                 }
             }
+            start = end;
         }
         Ok(ids)
     }

@@ -170,6 +170,28 @@ impl TaskRecord {
         next
     }
 
+    /// This ended record with its result dropped and the attempt counted
+    /// as failed: for a result the store refused to take.
+    pub(crate) fn without_result(&self, reason: &str) -> TaskRecord {
+        let mut next = self.clone();
+        next.result.clear();
+        next.meta.state = if next.meta.attempt >= next.meta.max_attempts {
+            TaskState::Dead
+        } else {
+            TaskState::Failed
+        };
+        if let Some(last) = next.meta.history.last_mut() {
+            let mut outcome = format!("failed: the result could not be stored: {reason}");
+            let mut cut = outcome.len().min(ERROR_BYTES_MAX);
+            while !outcome.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            outcome.truncate(cut);
+            last.outcome = outcome;
+        }
+        next
+    }
+
     /// The state a failed or abandoned assignment leads to.
     pub(crate) fn after_failure(&self) -> TaskState {
         if self.meta.attempt >= self.meta.max_attempts {

@@ -12,6 +12,7 @@ use super::leader::modified_at;
 use super::queue::Queue;
 use super::record::{TaskRecord, TaskState};
 use crate::client::Client;
+use crate::error::{Error, Result};
 use crate::keys;
 use bellwether_api::etcdserverpb as pb;
 use std::time::Duration;
@@ -21,6 +22,10 @@ const READS_PER_TXN: usize = 60;
 
 /// Results written per txn, at most (up to three writes each).
 const REPORTS_PER_TXN: usize = 40;
+
+/// Bytes of results written per txn, about (etcd refuses requests over
+/// 1.5 MiB).
+const REPORT_TXN_BYTES_MAX: usize = 1024 * 1024;
 
 /// Pause after a failed txn before it is tried again.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -77,14 +82,27 @@ impl TaskIo {
     }
 }
 
-/// Runs `txn` until it is answered (the reads and the token-guarded
-/// writes here are safe to repeat).
-async fn until_answered(client: &Client, txn: pb::TxnRequest) -> pb::TxnResponse {
+/// Runs `txn`, again while the cluster is unavailable; fails on a
+/// refusal (which repeating would not change).
+async fn send(client: &Client, txn: &pb::TxnRequest) -> Result<pb::TxnResponse> {
     loop {
         match client.txn(txn.clone()).await {
+            Err(Error::Unavailable { .. }) => {
+                tracing::debug!("tasks worker: the cluster is unavailable; trying again");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+            answered => return answered,
+        }
+    }
+}
+
+/// Runs a read-only `txn` until it is answered.
+async fn until_answered(client: &Client, txn: pb::TxnRequest) -> pb::TxnResponse {
+    loop {
+        match send(client, &txn).await {
             Ok(response) => return response,
             Err(error) => {
-                tracing::debug!(%error, "tasks worker: a txn failed; trying again");
+                tracing::warn!(%error, "tasks worker: a read failed; trying again");
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }
@@ -141,29 +159,82 @@ fn report_ops(layout: &Layout, report: &Report) -> (pb::Compare, Vec<pb::Request
     (modified_at(&layout.task(&report.id), report.token), writes)
 }
 
-/// Writes `batch` in one txn, or one at a time if any token is stale.
+/// Writes `batch`: in txns of at most [`REPORT_TXN_BYTES_MAX`] bytes with
+/// each task at most once (a worker's old and new session may both report
+/// one task), and one at a time where such a txn fails.
 async fn write_reports(client: &Client, layout: &Layout, batch: Vec<Report>) -> Vec<bool> {
+    let mut accepted = vec![false; batch.len()];
+    let mut chunk: Vec<usize> = Vec::new();
+    let (mut bytes, mut ids) = (0, std::collections::BTreeSet::new());
+    for (i, report) in batch.iter().enumerate() {
+        let size = report.next.result.len() + 512;
+        if !chunk.is_empty() && (bytes + size > REPORT_TXN_BYTES_MAX || ids.contains(&report.id)) {
+            write_chunk(client, layout, &batch, &chunk, &mut accepted).await;
+            chunk.clear();
+            bytes = 0;
+            ids.clear();
+        }
+        chunk.push(i);
+        bytes += size;
+        ids.insert(report.id.clone());
+    }
+    write_chunk(client, layout, &batch, &chunk, &mut accepted).await;
+    accepted
+}
+
+/// Writes the reports `chunk` of `batch` in one txn, else one by one.
+async fn write_chunk(
+    client: &Client,
+    layout: &Layout,
+    batch: &[Report],
+    chunk: &[usize],
+    accepted: &mut [bool],
+) {
+    if chunk.is_empty() {
+        return;
+    }
     let mut txn = pb::TxnRequest::default();
-    for report in &batch {
-        let (compare, writes) = report_ops(layout, report);
+    for i in chunk {
+        let (compare, writes) = report_ops(layout, &batch[*i]);
         txn.compare.push(compare);
         txn.success.extend(writes);
     }
-    if until_answered(client, txn).await.succeeded {
-        return vec![true; batch.len()];
+    match send(client, &txn).await {
+        Ok(response) if response.succeeded => {
+            for i in chunk {
+                accepted[*i] = true;
+            }
+            return;
+        }
+        Ok(_) if chunk.len() == 1 => return,
+        Ok(_) => {}
+        Err(error) if chunk.len() > 1 => {
+            tracing::debug!(%error, "tasks worker: a batch of results was refused; one by one");
+        }
+        Err(error) => {
+            // The store refuses this result: record the attempt as failed
+            // instead, so the task moves on rather than waiting forever.
+            let report = &batch[chunk[0]];
+            tracing::warn!(%error, task = report.id, "tasks worker: the result was refused");
+            let failed = Report {
+                worker: report.worker.clone(),
+                id: report.id.clone(),
+                token: report.token,
+                next: report.next.without_result(&error.to_string()),
+            };
+            let (compare, writes) = report_ops(layout, &failed);
+            let txn = pb::TxnRequest {
+                compare: vec![compare],
+                success: writes,
+                failure: Vec::new(),
+            };
+            if let Err(error) = send(client, &txn).await {
+                tracing::error!(%error, task = report.id, "tasks worker: not even the failure could be written");
+            }
+            return;
+        }
     }
-    if batch.len() == 1 {
-        return vec![false];
+    for i in chunk {
+        Box::pin(write_chunk(client, layout, batch, &[*i], accepted)).await;
     }
-    let mut accepted = Vec::with_capacity(batch.len());
-    for report in &batch {
-        let (compare, writes) = report_ops(layout, report);
-        let txn = pb::TxnRequest {
-            compare: vec![compare],
-            success: writes,
-            failure: Vec::new(),
-        };
-        accepted.push(until_answered(client, txn).await.succeeded);
-    }
-    accepted
 }

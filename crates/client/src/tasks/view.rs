@@ -135,6 +135,10 @@ pub(crate) struct QueueView {
     gone_since: BTreeMap<String, Instant>,
 }
 
+/// Aggregator payload bytes planned into one txn, at most (a single
+/// aggregator may carry more, up to the payload bound).
+pub const AGGREGATE_BYTES_PER_PLAN: usize = 512 * 1024;
+
 /// Finished tasks remembered after they are dropped, at most.
 pub const TOMBSTONES_MAX: usize = 100_000;
 
@@ -297,7 +301,8 @@ impl QueueView {
             return;
         }
         entry.aggregated = true;
-        let members = entry.meta.tasks.clone();
+        // The members are needed no more: keep only that the group is done.
+        let members = std::mem::take(&mut entry.meta.tasks);
         for id in members {
             if self
                 .tasks
@@ -414,17 +419,33 @@ impl QueueView {
                 from,
             });
         }
+        // Aggregators carry up to 1 MiB each: at most one per txn when it
+        // is large, so that a txn stays under etcd's request bound.
+        let mut aggregate_bytes = 0;
         let dirty = std::mem::take(&mut self.dirty_groups);
         for group in dirty {
-            if actions.len() >= max_actions {
+            if actions.len() >= max_actions || aggregate_bytes >= AGGREGATE_BYTES_PER_PLAN {
                 self.dirty_groups.insert(group);
                 continue;
             }
             if let Some(action) = self.aggregation(&group) {
+                if let Action::Aggregate { payload, .. } = &action {
+                    aggregate_bytes += payload.len();
+                }
                 actions.push(action);
             }
         }
         actions
+    }
+
+    /// Plans `actions` again later: their write failed before the store
+    /// answered.
+    pub(crate) fn replan(&mut self, actions: &[Action]) {
+        for action in actions {
+            if let Action::Aggregate { group, .. } = action {
+                self.dirty_groups.insert(group.clone());
+            }
+        }
     }
 
     /// The aggregator of `group`, if its members are all in (or too many
@@ -468,6 +489,11 @@ impl QueueView {
                 member.result = None;
                 member.result_hex = None;
             }
+            payload = serde_json::to_vec(&input).expect("group input serialises");
+        }
+        if payload.len() > DATA_BYTES_MAX {
+            // Even the ids are too many: the aggregator reads the group.
+            input.results.clear();
             payload = serde_json::to_vec(&input).expect("group input serialises");
         }
         Some(Action::Aggregate {
@@ -532,6 +558,13 @@ impl QueueView {
             None => {
                 self.forget(id);
             }
+        }
+    }
+
+    /// Notes that worker `name` is gone (its key was not found).
+    pub(crate) fn worker_gone(&mut self, name: &str) {
+        if self.workers.remove(name).is_some() && self.assigned.contains_key(name) {
+            self.gone_since.insert(name.to_string(), Instant::now());
         }
     }
 

@@ -36,6 +36,10 @@ pub const CONCURRENCY_MAX: u32 = 10_000;
 /// How long a quiet inbox watch is trusted before the inbox is read again.
 const QUIET_REREAD: Duration = Duration::from_secs(5);
 
+/// How long a draining worker waits for assignments planned before the
+/// leader saw it stop taking tasks.
+const DRAIN_SETTLE: Duration = Duration::from_millis(200);
+
 /// Pause after a failed call before the next try.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -368,6 +372,7 @@ async fn run(
             Ok(revision) => revision,
             Err(error) => {
                 tracing::debug!(%error, "tasks worker: registering failed");
+                tokio::time::sleep(RETRY_PAUSE * 4).await;
                 continue;
             }
         };
@@ -393,8 +398,8 @@ async fn run(
             stats.leading.store(false, Ordering::Relaxed);
         }
         if *stop.borrow() {
-            let worker = (me.as_str(), registered, session.lease_id());
-            drain(&queue, worker, &mut running, options.drain_timeout).await;
+            let worker = (registered, session.lease_id());
+            drain(&context, worker, &mut running, options.drain_timeout).await;
             let _ = session.close().await;
             return Ok(());
         }
@@ -443,10 +448,28 @@ async fn register(queue: &Queue, me: &str, lease: i64, concurrency: u32) -> Resu
         failure: vec![keys::get_op(&key)],
     };
     let response = queue.client().txn(txn).await?;
-    response
-        .header
-        .map(|h| h.revision)
-        .ok_or(Error::Malformed("a txn answer without a header"))
+    if response.succeeded {
+        return response
+            .header
+            .map(|h| h.revision)
+            .ok_or(Error::Malformed("a txn answer without a header"));
+    }
+    // A repeat of a registration that took effect: the key's own revision.
+    match response
+        .responses
+        .into_iter()
+        .next()
+        .and_then(|op| op.response)
+    {
+        Some(pb::response_op::Response::ResponseRange(range)) => range
+            .kvs
+            .first()
+            .map(|kv| kv.create_revision)
+            .ok_or(Error::Malformed(
+                "the worker key vanished between compare and read",
+            )),
+        _ => Err(Error::Malformed("a failed txn without its read")),
+    }
 }
 
 /// Campaigns to lead the queue and leads while elected, until the session
@@ -516,7 +539,7 @@ async fn follow_inbox(
         loop {
             reap(running);
             let next = tokio::select! {
-                _ = stop.wait_for(|s| *s) => return,
+                _ = stop_requested(stop) => return,
                 _ = state.wait_for(|s| *s == SessionState::Lost) => return,
                 next = tokio::time::timeout(QUIET_REREAD, watch.next()) => next,
             };
@@ -532,6 +555,15 @@ async fn follow_inbox(
         if let Some(revision) = relist(context, &prefix, running).await {
             from = revision + 1;
         }
+    }
+}
+
+/// Returns once the worker is told to stop; never, if its handle was
+/// dropped (a dropped handle leaves the worker running, as a dropped task
+/// handle does).
+async fn stop_requested(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -651,14 +683,17 @@ async fn report(context: &Context, id: &str, token: i64, next: TaskRecord) {
     }
 }
 
-/// Stops taking tasks (concurrency 0) and waits for running ones.
-/// `worker` is the name, the registration's revision and the lease.
+/// Stops taking tasks (concurrency 0), runs what was assigned before the
+/// leader saw that, and waits for running ones. `worker` is the
+/// registration's revision and the lease.
 async fn drain(
-    queue: &Queue,
-    (me, registered, lease): (&str, i64, i64),
+    context: &Context,
+    (registered, lease): (i64, i64),
     running: &mut Running,
     timeout: Duration,
 ) {
+    let queue = &context.queue;
+    let me = context.me.as_str();
     let meta = serde_json::to_vec(&WorkerMeta { concurrency: 0 }).expect("worker meta serialises");
     let key = queue.layout().worker(me);
     let txn = pb::TxnRequest {
@@ -667,6 +702,11 @@ async fn drain(
         failure: Vec::new(),
     };
     let _ = queue.client().txn(txn).await;
+    // A leader that planned before it saw concurrency 0 may still assign:
+    // give its write a moment, then run whatever the inbox holds.
+    tokio::time::sleep(DRAIN_SETTLE).await;
+    let prefix = queue.layout().inbox_prefix(me);
+    relist(context, &prefix, running).await;
     let all = async { while running.tasks.join_next().await.is_some() {} };
     if tokio::time::timeout(timeout, all).await.is_err() {
         tracing::warn!(
