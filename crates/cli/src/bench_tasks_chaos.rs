@@ -245,8 +245,11 @@ pub fn run(seconds: u64, seed: u64, base_port: u16, dir: &Path) -> Result<ChaosR
 }
 
 /// Submits a task every 10 ms and a group every 100 tasks for `span`.
+/// A submit still unanswered after `span` and [`HEAL_WAIT`] is given up
+/// (the id is kept, so its loss is counted).
 async fn submit(queue: Queue, span: Duration) -> (Vec<String>, Vec<String>) {
     let start = Instant::now();
+    let give_up = start + span + HEAL_WAIT;
     let (mut tasks, mut groups) = (Vec::new(), Vec::new());
     while start.elapsed() < span {
         let id = format!("t{}", tasks.len());
@@ -257,6 +260,10 @@ async fn submit(queue: Queue, span: Duration) -> (Vec<String>, Vec<String>) {
         // An error may hide a submit that took effect: the same id makes
         // the repeat harmless.
         while queue.submit_with(&options, id.clone()).await.is_err() {
+            if Instant::now() > give_up {
+                tasks.push(id);
+                return (tasks, groups);
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         if tasks.len() % 100 == 0 {
@@ -273,6 +280,11 @@ async fn submit(queue: Queue, span: Duration) -> (Vec<String>, Vec<String>) {
                 .await
                 .is_err()
             {
+                if Instant::now() > give_up {
+                    groups.push(group);
+                    tasks.push(id);
+                    return (tasks, groups);
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             groups.push(group);

@@ -125,25 +125,31 @@ impl LeaseService {
         // The lessor learns of a lost leadership only at its next check;
         // the member's status knows at once. A member that no longer leads
         // must not renew: the new leader counts leases from its takeover.
-        let leading = {
-            let status = self.backend.status.borrow();
-            status.role == "leader" && status.leader == Some(self.backend.member_id)
-        };
-        if !leading {
+        if !self.leading() {
             return Renewal::NotPrimary;
         }
         let ttl = self.backend.store().lease(id).map(|l| l.ttl_seconds);
         self.lessor.renew(id, ttl)
     }
 
+    /// Whether the member's status says it leads now.
+    fn leading(&self) -> bool {
+        let status = self.backend.status.borrow();
+        status.role == "leader" && status.leader == Some(self.backend.member_id)
+    }
+
     /// Where a call that needs the leader's lease clock is served: here once
-    /// this member's lessor is primary, or on another member that leads.
+    /// this member's lessor is primary and its status says it leads (the
+    /// lessor hears of a lost leadership only at its next check, and a
+    /// "here" it still claimed would send a keep-alive round and round on
+    /// this member's one thread, starving that check), or on another member
+    /// that leads.
     /// While neither holds (a leader at the very start of its term, or no
     /// leader known), waits up to [`PRIMARY_WAIT_MAX`].
     async fn lease_clock(&self) -> Result<LeaseClock, Status> {
         let deadline = Instant::now() + PRIMARY_WAIT_MAX;
         loop {
-            if self.lessor.is_primary() {
+            if self.lessor.is_primary() && self.leading() {
                 return Ok(LeaseClock::Here);
             }
             if let Some(leader) = self.other_leader() {
