@@ -302,9 +302,20 @@ async fn serve_metrics(
         };
         let render = render.clone();
         tokio::spawn(async move {
-            // The request itself does not matter; read what arrived.
-            let mut request = [0u8; 4096];
-            let _ = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut request)).await;
+            // The request itself does not matter, but all of it is read
+            // (up to its blank line) before answering: closing with unread
+            // bytes would reset the connection under the client's writes.
+            let mut request = Vec::new();
+            let read_all = async {
+                let mut chunk = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(2), read_all).await;
             let body = render();
             let response = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n\
