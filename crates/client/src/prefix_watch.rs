@@ -128,6 +128,23 @@ impl PrefixWatch {
 /// Every key under `prefix` at one revision, read a page at a time;
 /// returns the keys and that revision.
 pub(crate) async fn list(client: &Client, prefix: &[u8]) -> Result<(Vec<mvccpb::KeyValue>, i64)> {
+    read_pages(client, prefix, true).await
+}
+
+/// Every key under `prefix`, a page at a time, each page read at the
+/// latest revision (so the whole read is not one snapshot: pair it with a
+/// watch opened before it). No old revision must outlive the read.
+pub(crate) async fn list_latest(client: &Client, prefix: &[u8]) -> Result<Vec<mvccpb::KeyValue>> {
+    Ok(read_pages(client, prefix, false).await?.0)
+}
+
+/// Reads `prefix` a page at a time; with `one_revision`, every page at
+/// the first page's revision. Returns the keys and that first revision.
+async fn read_pages(
+    client: &Client,
+    prefix: &[u8],
+    one_revision: bool,
+) -> Result<(Vec<mvccpb::KeyValue>, i64)> {
     let end = keys::prefix_end(prefix);
     let mut from = prefix.to_vec();
     let mut revision = 0;
@@ -138,7 +155,7 @@ pub(crate) async fn list(client: &Client, prefix: &[u8]) -> Result<(Vec<mvccpb::
                 key: from.clone(),
                 range_end: end.clone(),
                 limit: LIST_PAGE_KEYS,
-                revision,
+                revision: if one_revision { revision } else { 0 },
                 ..pb::RangeRequest::default()
             })
             .await?;
@@ -158,35 +175,6 @@ pub(crate) async fn list(client: &Client, prefix: &[u8]) -> Result<(Vec<mvccpb::
         all.extend(response.kvs);
         if !more {
             return Ok((all, revision));
-        }
-    }
-}
-
-/// Every key under `prefix`, a page at a time, each page read at the
-/// latest revision (so the whole read is not one snapshot: pair it with a
-/// watch opened before it).
-pub(crate) async fn list_latest(client: &Client, prefix: &[u8]) -> Result<Vec<mvccpb::KeyValue>> {
-    let end = keys::prefix_end(prefix);
-    let mut from = prefix.to_vec();
-    let mut all = Vec::new();
-    loop {
-        let response = client
-            .range(pb::RangeRequest {
-                key: from.clone(),
-                range_end: end.clone(),
-                limit: LIST_PAGE_KEYS,
-                ..pb::RangeRequest::default()
-            })
-            .await?;
-        let more = response.more;
-        let Some(last) = response.kvs.last() else {
-            return Ok(all);
-        };
-        from = last.key.clone();
-        from.push(0);
-        all.extend(response.kvs);
-        if !more {
-            return Ok(all);
         }
     }
 }
