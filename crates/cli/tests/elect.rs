@@ -7,7 +7,7 @@
 mod common;
 
 use common::etcdctl;
-use common::{bellwether_binary, Cluster};
+use common::{bellwether, bellwether_binary, Cluster};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -22,16 +22,6 @@ fn cluster(name: &str) -> (Cluster, String) {
     cluster.wait_leader(&all, WAIT);
     let endpoints = cluster.client_endpoints();
     (cluster, endpoints)
-}
-
-/// `bellwether ARGS...` against `endpoints`.
-fn bellwether(endpoints: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(bellwether_binary());
-    command
-        .args(args)
-        .env("BELLWETHER_ENDPOINTS", endpoints)
-        .env("BELLWETHER_LOG", "warn");
-    command
 }
 
 /// Runs `bellwether ARGS...` to completion.

@@ -9,23 +9,13 @@ mod common;
 
 use bellwether_client::tasks::GroupInput;
 use common::etcd_server::EtcdServer;
-use common::{bellwether_binary, Cluster};
+use common::{bellwether, bellwether_binary, Cluster};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 /// Bound for anything that only waits.
 const WAIT: Duration = Duration::from_secs(60);
-
-/// `bellwether ARGS...` against `endpoints`.
-fn bellwether(endpoints: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(bellwether_binary());
-    command
-        .args(args)
-        .env("BELLWETHER_ENDPOINTS", endpoints)
-        .env("BELLWETHER_LOG", "warn");
-    command
-}
 
 /// Runs `bellwether ARGS...` to completion with `input` on stdin.
 fn run(endpoints: &str, args: &[&str], input: &str) -> Output {

@@ -43,6 +43,16 @@ pub fn bellwether_binary() -> PathBuf {
     binary
 }
 
+/// `bellwether ARGS...` against `endpoints`, logging warnings only.
+pub fn bellwether(endpoints: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(bellwether_binary());
+    command
+        .args(args)
+        .env("BELLWETHER_ENDPOINTS", endpoints)
+        .env("BELLWETHER_LOG", "warn");
+    command
+}
+
 /// A running test cluster.
 pub struct Cluster {
     /// Temporary directory for data and logs.
