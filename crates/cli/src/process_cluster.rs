@@ -5,7 +5,7 @@
 //! its peer listener on its own loopback IP `127.0.<net>.<i>` so that
 //! firewall rules on that IP cut exactly that member off. The peer transport
 //! binds outbound connections to the same IP (see
-//! `bellwether_server::transport`), so `ip saddr`/`ip daddr` rules catch
+//! `bellwether_transport`), so `ip saddr`/`ip daddr` rules catch
 //! both directions.
 
 use crate::contender::{Contender, Leadership};

@@ -1,7 +1,7 @@
 //! The bellwether node: one process, one Raft member.
 //!
 //! An event loop owns the Raft core (`node`); around it, IO tasks carry the
-//! peer transport (`transport`), ticks, and the write-ahead log; `http`
+//! peer transport (`bellwether-transport`), ticks, and the write-ahead log; `http`
 //! serves `/metrics`, `/health`, `/ready`, `/status` and the dashboard.
 //! Everything between tasks is a bounded channel.
 
@@ -19,8 +19,6 @@ pub mod node;
 pub mod peer_message;
 pub mod state_machine;
 pub mod status;
-pub mod transport;
-pub mod wire;
 
 pub use client::{ClientError, NodeClient};
 pub use metrics::Metrics;

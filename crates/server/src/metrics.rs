@@ -93,6 +93,16 @@ pub struct Metrics {
     pub app_tasks: std::sync::Arc<crate::app_tasks::AppTasks>,
 }
 
+impl bellwether_transport::Observer for Metrics {
+    fn sent(&self, kind: &'static str) {
+        self.count_sent(kind);
+    }
+
+    fn refused(&self, reason: &'static str) {
+        self.count_refused(reason);
+    }
+}
+
 impl Metrics {
     /// Counts one message of `kind` sent.
     pub fn count_sent(&self, kind: &'static str) {

@@ -16,7 +16,10 @@ use crate::metrics::Metrics;
 use crate::peer_message::{Forward, PeerMessage};
 use crate::state_machine::{NullMachine, StateMachine};
 use crate::status::{LeadershipChange, MemberStatus, NodeStatus, LEADERSHIP_HISTORY_MAX};
-use crate::transport::{self, Identity, PeerEvent, INBOUND_QUEUE_MAX};
+use bellwether_transport::{self as transport, Identity, INBOUND_QUEUE_MAX};
+
+/// What the transport hands the event loop.
+type PeerEvent = transport::PeerEvent<PeerMessage>;
 use bellwether_core::raft::{
     Payload, ProposeError, RaftConfig, RaftMessage, RaftNode, RaftOutput, RaftPersist, ReadError,
 };
@@ -280,6 +283,9 @@ impl Node {
             id: self.config.id,
             members: self.config.peers.keys().copied().collect(),
             source_ip: self.config.peer_listen.ip(),
+            // Members are not checked by fingerprint: the cluster name and
+            // member ids are, and membership will change at run time.
+            fingerprint: 0,
         };
         let (events_tx, mut events) = mpsc::channel(INBOUND_QUEUE_MAX);
         let listener = self.peer_listener.take().expect("run is called once");

@@ -2,16 +2,18 @@
 //! a follower hands to its leader over the same connection (see
 //! [`crate::forwarding`]).
 //!
-//! On the wire a Raft message keeps its own encoding ([`crate::wire`]);
+//! On the wire a Raft message keeps its own encoding
+//! ([`bellwether_transport::raft_wire`]);
 //! the forwarding kinds use kind bytes above every Raft kind, so one frame
 //! is still one message with a kind byte first.
 
-use crate::wire;
 use bellwether_core::raft::RaftMessage;
-use bellwether_core::{LogIndex, Message};
+use bellwether_core::LogIndex;
 use bellwether_storage::codec::{put_len, put_u64, put_u8, Malformed, Reader};
+use bellwether_transport::raft_wire::{self as wire, KINDS_END};
+use bellwether_transport::WireMessage;
 
-const PROPOSE: u8 = 32;
+const PROPOSE: u8 = KINDS_END;
 const PROPOSE_REFUSED: u8 = 33;
 const READ_INDEX: u8 = 34;
 const READ_INDEX_CONFIRMED: u8 = 35;
@@ -76,7 +78,7 @@ impl PeerMessage {
     /// The kind, for the messages-sent metric.
     pub fn kind(&self) -> &'static str {
         match self {
-            PeerMessage::Raft(message) => message.kind(),
+            PeerMessage::Raft(message) => bellwether_core::Message::kind(message),
             PeerMessage::Forward(Forward::Propose { .. }) => "forward_propose",
             PeerMessage::Forward(Forward::ProposeRefused { .. }) => "forward_propose_refused",
             PeerMessage::Forward(Forward::ReadIndex { .. }) => "forward_read_index",
@@ -85,6 +87,20 @@ impl PeerMessage {
             }
             PeerMessage::Forward(Forward::ReadIndexRefused { .. }) => "forward_read_index_refused",
         }
+    }
+}
+
+impl WireMessage for PeerMessage {
+    fn kind(&self) -> &'static str {
+        PeerMessage::kind(self)
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        encode(out, self);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, Malformed> {
+        decode(bytes)
     }
 }
 

@@ -220,26 +220,34 @@ impl RaftNode {
 
     /// The leader lease holds now (see the module docs).
     fn lease_valid(&self) -> bool {
+        self.lease_remaining_ticks().is_some()
+    }
+
+    /// While this node leads under a valid lease (`lease_reads`), how many
+    /// more ticks the lease lasts: no other node can be elected before then,
+    /// on this node's clock, while clocks drift within the margin. `None`
+    /// when there is no lease (not leading, leases off, a transfer started,
+    /// or no quorum-confirmed heartbeat recent enough).
+    pub fn lease_remaining_ticks(&self) -> Option<u64> {
         // Once a TimeoutNow left in this term, its target may win an election
         // that skips stickiness at any later time: no lease for the rest of
         // the term.
         if !self.config.lease_reads
+            || self.role != Role::Leader
             || self.transfer.is_some()
             || self.reads.timeout_now_sent_in_term
         {
-            return false;
+            return None;
         }
         let confirmed = self.quorum_round();
-        let Some((_, sent_tick)) = self
+        let (_, sent_tick) = self
             .reads
             .sent
             .iter()
             .rev()
-            .find(|(round, _)| *round <= confirmed)
-        else {
-            return false;
-        };
+            .find(|(round, _)| *round <= confirmed)?;
         let lease_ticks = self.config.election_ticks_min - self.config.lease_margin_ticks;
-        self.now_tick < sent_tick + lease_ticks
+        let end = sent_tick + lease_ticks;
+        (self.now_tick < end).then(|| end - self.now_tick)
     }
 }

@@ -1,24 +1,17 @@
-//! The peer transport: one outbound connection per peer (dialed, with
+//! The connections: one outbound connection per peer (dialed, with
 //! batching and reconnect with backoff) and the inbound connections peers
 //! dial to us. Every channel is bounded.
 //!
 //! A connection that breaks (a TCP reset or EOF, as when a peer's process
 //! dies) is reported to the event loop as [`PeerEvent::Lost`], which feeds
-//! Raft's `peer_unreachable`: the fast failure-detection path. A partition
-//! that silently drops packets produces no such event; the election timeout
-//! covers it.
+//! the core's `peer_unreachable`: the fast failure-detection path. A
+//! partition that silently drops packets produces no such event; the
+//! election timeout covers it.
 
-mod frame;
-mod handshake;
-
-pub use frame::{
-    put_frame, put_frame_with, read_frame, read_frame_up_to, FrameError, FRAME_BYTES_MAX,
-    HANDSHAKE_BYTES_MAX,
-};
-pub use handshake::{Hello, Refusal};
-
-use crate::metrics::Metrics;
-use crate::peer_message::{self, PeerMessage};
+use crate::frame::HANDSHAKE_BYTES_MAX;
+use crate::frame::{put_frame, put_frame_with, read_frame, read_frame_up_to, FrameError};
+use crate::handshake::{Hello, Refusal};
+use crate::{Observer, WireMessage};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +19,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-/// Messages queued for one peer, at most; more are dropped (Raft resends).
+/// Messages queued for one peer, at most; more are dropped (the
+/// algorithms resend).
 pub const OUTBOUND_QUEUE_MAX: usize = 4_096;
 /// Messages received from all peers and not yet handled, at most.
 pub const INBOUND_QUEUE_MAX: usize = 8_192;
@@ -47,9 +41,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What the transport tells the event loop.
 #[derive(Debug)]
-pub enum PeerEvent {
+pub enum PeerEvent<M> {
     /// A message from `from`.
-    Message(u64, PeerMessage),
+    Message(u64, M),
     /// A connection to or from `peer` broke.
     Lost(u64),
 }
@@ -57,46 +51,51 @@ pub enum PeerEvent {
 /// Identity the transport speaks for.
 #[derive(Clone, Debug)]
 pub struct Identity {
-    /// Cluster name.
+    /// Cluster (or elector group) name.
     pub cluster: String,
     /// This node.
     pub id: u64,
     /// All member ids.
     pub members: Vec<u64>,
+    /// [`crate::fingerprint`] of the settings every node of the group must
+    /// share (algorithm, winner rule, member list), or 0 for none. A peer
+    /// whose fingerprint differs is refused.
+    pub fingerprint: u32,
     /// Local address outbound connections leave from: the peer listener's
     /// IP, so that a firewall rule on a node's IP cuts all its traffic.
     pub source_ip: std::net::IpAddr,
 }
 
 /// Starts the dialer for `peer` at `address`; returns its queue.
-pub fn spawn_outbound(
+pub fn spawn_outbound<M: WireMessage, O: Observer>(
     identity: Identity,
     peer: u64,
     address: SocketAddr,
-    events: mpsc::Sender<PeerEvent>,
-    metrics: Arc<Metrics>,
-) -> mpsc::Sender<PeerMessage> {
+    events: mpsc::Sender<PeerEvent<M>>,
+    metrics: Arc<O>,
+) -> mpsc::Sender<M> {
     let (sender, receiver) = mpsc::channel(OUTBOUND_QUEUE_MAX);
     tokio::spawn(outbound(identity, peer, address, receiver, events, metrics));
     sender
 }
 
-async fn outbound(
+async fn outbound<M: WireMessage, O: Observer>(
     identity: Identity,
     peer: u64,
     address: SocketAddr,
-    mut queue: mpsc::Receiver<PeerMessage>,
-    events: mpsc::Sender<PeerEvent>,
-    metrics: Arc<Metrics>,
+    mut queue: mpsc::Receiver<M>,
+    events: mpsc::Sender<PeerEvent<M>>,
+    metrics: Arc<O>,
 ) {
     let mut delay = RECONNECT_DELAY_MIN;
     loop {
         match dial(&identity, peer, address).await {
             Ok(stream) => {
                 delay = RECONNECT_DELAY_MIN;
-                // Anything queued while disconnected is stale; Raft resends.
+                // Anything queued while disconnected is stale; the
+                // algorithms resend.
                 while queue.try_recv().is_ok() {}
-                let broke = pump(stream, &mut queue, &metrics).await;
+                let broke = pump(stream, &mut queue, &*metrics).await;
                 if broke.is_none() {
                     return; // The event loop is gone.
                 }
@@ -127,6 +126,7 @@ async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::R
         cluster: identity.cluster.clone(),
         from: identity.id,
         to: peer,
+        fingerprint: identity.fingerprint,
     };
     let mut frame = Vec::new();
     put_frame(&mut frame, &hello.encode());
@@ -139,7 +139,7 @@ async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::R
     .await??;
     if answer[0] != 0 {
         let reason = Refusal::from_code(answer[0]).map_or("unknown refusal", Refusal::as_str);
-        tracing::error!(peer, %address, reason, "peer refused our connection: check that both use the same cluster name and member list");
+        tracing::error!(peer, %address, reason, "peer refused our connection: check that both use the same cluster name, member list and settings");
         return Err(std::io::Error::new(
             std::io::ErrorKind::ConnectionRefused,
             reason,
@@ -152,10 +152,10 @@ async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::R
 /// or the queue closes (`None`). The peer never writes on this connection
 /// after the handshake, so a readable end means it closed or reset: the
 /// connection is known broken at once, not at the next failed write.
-async fn pump(
+async fn pump<M: WireMessage>(
     stream: TcpStream,
-    queue: &mut mpsc::Receiver<PeerMessage>,
-    metrics: &Metrics,
+    queue: &mut mpsc::Receiver<M>,
+    metrics: &impl Observer,
 ) -> Option<()> {
     let (mut reader, mut writer) = stream.into_split();
     let mut buffer = Vec::with_capacity(WRITE_BUFFER_BYTES);
@@ -169,8 +169,8 @@ async fn pump(
         let mut next = Some(first);
         let mut count = 0;
         while let Some(message) = next.take() {
-            metrics.count_sent(message.kind());
-            if !put_frame_with(&mut buffer, |out| peer_message::encode(out, &message)) {
+            metrics.sent(message.kind());
+            if !put_frame_with(&mut buffer, |out| message.encode(out)) {
                 tracing::warn!(
                     kind = message.kind(),
                     "dropped a message over the frame limit"
@@ -197,11 +197,11 @@ async fn pump(
 pub const INBOUND_CONNECTIONS_MAX: usize = 64;
 
 /// Accepts peer connections until the process ends.
-pub async fn accept(
+pub async fn accept<M: WireMessage, O: Observer>(
     listener: TcpListener,
     identity: Identity,
-    events: mpsc::Sender<PeerEvent>,
-    metrics: Arc<Metrics>,
+    events: mpsc::Sender<PeerEvent<M>>,
+    metrics: Arc<O>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(INBOUND_CONNECTIONS_MAX));
     loop {
@@ -209,13 +209,13 @@ pub async fn accept(
             continue;
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            metrics.count_refused("too_many_connections");
+            metrics.refused("too_many_connections");
             tracing::warn!(%remote, limit = INBOUND_CONNECTIONS_MAX, "refused a peer connection: too many open");
             continue;
         };
         let (identity, events, metrics) = (identity.clone(), events.clone(), metrics.clone());
         tokio::spawn(async move {
-            if let Err(error) = inbound(stream, &identity, &events, &metrics).await {
+            if let Err(error) = inbound(stream, &identity, &events, &*metrics).await {
                 tracing::debug!(%remote, %error, "peer connection closed");
             }
             drop(slot);
@@ -223,11 +223,11 @@ pub async fn accept(
     }
 }
 
-async fn inbound(
+async fn inbound<M: WireMessage>(
     mut stream: TcpStream,
     identity: &Identity,
-    events: &mpsc::Sender<PeerEvent>,
-    metrics: &Metrics,
+    events: &mpsc::Sender<PeerEvent<M>>,
+    metrics: &impl Observer,
 ) -> Result<(), FrameError> {
     stream.set_nodelay(true)?;
     let remote = stream.peer_addr()?;
@@ -240,11 +240,16 @@ async fn inbound(
     .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "handshake timed out"))??;
     let hello = Hello::decode(&buffer);
     let verdict = match &hello {
-        Ok(hello) => hello.check(&identity.cluster, identity.id, &identity.members),
+        Ok(hello) => hello.check(
+            &identity.cluster,
+            identity.id,
+            &identity.members,
+            identity.fingerprint,
+        ),
         Err(_) => Err(Refusal::Malformed),
     };
     if let Err(refusal) = verdict {
-        metrics.count_refused(refusal.as_str());
+        metrics.refused(refusal.as_str());
         match &hello {
             Ok(h) => {
                 tracing::error!(%remote, reason = refusal.as_str(), their_cluster = %h.cluster, their_id = h.from, our_cluster = %identity.cluster, "refused a peer connection")
@@ -266,7 +271,7 @@ async fn inbound(
         if let Err(error) = read_frame(&mut stream, &mut buffer).await {
             break Err(error);
         }
-        let decoded = peer_message::decode(&buffer);
+        let decoded = M::decode(&buffer);
         if buffer.capacity() > WRITE_BUFFER_KEPT_BYTES_MAX {
             buffer = Vec::new(); // A large frame grew it; give it back.
         }

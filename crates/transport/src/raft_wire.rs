@@ -1,5 +1,5 @@
-//! The peer wire format: each Raft message as one frame payload, a kind
-//! byte then little-endian fields. Entries and snapshot metadata reuse the
+//! Raft's wire form: each message as one frame payload, a kind byte then
+//! little-endian fields. Entries and snapshot metadata reuse the
 //! WAL's encoding (`bellwether_storage::codec`), so a log entry has exactly
 //! one binary form in the project.
 
@@ -22,6 +22,24 @@ const APPEND_RESPONSE: u8 = 9;
 const INSTALL_SNAPSHOT: u8 = 10;
 const INSTALL_SNAPSHOT_RESPONSE: u8 = 11;
 const LEADER_DURABLE: u8 = 12;
+
+/// Kind bytes at or above this one are free for a runtime's own messages
+/// (the member's forwarded client requests).
+pub const KINDS_END: u8 = 32;
+
+impl crate::WireMessage for RaftMessage {
+    fn kind(&self) -> &'static str {
+        bellwether_core::Message::kind(self)
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        encode(out, self);
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, Malformed> {
+        decode(bytes)
+    }
+}
 
 /// Appends `message` to `out`.
 pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {

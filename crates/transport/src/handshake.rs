@@ -1,13 +1,23 @@
 //! The first frame on every peer connection: who dials whom, in which
-//! cluster. The acceptor answers with one byte: 0 accepted, or a refusal
-//! code. A node of another cluster, or an id that is not a member, is
-//! refused with a clear log line and a metric.
+//! cluster, with which settings. The acceptor answers with one byte: 0
+//! accepted, or a refusal code. A node of another cluster, an id that is
+//! not a member, or a node whose settings differ (another algorithm, winner
+//! rule or member list) is refused with a clear log line and a metric.
 
 use bellwether_storage::codec::{put_u64, put_u8, Malformed, Reader};
 
-/// Magic at the start of a handshake: "BWHS", version 1.
+/// Magic at the start of a handshake: "BWHS", version 2 (version 2 added
+/// the fingerprint).
 const MAGIC: &[u8; 4] = b"BWHS";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+
+/// A checksum of the settings every node of a group must share, given as
+/// text (for example `"bully;lowest;1,2,3"`). Two nodes whose
+/// fingerprints differ refuse each other. Not a security measure: it turns
+/// a misconfiguration into a clear error instead of a silent split.
+pub fn fingerprint(settings: &str) -> u32 {
+    crc32c::crc32c(settings.as_bytes()).max(1)
+}
 
 /// A dialer's introduction.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +28,8 @@ pub struct Hello {
     pub from: u64,
     /// The id it believes it is calling.
     pub to: u64,
+    /// Its settings' [`fingerprint`], or 0 when it has none to check.
+    pub fingerprint: u32,
 }
 
 /// Why a connection was refused.
@@ -31,6 +43,8 @@ pub enum Refusal {
     WrongNode = 3,
     /// The handshake could not be read.
     Malformed = 4,
+    /// The dialer's settings (algorithm, winner rule, member list) differ.
+    SettingsDiffer = 5,
 }
 
 impl Refusal {
@@ -41,6 +55,7 @@ impl Refusal {
             Refusal::UnknownMember => "unknown_member",
             Refusal::WrongNode => "wrong_node",
             Refusal::Malformed => "malformed_handshake",
+            Refusal::SettingsDiffer => "settings_differ",
         }
     }
 
@@ -51,6 +66,7 @@ impl Refusal {
             Refusal::UnknownMember,
             Refusal::WrongNode,
             Refusal::Malformed,
+            Refusal::SettingsDiffer,
         ]
         .into_iter()
         .find(|r| *r as u8 == code)
@@ -67,6 +83,7 @@ impl Hello {
         out.extend_from_slice(self.cluster.as_bytes());
         put_u64(&mut out, self.from);
         put_u64(&mut out, self.to);
+        out.extend_from_slice(&self.fingerprint.to_le_bytes());
         out
     }
 
@@ -89,13 +106,22 @@ impl Hello {
             cluster,
             from: r.u64("from")?,
             to: r.u64("to")?,
+            fingerprint: r.u32("fingerprint")?,
         };
         r.finish("handshake")?;
         Ok(hello)
     }
 
-    /// Decides whether node `me` of `cluster` with `members` accepts it.
-    pub fn check(&self, cluster: &str, me: u64, members: &[u64]) -> Result<(), Refusal> {
+    /// Decides whether node `me` of `cluster` with `members` and settings
+    /// `fingerprint` accepts it. A fingerprint of 0 on either side is not
+    /// checked.
+    pub fn check(
+        &self,
+        cluster: &str,
+        me: u64,
+        members: &[u64],
+        fingerprint: u32,
+    ) -> Result<(), Refusal> {
         if self.cluster != cluster {
             return Err(Refusal::ForeignCluster);
         }
@@ -104,6 +130,9 @@ impl Hello {
         }
         if self.to != me {
             return Err(Refusal::WrongNode);
+        }
+        if self.fingerprint != 0 && fingerprint != 0 && self.fingerprint != fingerprint {
+            return Err(Refusal::SettingsDiffer);
         }
         Ok(())
     }
@@ -119,15 +148,37 @@ mod tests {
             cluster: "prod".into(),
             from: 2,
             to: 1,
+            fingerprint: fingerprint("bully;lowest;1,2,3"),
         };
+        let ours = hello.fingerprint;
         assert_eq!(Hello::decode(&hello.encode()).unwrap(), hello);
-        assert_eq!(hello.check("prod", 1, &[1, 2, 3]), Ok(()));
+        assert_eq!(hello.check("prod", 1, &[1, 2, 3], ours), Ok(()));
         assert_eq!(
-            hello.check("test", 1, &[1, 2, 3]),
+            hello.check("test", 1, &[1, 2, 3], ours),
             Err(Refusal::ForeignCluster)
         );
-        assert_eq!(hello.check("prod", 1, &[1, 3]), Err(Refusal::UnknownMember));
-        assert_eq!(hello.check("prod", 3, &[1, 2, 3]), Err(Refusal::WrongNode));
+        assert_eq!(
+            hello.check("prod", 1, &[1, 3], ours),
+            Err(Refusal::UnknownMember)
+        );
+        assert_eq!(
+            hello.check("prod", 3, &[1, 2, 3], ours),
+            Err(Refusal::WrongNode)
+        );
+        let other = fingerprint("bully;highest;1,2,3");
+        assert_ne!(other, ours);
+        assert_eq!(
+            hello.check("prod", 1, &[1, 2, 3], other),
+            Err(Refusal::SettingsDiffer)
+        );
+        assert_eq!(
+            hello.check("prod", 1, &[1, 2, 3], 0),
+            Ok(()),
+            "0: unchecked"
+        );
+        for code in 1..=5 {
+            assert_eq!(Refusal::from_code(code).map(|r| r as u8), Some(code));
+        }
         assert!(Hello::decode(b"HTTP/1.1 200").is_err());
     }
 }

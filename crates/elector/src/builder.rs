@@ -1,0 +1,307 @@
+//! How an application describes its group: the algorithm, this node's id,
+//! every node's address, a data directory and the timing. [`ElectorBuilder::start`]
+//! checks all of it before anything runs, so a group with a wrong peer
+//! list, a duplicate id or a foreign data directory never starts.
+
+use crate::algorithm::Algorithm;
+use crate::elector::Elector;
+use crate::error::ElectorError;
+use crate::runtime::{self, Plan};
+use bellwether_core::bully::{BullyConfig, BullyNode};
+use bellwether_core::raft::{RaftConfig, RaftNode};
+use bellwether_core::ring::{RingConfig, RingNode};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Most nodes in one group (the Bully and Ring cores' limit).
+pub const NODES_MAX: usize = 128;
+/// One tick of the cores' logical clock.
+pub const TICK: Duration = Duration::from_millis(1);
+
+/// Settings of one elector; see [`Elector::builder`].
+#[derive(Clone, Debug)]
+pub struct ElectorBuilder {
+    algorithm: Algorithm,
+    id: u64,
+    peers: Vec<(u64, SocketAddr)>,
+    data_dir: Option<PathBuf>,
+    group: String,
+    heartbeat: Duration,
+    election_timeout: Duration,
+    leases: bool,
+}
+
+impl Default for ElectorBuilder {
+    fn default() -> Self {
+        ElectorBuilder {
+            algorithm: Algorithm::Raft,
+            id: 0,
+            peers: Vec::new(),
+            data_dir: None,
+            group: "bellwether".into(),
+            heartbeat: Duration::from_millis(50),
+            election_timeout: Duration::from_millis(150),
+            leases: false,
+        }
+    }
+}
+
+impl ElectorBuilder {
+    /// The algorithm (default Raft). Every node must run the same one.
+    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// This node's id: unique in the group, never 0, never reused for
+    /// another node.
+    pub fn id(mut self, id: u64) -> Self {
+        self.id = id;
+        self
+    }
+
+    /// Every node of the group, this one included, with the address its
+    /// elector listens on. Every node must be given the same list.
+    pub fn peers(mut self, peers: impl IntoIterator<Item = (u64, SocketAddr)>) -> Self {
+        self.peers = peers.into_iter().collect();
+        self
+    }
+
+    /// Where the term or epoch is kept across restarts. Required.
+    pub fn data_dir(mut self, path: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(path.into());
+        self
+    }
+
+    /// The group's name (default `"bellwether"`): nodes of other groups
+    /// are refused at the handshake.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = group.into();
+        self
+    }
+
+    /// How often a leader tells the others it is alive (default 50 ms).
+    pub fn heartbeat(mut self, interval: Duration) -> Self {
+        self.heartbeat = interval;
+        self
+    }
+
+    /// The shortest time without a leader's heartbeat after which a node
+    /// starts an election (default 150 ms; the actual timeout is drawn
+    /// from `[t, 2t)`). A peer whose connection breaks is suspected at once.
+    pub fn election_timeout(mut self, timeout: Duration) -> Self {
+        self.election_timeout = timeout;
+        self
+    }
+
+    /// Raft only: give the leader a validity deadline
+    /// ([`crate::Leadership::valid_until`]) before which no other node can
+    /// be elected. It costs the connection-loss shortcut: a follower then
+    /// waits for the election timeout even when the leader's process is
+    /// known dead, so failover takes about one election timeout instead of
+    /// a few milliseconds.
+    pub fn leases(mut self, on: bool) -> Self {
+        self.leases = on;
+        self
+    }
+
+    /// Checks the settings, opens the data directory and the listener, and
+    /// starts electing. Must be called inside a tokio runtime.
+    pub async fn start(self) -> Result<Elector, ElectorError> {
+        let plan = self.plan()?;
+        let heartbeat = ticks(self.heartbeat);
+        let election = ticks(self.election_timeout);
+        match self.algorithm {
+            Algorithm::Raft => {
+                let config = RaftConfig {
+                    heartbeat_ticks: heartbeat,
+                    election_ticks_min: election,
+                    election_jitter_ticks: election,
+                    hint_slot_ticks: if self.leases {
+                        0
+                    } else {
+                        RaftConfig::default().hint_slot_ticks
+                    },
+                    lease_reads: self.leases,
+                    lease_margin_ticks: (election / 10).max(1),
+                    ..RaftConfig::default()
+                };
+                config
+                    .validate()
+                    .map_err(|e| ElectorError::Settings(e.to_string()))?;
+                runtime::start::<RaftNode>(plan, config).await
+            }
+            Algorithm::Bully(winner) => {
+                let config = BullyConfig {
+                    winner,
+                    heartbeat_ticks: heartbeat,
+                    leader_timeout_ticks_min: election,
+                    ..BullyConfig::default()
+                };
+                config
+                    .validate()
+                    .map_err(|e| ElectorError::Settings(e.to_string()))?;
+                runtime::start::<BullyNode>(plan, config).await
+            }
+            Algorithm::Ring(winner) => {
+                let config = RingConfig {
+                    winner,
+                    heartbeat_ticks: heartbeat,
+                    leader_timeout_ticks_min: election,
+                    ..RingConfig::default()
+                };
+                config
+                    .validate()
+                    .map_err(|e| ElectorError::Settings(e.to_string()))?;
+                runtime::start::<RingNode>(plan, config).await
+            }
+        }
+    }
+
+    /// Everything checked, in the form the runtime takes.
+    fn plan(&self) -> Result<Plan, ElectorError> {
+        let bad = |text: String| Err(ElectorError::Settings(text));
+        if self.id == 0 {
+            return bad("the id must be set and not 0".into());
+        }
+        if self.peers.is_empty() || self.peers.len() > NODES_MAX {
+            return bad(format!(
+                "a group has 1 to {NODES_MAX} nodes, not {}",
+                self.peers.len()
+            ));
+        }
+        let mut ids = BTreeSet::new();
+        let mut addresses = BTreeSet::new();
+        for (id, address) in &self.peers {
+            if *id == 0 {
+                return bad("node id 0 is not allowed".into());
+            }
+            if !ids.insert(*id) {
+                return bad(format!("node id {id} appears twice in the peer list"));
+            }
+            if !addresses.insert(*address) {
+                return bad(format!("address {address} is given to two nodes"));
+            }
+        }
+        if !ids.contains(&self.id) {
+            return bad(format!(
+                "this node's id {} is not in the peer list {ids:?}",
+                self.id
+            ));
+        }
+        if self.group.is_empty() || self.group.len() > 255 {
+            return bad("the group name must be 1 to 255 bytes".into());
+        }
+        if self.leases && self.algorithm != Algorithm::Raft {
+            return bad(format!(
+                "leases need a quorum; {} has none",
+                self.algorithm.name()
+            ));
+        }
+        for (name, value) in [
+            ("heartbeat", self.heartbeat),
+            ("election timeout", self.election_timeout),
+        ] {
+            if value < TICK || value > Duration::from_secs(600) {
+                return bad(format!(
+                    "the {name} must be between 1 ms and 10 minutes, not {value:?}"
+                ));
+            }
+        }
+        let Some(data_dir) = self.data_dir.clone() else {
+            return bad("a data dir is required: the term or epoch must survive restarts".into());
+        };
+        let winner = self.algorithm.winner().map_or("-", |w| w.as_str());
+        let members: Vec<String> = ids.iter().map(u64::to_string).collect();
+        let settings = format!(
+            "{};{winner};leases={};{}",
+            self.algorithm.name(),
+            self.leases,
+            members.join(",")
+        );
+        let listen = self
+            .peers
+            .iter()
+            .find(|(id, _)| *id == self.id)
+            .expect("checked")
+            .1;
+        Ok(Plan {
+            algorithm: self.algorithm,
+            id: self.id,
+            peers: self.peers.iter().copied().collect(),
+            listen,
+            data_dir,
+            group: self.group.clone(),
+            fingerprint: bellwether_transport::fingerprint(&settings),
+            leases: self.leases,
+        })
+    }
+}
+
+fn ticks(duration: Duration) -> u64 {
+    (duration.as_millis() / TICK.as_millis()).max(1) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn three() -> Vec<(u64, SocketAddr)> {
+        (1..=3)
+            .map(|i| (i, format!("127.0.0.1:{}", 7000 + i).parse().unwrap()))
+            .collect()
+    }
+
+    fn error(builder: ElectorBuilder) -> String {
+        builder.plan().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_peer_lists_and_settings_get_clear_errors() {
+        let base = Elector::builder().id(1).peers(three()).data_dir("/tmp/x");
+        assert!(base.plan().is_ok());
+        let mut duplicate = three();
+        duplicate.push((2, "127.0.0.1:7999".parse().unwrap()));
+        assert!(error(base.clone().peers(duplicate)).contains("node id 2 appears twice"));
+        let mut shared = three();
+        shared[2].1 = shared[0].1;
+        assert!(error(base.clone().peers(shared)).contains("given to two nodes"));
+        assert!(error(base.clone().id(9)).contains("not in the peer list"));
+        assert!(error(base.clone().id(0)).contains("not 0"));
+        assert!(
+            error(ElectorBuilder::default().id(1).peers(three())).contains("data dir is required")
+        );
+        let bully = base.clone().algorithm(Algorithm::Bully(Default::default()));
+        assert!(error(bully.leases(true)).contains("leases need a quorum"));
+        assert!(error(base.clone().heartbeat(Duration::ZERO)).contains("heartbeat"));
+    }
+
+    #[test]
+    fn the_fingerprint_covers_the_algorithm_the_rule_and_the_members() {
+        let base = Elector::builder().id(1).peers(three()).data_dir("/tmp/x");
+        let raft = base.plan().unwrap().fingerprint;
+        let bully = base
+            .clone()
+            .algorithm("bully".parse().unwrap())
+            .plan()
+            .unwrap()
+            .fingerprint;
+        let lowest = base
+            .clone()
+            .algorithm("bully-lowest".parse().unwrap())
+            .plan()
+            .unwrap()
+            .fingerprint;
+        let two = base
+            .clone()
+            .peers(three().into_iter().take(2))
+            .plan()
+            .unwrap()
+            .fingerprint;
+        let all = [raft, bully, lowest, two];
+        let distinct: BTreeSet<u32> = all.iter().copied().collect();
+        assert_eq!(distinct.len(), all.len(), "{all:?}");
+    }
+}

@@ -1,0 +1,267 @@
+//! The elector's counters, in Prometheus' text format under the same names
+//! a member uses with an `elector` prefix: elections, leadership changes,
+//! messages by type, failover time. Plain atomics, indexed by the
+//! algorithm's fixed list of message kinds: counting a message takes no
+//! lock.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Counters of one elector.
+#[derive(Debug)]
+pub struct ElectorMetrics {
+    algorithm: &'static str,
+    kinds: &'static [&'static str],
+    sent: Vec<AtomicU64>,
+    received: Vec<AtomicU64>,
+    refused: Mutex<Vec<(&'static str, u64)>>,
+    elections: AtomicU64,
+    leadership_changes: AtomicU64,
+    failovers: AtomicU64,
+    failover_micros_total: AtomicU64,
+    last_failover_micros: AtomicU64,
+    token: AtomicU64,
+    leader: AtomicU64,
+    is_leader: AtomicU64,
+}
+
+impl ElectorMetrics {
+    /// Counters for an algorithm whose messages are `kinds`.
+    pub fn new(algorithm: &'static str, kinds: &'static [&'static str]) -> ElectorMetrics {
+        let zeros = || kinds.iter().map(|_| AtomicU64::new(0)).collect();
+        ElectorMetrics {
+            algorithm,
+            kinds,
+            sent: zeros(),
+            received: zeros(),
+            refused: Mutex::new(Vec::new()),
+            elections: AtomicU64::new(0),
+            leadership_changes: AtomicU64::new(0),
+            failovers: AtomicU64::new(0),
+            failover_micros_total: AtomicU64::new(0),
+            last_failover_micros: AtomicU64::new(0),
+            token: AtomicU64::new(0),
+            leader: AtomicU64::new(0),
+            is_leader: AtomicU64::new(0),
+        }
+    }
+
+    fn slot(&self, kind: &str) -> Option<usize> {
+        self.kinds.iter().position(|k| *k == kind)
+    }
+
+    /// One message of `kind` arrived.
+    pub fn count_received(&self, kind: &str) {
+        if let Some(i) = self.slot(kind) {
+            self.received[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Messages of `kind` sent so far.
+    pub fn sent(&self, kind: &str) -> u64 {
+        self.slot(kind)
+            .map_or(0, |i| self.sent[i].load(Ordering::Relaxed))
+    }
+
+    /// Messages sent so far, all kinds.
+    pub fn sent_total(&self) -> u64 {
+        self.sent.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// This node started an election (became a candidate).
+    pub fn count_election(&self) {
+        self.elections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Elections this node started.
+    pub fn elections(&self) -> u64 {
+        self.elections.load(Ordering::Relaxed)
+    }
+
+    /// The leader this node follows changed to `leader` (0: none).
+    pub fn set_leader(&self, leader: u64, token: u64, is_leader: bool) {
+        if leader != 0 {
+            self.leadership_changes.fetch_add(1, Ordering::Relaxed);
+        }
+        self.leader.store(leader, Ordering::Relaxed);
+        self.token.store(token, Ordering::Relaxed);
+        self.is_leader
+            .store(u64::from(is_leader), Ordering::Relaxed);
+    }
+
+    /// Leaders this node came to follow (or became).
+    pub fn leadership_changes(&self) -> u64 {
+        self.leadership_changes.load(Ordering::Relaxed)
+    }
+
+    /// A leader was found `micros` after this node lost the previous one.
+    pub fn record_failover(&self, micros: u64) {
+        self.failovers.fetch_add(1, Ordering::Relaxed);
+        self.failover_micros_total
+            .fetch_add(micros, Ordering::Relaxed);
+        self.last_failover_micros.store(micros, Ordering::Relaxed);
+    }
+
+    /// The most recent failover, in microseconds (0: none yet).
+    pub fn last_failover_micros(&self) -> u64 {
+        self.last_failover_micros.load(Ordering::Relaxed)
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(2048);
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let seconds = |c: &AtomicU64| load(c) as f64 / 1e6;
+        let one = |out: &mut String,
+                   name: &str,
+                   kind: &str,
+                   help: &str,
+                   value: &dyn std::fmt::Display| {
+            header(out, name, kind, help);
+            let _ = writeln!(
+                out,
+                "bellwether_elector_{name}{{algorithm=\"{}\"}} {value}",
+                self.algorithm
+            );
+        };
+        one(
+            &mut out,
+            "elections_total",
+            "counter",
+            "Elections this node started.",
+            &load(&self.elections),
+        );
+        one(
+            &mut out,
+            "leadership_changes_total",
+            "counter",
+            "Leaders this node came to follow or became.",
+            &load(&self.leadership_changes),
+        );
+        one(
+            &mut out,
+            "failovers_total",
+            "counter",
+            "Times this node found a new leader after losing one.",
+            &load(&self.failovers),
+        );
+        one(
+            &mut out,
+            "failover_seconds_total",
+            "counter",
+            "Time without a leader, summed over failovers.",
+            &seconds(&self.failover_micros_total),
+        );
+        one(
+            &mut out,
+            "last_failover_seconds",
+            "gauge",
+            "The most recent failover.",
+            &seconds(&self.last_failover_micros),
+        );
+        one(
+            &mut out,
+            "token",
+            "gauge",
+            "The current term or epoch.",
+            &load(&self.token),
+        );
+        one(
+            &mut out,
+            "leader",
+            "gauge",
+            "The leader this node follows (0: none).",
+            &load(&self.leader),
+        );
+        one(
+            &mut out,
+            "is_leader",
+            "gauge",
+            "1 while this node leads.",
+            &load(&self.is_leader),
+        );
+        for (name, values) in [
+            ("messages_sent_total", &self.sent),
+            ("messages_received_total", &self.received),
+        ] {
+            header(&mut out, name, "counter", "Peer messages by type.");
+            for (kind, value) in self.kinds.iter().zip(values.iter()) {
+                let _ = writeln!(
+                    out,
+                    "bellwether_elector_{name}{{algorithm=\"{}\",type=\"{kind}\"}} {}",
+                    self.algorithm,
+                    load(value)
+                );
+            }
+        }
+        let name = "refused_connections_total";
+        header(
+            &mut out,
+            name,
+            "counter",
+            "Peer connections refused, by reason.",
+        );
+        for (reason, value) in self.refused.lock().expect("metrics lock").iter() {
+            let _ = writeln!(
+                out,
+                "bellwether_elector_{name}{{reason=\"{reason}\"}} {value}"
+            );
+        }
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP bellwether_elector_{name} {help}");
+    let _ = writeln!(out, "# TYPE bellwether_elector_{name} {kind}");
+}
+
+impl bellwether_transport::Observer for ElectorMetrics {
+    fn sent(&self, kind: &'static str) {
+        if let Some(i) = self.slot(kind) {
+            self.sent[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn refused(&self, reason: &'static str) {
+        let mut refused = self.refused.lock().expect("metrics lock");
+        match refused.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, count)) => *count += 1,
+            None => refused.push((reason, 1)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellwether_transport::Observer;
+
+    #[test]
+    fn counts_render_under_their_labels() {
+        let metrics = ElectorMetrics::new("bully", &["election", "heartbeat"]);
+        Observer::sent(&metrics, "heartbeat");
+        Observer::sent(&metrics, "heartbeat");
+        metrics.count_received("election");
+        metrics.count_election();
+        metrics.set_leader(3, 4, false);
+        metrics.record_failover(25_000);
+        Observer::refused(&metrics, "settings_differ");
+        let text = metrics.render();
+        for line in [
+            "bellwether_elector_messages_sent_total{algorithm=\"bully\",type=\"heartbeat\"} 2",
+            "bellwether_elector_messages_received_total{algorithm=\"bully\",type=\"election\"} 1",
+            "bellwether_elector_elections_total{algorithm=\"bully\"} 1",
+            "bellwether_elector_leadership_changes_total{algorithm=\"bully\"} 1",
+            "bellwether_elector_leader{algorithm=\"bully\"} 3",
+            "bellwether_elector_token{algorithm=\"bully\"} 4",
+            "bellwether_elector_last_failover_seconds{algorithm=\"bully\"} 0.025",
+            "bellwether_elector_failover_seconds_total{algorithm=\"bully\"} 0.025",
+            "bellwether_elector_refused_connections_total{reason=\"settings_differ\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        assert_eq!(metrics.sent_total(), 2);
+    }
+}

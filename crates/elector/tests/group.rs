@@ -1,0 +1,232 @@
+//! Groups of in-process electors on loopback, one per algorithm: they agree
+//! on one leader, elect another when it stops, keep their token across a
+//! restart, and refuse a node whose settings differ.
+
+use bellwether_elector::{Algorithm, Elector, Leadership};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn free_addresses(count: usize) -> Vec<(u64, SocketAddr)> {
+    let listeners: Vec<_> = (0..count)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i as u64 + 1, l.local_addr().unwrap()))
+        .collect()
+}
+
+async fn start(algorithm: Algorithm, id: u64, peers: &[(u64, SocketAddr)], root: &Path) -> Elector {
+    Elector::builder()
+        .algorithm(algorithm)
+        .id(id)
+        .peers(peers.iter().copied())
+        .data_dir(root.join(format!("n{id}")))
+        .group("test")
+        .start()
+        .await
+        .expect("elector starts")
+}
+
+/// Waits until every elector names the same leader, which itself leads;
+/// returns that leader's view.
+async fn agreed(electors: &[&Elector]) -> Leadership {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let views: Vec<Leadership> = electors.iter().map(|e| e.current()).collect();
+        if let Some(leader) = views[0].leader {
+            let same = views.iter().all(|v| v.leader == Some(leader));
+            if let Some(view) = views.iter().find(|v| v.id == leader && v.is_leader()) {
+                if same {
+                    return *view;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no agreed leader: {views:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn fail_over(algorithm: Algorithm) {
+    let root = tempfile::tempdir().unwrap();
+    let peers = free_addresses(3);
+    let mut electors = Vec::new();
+    for (id, _) in &peers {
+        electors.push(start(algorithm, *id, &peers, root.path()).await);
+    }
+    let first = agreed(&electors.iter().collect::<Vec<_>>()).await;
+    if let Some(winner) = algorithm.winner() {
+        let best = winner.best(&[1, 2, 3].map(bellwether_core_id)).unwrap();
+        assert_eq!(first.leader, Some(best.0), "{algorithm}: the best id leads");
+    }
+    let index = electors
+        .iter()
+        .position(|e| e.current().is_leader())
+        .unwrap();
+    let stopped = electors.remove(index);
+    stopped.stop().await.unwrap();
+    let second = agreed(&electors.iter().collect::<Vec<_>>()).await;
+    assert_ne!(
+        second.leader, first.leader,
+        "{algorithm}: another node leads"
+    );
+    assert!(
+        second.token > first.token,
+        "{algorithm}: the token grew: {first:?} then {second:?}"
+    );
+    let returning = start(algorithm, first.id, &peers, root.path()).await;
+    assert!(
+        returning.current().token >= first.token,
+        "{algorithm}: the restarted node's token did not go back: {:?}",
+        returning.current()
+    );
+    electors.push(returning);
+    let third = agreed(&electors.iter().collect::<Vec<_>>()).await;
+    if algorithm.winner().is_some() {
+        assert_eq!(
+            third.leader, first.leader,
+            "{algorithm}: the best id takes over again"
+        );
+        // Not strictly greater: a returning best node may claim the epoch
+        // its successor holds (no quorum orders them). `sim compare`
+        // measures what that costs; Raft's term never repeats.
+        assert!(third.token >= second.token, "{second:?} then {third:?}");
+    }
+    for elector in &electors {
+        assert!(elector.metrics().sent_total() > 0);
+        let text = elector.metrics().render();
+        assert!(
+            text.contains("bellwether_elector_leadership_changes_total"),
+            "{text}"
+        );
+    }
+    for elector in electors {
+        elector.stop().await.unwrap();
+    }
+}
+
+fn bellwether_core_id(id: u64) -> bellwether_elector::NodeId {
+    bellwether_elector::NodeId(id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raft_fails_over_and_keeps_its_term() {
+    fail_over(Algorithm::Raft).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bully_fails_over_and_the_best_id_takes_over_again() {
+    fail_over("bully".parse().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bully_with_lowest_id_wins_elects_the_lowest() {
+    fail_over("bully-lowest".parse().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ring_fails_over_and_the_best_id_takes_over_again() {
+    fail_over("ring".parse().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raft_leader_with_leases_has_a_running_deadline() {
+    let root = tempfile::tempdir().unwrap();
+    let peers = free_addresses(3);
+    let mut electors = Vec::new();
+    for (id, _) in &peers {
+        let elector = Elector::builder()
+            .id(*id)
+            .peers(peers.iter().copied())
+            .data_dir(root.path().join(format!("n{id}")))
+            .leases(true)
+            .start()
+            .await
+            .unwrap();
+        electors.push(elector);
+    }
+    let leader = agreed(&electors.iter().collect::<Vec<_>>()).await;
+    let elector = electors
+        .iter()
+        .find(|e| e.current().id == leader.id)
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    let view = loop {
+        let view = elector.current();
+        if view.valid_until.is_some() {
+            break view;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the leader never got a lease: {view:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let now = Instant::now();
+    let until = view.valid_until.unwrap();
+    assert!(
+        until <= now + Duration::from_millis(150),
+        "a lease is shorter than an election timeout"
+    );
+    assert!(electors.iter().filter(|e| e.current().may_act(now)).count() <= 1);
+    for elector in electors {
+        elector.stop().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_other_settings_is_refused_at_the_handshake() {
+    let root = tempfile::tempdir().unwrap();
+    let peers = free_addresses(2);
+    let bully = start("bully".parse().unwrap(), 1, &peers, root.path()).await;
+    let ring = start("ring".parse().unwrap(), 2, &peers, root.path()).await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let refused = [&bully, &ring].iter().any(|e| {
+            e.metrics()
+                .render()
+                .contains("reason=\"settings_differ\"} ")
+        });
+        if refused {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nobody refused the other");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        bully.current().leader != Some(2) && ring.current().leader != Some(1),
+        "they never followed each other"
+    );
+    bully.stop().await.unwrap();
+    ring.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_dir_of_another_algorithm_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let peers = free_addresses(1);
+    let bully = start("bully".parse().unwrap(), 1, &peers, root.path()).await;
+    let deadline = Instant::now() + PATIENCE;
+    while !bully.current().is_leader() {
+        assert!(Instant::now() < deadline, "a lone node elects itself");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    bully.stop().await.unwrap();
+    let error = Elector::builder()
+        .algorithm(Algorithm::Raft)
+        .id(1)
+        .peers(peers.iter().copied())
+        .data_dir(root.path().join("n1"))
+        .group("test")
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("bully elector, node 1"),
+        "{error}"
+    );
+}
