@@ -18,6 +18,7 @@ mod endpoints;
 mod etcd_cluster;
 mod http_get;
 mod node_command;
+mod peer_command;
 mod process_cluster;
 mod progress;
 mod signals;
@@ -50,6 +51,9 @@ enum Command {
     Elect(elect_command::ElectArgs),
     /// Run a program only while this process holds a lock.
     Lock(elect_command::LockArgs),
+    /// An embedded elector (Raft, Bully or Ring) as a process, without a
+    /// cluster to run; `peer up` starts a local group of them.
+    Peer(peer_command::PeerArgs),
     /// A durable task queue: submit tasks, run workers (one of them leads
     /// and assigns), see status and results.
     Tasks {
@@ -117,6 +121,7 @@ fn main() -> std::process::ExitCode {
         Command::Elect(args) => elect_command::execute_elect(args),
         Command::Lock(args) => elect_command::execute_lock(args),
         Command::Tasks { command } => tasks_command::execute(command),
+        Command::Peer(args) => peer_command::execute(args),
         Command::Sim { command } => sim_command::execute(command),
         Command::Bench { command } => bench(command),
     };

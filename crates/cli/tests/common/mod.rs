@@ -6,6 +6,7 @@
 
 pub mod etcd_server;
 pub mod etcdctl;
+pub mod peer_group;
 
 use serde_json::Value;
 use std::collections::BTreeMap;

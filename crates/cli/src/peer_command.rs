@@ -1,0 +1,317 @@
+//! `bellwether peer`: one embedded elector (Raft, Bully or Ring from
+//! `bellwether-elector`) as a process, and `bellwether peer up`: a local
+//! group of them.
+//!
+//! A peer prints one JSON line on stdout each time its view of the
+//! leadership changes, so scripts and tests can follow it, and with
+//! `--http` serves `/status` (the same view, as JSON) and `/metrics`.
+
+use anyhow::{bail, Context, Result};
+use bellwether_elector::{Algorithm, Elector, ElectorMetrics, Leadership};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+
+/// `bellwether peer`: run one elector, or `up` to start a local group.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct PeerArgs {
+    #[command(subcommand)]
+    command: Option<PeerCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// `bellwether peer` subcommands.
+#[derive(Subcommand, Debug)]
+enum PeerCommand {
+    /// Start a local group of peer processes on loopback and print every
+    /// node's leadership changes, until Ctrl-C.
+    Up(UpArgs),
+}
+
+/// The settings every node of a group shares.
+#[derive(Args, Debug, Clone)]
+struct GroupArgs {
+    /// raft, bully or ring.
+    #[arg(long, default_value = "raft")]
+    algorithm: String,
+    /// Bully and Ring: which id wins, highest or lowest.
+    #[arg(long)]
+    winner: Option<String>,
+    /// The group's name; peers of other groups are refused.
+    #[arg(long, default_value = "bellwether")]
+    group: String,
+    /// How often a leader tells the others it is alive, in ms.
+    #[arg(long, default_value_t = 50)]
+    heartbeat_ms: u64,
+    /// Shortest election timeout, in ms (the timeout is drawn from [t, 2t)).
+    #[arg(long, default_value_t = 150)]
+    election_ms: u64,
+    /// Raft only: give the leader a validity deadline before which nobody
+    /// else can be elected (failover then takes an election timeout).
+    #[arg(long)]
+    leases: bool,
+}
+
+/// Flags of `bellwether peer`.
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    group: GroupArgs,
+    /// This node's id (unique, not 0).
+    #[arg(long)]
+    id: Option<u64>,
+    /// Every node as ID=HOST:PORT, comma-separated, this one included; the
+    /// same list on every node.
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
+    /// Where the term or epoch is kept across restarts.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Serve /status and /metrics on this address.
+    #[arg(long)]
+    http: Option<SocketAddr>,
+}
+
+/// Flags of `bellwether peer up`.
+#[derive(Args, Debug)]
+struct UpArgs {
+    #[command(flatten)]
+    group: GroupArgs,
+    /// Number of peers.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Node i listens on 127.0.0.1:BASE+i and serves HTTP on BASE+100+i.
+    #[arg(long, default_value_t = 7300)]
+    base_port: u16,
+    /// Directory for the peers' data.
+    #[arg(long, default_value = "bellwether-peers")]
+    dir: PathBuf,
+}
+
+/// Runs `bellwether peer ...`.
+pub fn execute(args: PeerArgs) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    match args.command {
+        Some(PeerCommand::Up(up)) => runtime.block_on(up_group(up)),
+        None => runtime.block_on(run_peer(args.run)),
+    }
+}
+
+fn algorithm(group: &GroupArgs) -> Result<Algorithm> {
+    Algorithm::parse(&group.algorithm, group.winner.as_deref()).map_err(anyhow::Error::msg)
+}
+
+fn parse_peers(peers: &[String]) -> Result<Vec<(u64, SocketAddr)>> {
+    if peers.is_empty() {
+        bail!("--peers is required: every node as ID=HOST:PORT, comma-separated");
+    }
+    peers
+        .iter()
+        .map(|peer| {
+            let (id, address) = peer
+                .split_once('=')
+                .with_context(|| format!("peer {peer:?} is not ID=HOST:PORT"))?;
+            let id = id
+                .trim()
+                .parse()
+                .with_context(|| format!("peer {peer:?}: {id:?} is not a numeric id"))?;
+            let address = address
+                .trim()
+                .parse()
+                .with_context(|| format!("peer {peer:?}: {address:?} is not HOST:PORT"))?;
+            Ok((id, address))
+        })
+        .collect()
+}
+
+async fn run_peer(args: RunArgs) -> Result<ExitCode> {
+    let algorithm = algorithm(&args.group)?;
+    let Some(id) = args.id else {
+        bail!("--id is required (this node's id in --peers)");
+    };
+    let peers = parse_peers(&args.peers)?;
+    let Some(data_dir) = args.data_dir else {
+        bail!("--data-dir is required: the term or epoch must survive restarts");
+    };
+    let mut elector = Elector::builder()
+        .algorithm(algorithm)
+        .id(id)
+        .peers(peers)
+        .data_dir(data_dir)
+        .group(args.group.group.clone())
+        .heartbeat(Duration::from_millis(args.group.heartbeat_ms))
+        .election_timeout(Duration::from_millis(args.group.election_ms))
+        .leases(args.group.leases)
+        .start()
+        .await?;
+    tracing::info!(id, %algorithm, group = %args.group.group, "peer started");
+    if let Some(address) = args.http {
+        serve_http(address, elector.leadership(), elector.metrics(), algorithm).await?;
+    }
+    let mut leadership = elector.leadership();
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        let view = *leadership.borrow_and_update();
+        print_view(&view, algorithm);
+        tokio::select! {
+            changed = leadership.changed() => if changed.is_err() { break },
+            error = elector.failed() => return Err(error.into()),
+            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+        }
+    }
+    elector.stop().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn view_json(view: &Leadership, algorithm: Algorithm) -> serde_json::Value {
+    let unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let valid_for_ms = view.valid_until.map(|end| {
+        end.saturating_duration_since(std::time::Instant::now())
+            .as_secs_f64()
+            * 1e3
+    });
+    json!({
+        "id": view.id,
+        "algorithm": algorithm.name(),
+        "leader": view.leader,
+        "token": view.token,
+        "role": view.role,
+        "is_leader": view.is_leader(),
+        "valid_for_ms": valid_for_ms,
+        "unix_ms": unix_ms,
+    })
+}
+
+fn print_view(view: &Leadership, algorithm: Algorithm) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", view_json(view, algorithm));
+    let _ = out.flush();
+}
+
+async fn serve_http(
+    address: SocketAddr,
+    leadership: watch::Receiver<Leadership>,
+    metrics: Arc<ElectorMetrics>,
+    algorithm: Algorithm,
+) -> Result<()> {
+    use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot serve HTTP on {address}"))?;
+    let app = axum::Router::new()
+        .route(
+            "/status",
+            get(move || {
+                let view = *leadership.borrow();
+                async move { axum::Json(view_json(&view, algorithm)) }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move || {
+                let text = metrics.render();
+                async move { text }
+            }),
+        );
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            tracing::error!(%error, "peer HTTP server stopped");
+        }
+    });
+    Ok(())
+}
+
+async fn up_group(args: UpArgs) -> Result<ExitCode> {
+    let algorithm = algorithm(&args.group)?;
+    if args.nodes == 0 || args.nodes > 99 {
+        bail!("--nodes must be 1 to 99");
+    }
+    let peers: Vec<String> = (1..=args.nodes)
+        .map(|i| format!("{i}=127.0.0.1:{}", args.base_port as usize + i))
+        .collect();
+    let binary = std::env::current_exe().context("cannot find the bellwether binary")?;
+    let mut children: Vec<Child> = Vec::new();
+    let (lines_tx, mut lines) = tokio::sync::mpsc::channel::<String>(1024);
+    for i in 1..=args.nodes {
+        let group = &args.group;
+        let mut command = Command::new(&binary);
+        command
+            .arg("peer")
+            .args(["--algorithm", algorithm.name()])
+            .args(["--group", &group.group])
+            .args(["--id", &i.to_string()])
+            .args(["--peers", &peers.join(",")])
+            .arg("--data-dir")
+            .arg(args.dir.join(format!("n{i}")))
+            .args([
+                "--http",
+                &format!("127.0.0.1:{}", args.base_port as usize + 100 + i),
+            ])
+            .args(["--heartbeat-ms", &group.heartbeat_ms.to_string()])
+            .args(["--election-ms", &group.election_ms.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(winner) = &group.winner {
+            command.args(["--winner", winner]);
+        }
+        if group.leases {
+            command.arg("--leases");
+        }
+        let mut child = command.spawn().context("cannot start a peer process")?;
+        let stdout = child.stdout.take().expect("piped");
+        let sender = lines_tx.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if sender.send(format!("n{i} {line}")).await.is_err() {
+                    break;
+                }
+            }
+        });
+        children.push(child);
+    }
+    drop(lines_tx);
+    println!(
+        "{} group of {} peers on 127.0.0.1:{}..{}; /status and /metrics on ports {}..{}; Ctrl-C stops them",
+        algorithm,
+        args.nodes,
+        args.base_port as usize + 1,
+        args.base_port as usize + args.nodes,
+        args.base_port as usize + 101,
+        args.base_port as usize + 100 + args.nodes,
+    );
+    loop {
+        tokio::select! {
+            line = lines.recv() => match line {
+                Some(line) => println!("{line}"),
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    for child in &mut children {
+        if let Some(pid) = child.id() {
+            let _ = crate::signals::send_signal(pid, crate::signals::SIGTERM);
+        }
+    }
+    for child in &mut children {
+        let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    }
+    Ok(ExitCode::SUCCESS)
+}
