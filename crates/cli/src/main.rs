@@ -7,6 +7,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod allocator;
 mod bench_election;
+mod bench_elector;
 mod bench_failover;
 mod bench_kv;
 mod bench_raft;
@@ -82,6 +83,9 @@ enum BenchCommand {
     /// Leadership moving between application instances (handover, crash,
     /// observers, campaign cycles), optionally against a real etcd.
     Election(bench_election::ElectionArgs),
+    /// Failover of embedded electors (`bellwether peer` processes) after a
+    /// SIGKILL of the leader, beside the simulator's figure.
+    Elector(bench_elector::ElectorArgs),
     /// The task queue end to end: throughput, submit -> start, worker and
     /// leader SIGKILLs, group aggregation; optionally against a real etcd.
     Tasks(bench_tasks::TasksArgs),
@@ -139,6 +143,7 @@ fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
         BenchCommand::Kv(args) => bench_kv::execute(args),
         BenchCommand::Election(args) => bench_election::execute(args),
         BenchCommand::Tasks(args) => bench_tasks::execute(args),
+        BenchCommand::Elector(args) => bench_elector::execute(args),
         BenchCommand::Failover(args) => {
             let report = bench_failover::run(&args)?;
             if args.json {

@@ -296,6 +296,7 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
         args.base_port as usize + 101,
         args.base_port as usize + 100 + args.nodes,
     );
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
             line = lines.recv() => match line {
@@ -303,6 +304,7 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
                 None => break,
             },
             _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
         }
     }
     for child in &mut children {

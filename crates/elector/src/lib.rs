@@ -63,3 +63,4 @@ pub use elector::Elector;
 pub use error::ElectorError;
 pub use leadership::Leadership;
 pub use metrics::ElectorMetrics;
+pub use state_file::persist_latency;

@@ -213,10 +213,18 @@ impl<P: Embeddable> Loop<P> {
     }
 
     /// Carries out the core's output: persist, then send, then publish.
+    /// A view whose token is durable already is published before the
+    /// fsync, so that a follower that learns its new leader from a message
+    /// it must also persist says so at once; a new token is published only
+    /// once it is on disk, so an application never acts on a token a crash
+    /// could hand out again.
     async fn flush(&mut self) -> Result<(), ElectorError> {
         while self.node.has_ready() {
             let ready = self.node.ready();
             if let Some(change) = ready.persist {
+                if self.node.status().term <= P::durable_term(&self.durable) {
+                    self.publish();
+                }
                 self.persist(change).await?;
             }
             for envelope in ready.messages {
@@ -253,6 +261,10 @@ impl<P: Embeddable> Loop<P> {
     /// Publishes the node's leadership when any of it changed.
     fn publish(&mut self) {
         let status = self.node.status();
+        assert!(
+            status.term <= P::durable_term(&self.durable),
+            "a term or epoch is published only once it is durable"
+        );
         let now = Instant::now();
         if status.role == Role::Candidate && self.last_status.role != Role::Candidate {
             self.metrics.count_election();

@@ -14,6 +14,7 @@ use bellwether_storage::codec::{put_len, put_u32, put_u64, put_u8, Reader};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 const FILE: &str = "elector.state";
 const TEMPORARY: &str = "elector.state.tmp";
@@ -188,6 +189,33 @@ impl StateFile {
         fs::rename(&temporary, self.directory.join(FILE))?;
         File::open(&self.directory)?.sync_all()
     }
+}
+
+/// The median time one durable replace of a small state file takes in
+/// `directory`, over `samples` replaces: what each persisted term, vote or
+/// epoch costs there. Benchmarks give it to the simulator's disk model.
+pub fn persist_latency(directory: &Path, samples: usize) -> Result<Duration, ElectorError> {
+    let scratch = directory.join(format!("persist-probe-{}", std::process::id()));
+    let owner = Owner {
+        algorithm: "probe",
+        group: "probe".into(),
+        id: 1,
+        fingerprint: 1,
+    };
+    let (file, _) = StateFile::open(&scratch, owner)?;
+    let mut times = Vec::with_capacity(samples.max(1));
+    for _ in 0..samples.max(1) {
+        let started = Instant::now();
+        file.store(&[0; 64]).map_err(|e| ElectorError::DataDir {
+            path: scratch.display().to_string(),
+            error: e.to_string(),
+        })?;
+        times.push(started.elapsed());
+    }
+    drop(file);
+    let _ = fs::remove_dir_all(&scratch);
+    times.sort();
+    Ok(times[times.len() / 2])
 }
 
 #[cfg(test)]
