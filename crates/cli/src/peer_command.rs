@@ -70,7 +70,7 @@ struct RunArgs {
     /// This node's id (unique, not 0).
     #[arg(long)]
     id: Option<u64>,
-    /// Every node as ID=HOST:PORT, comma-separated, this one included; the
+    /// Every node as ID=IP:PORT, comma-separated, this one included; the
     /// same list on every node.
     #[arg(long, value_delimiter = ',')]
     peers: Vec<String>,
@@ -116,14 +116,14 @@ fn algorithm(group: &GroupArgs) -> Result<Algorithm> {
 
 fn parse_peers(peers: &[String]) -> Result<Vec<(u64, SocketAddr)>> {
     if peers.is_empty() {
-        bail!("--peers is required: every node as ID=HOST:PORT, comma-separated");
+        bail!("--peers is required: every node as ID=IP:PORT, comma-separated");
     }
     peers
         .iter()
         .map(|peer| {
             let (id, address) = peer
                 .split_once('=')
-                .with_context(|| format!("peer {peer:?} is not ID=HOST:PORT"))?;
+                .with_context(|| format!("peer {peer:?} is not ID=IP:PORT"))?;
             let id = id
                 .trim()
                 .parse()
@@ -131,7 +131,7 @@ fn parse_peers(peers: &[String]) -> Result<Vec<(u64, SocketAddr)>> {
             let address = address
                 .trim()
                 .parse()
-                .with_context(|| format!("peer {peer:?}: {address:?} is not HOST:PORT"))?;
+                .with_context(|| format!("peer {peer:?}: {address:?} is not IP:PORT"))?;
             Ok((id, address))
         })
         .collect()

@@ -255,7 +255,7 @@ fn bad_input_gets_a_clear_error() {
     let error = run(&["--id", "3", "--peers", peers, "--data-dir", data]);
     assert!(error.contains("not in the peer list"), "{error}");
     let error = run(&["--id", "1", "--peers", "1=nowhere", "--data-dir", data]);
-    assert!(error.contains("is not HOST:PORT"), "{error}");
+    assert!(error.contains("is not IP:PORT"), "{error}");
     let error = run(&["--id", "1", "--peers", peers]);
     assert!(error.contains("--data-dir is required"), "{error}");
     let _ = std::fs::remove_dir_all(&dir);
