@@ -33,6 +33,9 @@ pub struct CompareArgs {
     /// Algorithms, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = Algorithm::ALL)]
     algorithms: Vec<Algorithm>,
+    /// Bully and Ring: which id wins, highest (as in the papers) or lowest.
+    #[arg(long, default_value = "highest")]
+    winner: String,
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -84,6 +87,9 @@ pub struct SpecArgs {
     /// Disable connection-loss hints: every crash is a silent failure.
     #[arg(long)]
     no_hint: bool,
+    /// Bully and Ring: which id wins, highest (as in the papers) or lowest.
+    #[arg(long, default_value = "highest")]
+    winner: String,
     /// All nodes must agree on a leader within this many ms after healing.
     #[arg(long, default_value_t = 5_000)]
     liveness_bound_ms: u64,
@@ -149,6 +155,10 @@ impl SpecArgs {
             Workload::None => RunSpec::new(self.algorithm, self.nodes, seed, self.faults),
         };
         spec.hint = !self.no_hint;
+        spec.lowest_id_wins = lowest_id_wins(&self.winner)?;
+        if spec.lowest_id_wins && self.algorithm == Algorithm::Raft {
+            bail!("--winner applies to bully and ring: raft elects whoever a majority votes for");
+        }
         if self.reads == ReadMode::Lease {
             spec = spec.with_lease_reads();
         }
@@ -315,6 +325,15 @@ fn sweep_text(s: &SweepSummary) -> String {
     out
 }
 
+/// `--winner`: true for "lowest".
+fn lowest_id_wins(winner: &str) -> Result<bool> {
+    match winner {
+        "highest" => Ok(false),
+        "lowest" => Ok(true),
+        other => bail!("unknown --winner {other:?}: use highest or lowest"),
+    }
+}
+
 fn run_compare(args: CompareArgs) -> Result<ExitCode> {
     if args.runs == 0 || args.sizes.is_empty() || args.algorithms.is_empty() {
         bail!("--runs, --sizes and --algorithms must not be empty");
@@ -329,6 +348,7 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         &args.sizes,
         args.runs,
         threads,
+        lowest_id_wins(&args.winner)?,
         &|label, done, total| {
             if show && (done == total || done % (total / 10).max(1) == 0) {
                 eprint!("\r{label:<28} {done}/{total}   ");

@@ -17,6 +17,9 @@ pub const DEFAULT_SIZES: [usize; 5] = [3, 5, 9, 17, 33];
 pub struct CompareRow {
     /// Algorithm.
     pub algorithm: Algorithm,
+    /// Bully and Ring: which id wins, `"highest"` or `"lowest"`; Raft:
+    /// `"-"`.
+    pub winner: &'static str,
     /// Cluster size.
     pub nodes: usize,
     /// Seeds per sweep.
@@ -61,6 +64,7 @@ pub fn compare(
     sizes: &[usize],
     runs: u64,
     threads: usize,
+    lowest_id_wins: bool,
     progress: &(dyn Fn(&str, u64, u64) + Sync),
 ) -> Vec<CompareRow> {
     let mut rows = Vec::new();
@@ -69,6 +73,7 @@ pub fn compare(
             let sweep_of = |faults: FaultProfile, hint: bool| -> SweepSummary {
                 let mut spec = RunSpec::new(algorithm, nodes, 1, faults);
                 spec.hint = hint;
+                spec.lowest_id_wins = lowest_id_wins && algorithm != Algorithm::Raft;
                 let label = format!(
                     "{algorithm} n={nodes} {faults}{}",
                     if hint { "" } else { " silent" }
@@ -102,8 +107,14 @@ fn row(
                 .map(|f| format!("{} ({})", f.replay, f.violation))
         })
         .collect();
+    let winner = match (algorithm, crash.spec.lowest_id_wins) {
+        (Algorithm::Raft, _) => "-",
+        (_, true) => "lowest",
+        (_, false) => "highest",
+    };
     CompareRow {
         algorithm,
+        winner,
         nodes,
         runs,
         election_ms_p50: crash.election_ms.p50,
@@ -129,7 +140,7 @@ fn row(
 pub fn table(rows: &[CompareRow]) -> String {
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     let mut out = format!(
-        "{:<6} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12} {:>7}\n",
+        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12} {:>7}\n",
         "algo",
         "nodes",
         "runs",
@@ -145,8 +156,11 @@ pub fn table(rows: &[CompareRow]) -> String {
     );
     for r in rows {
         out += &format!(
-            "{:<6} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12.1} {:>7}\n",
-            r.algorithm.as_str(),
+            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12.1} {:>7}\n",
+            match r.winner {
+                "lowest" => format!("{}-low", r.algorithm.as_str()),
+                _ => r.algorithm.as_str().to_string(),
+            },
             r.nodes,
             r.runs,
             cell(r.election_ms_p50),

@@ -9,7 +9,7 @@ use crate::report::WorkloadReport;
 use crate::scenario::run_with;
 use crate::scenario::run_with_app;
 use crate::spec::{Algorithm, ReadMode, RunSpec, Workload};
-use bellwether_core::bully::{BullyConfig, BullyNode};
+use bellwether_core::bully::{BullyConfig, BullyNode, Winner};
 use bellwether_core::raft::{RaftConfig, RaftNode};
 use bellwether_core::ring::{RingConfig, RingNode};
 
@@ -25,8 +25,29 @@ pub fn run(spec: &RunSpec) -> RunReport {
     }
     match spec.algorithm {
         Algorithm::Raft => run_with::<RaftNode>(spec, RaftConfig::default()),
-        Algorithm::Bully => run_with::<BullyNode>(spec, BullyConfig::default()),
-        Algorithm::Ring => run_with::<RingNode>(spec, RingConfig::default()),
+        Algorithm::Bully => run_with::<BullyNode>(
+            spec,
+            BullyConfig {
+                winner: winner(spec),
+                ..BullyConfig::default()
+            },
+        ),
+        Algorithm::Ring => run_with::<RingNode>(
+            spec,
+            RingConfig {
+                winner: winner(spec),
+                ..RingConfig::default()
+            },
+        ),
+    }
+}
+
+/// The winner rule a Bully or Ring spec asks for.
+fn winner(spec: &RunSpec) -> Winner {
+    if spec.lowest_id_wins {
+        Winner::Lowest
+    } else {
+        Winner::Highest
     }
 }
 
@@ -89,4 +110,28 @@ pub fn run_kv_with<P: RaftLike>(spec: &RunSpec, config: RaftConfig) -> RunReport
         membership_refused: world.app.stats.membership_refused,
     });
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::FaultProfile;
+
+    /// The first leader of a fault-free run under each winner rule.
+    fn first_leader(algorithm: Algorithm, lowest_id_wins: bool) -> u64 {
+        let mut spec = RunSpec::new(algorithm, 5, 11, FaultProfile::None);
+        spec.lowest_id_wins = lowest_id_wins;
+        spec.timeline = true;
+        let report = run(&spec);
+        assert!(report.passed(), "{:?}", report.violation);
+        report.timeline.first().expect("a leader was elected").node
+    }
+
+    #[test]
+    fn the_winner_rule_picks_the_end_of_the_id_order() {
+        for algorithm in [Algorithm::Bully, Algorithm::Ring] {
+            assert_eq!(first_leader(algorithm, false), 5, "{algorithm}");
+            assert_eq!(first_leader(algorithm, true), 1, "{algorithm}");
+        }
+    }
 }

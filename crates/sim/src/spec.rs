@@ -205,6 +205,8 @@ pub struct RunSpec {
     /// KV workload: read-only clients besides the five mixed ones (see
     /// `KvConfig::readers`).
     pub readers: usize,
+    /// Bully and Ring: the lowest id wins instead of the highest.
+    pub lowest_id_wins: bool,
 }
 
 impl RunSpec {
@@ -231,6 +233,7 @@ impl RunSpec {
             membership_changes: false,
             op_timeout_ms: 1_000,
             readers: 0,
+            lowest_id_wins: false,
         }
     }
 
@@ -299,6 +302,9 @@ impl RunSpec {
             if self.readers != 0 {
                 command.push_str(&format!(" --readers {}", self.readers));
             }
+        }
+        if self.lowest_id_wins {
+            command.push_str(" --winner lowest");
         }
         if !self.hint {
             command.push_str(" --no-hint");
