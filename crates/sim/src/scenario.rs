@@ -54,7 +54,13 @@ pub fn run_with_app<P: Protocol, A: Application<P>>(
         hint: spec.hint,
         skew_ppm_max: spec.skew_ppm_max.unwrap_or(skew_default),
         strict_election_safety: P::NAME == "raft",
-        split_brain_forbidden: spec.faults == FaultProfile::None,
+        split_brain_forbidden: if P::NAME == "raft" {
+            Some("raft-leaders-never-overlap")
+        } else if spec.faults == FaultProfile::None {
+            Some("single-leader-when-fault-free")
+        } else {
+            None
+        },
         trace: spec.trace,
         fsync_us: spec.fsync_us,
         ..WorldConfig::new(spec.nodes, spec.seed)

@@ -95,3 +95,35 @@ fn the_correct_raft_passes_the_same_sweep() {
         assert!(report.passed(), "seed {seed}: {:?}", report.violation);
     }
 }
+
+#[test]
+fn a_raft_leader_that_outlives_its_lease_is_caught_overlapping() {
+    // Without stickiness a follower votes as soon as its own timer fires,
+    // and the leader steps down by the older CheckQuorum rule (no quorum
+    // heard for one election timeout): the two can both lead for a while.
+    let config = RaftConfig {
+        leader_stickiness: false,
+        ..RaftConfig::default()
+    };
+    let caught = (1..=3_000).find_map(|seed| {
+        let spec = RunSpec::new(Algorithm::Raft, 3, seed, FaultProfile::Partition);
+        let report = run_with::<RaftNode>(&spec, config.clone());
+        report
+            .violation
+            .filter(|v| v.property == "raft-leaders-never-overlap")
+            .map(|v| (seed, v))
+    });
+    assert!(
+        caught.is_some(),
+        "3000 partition seeds never showed two Raft leaders at once"
+    );
+}
+
+#[test]
+fn the_correct_raft_never_overlaps_in_the_same_sweep() {
+    for seed in 1..=1_000 {
+        let spec = RunSpec::new(Algorithm::Raft, 3, seed, FaultProfile::Partition);
+        let report = run_with::<RaftNode>(&spec, RaftConfig::default());
+        assert!(report.passed(), "seed {seed}: {:?}", report.violation);
+    }
+}

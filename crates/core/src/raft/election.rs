@@ -87,6 +87,8 @@ impl RaftNode {
         } else {
             self.raise_term(self.term.next());
             self.voted_for = Some(self.id);
+            self.vote_granted_tick = Some(self.now_tick);
+            self.campaign_tick = self.now_tick;
             self.role = Role::Candidate;
             RaftMessage::VoteRequest {
                 term: self.term,
@@ -170,6 +172,7 @@ impl RaftNode {
         } else {
             if granted {
                 self.voted_for = Some(from);
+                self.vote_granted_tick = Some(self.now_tick);
                 self.hard_state_dirty = true;
                 self.reset_election_timer();
             }

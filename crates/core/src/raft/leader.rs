@@ -79,9 +79,9 @@ impl RaftNode {
     /// One tick as leader.
     pub(super) fn tick_leader(&mut self) {
         debug_assert_eq!(self.role, Role::Leader);
-        if self.config.check_quorum && !self.quorum_recently_heard() {
+        if self.config.check_quorum && !self.still_leads() {
             // CheckQuorum: without a quorum this node cannot commit, and a
-            // majority elsewhere may already have a new leader.
+            // majority elsewhere may soon have a new leader.
             self.become_follower(self.term, None);
             return;
         }
@@ -118,6 +118,21 @@ impl RaftNode {
                 round,
             };
             self.send(peer, message);
+        }
+    }
+
+    /// CheckQuorum's test. With stickiness, the leadership lease
+    /// (`reads.rs`): the leader steps down before any other node can be
+    /// elected, so two nodes never both believe they lead (with clock-rate
+    /// drift within the margin, and no leadership transfer under way).
+    /// Without stickiness nothing stops a follower from voting early, and
+    /// the older rule applies: a quorum answered within one minimum
+    /// election timeout.
+    fn still_leads(&self) -> bool {
+        if self.config.leader_stickiness {
+            self.now_tick < self.leadership_end_tick()
+        } else {
+            self.quorum_recently_heard()
         }
     }
 

@@ -99,6 +99,14 @@ pub struct RaftNode {
     pub(super) election_timeout_ticks: u64,
     /// Local tick at which the leader was last heard from (stickiness).
     pub(super) leader_contact_tick: Option<u64>,
+    /// Local tick at which this node last gave a real vote (to itself or
+    /// another). With stickiness, it votes for nobody else for
+    /// `election_ticks_min` after, so the node it voted for can count on
+    /// that from the moment it asked (its leadership lease, `reads.rs`).
+    pub(super) vote_granted_tick: Option<u64>,
+    /// Local tick at which this node last sent its vote requests: the start
+    /// of its leadership lease if it wins.
+    pub(super) campaign_tick: u64,
     /// The transport said the connection to `leader` broke; stickiness no
     /// longer protects that leader from this node's point of view.
     pub(super) leader_lost: bool,
@@ -231,6 +239,17 @@ impl RaftNode {
         // promise, so it keeps it for one minimum election timeout after
         // starting, with no memory of whom it followed.
         if self.now_tick < self.config.election_ticks_min {
+            return true;
+        }
+        // A vote given within one minimum election timeout is a promise to
+        // its candidate, whose lease counts on it; a connection-loss hint
+        // about the leader it became releases it, as it releases the
+        // leader's own stickiness.
+        if !self.leader_lost
+            && self
+                .vote_granted_tick
+                .is_some_and(|granted| self.now_tick - granted < self.config.election_ticks_min)
+        {
             return true;
         }
         match (self.leader, self.leader_contact_tick) {
@@ -507,6 +526,8 @@ impl Protocol for RaftNode {
             election_elapsed_ticks: 0,
             election_timeout_ticks: 0,
             leader_contact_tick: None,
+            vote_granted_tick: None,
+            campaign_tick: 0,
             leader_lost: false,
             hint_campaign_tick: None,
             votes: BTreeMap::new(),

@@ -223,6 +223,30 @@ impl RaftNode {
         self.lease_remaining_ticks().is_some()
     }
 
+    /// The tick at which this leader's leadership lease ends: one minimum
+    /// election timeout, minus a 10% drift margin, after the later of its
+    /// vote requests and the newest heartbeat round a quorum answered. Every
+    /// voter that granted one of those refuses other candidates for one
+    /// minimum election timeout after receiving it (stickiness), so no
+    /// other node can be elected before then on their clocks. A leader that
+    /// is its own quorum never ends.
+    pub(super) fn leadership_end_tick(&self) -> u64 {
+        if self.quorum() <= usize::from(self.is_voter()) {
+            return u64::MAX;
+        }
+        let confirmed = self.quorum_round();
+        let heartbeat = self
+            .reads
+            .sent
+            .iter()
+            .rev()
+            .find(|(round, _)| *round <= confirmed)
+            .map_or(0, |(_, sent)| *sent);
+        // A 10% margin: safe while no two clocks' rates differ by more.
+        let margin = (self.config.election_ticks_min / 10).max(1);
+        self.campaign_tick.max(heartbeat) + self.config.election_ticks_min - margin
+    }
+
     /// While this node leads under a valid lease (`lease_reads`), how many
     /// more ticks the lease lasts: no other node can be elected before then,
     /// on this node's clock, while clocks drift within the margin. `None`

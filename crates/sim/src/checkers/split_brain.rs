@@ -1,11 +1,13 @@
 //! Split brain: two or more running nodes that believe they lead at the same
 //! instant, whatever their terms.
 //!
-//! Under Raft this can only be a deposed leader that has not yet heard of its
-//! successor; its term is lower, so its fencing token is refused. Bully and
-//! Ring have no quorum, so under partitions they can elect two leaders that
-//! both act. Every incident is counted and timed, never hidden. In a
-//! fault-free run any incident is a violation, for every algorithm.
+//! Under Raft a leader steps down when its leadership lease ends, before
+//! anyone else can be elected (`crates/core/src/raft/reads.rs`), so any
+//! incident is a violation ("raft-leaders-never-overlap"), under every
+//! fault profile. Bully and Ring have no quorum, so under partitions they
+//! can elect two leaders that both act: every incident is counted and
+//! timed, never hidden. In a fault-free run any incident is a violation,
+//! for every algorithm.
 
 use super::Violation;
 use bellwether_core::NodeId;
@@ -27,15 +29,15 @@ pub struct SplitBrainIncident {
 /// Tracks incidents over a run.
 #[derive(Debug)]
 pub struct SplitBrain {
-    /// When true (fault-free runs), the first incident is a violation.
-    forbidden: bool,
+    /// When set, the first incident is a violation of this property.
+    forbidden: Option<&'static str>,
     /// All incidents, the last possibly open.
     pub incidents: Vec<SplitBrainIncident>,
 }
 
 impl SplitBrain {
-    /// `forbidden` makes any incident a violation.
-    pub fn new(forbidden: bool) -> Self {
+    /// `forbidden` names the property any incident violates, if any.
+    pub fn new(forbidden: Option<&'static str>) -> Self {
         SplitBrain {
             forbidden,
             incidents: Vec::new(),
@@ -57,14 +59,11 @@ impl SplitBrain {
                     leaders_max: leaders.len(),
                     same_term: has_duplicate_term(leaders),
                 });
-                if self.forbidden {
+                if let Some(property) = self.forbidden {
                     return Err(Violation {
-                        property: "single-leader-when-fault-free",
+                        property,
                         time_us,
-                        detail: format!(
-                            "{} leaders at once in a fault-free run: {leaders:?}",
-                            leaders.len()
-                        ),
+                        detail: format!("{} leaders at once: {leaders:?}", leaders.len()),
                     });
                 }
             }
@@ -103,7 +102,7 @@ mod tests {
 
     #[test]
     fn incidents_are_counted_timed_and_classified() {
-        let mut checker = SplitBrain::new(false);
+        let mut checker = SplitBrain::new(None);
         checker.observe(0, &[(NodeId(1), 1)]).unwrap();
         checker
             .observe(10, &[(NodeId(1), 1), (NodeId(2), 2)])
@@ -125,7 +124,7 @@ mod tests {
 
     #[test]
     fn any_incident_fails_a_fault_free_run() {
-        let mut checker = SplitBrain::new(true);
+        let mut checker = SplitBrain::new(Some("single-leader-when-fault-free"));
         checker.observe(0, &[(NodeId(1), 1)]).unwrap();
         let violation = checker
             .observe(5, &[(NodeId(1), 1), (NodeId(2), 1)])

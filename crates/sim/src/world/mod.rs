@@ -41,8 +41,9 @@ pub struct WorldConfig {
     pub tick_phase_random: bool,
     /// Enforce Election Safety (Raft). Bully and Ring make no such promise.
     pub strict_election_safety: bool,
-    /// Any moment with two acting leaders fails the run (fault-free runs).
-    pub split_brain_forbidden: bool,
+    /// Any moment with two acting leaders fails the run, as a violation of
+    /// this property: every Raft run, and fault-free runs of any algorithm.
+    pub split_brain_forbidden: Option<&'static str>,
     /// Keep a human-readable event trace.
     pub trace: bool,
     /// Time one fsync takes; 0 makes the disk synchronous (persisting costs
@@ -63,7 +64,7 @@ impl WorldConfig {
             skew_ppm_max: 0,
             tick_phase_random: true,
             strict_election_safety: true,
-            split_brain_forbidden: false,
+            split_brain_forbidden: None,
             trace: false,
             fsync_us: 0,
         }
