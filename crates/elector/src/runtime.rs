@@ -75,6 +75,9 @@ where
         members: plan.peers.keys().copied().collect(),
         source_ip: plan.listen.ip(),
         fingerprint: plan.fingerprint,
+        wakeups: Arc::new(transport::Wakeups::new(
+            &plan.peers.keys().copied().collect::<Vec<_>>(),
+        )),
     };
     let (events_tx, events) = mpsc::channel(transport::INBOUND_QUEUE_MAX);
     let acceptor = tokio::spawn(transport::accept(

@@ -286,6 +286,9 @@ impl Node {
             // Members are not checked by fingerprint: the cluster name and
             // member ids are, and membership will change at run time.
             fingerprint: 0,
+            wakeups: std::sync::Arc::new(transport::Wakeups::new(
+                &self.config.peers.keys().copied().collect::<Vec<_>>(),
+            )),
         };
         let (events_tx, mut events) = mpsc::channel(INBOUND_QUEUE_MAX);
         let listener = self.peer_listener.take().expect("run is called once");

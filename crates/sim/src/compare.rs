@@ -5,6 +5,7 @@
 //! - crash profile without hints (silent failover);
 //! - partition profile (split-brain incidents).
 
+use crate::fairness::fairness;
 use crate::spec::{Algorithm, FaultProfile, RunSpec};
 use crate::sweep::{sweep, SweepSummary};
 use serde::Serialize;
@@ -52,6 +53,9 @@ pub struct CompareRow {
     pub split_brain_ms_total: f64,
     /// Healing to agreed leader in the partition sweep, median.
     pub recovery_ms_p50: Option<f64>,
+    /// Jain's index of the nodes' shares of leader time over long chaos
+    /// runs (1 = all led equally long, 1/n = one node always led).
+    pub fairness_jain: Option<f64>,
     /// Runs (in any of the three sweeps) that broke an invariant.
     pub failed_runs: u64,
     /// Replay commands of failing runs, if any.
@@ -85,7 +89,13 @@ pub fn compare(
             let crash = sweep_of(FaultProfile::Crash, true);
             let silent = sweep_of(FaultProfile::Crash, false);
             let partition = sweep_of(FaultProfile::Partition, true);
-            rows.push(row(algorithm, nodes, runs, &crash, &silent, &partition));
+            let mut row = row(algorithm, nodes, runs, &crash, &silent, &partition);
+            let lowest = lowest_id_wins && algorithm != Algorithm::Raft;
+            let seeds = (runs / 100).clamp(1, 10);
+            progress(&format!("{algorithm} n={nodes} fairness"), 0, seeds);
+            row.fairness_jain = fairness(algorithm, nodes, lowest, seeds).map(|f| f.jain);
+            progress(&format!("{algorithm} n={nodes} fairness"), seeds, seeds);
+            rows.push(row);
         }
     }
     rows
@@ -131,6 +141,7 @@ fn row(
         split_brain_same_term: partition.split_brain_same_term,
         split_brain_ms_total: partition.split_brain_ms_total,
         recovery_ms_p50: partition.recovery_ms.p50,
+        fairness_jain: None,
         failed_runs: crash.failed + silent.failed + partition.failed,
         failures,
     }
@@ -140,7 +151,7 @@ fn row(
 pub fn table(rows: &[CompareRow]) -> String {
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     let mut out = format!(
-        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12} {:>7}\n",
+        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12} {:>6} {:>7}\n",
         "algo",
         "nodes",
         "runs",
@@ -152,11 +163,12 @@ pub fn table(rows: &[CompareRow]) -> String {
         "msgs p50",
         "msgs p99",
         "split/1000",
+        "fair",
         "failed"
     );
     for r in rows {
         out += &format!(
-            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12.1} {:>7}\n",
+            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12.1} {:>6} {:>7}\n",
             match r.winner {
                 "lowest" => format!("{}-low", r.algorithm.as_str()),
                 _ => r.algorithm.as_str().to_string(),
@@ -171,10 +183,12 @@ pub fn table(rows: &[CompareRow]) -> String {
             cell(r.messages_per_election_p50),
             cell(r.messages_per_election_p99),
             r.split_brain_runs_per_1000,
+            r.fairness_jain.map_or("-".into(), |j| format!("{j:.2}")),
             r.failed_runs
         );
     }
     out += "times in ms of virtual time (1 ms ticks, 1–5 ms latency); msgs = messages sent during a failover election;\n";
-    out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once.\n";
+    out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once;\n";
+    out += "fair = Jain's index of each node's share of leader time over 20 s chaos runs (1 = equal, 1/n = one node).\n";
     out
 }

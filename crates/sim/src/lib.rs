@@ -9,6 +9,7 @@
 pub mod checkers;
 pub mod compare;
 pub mod event;
+pub mod fairness;
 pub mod host;
 pub mod html;
 pub mod kv;

@@ -61,6 +61,9 @@ pub struct Identity {
     /// share (algorithm, winner rule, member list), or 0 for none. A peer
     /// whose fingerprint differs is refused.
     pub fingerprint: u32,
+    /// Shared by the dialers and the acceptor: a peer that connects to us
+    /// wakes our dialer for it.
+    pub wakeups: std::sync::Arc<crate::Wakeups>,
     /// Local address outbound connections leave from: the peer listener's
     /// IP, so that a firewall rule on a node's IP cuts all its traffic.
     pub source_ip: std::net::IpAddr,
@@ -108,7 +111,10 @@ async fn outbound<M: WireMessage, O: Observer>(
                 while queue.try_recv().is_ok() {}
             }
         }
-        tokio::time::sleep(delay).await;
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = identity.wakeups.woken(peer) => {}
+        }
         delay = (delay * 2).min(RECONNECT_DELAY_MAX);
     }
 }
@@ -262,6 +268,7 @@ async fn inbound<M: WireMessage>(
         return Ok(());
     }
     let from = hello.expect("accepted").from;
+    identity.wakeups.wake(from);
     stream.write_all(&[0]).await?;
     // Buffered from here on: a batch of frames costs one read, not two per
     // frame. The handshake above stays unbuffered so nothing it did not

@@ -24,6 +24,7 @@ pub mod frame;
 pub mod handshake;
 pub mod raft_wire;
 pub mod ring_wire;
+pub mod wakeups;
 
 pub use bellwether_storage::codec::Malformed;
 pub use connection::{
@@ -35,6 +36,7 @@ pub use frame::{
     HANDSHAKE_BYTES_MAX,
 };
 pub use handshake::{fingerprint, Hello, Refusal};
+pub use wakeups::Wakeups;
 
 /// A message the transport can carry: it names its kind (for the
 /// messages-sent counter) and has one binary form.
