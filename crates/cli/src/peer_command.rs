@@ -4,7 +4,9 @@
 //!
 //! A peer prints one JSON line on stdout each time its view of the
 //! leadership changes, so scripts and tests can follow it, and with
-//! `--http` serves `/status` (the same view, as JSON) and `/metrics`.
+//! `--http` serves `/status` (the same view, as JSON), `/metrics`, and a
+//! page of the whole group at `/` (from `/group`, which asks every peer
+//! named in `--group-http` for its `/status`).
 
 use anyhow::{bail, Context, Result};
 use bellwether_elector::{Algorithm, Elector, ElectorMetrics, Leadership};
@@ -77,9 +79,13 @@ struct RunArgs {
     /// Where the term or epoch is kept across restarts.
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Serve /status and /metrics on this address.
+    /// Serve /status, /metrics, /group and the group page on this address.
     #[arg(long)]
     http: Option<SocketAddr>,
+    /// Every peer's HTTP address as ID=IP:PORT, comma-separated, for the
+    /// group page.
+    #[arg(long, value_delimiter = ',')]
+    group_http: Vec<String>,
 }
 
 /// Flags of `bellwether peer up`.
@@ -159,7 +165,18 @@ async fn run_peer(args: RunArgs) -> Result<ExitCode> {
         .await?;
     tracing::info!(id, %algorithm, group = %args.group.group, "peer started");
     if let Some(address) = args.http {
-        serve_http(address, elector.leadership(), elector.metrics(), algorithm).await?;
+        let group = if args.group_http.is_empty() {
+            Vec::new()
+        } else {
+            parse_peers(&args.group_http)?
+        };
+        let page = Page {
+            leadership: elector.leadership(),
+            metrics: elector.metrics(),
+            algorithm,
+            group,
+        };
+        serve_http(address, page).await?;
     }
     let mut leadership = elector.leadership();
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -204,22 +221,62 @@ fn print_view(view: &Leadership, algorithm: Algorithm) {
     let _ = out.flush();
 }
 
-async fn serve_http(
-    address: SocketAddr,
+/// What the peer's HTTP server shows.
+#[derive(Clone)]
+struct Page {
     leadership: watch::Receiver<Leadership>,
     metrics: Arc<ElectorMetrics>,
     algorithm: Algorithm,
-) -> Result<()> {
+    /// Every peer's HTTP address, for `/group`.
+    group: Vec<(u64, SocketAddr)>,
+}
+
+/// The group page: a table of every peer's view, refreshed twice a second.
+const GROUP_PAGE: &str = include_str!("../assets/peer_group.html");
+
+/// Every peer's `/status`, or an error entry for a peer that does not
+/// answer; this peer's own view alone when no group was given.
+async fn group_json(page: Page) -> serde_json::Value {
+    if page.group.is_empty() {
+        let own = *page.leadership.borrow();
+        return json!([view_json(&own, page.algorithm)]);
+    }
+    let mut views = Vec::with_capacity(page.group.len());
+    for (id, address) in page.group {
+        let fetched = tokio::task::spawn_blocking(move || {
+            crate::http_get::get(address, "/status", Duration::from_millis(300))
+        })
+        .await;
+        let view = match fetched {
+            Ok(Ok(body)) => serde_json::from_str(&body)
+                .unwrap_or_else(|_| json!({"id": id, "error": "bad answer"})),
+            _ => json!({"id": id, "error": "unreachable"}),
+        };
+        views.push(view);
+    }
+    serde_json::Value::Array(views)
+}
+
+async fn serve_http(address: SocketAddr, page: Page) -> Result<()> {
     use axum::routing::get;
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot serve HTTP on {address}"))?;
+    let (status, metrics, group) = (page.clone(), page.metrics.clone(), page);
     let app = axum::Router::new()
+        .route("/", get(|| async { axum::response::Html(GROUP_PAGE) }))
         .route(
             "/status",
             get(move || {
-                let view = *leadership.borrow();
-                async move { axum::Json(view_json(&view, algorithm)) }
+                let view = *status.leadership.borrow();
+                async move { axum::Json(view_json(&view, status.algorithm)) }
+            }),
+        )
+        .route(
+            "/group",
+            get(move || {
+                let group = group.clone();
+                async move { axum::Json(group_json(group).await) }
             }),
         )
         .route(
@@ -245,6 +302,9 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
     let peers: Vec<String> = (1..=args.nodes)
         .map(|i| format!("{i}=127.0.0.1:{}", args.base_port as usize + i))
         .collect();
+    let https: Vec<String> = (1..=args.nodes)
+        .map(|i| format!("{i}=127.0.0.1:{}", args.base_port as usize + 100 + i))
+        .collect();
     let binary = std::env::current_exe().context("cannot find the bellwether binary")?;
     let mut children: Vec<Child> = Vec::new();
     let (lines_tx, mut lines) = tokio::sync::mpsc::channel::<String>(1024);
@@ -263,6 +323,7 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
                 "--http",
                 &format!("127.0.0.1:{}", args.base_port as usize + 100 + i),
             ])
+            .args(["--group-http", &https.join(",")])
             .args(["--heartbeat-ms", &group.heartbeat_ms.to_string()])
             .args(["--election-ms", &group.election_ms.to_string()])
             .stdout(std::process::Stdio::piped())
@@ -288,7 +349,7 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
     }
     drop(lines_tx);
     println!(
-        "{} group of {} peers on 127.0.0.1:{}..{}; /status and /metrics on ports {}..{}; Ctrl-C stops them",
+        "{} group of {} peers on 127.0.0.1:{}..{}; the group page, /status and /metrics on http://127.0.0.1:{}/ to {}; Ctrl-C stops them",
         algorithm,
         args.nodes,
         args.base_port as usize + 1,

@@ -48,6 +48,29 @@ fn raft_peers_elect_a_new_leader_after_a_sigkill() {
 }
 
 #[test]
+fn the_group_page_shows_every_peer_and_who_is_gone() {
+    let mut group = PeerGroup::start("peer-group-page", "bully", 3, &[]);
+    let (leader, _) = group.wait_agreed(&group.all(), PATIENCE);
+    let page = group.http_get(1, "/");
+    assert!(page.contains("bellwether elector group"), "{page}");
+    group.kill(leader);
+    let survivors = others(&group, &[leader]);
+    let (next, _) = group.wait_agreed(&survivors, PATIENCE);
+    let views: serde_json::Value =
+        serde_json::from_str(&group.http_get(survivors[0], "/group")).unwrap();
+    let views = views.as_array().unwrap();
+    assert_eq!(views.len(), 3, "{views:?}");
+    for view in views {
+        let id = view["id"].as_u64().unwrap() as usize;
+        if id == leader {
+            assert_eq!(view["error"], "unreachable", "{view}");
+        } else {
+            assert_eq!(view["leader"].as_u64(), Some(next as u64), "{view}");
+        }
+    }
+}
+
+#[test]
 fn bully_peers_elect_a_new_leader_after_a_sigkill() {
     sigkill_of_the_leader("peer-bully-kill", "bully");
 }

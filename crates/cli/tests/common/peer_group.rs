@@ -62,6 +62,9 @@ impl PeerGroup {
         let peers: Vec<String> = (1..=self.nodes)
             .map(|j| format!("{j}={}:{PEER_PORT}", self.ip(j)))
             .collect();
+        let https: Vec<String> = (1..=self.nodes)
+            .map(|j| format!("{j}={}", self.http(j)))
+            .collect();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -74,6 +77,7 @@ impl PeerGroup {
             .arg("--data-dir")
             .arg(self.dir.join(format!("n{i}")))
             .args(["--http", &self.http(i).to_string()])
+            .args(["--group-http", &https.join(",")])
             .args(&self.extra)
             .env("BELLWETHER_LOG", "info")
             .stdin(Stdio::null())
@@ -96,6 +100,11 @@ impl PeerGroup {
     pub fn status(&self, i: usize) -> Option<Value> {
         let body = get(self.http(i), "/status").ok()?;
         serde_json::from_str(&body).ok()
+    }
+
+    /// GETs `path` from node i's HTTP server.
+    pub fn http_get(&self, i: usize, path: &str) -> String {
+        get(self.http(i), path).unwrap_or_default()
     }
 
     /// Node i's metrics text.
