@@ -33,6 +33,13 @@ pub enum Partition {
         /// The isolated node.
         node: NodeIndex,
     },
+    /// These links are cut, both ways; every other link works. Partial
+    /// connectivity (OmniPaxos, EuroSys 2023): two nodes that cannot reach
+    /// each other may both reach a third.
+    Links {
+        /// The cut pairs.
+        pairs: Vec<(NodeIndex, NodeIndex)>,
+    },
 }
 
 impl Partition {
@@ -72,6 +79,12 @@ impl Partition {
                     network.set_blocked(other, *node, true);
                 }
             }
+            Partition::Links { pairs } => {
+                for (a, b) in pairs {
+                    network.set_blocked(*a, *b, true);
+                    network.set_blocked(*b, *a, true);
+                }
+            }
         }
     }
 }
@@ -105,6 +118,13 @@ impl fmt::Display for Partition {
                 )
             }
             Partition::Isolated { node } => write!(f, "n{} isolated", node + 1),
+            Partition::Links { pairs } => {
+                let cut: Vec<String> = pairs
+                    .iter()
+                    .map(|(a, b)| format!("n{}-n{}", a + 1, b + 1))
+                    .collect();
+                write!(f, "links cut: {}", cut.join(" "))
+            }
         }
     }
 }

@@ -112,9 +112,28 @@ impl RaftNode {
     fn on_quorum_granted(&mut self) {
         match self.role {
             Role::PreCandidate => self.campaign(Campaign::Election),
+            Role::Candidate if self.lease_expired_before_winning() => {
+                // The votes came too late (a voter was paused with our
+                // request in its buffer): the earliest of them may have
+                // been given to someone else since, so this win would
+                // start with an expired lease, overlapping a newer leader.
+                self.become_follower(self.term, None);
+            }
             Role::Candidate => self.become_leader(),
             role => panic!("quorum of grants while {}", role.as_str()),
         }
+    }
+
+    /// With lease-based CheckQuorum, true when the leadership this
+    /// candidate is about to take would already be over: its vote requests
+    /// left one minimum election timeout (minus the margin) ago.
+    fn lease_expired_before_winning(&self) -> bool {
+        self.config.check_quorum
+            && self.config.leader_stickiness
+            && self.quorum() > 1
+            && self.now_tick
+                >= self.campaign_tick + self.config.election_ticks_min
+                    - self.leadership_margin_ticks()
     }
 
     /// Answers a PreVote or RequestVote whose term is not below ours.
@@ -141,22 +160,14 @@ impl RaftNode {
             assert_eq!(term, self.term, "term rules ran first");
             self.voted_for == Some(from) || (self.voted_for.is_none() && self.leader.is_none())
         };
-        let rival = pre_vote && self.role == Role::PreCandidate && term == self.term.next();
-        let mut granted = can_vote && log_ok;
-        if rival && granted {
-            // Two pre-candidates racing for the same term would both pass
-            // and split the real vote. The one with the less up-to-date log
-            // yields (it could never win against the other), and on equal
-            // logs the lower-ranked one does. Pre-votes bind nothing, so
-            // this changes only who goes first, never safety.
-            let logs_equal =
-                (last_log_term, last_log_index) == (self.log.last_term(), self.log.last_index());
-            if !logs_equal || self.rank_key(from) < self.rank_key(self.id) {
-                self.become_follower(self.term, None);
-            } else {
-                granted = false;
-            }
-        }
+        // A pre-candidate grants a rival's pre-vote like anyone else and
+        // keeps its own pre-campaign. Yielding to a better-ranked rival
+        // livelocked under partial connectivity: a hub that alone reached
+        // a quorum kept yielding to rivals that could never win
+        // (`crates/sim/tests/partial_connectivity.rs`, quorum loss). Two
+        // pre-candidates that both pass split one real vote at worst, and
+        // randomized timeouts end that.
+        let granted = can_vote && log_ok;
         if granted {
             // Someone else is about to campaign; our own hinted campaign would
             // only split the vote.

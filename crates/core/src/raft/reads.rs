@@ -242,9 +242,14 @@ impl RaftNode {
             .rev()
             .find(|(round, _)| *round <= confirmed)
             .map_or(0, |(_, sent)| *sent);
-        // A 10% margin: safe while no two clocks' rates differ by more.
-        let margin = (self.config.election_ticks_min / 10).max(1);
-        self.campaign_tick.max(heartbeat) + self.config.election_ticks_min - margin
+        self.campaign_tick.max(heartbeat) + self.config.election_ticks_min
+            - self.leadership_margin_ticks()
+    }
+
+    /// The leadership lease's drift margin: 10% of the minimum election
+    /// timeout, safe while no two clocks' rates differ by more.
+    pub(super) fn leadership_margin_ticks(&self) -> u64 {
+        (self.config.election_ticks_min / 10).max(1)
     }
 
     /// While this node leads under a valid lease (`lease_reads`), how many
