@@ -88,6 +88,8 @@ impl RaftNode {
             self.raise_term(self.term.next());
             self.voted_for = Some(self.id);
             self.vote_granted_tick = Some(self.now_tick);
+            // A new promise: an older hint must not void it.
+            self.leader_lost = false;
             self.campaign_tick = self.now_tick;
             self.role = Role::Candidate;
             RaftMessage::VoteRequest {
@@ -138,18 +140,24 @@ impl RaftNode {
 
     /// Answers a PreVote or RequestVote whose term is not below ours.
     pub(super) fn handle_vote_request(&mut self, from: NodeId, request: &RaftMessage) {
-        let (term, last_log_index, last_log_term, pre_vote) = match *request {
+        let (term, last_log_index, last_log_term, pre_vote, transfer) = match *request {
             RaftMessage::PreVoteRequest {
                 term,
                 last_log_index,
                 last_log_term,
-            } => (term, last_log_index, last_log_term, true),
+            } => (term, last_log_index, last_log_term, true, false),
             RaftMessage::VoteRequest {
                 term,
                 last_log_index,
                 last_log_term,
-                ..
-            } => (term, last_log_index, last_log_term, false),
+                leadership_transfer,
+            } => (
+                term,
+                last_log_index,
+                last_log_term,
+                false,
+                leadership_transfer,
+            ),
             _ => unreachable!("only vote requests are routed here"),
         };
         let log_ok = self.log.is_behind_or_equal(last_log_term, last_log_index);
@@ -158,7 +166,13 @@ impl RaftNode {
             term > self.term
         } else {
             assert_eq!(term, self.term, "term rules ran first");
-            self.voted_for == Some(from) || (self.voted_for.is_none() && self.leader.is_none())
+            // Stickiness and vote promises hold within a term too: this
+            // node may have reached the request's term through some other
+            // message (a refusal carrying it) after promising another
+            // candidate or hearing a leader.
+            let promised = !transfer && self.in_lease();
+            self.voted_for == Some(from)
+                || (self.voted_for.is_none() && self.leader.is_none() && !promised)
         };
         // A pre-candidate grants a rival's pre-vote like anyone else and
         // keeps its own pre-campaign. Yielding to a better-ranked rival
@@ -184,6 +198,9 @@ impl RaftNode {
             if granted {
                 self.voted_for = Some(from);
                 self.vote_granted_tick = Some(self.now_tick);
+                // A new promise: a hint about an earlier leader (which set
+                // this) must not void it.
+                self.leader_lost = false;
                 self.hard_state_dirty = true;
                 self.reset_election_timer();
             }
