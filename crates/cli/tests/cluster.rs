@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::nft::{require_nft, NftTable};
 use common::{etcdctl, snapshot_files, Cluster};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -120,34 +121,18 @@ fn sigterm_of_the_leader_hands_over_before_exiting() {
     assert!(started.elapsed() < Duration::from_millis(2 * ELECTION_MS + 2_000));
 }
 
-fn nft(args: &str) -> bool {
-    Command::new("nft")
-        .args(args.split(' '))
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
 #[test]
 fn partition_of_the_leader_with_nftables() {
-    assert!(
-        nft("list tables"),
-        "nft is not usable here: run as root with nftables installed (./scripts/test.sh installs it)"
-    );
+    require_nft();
     let mut cluster = Cluster::start("nft", 3, HEARTBEAT_MS, ELECTION_MS);
     let all = cluster.all();
     let (leader, term) = cluster.wait_leader(&all, Duration::from_secs(10));
-    let table = format!("bwtest{}", cluster.net);
     let ip = cluster.ip(leader);
-    assert!(nft(&format!("add table ip {table}")));
-    let _guard = NftGuard(table.clone());
-    assert!(nft(&format!(
-        "add chain ip {table} out {{ type filter hook output priority 0 ; }}"
-    )));
+    let table = NftTable::new("ip", &format!("bwtest{}", cluster.net));
     // Drop everything from and to the leader's peer IP; no resets are sent,
     // so this is a silent partition.
-    assert!(nft(&format!("add rule ip {table} out ip saddr {ip} drop")));
-    assert!(nft(&format!("add rule ip {table} out ip daddr {ip} drop")));
+    table.rule(&format!("ip saddr {ip} drop"));
+    table.rule(&format!("ip daddr {ip} drop"));
     let survivors: Vec<usize> = all.iter().copied().filter(|i| *i != leader).collect();
     let (new_leader, new_term) = cluster.wait_leader(&survivors, Duration::from_secs(10));
     assert!(new_term > term);
@@ -164,7 +149,7 @@ fn partition_of_the_leader_with_nftables() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    drop(_guard);
+    drop(table);
     let (after, after_term) = cluster.wait_leader(&all, Duration::from_secs(10));
     assert_eq!(
         (after, after_term),
@@ -172,15 +157,6 @@ fn partition_of_the_leader_with_nftables() {
         "the old leader rejoined without disruption"
     );
     cluster.assert_one_leader_per_term();
-}
-
-/// Deletes the test's nftables table however the test ends.
-struct NftGuard(String);
-
-impl Drop for NftGuard {
-    fn drop(&mut self) {
-        nft(&format!("delete table ip {}", self.0));
-    }
 }
 
 #[test]

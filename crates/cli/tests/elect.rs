@@ -7,6 +7,7 @@
 mod common;
 
 use common::etcdctl;
+use common::nft::{require_nft, NftTable};
 use common::{bellwether, bellwether_binary, Cluster};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -359,23 +360,6 @@ fn observe_prints_each_leader_change() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Runs `nft ARGS`; whether it succeeded.
-fn nft(args: &str) -> bool {
-    Command::new("nft")
-        .args(args.split_whitespace())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Deletes the test's nftables table however the test ends.
-struct NftTable(String);
-
-impl Drop for NftTable {
-    fn drop(&mut self) {
-        nft(&format!("delete table inet {}", self.0));
-    }
-}
-
 /// Kills every process of the test's users however the test ends: an
 /// `elect` killed by [`Running`]'s drop leaves its program behind.
 struct KillUsers(&'static str);
@@ -424,10 +408,7 @@ fn intervals(log: &str) -> Vec<(String, u128, Option<u128>)> {
 /// two programs may ever run at the same time.
 #[test]
 fn a_cut_off_leaders_program_stops_before_the_next_one_starts() {
-    assert!(
-        nft("list tables"),
-        "nft is not usable here: run as root with nftables installed (scripts/test.sh installs it)"
-    );
+    require_nft();
     let (_cluster, endpoints) = cluster("elect-cut");
     let dir = scratch("cut");
     // The elect processes run as other users, so that a rule can cut one
@@ -437,13 +418,8 @@ fn a_cut_off_leaders_program_stops_before_the_next_one_starts() {
     let log = dir.join("log");
     std::fs::write(&log, "").unwrap();
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let table = NftTable(format!("bw_elect_cut_{}", std::process::id()));
+    let table = NftTable::new("inet", &format!("bw_elect_cut_{}", std::process::id()));
     let _users = KillUsers("42000,42001");
-    assert!(nft(&format!("add table inet {}", table.0)));
-    assert!(nft(&format!(
-        "add chain inet {} out {{ type filter hook output priority 0 ; }}",
-        table.0
-    )));
     let program = |name: &str| {
         format!(
             "echo start {name} $(date +%s%N) >> {log}; \
@@ -488,17 +464,14 @@ fn a_cut_off_leaders_program_stops_before_the_next_one_starts() {
         let next = elect_as(uid_next, &format!("p{run}"));
         // Let the next one queue up behind the leader, then cut the leader.
         std::thread::sleep(Duration::from_millis(300));
-        assert!(nft(&format!(
-            "add rule inet {} out meta skuid {uid_leading} drop",
-            table.0
-        )));
+        table.rule(&format!("meta skuid {uid_leading} drop"));
         wait_starts(run + 1);
         assert_eq!(
             leading.wait().code(),
             Some(3),
             "run {run}: the cut elect exits 3"
         );
-        assert!(nft(&format!("flush chain inet {} out", table.0)));
+        table.flush();
         leading = next;
     }
     kill("TERM", leading.pid());

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::nft::{require_nft, NftTable};
 use common::peer_group::PeerGroup;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -125,24 +126,6 @@ fn a_ring_election_skips_dead_successors() {
     assert!(next_token > token);
 }
 
-fn nft(args: &str) -> bool {
-    Command::new("nft")
-        .args(args.split(' '))
-        .stdout(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-/// Deletes the test's nftables table however the test ends.
-struct NftGuard(String);
-
-impl Drop for NftGuard {
-    fn drop(&mut self) {
-        nft(&format!("delete table ip {}", self.0));
-    }
-}
-
 /// What a partition of the leader showed.
 struct Split {
     /// How long the cut-off leader and a new one both claimed to lead,
@@ -158,21 +141,13 @@ struct Split {
 /// Cuts the leader off silently, watches both sides, heals, and checks
 /// that one leader remains.
 fn partition_of_the_leader(name: &str, algorithm: &str) -> Split {
-    assert!(
-        nft("list tables"),
-        "nft is not usable here: run as root with nftables installed (./scripts/test.sh installs it)"
-    );
+    require_nft();
     let group = PeerGroup::start(name, algorithm, 3, &[]);
     let (leader, token) = group.wait_agreed(&group.all(), PATIENCE);
-    let table = format!("bwpeer{}", group.net);
     let ip = group.ip(leader);
-    assert!(nft(&format!("add table ip {table}")));
-    let guard = NftGuard(table.clone());
-    assert!(nft(&format!(
-        "add chain ip {table} out {{ type filter hook output priority 0 ; }}"
-    )));
-    assert!(nft(&format!("add rule ip {table} out ip saddr {ip} drop")));
-    assert!(nft(&format!("add rule ip {table} out ip daddr {ip} drop")));
+    let table = NftTable::new("ip", &format!("bwpeer{}", group.net));
+    table.rule(&format!("ip saddr {ip} drop"));
+    table.rule(&format!("ip daddr {ip} drop"));
     let cut = Instant::now();
     let survivors = others(&group, &[leader]);
     let mut overlap = Duration::ZERO;
@@ -199,7 +174,7 @@ fn partition_of_the_leader(name: &str, algorithm: &str) -> Split {
         next_token > token,
         "{algorithm}: token {token} then {next_token}"
     );
-    drop(guard);
+    drop(table);
     let (after, _) = group.wait_agreed(&group.all(), PATIENCE);
     let claims = group.claimed_leaders(&group.all());
     assert_eq!(claims.len(), 1, "one leader after healing: {claims:?}");

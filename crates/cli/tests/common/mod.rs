@@ -6,6 +6,7 @@
 
 pub mod etcd_server;
 pub mod etcdctl;
+pub mod nft;
 pub mod peer_group;
 
 use serde_json::Value;
