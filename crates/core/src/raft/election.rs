@@ -291,6 +291,9 @@ impl RaftNode {
     pub fn forget_vote_for_fault_injection(&mut self) {
         if self.voted_for != Some(self.id) {
             self.voted_for = None;
+            // The promise that goes with the vote is forgotten too, or it
+            // would still refuse the second candidate of the term.
+            self.vote_granted_tick = None;
         }
     }
 }
