@@ -7,7 +7,8 @@
 #   2. every unit, scenario, simulator and real-process test, including the
 #      etcdctl and etcd-client conformance tests (cargo test, in the `ci`
 #      profile: release settings without link-time optimisation),
-#   3. the CI simulator sweeps: 2,000 chaos seeds per algorithm, and 500
+#   3. the CI simulator sweeps: 2,000 chaos seeds per algorithm (Raft,
+#      Bully, Ring and Multi-Paxos), and 500
 #      chaos seeds of the KV workload on 5 nodes and 500 on 3, checked for
 #      linearizability,
 # and ends with one summary line "tests: N passed, M failed".
@@ -75,7 +76,7 @@ sweep() {
     sweep_failed=$((sweep_failed + 1))
   fi
 }
-for algorithm in raft bully ring; do
+for algorithm in raft bully ring paxos; do
   sweep "$algorithm, 5 nodes, $SEEDS chaos seeds" \
     --algorithm "$algorithm" --nodes 5 --faults chaos --seeds "$SEEDS"
 done

@@ -148,7 +148,7 @@ impl SpecArgs {
             bail!("--reads and --membership-changes apply to --workload kv only");
         }
         if self.workload == Workload::Kv && self.algorithm != Algorithm::Raft {
-            bail!("--workload kv needs --algorithm raft: Bully and Ring have no replicated log");
+            bail!("--workload kv needs --algorithm raft: the KV state machine runs on Raft's log");
         }
         let mut spec = match self.workload {
             Workload::Kv => RunSpec::kv(self.nodes, seed, self.faults),
@@ -156,8 +156,11 @@ impl SpecArgs {
         };
         spec.hint = !self.no_hint;
         spec.lowest_id_wins = lowest_id_wins(&self.winner)?;
-        if spec.lowest_id_wins && self.algorithm == Algorithm::Raft {
-            bail!("--winner applies to bully and ring: raft elects whoever a majority votes for");
+        if spec.lowest_id_wins && !self.algorithm.has_winner_rule() {
+            bail!(
+                "--winner applies to bully and ring: {} elects whoever a majority accepts",
+                self.algorithm
+            );
         }
         if self.reads == ReadMode::Lease {
             spec = spec.with_lease_reads();
@@ -295,6 +298,12 @@ fn sweep_text(s: &SweepSummary) -> String {
     );
     out += &format!("  recovery ms            {}\n", cell(&s.recovery_ms));
     out += &format!("  leader elections/run   {}\n", cell(&s.leader_elections));
+    if let Some(max) = s.catch_up_entries_max {
+        out += &format!(
+            "  entries fetched        {} (max {max}) per new leader before it served\n",
+            cell(&s.catch_up_entries)
+        );
+    }
     out += &format!(
         "  split brain            {} runs ({:.1} per 1000), {} incidents ({} with equal terms), {:.1} ms total\n",
         s.split_brain_runs,

@@ -166,4 +166,13 @@ pub trait Protocol: Sized {
 
     /// The node's observable state.
     fn status(&self) -> Status;
+
+    /// Log entries this node had to fetch from others before its latest
+    /// leadership could serve: what a new leader catches up on. `None` for
+    /// algorithms without a log (Bully, Ring) and before a first leadership.
+    /// Raft answers 0, since only an up-to-date candidate can win; Paxos
+    /// answers what phase 1 brought in.
+    fn catch_up_entries(&self) -> Option<u64> {
+        None
+    }
 }

@@ -18,8 +18,8 @@ pub const DEFAULT_SIZES: [usize; 5] = [3, 5, 9, 17, 33];
 pub struct CompareRow {
     /// Algorithm.
     pub algorithm: Algorithm,
-    /// Bully and Ring: which id wins, `"highest"` or `"lowest"`; Raft:
-    /// `"-"`.
+    /// Bully and Ring: which id wins, `"highest"` or `"lowest"`; Raft and
+    /// Paxos: `"-"`.
     pub winner: &'static str,
     /// Cluster size.
     pub nodes: usize,
@@ -43,6 +43,15 @@ pub struct CompareRow {
     pub messages_per_election_p99: Option<f64>,
     /// Messages from boot to the first agreed leader, median.
     pub boot_messages_p50: Option<f64>,
+    /// Log entries a new leader fetched before it could serve, over every
+    /// leadership of the crash and partition sweeps: median, 99th
+    /// percentile and maximum. Raft: 0 by construction; Paxos: what phase 1
+    /// returned; Bully and Ring: no log (`None`).
+    pub catch_up_entries_p50: Option<f64>,
+    /// Same, 99th percentile.
+    pub catch_up_entries_p99: Option<f64>,
+    /// Same, maximum.
+    pub catch_up_entries_max: Option<u64>,
     /// Partition runs with at least one split-brain incident, per 1000.
     pub split_brain_runs_per_1000: f64,
     /// Incidents across the partition sweep.
@@ -77,7 +86,7 @@ pub fn compare(
             let sweep_of = |faults: FaultProfile, hint: bool| -> SweepSummary {
                 let mut spec = RunSpec::new(algorithm, nodes, 1, faults);
                 spec.hint = hint;
-                spec.lowest_id_wins = lowest_id_wins && algorithm != Algorithm::Raft;
+                spec.lowest_id_wins = lowest_id_wins && algorithm.has_winner_rule();
                 let label = format!(
                     "{algorithm} n={nodes} {faults}{}",
                     if hint { "" } else { " silent" }
@@ -90,7 +99,7 @@ pub fn compare(
             let silent = sweep_of(FaultProfile::Crash, false);
             let partition = sweep_of(FaultProfile::Partition, true);
             let mut row = row(algorithm, nodes, runs, &crash, &silent, &partition);
-            let lowest = lowest_id_wins && algorithm != Algorithm::Raft;
+            let lowest = lowest_id_wins && algorithm.has_winner_rule();
             let seeds = (runs / 100).clamp(1, 10);
             progress(&format!("{algorithm} n={nodes} fairness"), 0, seeds);
             row.fairness_jain = fairness(algorithm, nodes, lowest, seeds).map(|f| f.jain);
@@ -118,7 +127,7 @@ fn row(
         })
         .collect();
     let winner = match (algorithm, crash.spec.lowest_id_wins) {
-        (Algorithm::Raft, _) => "-",
+        (Algorithm::Raft | Algorithm::Paxos, _) => "-",
         (_, true) => "lowest",
         (_, false) => "highest",
     };
@@ -136,6 +145,12 @@ fn row(
         messages_per_election_p50: crash.messages_per_election.p50,
         messages_per_election_p99: crash.messages_per_election.p99,
         boot_messages_p50: crash.boot_messages.p50,
+        catch_up_entries_p50: partition.catch_up_entries.p50,
+        catch_up_entries_p99: partition.catch_up_entries.p99,
+        catch_up_entries_max: [crash, partition]
+            .iter()
+            .filter_map(|s| s.catch_up_entries_max)
+            .max(),
         split_brain_runs_per_1000: partition.split_brain_runs_per_1000(),
         split_brain_incidents: partition.split_brain_incidents,
         split_brain_same_term: partition.split_brain_same_term,
@@ -151,7 +166,7 @@ fn row(
 pub fn table(rows: &[CompareRow]) -> String {
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     let mut out = format!(
-        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12} {:>6} {:>7}\n",
+        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12} {:>6} {:>9} {:>7}\n",
         "algo",
         "nodes",
         "runs",
@@ -164,11 +179,12 @@ pub fn table(rows: &[CompareRow]) -> String {
         "msgs p99",
         "split/1000",
         "fair",
+        "fetch max",
         "failed"
     );
     for r in rows {
         out += &format!(
-            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12.1} {:>6} {:>7}\n",
+            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12.1} {:>6} {:>9} {:>7}\n",
             match r.winner {
                 "lowest" => format!("{}-low", r.algorithm.as_str()),
                 _ => r.algorithm.as_str().to_string(),
@@ -184,11 +200,13 @@ pub fn table(rows: &[CompareRow]) -> String {
             cell(r.messages_per_election_p99),
             r.split_brain_runs_per_1000,
             r.fairness_jain.map_or("-".into(), |j| format!("{j:.2}")),
+            r.catch_up_entries_max.map_or("-".into(), |m| m.to_string()),
             r.failed_runs
         );
     }
     out += "times in ms of virtual time (1 ms ticks, 1–5 ms latency); msgs = messages sent during a failover election;\n";
     out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once;\n";
+    out += "fetch max = most log entries a new leader fetched before it could serve (Raft 0 by construction; - = no log);\n";
     out += "fair = Jain's index of each node's share of leader time over 20 s chaos runs (1 = equal, 1/n = one node).\n";
     out
 }

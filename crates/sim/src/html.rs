@@ -16,6 +16,7 @@ fn color(algorithm: Algorithm) -> &'static str {
         Algorithm::Raft => "#1f77b4",
         Algorithm::Bully => "#d62728",
         Algorithm::Ring => "#2ca02c",
+        Algorithm::Paxos => "#9467bd",
     }
 }
 
@@ -32,7 +33,7 @@ pub fn page(rows: &[CompareRow], timelines: &[RunReport]) -> String {
          <style>body{font:14px system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse}\
          td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}\
          svg{background:#fff;border:1px solid #ddd;margin:8px 0}</style></head><body>\
-         <h1>Raft, Bully and Ring, measured</h1>\
+         <h1>Raft, Bully, Ring and Multi-Paxos, measured</h1>\
          <p>Deterministic simulation: 1 ms ticks, one-way latency 1–5 ms, heartbeat 50 ms, election timeout 150–300 ms. \
          Failover = leader crash until every running node follows one new leader. \
          Split brain = two running nodes acting as leader at the same instant, counted in the partition profile.</p>",
@@ -76,12 +77,13 @@ fn table(rows: &[CompareRow]) -> String {
     let mut out = String::from(
         "<table><tr><th>algorithm</th><th>nodes</th><th>runs</th><th>election p50</th><th>failover p50</th>\
          <th>failover p99</th><th>silent failover p50</th><th>messages/election p50</th>\
-         <th>split-brain runs /1000</th><th>failed runs</th></tr>",
+         <th>split-brain runs /1000</th><th>entries fetched by a new leader, max</th><th>fairness (Jain)</th>\
+         <th>failed runs</th></tr>",
     );
     for r in rows {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             r.algorithm.as_str(),
             r.nodes,
             r.runs,
@@ -91,6 +93,9 @@ fn table(rows: &[CompareRow]) -> String {
             cell(r.silent_failover_ms_p50),
             cell(r.messages_per_election_p50),
             r.split_brain_runs_per_1000,
+            r.catch_up_entries_max
+                .map_or("-".to_string(), |m| m.to_string()),
+            r.fairness_jain.map_or("-".to_string(), |j| format!("{j:.2}")),
             r.failed_runs
         );
     }

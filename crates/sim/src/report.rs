@@ -55,6 +55,10 @@ pub struct RunReport {
     pub messages_by_kind: BTreeMap<String, u64>,
     /// Times any node entered the leader role.
     pub leader_elections: u64,
+    /// Per leadership with a log: entries the new leader fetched before it
+    /// could serve (Raft: always 0; Paxos: what phase 1 returned that it
+    /// lacked).
+    pub catch_up_entries: Vec<u64>,
     /// Intervals with two or more acting leaders.
     pub split_brain: Vec<SplitBrainIncident>,
     /// Sum of their durations.
@@ -89,6 +93,7 @@ impl RunReport {
             failover_messages_by_kind: BTreeMap::new(),
             messages_by_kind: BTreeMap::new(),
             leader_elections: 0,
+            catch_up_entries: Vec::new(),
             split_brain: Vec::new(),
             split_brain_ms: 0.0,
             recoveries_ms: Vec::new(),
@@ -162,6 +167,13 @@ impl RunReport {
             );
         }
         let _ = writeln!(out, "  leader elections {}", self.leader_elections);
+        if !self.catch_up_entries.is_empty() {
+            let _ = writeln!(
+                out,
+                "  entries fetched  {:?} (per new leader, before it could serve)",
+                self.catch_up_entries
+            );
+        }
         let _ = writeln!(
             out,
             "  split brain      {} incidents, {:.1} ms in total{}",

@@ -1,6 +1,7 @@
 //! Runs one spec with the algorithm it names, using each algorithm's default
 //! configuration (timeouts sized for 1 ms ticks and ≤ 5 ms latency).
 
+use crate::checkers::ChosenValues;
 use crate::checkers::Violation;
 use crate::kv::{KvApp, KvConfig, RaftLike};
 use crate::linearizability::{check, CheckOptions, CheckResult};
@@ -10,6 +11,7 @@ use crate::scenario::run_with;
 use crate::scenario::run_with_app;
 use crate::spec::{Algorithm, ReadMode, RunSpec, Workload};
 use bellwether_core::bully::{BullyConfig, BullyNode, Winner};
+use bellwether_core::paxos::{PaxosConfig, PaxosNode};
 use bellwether_core::raft::{RaftConfig, RaftNode};
 use bellwether_core::ring::{RingConfig, RingNode};
 
@@ -39,7 +41,18 @@ pub fn run(spec: &RunSpec) -> RunReport {
                 ..RingConfig::default()
             },
         ),
+        Algorithm::Paxos => run_paxos_with::<PaxosNode>(spec, PaxosConfig::default()),
     }
+}
+
+/// Paxos (or a test's broken variant of it) with the consistency checker
+/// riding on its output: any slot learned with two values fails the run.
+pub fn run_paxos_with<P>(spec: &RunSpec, config: P::Config) -> RunReport
+where
+    P: bellwether_core::Protocol<Output = bellwether_core::paxos::PaxosOutput>,
+{
+    let app = ChosenValues::default();
+    run_with_app::<P, ChosenValues>(spec, config, app, |_| {}).0
 }
 
 /// The winner rule a Bully or Ring spec asks for.

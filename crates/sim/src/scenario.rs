@@ -53,9 +53,11 @@ pub fn run_with_app<P: Protocol, A: Application<P>>(
         latency_us_max: spec.latency_us_max,
         hint: spec.hint,
         skew_ppm_max: spec.skew_ppm_max.unwrap_or(skew_default),
-        strict_election_safety: P::NAME == "raft",
+        strict_election_safety: P::NAME == "raft" || P::NAME == "paxos",
         split_brain_forbidden: if P::NAME == "raft" {
             Some("raft-leaders-never-overlap")
+        } else if P::NAME == "paxos" {
+            Some("paxos-leaders-never-overlap")
         } else if spec.faults == FaultProfile::None {
             Some("single-leader-when-fault-free")
         } else {
@@ -329,6 +331,7 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
         report.violation = violation.or_else(|| world.violation().cloned());
         report.first_leader_ms = world.first_leader_us.map(ms);
         report.leader_elections = world.stats.leader_elections;
+        report.catch_up_entries = world.stats.catch_up_entries.clone();
         report.split_brain = world.split_brain.incidents.clone();
         report.split_brain_ms = ms(world.split_brain.total_us());
         report.events = world.stats.events;

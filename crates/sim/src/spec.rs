@@ -15,11 +15,18 @@ pub enum Algorithm {
     Bully,
     /// Chang–Roberts / LeLann ring election.
     Ring,
+    /// Multi-Paxos with a distinguished proposer and leader leases.
+    Paxos,
 }
 
 impl Algorithm {
     /// All algorithms, in report order.
-    pub const ALL: [Algorithm; 3] = [Algorithm::Raft, Algorithm::Bully, Algorithm::Ring];
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::Raft,
+        Algorithm::Bully,
+        Algorithm::Ring,
+        Algorithm::Paxos,
+    ];
 
     /// Lower-case name.
     pub fn as_str(self) -> &'static str {
@@ -27,6 +34,7 @@ impl Algorithm {
             Algorithm::Raft => "raft",
             Algorithm::Bully => "bully",
             Algorithm::Ring => "ring",
+            Algorithm::Paxos => "paxos",
         }
     }
 }
@@ -207,6 +215,19 @@ pub struct RunSpec {
     pub readers: usize,
     /// Bully and Ring: the lowest id wins instead of the highest.
     pub lowest_id_wins: bool,
+}
+
+impl Algorithm {
+    /// True for the algorithms with a winner rule (Bully and Ring).
+    pub fn has_winner_rule(self) -> bool {
+        matches!(self, Algorithm::Bully | Algorithm::Ring)
+    }
+
+    /// True for the algorithms whose leaders must never overlap (quorum
+    /// plus leases): Raft and Paxos.
+    pub fn has_quorum(self) -> bool {
+        matches!(self, Algorithm::Raft | Algorithm::Paxos)
+    }
 }
 
 impl RunSpec {

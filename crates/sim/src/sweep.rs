@@ -80,6 +80,11 @@ pub struct SweepSummary {
     pub split_brain_ms_total: f64,
     /// Leader elections per run.
     pub leader_elections: Percentiles,
+    /// Entries a new leader fetched before it could serve, per leadership
+    /// (no samples for algorithms without a log).
+    pub catch_up_entries: Percentiles,
+    /// The most entries any new leader fetched.
+    pub catch_up_entries_max: Option<u64>,
     /// Simulated events over all runs.
     pub events: u64,
     /// Wall-clock seconds the sweep took.
@@ -111,6 +116,7 @@ struct Samples {
     recovery: Vec<f64>,
     boot_messages: Vec<f64>,
     elections: Vec<f64>,
+    catch_up: Vec<f64>,
     failures: Vec<Failure>,
     failed: u64,
     split_brain_runs: u64,
@@ -133,6 +139,8 @@ impl Samples {
         self.boot_messages
             .extend(report.election_messages.map(|m| m as f64));
         self.elections.push(report.leader_elections as f64);
+        self.catch_up
+            .extend(report.catch_up_entries.iter().map(|e| *e as f64));
         if !report.split_brain.is_empty() {
             self.split_brain_runs += 1;
         }
@@ -203,6 +211,13 @@ pub fn sweep(
         split_brain_same_term: samples.split_brain_same_term,
         split_brain_ms_total: samples.split_brain_ms,
         leader_elections: Percentiles::of(&samples.elections),
+        catch_up_entries: Percentiles::of(&samples.catch_up),
+        catch_up_entries_max: samples
+            .catch_up
+            .iter()
+            .copied()
+            .reduce(f64::max)
+            .map(|m| m as u64),
         events: samples.events,
         wall_seconds: started.elapsed().as_secs_f64(),
         threads,

@@ -653,4 +653,10 @@ impl Protocol for RaftNode {
             fencing_token: (self.role == Role::Leader).then_some(self.term.0),
         }
     }
+
+    fn catch_up_entries(&self) -> Option<u64> {
+        // Election Restriction (paper §5.4.1): a leader already holds every
+        // committed entry, so it never fetches any.
+        (self.role == Role::Leader).then_some(0)
+    }
 }

@@ -4,10 +4,12 @@
 //! A checker that finds a violation returns it; the world stops at once and
 //! the run is reported as failed with its seed, which replays it exactly.
 
+mod chosen_values;
 mod election_safety;
 mod split_brain;
 mod term_monotonic;
 
+pub use chosen_values::ChosenValues;
 pub use election_safety::ElectionSafety;
 pub use split_brain::{SplitBrain, SplitBrainIncident};
 pub use term_monotonic::TermMonotonic;

@@ -95,6 +95,9 @@ pub struct WorldStats {
     pub dropped: u64,
     /// Times any node entered the leader role.
     pub leader_elections: u64,
+    /// For each of those with a log: the entries the new leader had to
+    /// fetch before it could serve ([`Protocol::catch_up_entries`]).
+    pub catch_up_entries: Vec<u64>,
 }
 
 impl WorldStats {
@@ -484,6 +487,10 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
             });
             if status.role == Role::Leader && previous.is_none_or(|p| p.role != Role::Leader) {
                 self.stats.leader_elections += 1;
+                let node = self.hosts[index].node.as_ref().expect("a leader runs");
+                if let Some(entries) = node.catch_up_entries() {
+                    self.stats.catch_up_entries.push(entries);
+                }
             }
             let mut result = self.term_monotonic.observe(self.now_us, index, status.term);
             if self.config.strict_election_safety {

@@ -1,0 +1,146 @@
+//! Multi-Paxos election settings, in ticks, and the rules that check them.
+
+use super::ballot::PRIORITY_MAX;
+use crate::types::NodeId;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Static settings of one Paxos node. Every member should use the same
+/// values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PaxosConfig {
+    /// The distinguished proposer sends an `Accept` (a heartbeat, carrying
+    /// any entries a follower lacks) to every acceptor this often.
+    pub heartbeat_ticks: u64,
+    /// A follower that hears no leader for a timeout drawn from
+    /// `[election_ticks_min, election_ticks_min + election_jitter_ticks)`
+    /// starts phase 1. It is also the length of an acceptor's lease promise.
+    pub election_ticks_min: u64,
+    /// Width of the random part of the election timeout.
+    pub election_jitter_ticks: u64,
+    /// After promising another proposer's ballot, a node waits at least
+    /// this long before its own election timer may start phase 1: enough
+    /// for a proposer that reaches a quorum to finish both phases (two
+    /// round trips). The timer is not restarted, so rivals that can never
+    /// win cannot keep a node that could from running.
+    pub promise_grace_ticks: u64,
+    /// Leader leases: an acceptor that accepted the leader's heartbeat
+    /// ignores other proposers' `Prepare` for `election_ticks_min`, and the
+    /// leader steps down `lease_margin_ticks` before the last such promise
+    /// a quorum gave can end. Two leaders then never act at once while
+    /// clocks drift apart by less than the margin per election timeout.
+    /// Without leases this is classic Multi-Paxos: a deposed leader acts
+    /// until it hears of a higher ballot.
+    pub leases: bool,
+    /// How much earlier than its acceptors' promises a leader's lease ends.
+    pub lease_margin_ticks: u64,
+    /// After a connection-loss hint about the leader, the follower ranked
+    /// `r` among the other members (0 = highest priority, then highest id,
+    /// the best ballot of a round) starts phase 1 `(r + 1) * hint_slot_ticks`
+    /// later. 0 disables the hint.
+    pub hint_slot_ticks: u64,
+    /// Per-member priority (at most [`PRIORITY_MAX`]); unlisted members
+    /// have 0.
+    pub priorities: BTreeMap<NodeId, u32>,
+}
+
+impl Default for PaxosConfig {
+    /// Sized like Raft's defaults, for 1 ms ticks and at most 5 ms one-way
+    /// latency: heartbeat 50 ms, election timeout in [150, 300) ms, a 10%
+    /// lease margin.
+    fn default() -> Self {
+        PaxosConfig {
+            heartbeat_ticks: 50,
+            election_ticks_min: 150,
+            election_jitter_ticks: 150,
+            promise_grace_ticks: 30,
+            leases: true,
+            lease_margin_ticks: 15,
+            hint_slot_ticks: 6,
+            priorities: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why a [`PaxosConfig`] was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid paxos configuration: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl PaxosConfig {
+    /// Checks the relations the algorithm relies on.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |text: String| Err(ConfigError(text));
+        if self.heartbeat_ticks == 0 {
+            return fail("heartbeat_ticks must be at least 1".into());
+        }
+        if self.election_ticks_min < 2 * self.heartbeat_ticks {
+            return fail(format!(
+                "election_ticks_min ({}) must be at least twice heartbeat_ticks ({})",
+                self.election_ticks_min, self.heartbeat_ticks
+            ));
+        }
+        if self.election_jitter_ticks == 0 || self.election_jitter_ticks > self.election_ticks_min {
+            return fail(format!(
+                "election_jitter_ticks ({}) must be in [1, election_ticks_min]",
+                self.election_jitter_ticks
+            ));
+        }
+        if self.promise_grace_ticks >= self.election_ticks_min {
+            return fail("promise_grace_ticks must be below election_ticks_min".into());
+        }
+        if self.hint_slot_ticks >= self.election_ticks_min {
+            return fail("hint_slot_ticks must be below election_ticks_min".into());
+        }
+        if self.leases
+            && (self.lease_margin_ticks == 0 || self.lease_margin_ticks >= self.election_ticks_min)
+        {
+            return fail("lease_margin_ticks must be in [1, election_ticks_min)".into());
+        }
+        if let Some((node, priority)) = self.priorities.iter().find(|(_, p)| **p > PRIORITY_MAX) {
+            return fail(format!(
+                "priority {priority} of {node} is above {PRIORITY_MAX}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Priority of `node`; 0 when unlisted.
+    pub fn priority(&self, node: NodeId) -> u32 {
+        self.priorities.get(&node).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        assert_eq!(PaxosConfig::default().validate(), Ok(()));
+        let slow = PaxosConfig {
+            heartbeat_ticks: 100,
+            ..PaxosConfig::default()
+        };
+        assert!(slow.validate().unwrap_err().0.contains("heartbeat_ticks"));
+        let margin = PaxosConfig {
+            lease_margin_ticks: 150,
+            ..PaxosConfig::default()
+        };
+        assert!(margin.validate().unwrap_err().0.contains("lease_margin"));
+        let mut priorities = BTreeMap::new();
+        priorities.insert(NodeId(2), 300);
+        let priority = PaxosConfig {
+            priorities,
+            ..PaxosConfig::default()
+        };
+        assert!(priority.validate().unwrap_err().0.contains("priority 300"));
+    }
+}
