@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 /// Flags of `bellwether bench elector`.
 #[derive(Args, Debug)]
 pub struct ElectorArgs {
-    /// raft, bully or ring.
+    /// raft, bully, ring or paxos.
     #[arg(long, default_value = "raft")]
     algorithm: String,
     /// Peers in the group.
@@ -192,7 +192,8 @@ pub fn execute(args: ElectorArgs) -> Result<ExitCode> {
         "raft" => SimAlgorithm::Raft,
         "bully" => SimAlgorithm::Bully,
         "ring" => SimAlgorithm::Ring,
-        other => bail!("unknown algorithm {other:?}: use raft, bully or ring"),
+        "paxos" => SimAlgorithm::Paxos,
+        other => bail!("unknown algorithm {other:?}: use raft, bully, ring or paxos"),
     };
     if args.nodes < 2 || args.rounds == 0 {
         bail!("--nodes must be at least 2 and --rounds at least 1");

@@ -61,7 +61,7 @@ enum Command {
         #[command(subcommand)]
         command: tasks_command::TasksCommand,
     },
-    /// Deterministic simulation of Raft, Bully and Ring.
+    /// Deterministic simulation of Raft, Bully, Ring and Multi-Paxos.
     Sim {
         #[command(subcommand)]
         command: sim_command::SimCommand,

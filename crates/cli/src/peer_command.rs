@@ -43,7 +43,7 @@ enum PeerCommand {
 /// The settings every node of a group shares.
 #[derive(Args, Debug, Clone)]
 struct GroupArgs {
-    /// raft, bully or ring.
+    /// raft, bully, ring or paxos.
     #[arg(long, default_value = "raft")]
     algorithm: String,
     /// Bully and Ring: which id wins, highest or lowest.

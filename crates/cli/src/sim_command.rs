@@ -17,7 +17,7 @@ pub enum SimCommand {
     Run(RunArgs),
     /// Run many seeds and print p50/p99 aggregates; exits 1 on any violation.
     Sweep(SweepArgs),
-    /// Compare Raft, Bully and Ring across cluster sizes.
+    /// Compare Raft, Bully, Ring and Multi-Paxos across cluster sizes.
     Compare(CompareArgs),
 }
 
@@ -75,7 +75,7 @@ pub struct SweepArgs {
 /// Options shared by every simulated run.
 #[derive(Args, Clone)]
 pub struct SpecArgs {
-    /// raft, bully or ring.
+    /// raft, bully, ring or paxos.
     #[arg(long, default_value = "raft")]
     algorithm: Algorithm,
     /// Cluster size.

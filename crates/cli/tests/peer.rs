@@ -72,6 +72,11 @@ fn the_group_page_shows_every_peer_and_who_is_gone() {
 }
 
 #[test]
+fn paxos_peers_elect_a_new_leader_after_a_sigkill() {
+    sigkill_of_the_leader("peer-paxos-kill", "paxos");
+}
+
+#[test]
 fn bully_peers_elect_a_new_leader_after_a_sigkill() {
     sigkill_of_the_leader("peer-bully-kill", "bully");
 }
@@ -199,6 +204,16 @@ fn a_raft_leader_cut_off_steps_down() {
 }
 
 #[test]
+fn a_paxos_leader_cut_off_steps_down_before_its_successor_acts() {
+    let split = partition_of_the_leader("peer-paxos-nft", "paxos");
+    // The lease ends the old leader's term of office before any acceptor
+    // of the majority may promise a new ballot, so the two never overlap
+    // (as seen by polling every ~5 ms).
+    assert!(!split.old_still_leads, "the cut-off leader stepped down");
+    assert_eq!(split.overlap, Duration::ZERO, "two paxos leaders at once");
+}
+
+#[test]
 fn bully_and_ring_split_brain_under_a_partition_is_measured() {
     for (name, algorithm) in [("peer-bully-nft", "bully"), ("peer-ring-nft", "ring")] {
         let split = partition_of_the_leader(name, algorithm);
@@ -232,7 +247,7 @@ fn bad_input_gets_a_clear_error() {
     let peers = "1=127.0.0.1:7601,2=127.0.0.1:7602";
     let error = run(&[
         "--algorithm",
-        "paxos",
+        "zab",
         "--id",
         "1",
         "--peers",
@@ -240,7 +255,7 @@ fn bad_input_gets_a_clear_error() {
         "--data-dir",
         data,
     ]);
-    assert!(error.contains("unknown algorithm \"paxos\""), "{error}");
+    assert!(error.contains("unknown algorithm \"zab\""), "{error}");
     let error = run(&[
         "--id",
         "1",

@@ -19,34 +19,39 @@ pub enum Algorithm {
     /// Chang and Roberts' Ring: an election message collects live ids
     /// around the ring, and the best by `Winner` leads. No quorum either.
     Ring(Winner),
+    /// Multi-Paxos with a distinguished proposer and leader leases: a
+    /// majority accepts the leader's ballot, a minority elects nobody, and
+    /// a deposed leader stops acting before its successor can start.
+    Paxos,
 }
 
 impl Algorithm {
-    /// `"raft"`, `"bully"` or `"ring"`.
+    /// `"raft"`, `"bully"`, `"ring"` or `"paxos"`.
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::Raft => "raft",
             Algorithm::Bully(_) => "bully",
             Algorithm::Ring(_) => "ring",
+            Algorithm::Paxos => "paxos",
         }
     }
 
     /// The winner rule, for the algorithms that have one.
     pub fn winner(self) -> Option<Winner> {
         match self {
-            Algorithm::Raft => None,
+            Algorithm::Raft | Algorithm::Paxos => None,
             Algorithm::Bully(winner) | Algorithm::Ring(winner) => Some(winner),
         }
     }
 
-    /// True when a minority cannot elect (Raft): only then is there at most
-    /// one leader per token under a partition.
+    /// True when a minority cannot elect (Raft, Paxos): only then is there
+    /// at most one leader per token under a partition.
     pub fn has_quorum(self) -> bool {
-        matches!(self, Algorithm::Raft)
+        matches!(self, Algorithm::Raft | Algorithm::Paxos)
     }
 
-    /// Parses `"raft"`, `"bully"`, `"ring"` with a winner rule
-    /// (`"highest"` or `"lowest"`; Raft takes none).
+    /// Parses `"raft"`, `"bully"`, `"ring"` or `"paxos"` with a winner rule
+    /// (`"highest"` or `"lowest"`; Raft and Paxos take none).
     pub fn parse(name: &str, winner: Option<&str>) -> Result<Algorithm, String> {
         let winner = match winner {
             None | Some("highest") => Winner::Highest,
@@ -61,11 +66,15 @@ impl Algorithm {
             "raft" if winner == Winner::Lowest => {
                 Err("raft has no winner rule: a majority elects whoever campaigns first".into())
             }
+            "paxos" if winner == Winner::Lowest => {
+                Err("paxos has no winner rule: the highest ballot a majority accepts leads".into())
+            }
             "raft" => Ok(Algorithm::Raft),
+            "paxos" => Ok(Algorithm::Paxos),
             "bully" => Ok(Algorithm::Bully(winner)),
             "ring" => Ok(Algorithm::Ring(winner)),
             other => Err(format!(
-                "unknown algorithm {other:?}: use raft, bully or ring"
+                "unknown algorithm {other:?}: use raft, bully, ring or paxos"
             )),
         }
     }
@@ -83,7 +92,8 @@ impl fmt::Display for Algorithm {
 impl FromStr for Algorithm {
     type Err = String;
 
-    /// `"raft"`, `"bully"`, `"ring"`, `"bully-lowest"` or `"ring-lowest"`.
+    /// `"raft"`, `"bully"`, `"ring"`, `"paxos"`, `"bully-lowest"` or
+    /// `"ring-lowest"`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text.split_once('-') {
             Some((name, winner)) => Algorithm::parse(name, Some(winner)),
@@ -101,8 +111,11 @@ mod tests {
         assert_eq!("raft".parse(), Ok(Algorithm::Raft));
         assert_eq!("bully".parse(), Ok(Algorithm::Bully(Winner::Highest)));
         assert_eq!("ring-lowest".parse(), Ok(Algorithm::Ring(Winner::Lowest)));
-        let error = "paxos".parse::<Algorithm>().unwrap_err();
-        assert!(error.contains("unknown algorithm \"paxos\""), "{error}");
+        assert_eq!("paxos".parse(), Ok(Algorithm::Paxos));
+        let error = "zab".parse::<Algorithm>().unwrap_err();
+        assert!(error.contains("unknown algorithm \"zab\""), "{error}");
+        assert!(Algorithm::parse("paxos", Some("lowest")).is_err());
+        assert!(Algorithm::Paxos.has_quorum());
         assert!(Algorithm::parse("bully", Some("middle")).is_err());
         assert!(Algorithm::parse("raft", Some("lowest")).is_err());
         assert!(Algorithm::Raft.has_quorum());

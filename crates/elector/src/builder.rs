@@ -8,6 +8,7 @@ use crate::elector::Elector;
 use crate::error::ElectorError;
 use crate::runtime::{self, Plan};
 use bellwether_core::bully::{BullyConfig, BullyNode};
+use bellwether_core::paxos::{PaxosConfig, PaxosNode, NODE_ID_MAX};
 use bellwether_core::raft::{RaftConfig, RaftNode};
 use bellwether_core::ring::{RingConfig, RingNode};
 use std::collections::BTreeSet;
@@ -96,7 +97,7 @@ impl ElectorBuilder {
         self
     }
 
-    /// Raft only: give the leader a validity deadline
+    /// Raft and Paxos: give the leader a validity deadline
     /// ([`crate::Leadership::valid_until`]) before which no other node can
     /// be elected. It costs the connection-loss shortcut: a follower then
     /// waits for the election timeout even when the leader's process is
@@ -157,6 +158,29 @@ impl ElectorBuilder {
                     .map_err(|e| ElectorError::Settings(e.to_string()))?;
                 runtime::start::<RingNode>(plan, config).await
             }
+            Algorithm::Paxos => {
+                // The core's leases are always on (they keep two leaders
+                // from acting at once); the builder's `leases` adds the
+                // validity deadline, at the cost of the hint, as for Raft.
+                let config = PaxosConfig {
+                    heartbeat_ticks: heartbeat,
+                    election_ticks_min: election,
+                    election_jitter_ticks: election,
+                    promise_grace_ticks: (election / 5).max(1),
+                    leases: true,
+                    lease_margin_ticks: (election / 10).max(1),
+                    hint_slot_ticks: if self.leases {
+                        0
+                    } else {
+                        PaxosConfig::default().hint_slot_ticks
+                    },
+                    ..PaxosConfig::default()
+                };
+                config
+                    .validate()
+                    .map_err(|e| ElectorError::Settings(e.to_string()))?;
+                runtime::start::<PaxosNode>(plan, config).await
+            }
         }
     }
 
@@ -194,7 +218,20 @@ impl ElectorBuilder {
         if self.group.is_empty() || self.group.len() > 255 {
             return bad("the group name must be 1 to 255 bytes".into());
         }
-        if self.leases && self.algorithm != Algorithm::Raft {
+        if self.algorithm == Algorithm::Paxos && self.id > NODE_ID_MAX {
+            return bad(format!(
+                "paxos node ids go up to {NODE_ID_MAX} (they are part of the ballot), not {}",
+                self.id
+            ));
+        }
+        if let Some((id, _)) = self.peers.iter().find(|(id, _)| *id > NODE_ID_MAX) {
+            if self.algorithm == Algorithm::Paxos {
+                return bad(format!(
+                    "paxos node ids go up to {NODE_ID_MAX} (they are part of the ballot), not {id}"
+                ));
+            }
+        }
+        if self.leases && !self.algorithm.has_quorum() {
             return bad(format!(
                 "leases need a quorum; {} has none",
                 self.algorithm.name()

@@ -8,6 +8,7 @@
 //! its durable state is a bug.
 
 use bellwether_core::bully::BullyNode;
+use bellwether_core::paxos::{Ballot, Entry, PaxosDurable, PaxosNode};
 use bellwether_core::raft::{RaftDurable, RaftNode};
 use bellwether_core::ring::RingNode;
 use bellwether_core::Protocol;
@@ -102,6 +103,75 @@ impl Embeddable for RaftNode {
     }
 }
 
+fn put_ballot(out: &mut Vec<u8>, ballot: Ballot) {
+    put_u64(out, ballot.round);
+    put_u64(out, u64::from(ballot.priority));
+    put_u64(out, ballot.node.0);
+}
+
+fn ballot(r: &mut Reader<'_>, what: &str) -> Result<Ballot, Malformed> {
+    let round = r.u64(what)?;
+    let priority = u32::try_from(r.u64(what)?)
+        .map_err(|_| Malformed(format!("{what}: priority out of range")))?;
+    let node = bellwether_core::NodeId(r.u64(what)?);
+    Ok(Ballot {
+        round,
+        priority,
+        node,
+    })
+}
+
+/// Bytes of one stored `(slot, entry)`.
+const PAXOS_ENTRY_BYTES: usize = 8 * 5;
+
+impl Embeddable for PaxosNode {
+    /// The promise, then the accepted entries (`slot`, ballot, value), each
+    /// number a little-endian `u64`.
+    fn encode_durable(durable: &PaxosDurable, out: &mut Vec<u8>) {
+        put_ballot(out, durable.promised);
+        put_len(out, durable.log.len());
+        for (slot, entry) in &durable.log {
+            put_u64(out, *slot);
+            put_ballot(out, entry.ballot);
+            put_u64(out, entry.value);
+        }
+    }
+
+    fn decode_durable(bytes: &[u8]) -> Result<PaxosDurable, Malformed> {
+        let mut r = Reader::new(bytes);
+        let promised = ballot(&mut r, "promised ballot")?;
+        let count = r.u32("entry count")? as usize;
+        if count.saturating_mul(PAXOS_ENTRY_BYTES) != r.remaining() {
+            return Err(Malformed(format!(
+                "{count} entries do not match the {} bytes left",
+                r.remaining()
+            )));
+        }
+        let mut durable = PaxosDurable {
+            promised,
+            ..PaxosDurable::default()
+        };
+        for _ in 0..count {
+            let slot = r.u64("entry slot")?;
+            let entry = Entry {
+                ballot: ballot(&mut r, "entry ballot")?,
+                value: r.u64("entry value")?,
+            };
+            if entry.ballot > promised || durable.log.insert(slot, entry).is_some() {
+                return Err(Malformed(format!(
+                    "entry {slot} is repeated or above the promise"
+                )));
+            }
+        }
+        r.finish("paxos state")?;
+        Ok(durable)
+    }
+
+    fn lease_remaining_ticks(&self) -> Option<u64> {
+        PaxosNode::lease_remaining_ticks(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +205,45 @@ mod tests {
         BullyNode::encode_durable(&41, &mut bytes);
         assert_eq!(BullyNode::decode_durable(&bytes).unwrap(), 41);
         assert!(RingNode::decode_durable(&bytes[..7]).is_err());
+    }
+
+    #[test]
+    fn paxos_state_round_trips_and_damage_is_refused() {
+        let promised = Ballot {
+            round: 9,
+            priority: 2,
+            node: NodeId(3),
+        };
+        let mut paxos = PaxosDurable {
+            promised,
+            ..PaxosDurable::default()
+        };
+        paxos.log.insert(
+            1,
+            bellwether_core::paxos::Entry {
+                ballot: promised,
+                value: 77,
+            },
+        );
+        paxos.log.insert(
+            2,
+            bellwether_core::paxos::Entry {
+                ballot: promised,
+                value: 78,
+            },
+        );
+        let mut bytes = Vec::new();
+        PaxosNode::encode_durable(&paxos, &mut bytes);
+        assert_eq!(PaxosNode::decode_durable(&bytes).unwrap(), paxos);
+        assert!(PaxosNode::decode_durable(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(PaxosNode::decode_durable(&longer).is_err());
+        let mut fresh = Vec::new();
+        PaxosNode::encode_durable(&PaxosDurable::default(), &mut fresh);
+        assert_eq!(
+            PaxosNode::decode_durable(&fresh).unwrap(),
+            PaxosDurable::default()
+        );
     }
 }

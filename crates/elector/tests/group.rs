@@ -134,12 +134,27 @@ async fn ring_fails_over_and_the_best_id_takes_over_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paxos_fails_over_and_its_ballot_token_grows() {
+    fail_over(Algorithm::Paxos).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raft_leader_with_leases_has_a_running_deadline() {
+    leader_with_leases_has_a_running_deadline(Algorithm::Raft).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paxos_leader_with_leases_has_a_running_deadline() {
+    leader_with_leases_has_a_running_deadline(Algorithm::Paxos).await;
+}
+
+async fn leader_with_leases_has_a_running_deadline(algorithm: Algorithm) {
     let root = tempfile::tempdir().unwrap();
     let peers = free_addresses(3);
     let mut electors = Vec::new();
     for (id, _) in &peers {
         let elector = Elector::builder()
+            .algorithm(algorithm)
             .id(*id)
             .peers(peers.iter().copied())
             .data_dir(root.path().join(format!("n{id}")))
@@ -162,7 +177,7 @@ async fn a_raft_leader_with_leases_has_a_running_deadline() {
         }
         assert!(
             Instant::now() < deadline,
-            "the leader never got a lease: {view:?}"
+            "{algorithm}: the leader never got a lease: {view:?}"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     };

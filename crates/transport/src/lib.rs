@@ -11,8 +11,8 @@
 //!   reconnect and backoff, the inbound side, and the connection-loss hint
 //!   ([`PeerEvent::Lost`]) that lets an election start at once when a
 //!   peer's process dies;
-//! - [`raft_wire`], [`bully_wire`], [`ring_wire`]: the one binary form of
-//!   each core algorithm's messages.
+//! - [`raft_wire`], [`bully_wire`], [`ring_wire`], [`paxos_wire`]: the one
+//!   binary form of each core algorithm's messages.
 //!
 //! It is generic over the message type ([`WireMessage`]) and over where its
 //! counters go ([`Observer`]), so that the member (Raft plus forwarded client
@@ -22,6 +22,7 @@ pub mod bully_wire;
 pub mod connection;
 pub mod frame;
 pub mod handshake;
+pub mod paxos_wire;
 pub mod raft_wire;
 pub mod ring_wire;
 pub mod wakeups;

@@ -260,7 +260,12 @@ impl PaxosNode {
             self.start_election();
             return;
         }
-        if proposing.serving && self.config.leases && self.now_tick >= proposing.lease_end_tick {
+        let own_quorum = self.quorum() == 1;
+        if proposing.serving
+            && self.config.leases
+            && !own_quorum
+            && self.now_tick >= proposing.lease_end_tick
+        {
             // No quorum renewed the lease in time: another leader may be
             // elected from now on, so this one stops acting first.
             self.follow(None);
@@ -291,6 +296,26 @@ impl PaxosNode {
             // rather than duel with it.
             self.follow(None);
         }
+    }
+
+    /// Ticks left of this leader's lease on its own clock: until then no
+    /// other node can take office while clocks drift within the margin.
+    /// `None` when not serving or without leases; a leader that is its own
+    /// quorum holds it for good.
+    pub fn lease_remaining_ticks(&self) -> Option<u64> {
+        let State::Proposing(proposing) = &self.state else {
+            return None;
+        };
+        if !proposing.serving || !self.config.leases {
+            return None;
+        }
+        if self.quorum() == 1 {
+            return Some(u64::MAX);
+        }
+        proposing
+            .lease_end_tick
+            .checked_sub(self.now_tick)
+            .filter(|t| *t > 0)
     }
 
     /// Proposes `value` for the next slot. Only a serving leader may.

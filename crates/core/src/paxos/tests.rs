@@ -350,3 +350,20 @@ fn without_leases_a_deposed_leader_acts_until_it_hears_of_a_higher_ballot() {
     cluster.run(500);
     assert_eq!(cluster.leaders().len(), 1, "the higher ballot prevails");
 }
+
+#[test]
+fn a_lone_node_leads_for_good_and_reports_an_endless_lease() {
+    let mut alone = PaxosNode::new(
+        &PaxosConfig::default(),
+        NodeId(1),
+        &members(1),
+        PaxosDurable::default(),
+        Rng::derive(1, 1),
+    );
+    for _ in 0..2_000 {
+        alone.tick();
+        let _ = alone.ready();
+    }
+    assert_eq!(alone.status().role, Role::Leader);
+    assert_eq!(alone.lease_remaining_ticks(), Some(u64::MAX));
+}
