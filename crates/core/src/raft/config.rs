@@ -69,6 +69,12 @@ pub struct RaftConfig {
     pub lease_reads: bool,
     /// The lease ends this many ticks before the followers' stickiness does.
     pub lease_margin_ticks: u64,
+    /// Rotation: after leading this long, a leader hands leadership to the
+    /// next caught-up voter in id order, so that leader time spreads over
+    /// the members ("all nodes should have a reasonable chance of becoming
+    /// the leader"). 0 (the default) never rotates. Not with priorities,
+    /// which pull leadership to one member.
+    pub rotate_after_ticks: u64,
 }
 
 impl Default for RaftConfig {
@@ -94,6 +100,7 @@ impl Default for RaftConfig {
             snapshot_bytes_max: 1 << 30,
             lease_reads: false,
             lease_margin_ticks: 15,
+            rotate_after_ticks: 0,
         }
     }
 }
@@ -147,6 +154,19 @@ impl RaftConfig {
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError(format!("{name} must be at least 1")));
+        }
+        if self.rotate_after_ticks != 0 {
+            if !self.priorities.is_empty() {
+                return Err(ConfigError(
+                    "rotate_after_ticks and priorities pull leadership different ways; use one".into(),
+                ));
+            }
+            if self.rotate_after_ticks < self.election_ticks_min {
+                return Err(ConfigError(format!(
+                    "rotate_after_ticks ({}) must be at least election_ticks_min ({})",
+                    self.rotate_after_ticks, self.election_ticks_min
+                )));
+            }
         }
         if self.lease_reads {
             if !self.check_quorum || !self.leader_stickiness {

@@ -55,6 +55,7 @@ impl RaftNode {
         assert_eq!(self.voted_for, Some(self.id), "a winner voted for itself");
         self.role = Role::Leader;
         self.leader = Some(self.id);
+        self.leader_since_tick = self.now_tick;
         self.hint_campaign_tick = None;
         self.transfer = None;
         let (now, next) = (self.now_tick, self.log.last_index().next());
@@ -95,6 +96,42 @@ impl RaftNode {
             let round = self.start_round();
             self.broadcast_heartbeat(round);
             self.hand_over_to_priority();
+            self.rotate_if_due();
+        }
+    }
+
+    /// The rotation policy (`rotate_after_ticks`): after leading that long,
+    /// hand leadership to the next voter in id order (wrapping around)
+    /// that is reachable and has matched this leader's whole log, so that
+    /// every node leads in turn. A lagging next voter is skipped; with no
+    /// caught-up voter, the leader keeps leading and tries again at the
+    /// next heartbeat.
+    fn rotate_if_due(&mut self) {
+        let period = self.config.rotate_after_ticks;
+        if period == 0
+            || self.transfer.is_some()
+            || self.role != Role::Leader
+            || self.now_tick - self.leader_since_tick < period
+        {
+            return;
+        }
+        let window = self.config.election_ticks_min;
+        let now = self.now_tick;
+        let mut voters: Vec<NodeId> = self.cluster.voters.iter().copied().collect();
+        voters.sort_unstable();
+        let after = voters.partition_point(|v| *v <= self.id);
+        voters.rotate_left(after);
+        let next = voters.into_iter().find(|v| {
+            *v != self.id
+                && self.is_caught_up(*v)
+                && self
+                    .progress
+                    .get(v)
+                    .is_some_and(|p| now - p.last_contact_tick < window)
+        });
+        if let Some(target) = next {
+            let result = self.transfer_leadership(Some(target));
+            assert!(result.is_ok(), "a caught-up voter is a valid target");
         }
     }
 
@@ -264,6 +301,12 @@ impl RaftNode {
         });
         self.reads.timeout_now_sent_in_term = true;
         self.send(transfer.target, RaftMessage::TimeoutNow { term: self.term });
+        // The target now campaigns with stickiness set aside, so it may win
+        // before this node hears of it: stop acting first, so that the two
+        // never lead at once. If the target fails, an election timeout
+        // elects someone (liveness only).
+        self.become_follower(self.term, None);
+        assert_eq!(self.role, Role::Follower);
     }
 
     /// The follower has matched our whole log.

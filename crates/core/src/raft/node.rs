@@ -116,6 +116,8 @@ pub struct RaftNode {
     pub(super) votes: BTreeMap<NodeId, bool>,
     /// Leader only: ticks since the last heartbeat broadcast.
     pub(super) heartbeat_elapsed_ticks: u64,
+    /// Leader only: the tick it took office, for the rotation policy.
+    pub(super) leader_since_tick: u64,
     /// Leader only: what it knows of each other member.
     pub(super) progress: BTreeMap<NodeId, Progress>,
     /// Leader only: a leadership transfer under way.
@@ -532,6 +534,7 @@ impl Protocol for RaftNode {
             hint_campaign_tick: None,
             votes: BTreeMap::new(),
             heartbeat_elapsed_ticks: 0,
+            leader_since_tick: 0,
             progress: BTreeMap::new(),
             transfer: None,
             replication_pending: false,

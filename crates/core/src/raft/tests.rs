@@ -107,6 +107,10 @@ impl Router {
     }
 
     fn collect(&mut self) {
+        // (target, sender's last index and term) of each TimeoutNow: the
+        // sender steps down as it sends one, so the target's own log is
+        // what shows whether it had caught up.
+        let mut timeouts = Vec::new();
         for (id, node) in self.nodes.iter_mut() {
             if !node.has_ready() {
                 continue;
@@ -114,9 +118,8 @@ impl Router {
             let ready = node.ready();
             for envelope in &ready.messages {
                 if let RaftMessage::TimeoutNow { .. } = envelope.message {
-                    let matched = node.progress(envelope.to).map(|p| p.match_index);
-                    self.timeout_now_caught_up
-                        .push(matched == Some(node.log().last_index()));
+                    let last = (node.log().last_index(), node.log().last_term());
+                    timeouts.push((envelope.to, last));
                 }
             }
             if let Some(persist) = ready.persist {
@@ -137,6 +140,11 @@ impl Router {
                 self.sent.push((*id, envelope.to, envelope.message.clone()));
                 self.queue.push_back((*id, envelope.to, envelope.message));
             }
+        }
+        for (target, last) in timeouts {
+            let log = self.nodes[&target].log();
+            self.timeout_now_caught_up
+                .push((log.last_index(), log.last_term()) == last);
         }
     }
 
@@ -512,6 +520,56 @@ fn transfer_to_a_named_peer_makes_it_leader_in_the_next_term() {
     router.settle();
     assert_eq!(router.leaders(), vec![(target, Term(term.0 + 1))]);
     assert_eq!(router.count_sent("timeout_now"), 1);
+}
+
+#[test]
+fn a_leader_stops_acting_when_its_timeout_now_leaves() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    let target = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.transfer_leadership(Some(target)).unwrap();
+    assert_eq!(node.status().role, Role::Follower, "stepped down at once");
+    router.settle();
+    assert_eq!(router.leaders().len(), 1);
+    assert_eq!(router.leaders()[0].0, target);
+}
+
+#[test]
+fn rotation_hands_leadership_round_the_voters_never_two_at_once() {
+    let mut cfg = config();
+    cfg.rotate_after_ticks = 300;
+    let mut router = Router::new(3, cfg);
+    router.elect();
+    let mut led = BTreeSet::new();
+    let mut changes = 0;
+    let mut last = None;
+    for _ in 0..3_000 {
+        router.run(1);
+        let leaders = router.leaders();
+        assert!(leaders.len() <= 1, "two leaders at once: {leaders:?}");
+        if let Some((id, _)) = leaders.first() {
+            led.insert(*id);
+            if last != Some(*id) {
+                changes += 1;
+                last = Some(*id);
+            }
+        }
+    }
+    assert_eq!(led.len(), 3, "every voter led in turn: {led:?}");
+    assert!(changes >= 8, "about one hand-off per 300 ticks: {changes}");
+}
+
+#[test]
+fn rotation_and_priorities_are_refused_together() {
+    let mut cfg = config();
+    cfg.rotate_after_ticks = 1_000;
+    assert_eq!(cfg.validate(), Ok(()));
+    cfg.priorities = BTreeMap::from([(NodeId(1), 5)]);
+    assert!(cfg.validate().unwrap_err().0.contains("rotate_after_ticks"));
+    cfg.priorities.clear();
+    cfg.rotate_after_ticks = 5;
+    assert!(cfg.validate().is_err(), "shorter than an election timeout");
 }
 
 #[test]
