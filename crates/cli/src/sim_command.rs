@@ -36,6 +36,10 @@ pub struct CompareArgs {
     /// Bully and Ring: which id wins, highest (as in the papers) or lowest.
     #[arg(long, default_value = "highest")]
     winner: String,
+    /// Raft rows: hand leadership to the next caught-up voter after leading
+    /// this many ms (0 = never).
+    #[arg(long, default_value_t = 0)]
+    rotate_after_ms: u64,
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -90,6 +94,10 @@ pub struct SpecArgs {
     /// Bully and Ring: which id wins, highest (as in the papers) or lowest.
     #[arg(long, default_value = "highest")]
     winner: String,
+    /// Raft: hand leadership to the next caught-up voter after leading this
+    /// many ms (0 = never).
+    #[arg(long, default_value_t = 0)]
+    rotate_after_ms: u64,
     /// All nodes must agree on a leader within this many ms after healing.
     #[arg(long, default_value_t = 5_000)]
     liveness_bound_ms: u64,
@@ -156,6 +164,13 @@ impl SpecArgs {
         };
         spec.hint = !self.no_hint;
         spec.lowest_id_wins = lowest_id_wins(&self.winner)?;
+        spec.rotate_after_ms = self.rotate_after_ms;
+        if spec.rotate_after_ms != 0 && self.algorithm != Algorithm::Raft {
+            bail!("--rotate-after-ms applies to raft");
+        }
+        if spec.rotate_after_ms != 0 && spec.rotate_after_ms < 150 {
+            bail!("--rotate-after-ms must be at least one election timeout (150 ms)");
+        }
         if spec.lowest_id_wins && !self.algorithm.has_winner_rule() {
             bail!(
                 "--winner applies to bully and ring: {} elects whoever a majority accepts",
@@ -350,6 +365,9 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
     if let Some(size) = args.sizes.iter().find(|s| !(1..=1024).contains(*s)) {
         bail!("cluster sizes must be between 1 and 1024, got {size}");
     }
+    if args.rotate_after_ms != 0 && args.rotate_after_ms < 150 {
+        bail!("--rotate-after-ms must be at least one election timeout (150 ms)");
+    }
     let threads = threads_or_all(args.threads);
     let show = !args.quiet;
     let rows = compare(
@@ -358,6 +376,7 @@ fn run_compare(args: CompareArgs) -> Result<ExitCode> {
         args.runs,
         threads,
         lowest_id_wins(&args.winner)?,
+        args.rotate_after_ms,
         &|label, done, total| {
             if show && (done == total || done % (total / 10).max(1) == 0) {
                 eprint!("\r{label:<28} {done}/{total}   ");

@@ -23,6 +23,8 @@ pub struct CompareRow {
     pub winner: &'static str,
     /// Cluster size.
     pub nodes: usize,
+    /// Raft: leadership rotates after this long (0 = never).
+    pub rotate_after_ms: u64,
     /// Seeds per sweep.
     pub runs: u64,
     /// Boot to agreed leader, median.
@@ -78,6 +80,7 @@ pub fn compare(
     runs: u64,
     threads: usize,
     lowest_id_wins: bool,
+    rotate_after_ms: u64,
     progress: &(dyn Fn(&str, u64, u64) + Sync),
 ) -> Vec<CompareRow> {
     let mut rows = Vec::new();
@@ -87,6 +90,9 @@ pub fn compare(
                 let mut spec = RunSpec::new(algorithm, nodes, 1, faults);
                 spec.hint = hint;
                 spec.lowest_id_wins = lowest_id_wins && algorithm.has_winner_rule();
+                if algorithm == Algorithm::Raft {
+                    spec.rotate_after_ms = rotate_after_ms;
+                }
                 let label = format!(
                     "{algorithm} n={nodes} {faults}{}",
                     if hint { "" } else { " silent" }
@@ -99,10 +105,9 @@ pub fn compare(
             let silent = sweep_of(FaultProfile::Crash, false);
             let partition = sweep_of(FaultProfile::Partition, true);
             let mut row = row(algorithm, nodes, runs, &crash, &silent, &partition);
-            let lowest = lowest_id_wins && algorithm.has_winner_rule();
             let seeds = (runs / 100).clamp(1, 10);
             progress(&format!("{algorithm} n={nodes} fairness"), 0, seeds);
-            row.fairness_jain = fairness(algorithm, nodes, lowest, seeds).map(|f| f.jain);
+            row.fairness_jain = fairness(&crash.spec, seeds).map(|f| f.jain);
             progress(&format!("{algorithm} n={nodes} fairness"), seeds, seeds);
             rows.push(row);
         }
@@ -135,6 +140,7 @@ fn row(
         algorithm,
         winner,
         nodes,
+        rotate_after_ms: crash.spec.rotate_after_ms,
         runs,
         election_ms_p50: crash.election_ms.p50,
         election_ms_p99: crash.election_ms.p99,
@@ -185,9 +191,10 @@ pub fn table(rows: &[CompareRow]) -> String {
     for r in rows {
         out += &format!(
             "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12.1} {:>6} {:>9} {:>7}\n",
-            match r.winner {
-                "lowest" => format!("{}-low", r.algorithm.as_str()),
-                _ => r.algorithm.as_str().to_string(),
+            match (r.winner, r.rotate_after_ms) {
+                ("lowest", _) => format!("{}-low", r.algorithm.as_str()),
+                (_, 0) => r.algorithm.as_str().to_string(),
+                _ => format!("{}-rot", r.algorithm.as_str()),
             },
             r.nodes,
             r.runs,

@@ -4,7 +4,7 @@
 //! equally long, 1/n when one node always led.
 
 use crate::run::run;
-use crate::spec::{Algorithm, FaultProfile, RunSpec};
+use crate::spec::{FaultProfile, RunSpec};
 use serde::Serialize;
 
 /// Length of the chaos phase of one fairness run.
@@ -26,17 +26,15 @@ pub fn jain(values: &[f64]) -> Option<f64> {
     (squares > 0.0).then(|| sum * sum / (values.len() as f64 * squares))
 }
 
-/// Leader time per node over `seeds` chaos runs of [`RUN_MS`] each.
-pub fn fairness(
-    algorithm: Algorithm,
-    nodes: usize,
-    lowest_id_wins: bool,
-    seeds: u64,
-) -> Option<Fairness> {
+/// Leader time per node over `seeds` chaos runs of [`RUN_MS`] each, with
+/// the winner rule and rotation of `template` (its algorithm and size).
+pub fn fairness(template: &RunSpec, seeds: u64) -> Option<Fairness> {
+    let (algorithm, nodes) = (template.algorithm, template.nodes);
     let mut totals = vec![0u64; nodes];
     for seed in 1..=seeds {
         let mut spec = RunSpec::new(algorithm, nodes, seed, FaultProfile::Chaos);
-        spec.lowest_id_wins = lowest_id_wins;
+        spec.lowest_id_wins = template.lowest_id_wins;
+        spec.rotate_after_ms = template.rotate_after_ms;
         spec.timeline = true;
         spec.fault_phase_ms = RUN_MS;
         for span in run(&spec).timeline {
@@ -55,6 +53,7 @@ pub fn fairness(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::Algorithm;
 
     #[test]
     fn jain_is_one_when_equal_and_one_over_n_when_one_node_leads() {
@@ -65,8 +64,9 @@ mod tests {
 
     #[test]
     fn bully_favours_its_best_id_more_than_raft_favours_anyone() {
-        let raft = fairness(Algorithm::Raft, 5, false, 2).unwrap();
-        let bully = fairness(Algorithm::Bully, 5, false, 2).unwrap();
+        let of = |algorithm| RunSpec::new(algorithm, 5, 1, FaultProfile::Chaos);
+        let raft = fairness(&of(Algorithm::Raft), 2).unwrap();
+        let bully = fairness(&of(Algorithm::Bully), 2).unwrap();
         let best = bully.shares[4];
         assert!(
             bully.shares.iter().all(|s| *s <= best),

@@ -26,7 +26,7 @@ pub fn run(spec: &RunSpec) -> RunReport {
         return run_kv(spec);
     }
     match spec.algorithm {
-        Algorithm::Raft => run_with::<RaftNode>(spec, RaftConfig::default()),
+        Algorithm::Raft => run_with::<RaftNode>(spec, raft_config(spec)),
         Algorithm::Bully => run_with::<BullyNode>(
             spec,
             BullyConfig {
@@ -53,6 +53,15 @@ where
 {
     let app = ChosenValues::default();
     run_with_app::<P, ChosenValues>(spec, config, app, |_| {}).0
+}
+
+/// Raft's settings for an election-only spec: the defaults, rotating
+/// leadership if the spec asks for it.
+pub fn raft_config(spec: &RunSpec) -> RaftConfig {
+    RaftConfig {
+        rotate_after_ticks: spec.rotate_after_ms * 1_000 / spec.tick_us,
+        ..RaftConfig::default()
+    }
 }
 
 /// The winner rule a Bully or Ring spec asks for.

@@ -215,6 +215,9 @@ pub struct RunSpec {
     pub readers: usize,
     /// Bully and Ring: the lowest id wins instead of the highest.
     pub lowest_id_wins: bool,
+    /// Raft: hand leadership to the next caught-up voter after leading
+    /// this long (`RaftConfig::rotate_after_ticks`); 0 never rotates.
+    pub rotate_after_ms: u64,
 }
 
 impl Algorithm {
@@ -255,6 +258,7 @@ impl RunSpec {
             op_timeout_ms: 1_000,
             readers: 0,
             lowest_id_wins: false,
+            rotate_after_ms: 0,
         }
     }
 
@@ -326,6 +330,9 @@ impl RunSpec {
         }
         if self.lowest_id_wins {
             command.push_str(" --winner lowest");
+        }
+        if self.rotate_after_ms != 0 {
+            command.push_str(&format!(" --rotate-after-ms {}", self.rotate_after_ms));
         }
         if !self.hint {
             command.push_str(" --no-hint");

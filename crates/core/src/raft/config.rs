@@ -158,7 +158,8 @@ impl RaftConfig {
         if self.rotate_after_ticks != 0 {
             if !self.priorities.is_empty() {
                 return Err(ConfigError(
-                    "rotate_after_ticks and priorities pull leadership different ways; use one".into(),
+                    "rotate_after_ticks and priorities pull leadership different ways; use one"
+                        .into(),
                 ));
             }
             if self.rotate_after_ticks < self.election_ticks_min {
