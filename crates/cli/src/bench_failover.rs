@@ -28,13 +28,12 @@
 
 use crate::contender::{Contender, Leadership};
 use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout};
+use crate::partition::{delete_table, nft_unavailable, partition_script, Partition};
 use crate::process_cluster::{ClusterLayout, Member, ProcessCluster, MEMBERS_MAX};
 use crate::signals::SIGTERM;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -739,80 +738,6 @@ fn ms(duration: Duration) -> f64 {
     duration.as_micros() as f64 / 1000.0
 }
 
-/// An nftables table that cuts one member off; deleted on drop.
-struct Partition {
-    /// `bwbench<net>`, in family `ip`.
-    table: String,
-}
-
-/// The rule set dropping every packet from or to `ip` (and of `uid`'s
-/// sockets), in nft's file syntax: loaded as one atomic transaction.
-fn partition_script(table: &str, ip: Ipv4Addr, uid: Option<u32>) -> String {
-    let uid_rule = uid.map_or(String::new(), |uid| format!("    meta skuid {uid} drop\n"));
-    format!(
-        "table ip {table} {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n    ip saddr {ip} drop\n    ip daddr {ip} drop\n{uid_rule}  }}\n}}\n"
-    )
-}
-
-impl Partition {
-    /// Loads `script` with `nft -f -`.
-    fn apply(&self, script: &str) -> Result<()> {
-        use std::io::Write;
-        assert!(
-            script.contains(&format!("table ip {} ", self.table)),
-            "the script builds this guard's table"
-        );
-        let mut nft = Command::new("nft")
-            .args(["-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .context("cannot run nft")?;
-        nft.stdin
-            .take()
-            .expect("piped")
-            .write_all(script.as_bytes())?;
-        let output = nft.wait_with_output()?;
-        if !output.status.success() {
-            bail!(
-                "nft -f failed ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Partition {
-    fn drop(&mut self) {
-        delete_table(&self.table);
-    }
-}
-
-/// Deletes an nftables table, if it exists.
-fn delete_table(table: &str) {
-    let _ = Command::new("nft")
-        .args(["delete", "table", "ip", table])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
-}
-
-/// Why partitions cannot be made here, if they cannot.
-fn nft_unavailable() -> Option<String> {
-    match Command::new("nft").args(["list", "tables"]).output() {
-        Err(error) => Some(format!("nft cannot run ({error}); install nftables")),
-        Ok(output) if !output.status.success() => Some(format!(
-            "nft list tables failed ({}): {}; run as root (CAP_NET_ADMIN)",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )),
-        Ok(_) => None,
-    }
-}
-
 /// The benchmark's directory. A temporary one is removed on drop; when the
 /// run failed (or panicked) only the member logs are kept.
 struct ScratchDir {
@@ -986,6 +911,7 @@ fn memory_line(kib: &[Option<u64>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn median_of_an_even_count_is_the_mean_of_the_middle_two() {

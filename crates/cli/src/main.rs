@@ -19,6 +19,7 @@ mod endpoints;
 mod etcd_cluster;
 mod http_get;
 mod node_command;
+mod partition;
 mod peer_command;
 mod process_cluster;
 mod progress;
@@ -28,6 +29,9 @@ mod status_command;
 mod supervisor;
 mod tasks_command;
 mod up_command;
+mod verify_command;
+mod verify_nemesis;
+mod verify_workload;
 
 use clap::{Parser, Subcommand};
 
@@ -66,6 +70,10 @@ enum Command {
         #[command(subcommand)]
         command: sim_command::SimCommand,
     },
+    /// Jepsen-style checks of real member processes: clients over the etcd
+    /// API while members are killed, paused and partitioned, then the
+    /// history is checked (linearizability, lost writes).
+    Verify(verify_command::VerifyArgs),
     /// Benchmarks (measurements, not tests).
     Bench {
         #[command(subcommand)]
@@ -127,6 +135,7 @@ fn main() -> std::process::ExitCode {
         Command::Tasks { command } => tasks_command::execute(command),
         Command::Peer(args) => peer_command::execute(args),
         Command::Sim { command } => sim_command::execute(command),
+        Command::Verify(args) => verify_command::execute(args),
         Command::Bench { command } => bench(command),
     };
     match result {

@@ -263,6 +263,13 @@ impl ProcessCluster {
         Ok(command)
     }
 
+    /// A member that says it leads, if one answers in time (under load the
+    /// members' commit indexes rarely match, so this does not wait for
+    /// [`Contender::agreed_leader`]'s full agreement).
+    pub fn claimed_leader(&self) -> Option<usize> {
+        (1..=self.layout.nodes).find(|i| self.status(*i).is_some_and(|s| s.role == "leader"))
+    }
+
     /// Member i's `/status`, if it answers in time.
     fn status(&self, i: usize) -> Option<NodeStatus> {
         let body = http_get::get(self.layout.http_address(i), "/status", POLL_TIMEOUT).ok()?;

@@ -1,0 +1,319 @@
+//! `bellwether verify`: Jepsen-style runs of real member processes. Each
+//! run starts a 3- or 5-member cluster of `bellwether node` processes,
+//! runs one workload's clients over the etcd API while a nemesis kills,
+//! pauses and partitions members (`verify_nemesis.rs`), heals everything,
+//! and checks the history (`verify_workload.rs`):
+//!
+//! - **register**: linearizability, with the simulator's checker
+//!   (`bellwether_sim::linearizability`);
+//! - **set**: every acknowledged write is read back at the end, and
+//!   nothing appears that nobody wrote.
+//!
+//! It prints a verdict per run and exits 1 if any run found an anomaly,
+//! keeping that run's history (`history.json`) and member logs.
+
+use crate::contender::Contender;
+use crate::partition::nft_unavailable;
+use crate::process_cluster::{ClusterLayout, ProcessCluster};
+use crate::verify_nemesis::{self, Actions, Faults};
+use crate::verify_workload::{self, RegisterHistory, SetHistory, SET_PREFIX};
+use anyhow::{bail, Context, Result};
+use bellwether_api::etcdserverpb as pb;
+use bellwether_client::Client;
+use bellwether_sim::linearizability::{check, CheckOptions, CheckResult};
+use clap::{Args, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Time after healing for the cluster to settle before the final reads.
+const SETTLE: Duration = Duration::from_secs(2);
+/// Clients per run, at most.
+const CLIENTS_MAX: usize = 64;
+
+/// What the clients do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Reads, writes and compare-and-sets on a few keys, checked for
+    /// linearizability.
+    Register,
+    /// Unique writes, all read back at the end: none may be lost.
+    Set,
+}
+
+/// Flags of `bellwether verify`.
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// register (linearizability) or set (no acknowledged write lost).
+    #[arg(long, value_enum, default_value = "register")]
+    workload: Workload,
+    /// Members: 3 or 5.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// How long the clients and the nemesis run, per run.
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    /// Runs, each on a fresh cluster with the next seed.
+    #[arg(long, default_value_t = 1)]
+    runs: u64,
+    /// Seed of the first run's schedule (default: from the clock).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 8)]
+    clients: usize,
+    /// Members listen from this port up (peers +i, HTTP +100+i, etcd API
+    /// +200+i).
+    #[arg(long, default_value_t = 7_400)]
+    base_port: u16,
+    /// Third octet of the members' peer addresses (127.0.N.i).
+    #[arg(long, default_value_t = 236)]
+    net: u8,
+    /// Where runs keep their data and logs (default: a temporary dir). A
+    /// passing run's directory is removed.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// No nftables partitions (kills and pauses only), where nft cannot
+    /// run.
+    #[arg(long)]
+    no_partitions: bool,
+    /// Register reads that a member answers from its own state (etcd's
+    /// serializable reads), which may be stale: a deliberately weak
+    /// client, to show that the check catches what it must.
+    #[arg(long)]
+    serializable_reads: bool,
+}
+
+/// One run's outcome.
+struct Verdict {
+    /// What was checked, for the report line.
+    summary: String,
+    /// The anomaly, if any.
+    anomaly: Option<String>,
+    /// The history, written out when the run failed.
+    history_json: String,
+}
+
+/// Runs `bellwether verify`.
+pub fn execute(args: VerifyArgs) -> Result<ExitCode> {
+    if args.nodes != 3 && args.nodes != 5 {
+        bail!("--nodes must be 3 or 5");
+    }
+    if args.clients == 0 || args.clients > CLIENTS_MAX {
+        bail!("--clients must be 1 to {CLIENTS_MAX}");
+    }
+    if args.seconds == 0 || args.runs == 0 {
+        bail!("--seconds and --runs must be at least 1");
+    }
+    if !args.no_partitions {
+        if let Some(why) = nft_unavailable() {
+            bail!("partitions need nftables: {why}; or pass --no-partitions");
+        }
+    }
+    let root = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("bellwether-verify-{}", std::process::id())),
+    };
+    let first_seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs())
+    });
+    let mut failed = 0;
+    for run in 0..args.runs {
+        let seed = first_seed + run;
+        let dir = root.join(format!("run-{seed}"));
+        let started = std::time::Instant::now();
+        let (verdict, actions) = run_once(&args, seed, &dir)?;
+        let took = started.elapsed().as_secs_f64();
+        let faults: Vec<String> = actions.iter().map(|(k, v)| format!("{v} × {k}")).collect();
+        match &verdict.anomaly {
+            None => {
+                println!(
+                    "run {} seed {seed}: ok in {took:.0} s: {}; nemesis: {}",
+                    run + 1,
+                    verdict.summary,
+                    faults.join(", ")
+                );
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            Some(anomaly) => {
+                failed += 1;
+                let path = dir.join("history.json");
+                std::fs::write(&path, &verdict.history_json)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                println!(
+                    "run {} seed {seed}: ANOMALY: {anomaly}; {}; nemesis: {}; history and member logs kept in {}",
+                    run + 1,
+                    verdict.summary,
+                    faults.join(", "),
+                    dir.display()
+                );
+            }
+        }
+    }
+    println!(
+        "verify {:?}: {} of {} runs passed",
+        args.workload,
+        args.runs - failed,
+        args.runs
+    );
+    if args.dir.is_none() && failed == 0 {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// One run on a fresh cluster.
+fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Actions)> {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut cluster = ProcessCluster::start(ClusterLayout {
+        dir: dir.to_path_buf(),
+        net: args.net,
+        base_port: args.base_port,
+        nodes: args.nodes,
+        heartbeat_ms: 50,
+        election_ms: 300,
+    })?;
+    let endpoints = cluster.client_endpoints();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let _inside = runtime.enter();
+    let client = Client::connect(&endpoints)?;
+    runtime.block_on(crate::bench_election::wait_ready(&client))?;
+    let span = Duration::from_secs(args.seconds);
+    let origin = Instant::now();
+    let until = origin + span;
+    let channels = verify_workload::channels(&endpoints)?;
+    let register = Arc::new(Mutex::new(RegisterHistory::default()));
+    let set = Arc::new(Mutex::new(SetHistory::default()));
+    let clients: Vec<_> = (0..args.clients as u64)
+        .map(|i| match args.workload {
+            Workload::Register => runtime.spawn(verify_workload::register_client(
+                i,
+                channels.clone(),
+                origin,
+                until,
+                seed,
+                args.serializable_reads,
+                register.clone(),
+            )),
+            Workload::Set => runtime.spawn(verify_workload::set_client(
+                i,
+                channels.clone(),
+                origin,
+                until,
+                set.clone(),
+            )),
+        })
+        .collect();
+    let faults = Faults {
+        partitions: !args.no_partitions,
+    };
+    let actions = verify_nemesis::run(&mut cluster, args.net, span, seed, faults)?;
+    for task in clients {
+        runtime.block_on(task)?;
+    }
+    std::thread::sleep(SETTLE);
+    let verdict = match args.workload {
+        Workload::Register => {
+            let history = std::mem::take(&mut register.lock().expect("history").operations);
+            register_verdict(history)
+        }
+        Workload::Set => {
+            let history = std::mem::take(&mut *set.lock().expect("history"));
+            runtime.block_on(set_verdict(&client, history))?
+        }
+    };
+    Ok((verdict, actions))
+}
+
+fn register_verdict(history: Vec<bellwether_sim::linearizability::Operation>) -> Verdict {
+    let completed = history.iter().filter(|o| o.complete_us().is_some()).count();
+    let result = check(&history, &CheckOptions::default());
+    let summary = format!(
+        "{} operations ({completed} answered, {} indeterminate) on {} keys",
+        history.len(),
+        history.len() - completed,
+        verify_workload::REGISTER_KEYS
+    );
+    let anomaly = match result {
+        CheckResult::Linearizable => None,
+        CheckResult::NotLinearizable { key, explanation } => {
+            Some(format!("not linearizable on {key}: {explanation}"))
+        }
+        CheckResult::Unknown { key, reason } => {
+            Some(format!("the checker could not decide on {key}: {reason:?}"))
+        }
+    };
+    Verdict {
+        summary,
+        anomaly,
+        history_json: serde_json::to_string(&history).unwrap_or_default(),
+    }
+}
+
+async fn set_verdict(client: &Client, history: SetHistory) -> Result<Verdict> {
+    let mut end = SET_PREFIX.as_bytes().to_vec();
+    *end.last_mut().expect("a prefix") += 1;
+    let request = pb::RangeRequest {
+        key: SET_PREFIX.as_bytes().to_vec(),
+        range_end: end,
+        keys_only: true,
+        ..pb::RangeRequest::default()
+    };
+    let answer = client
+        .range(request)
+        .await
+        .context("the final read of every key failed")?;
+    let present: std::collections::BTreeSet<String> = answer
+        .kvs
+        .iter()
+        .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+        .collect();
+    let lost: Vec<&String> = history.acknowledged.difference(&present).collect();
+    let phantoms: Vec<&String> = present
+        .iter()
+        .filter(|k| !history.acknowledged.contains(*k) && !history.indeterminate.contains(*k))
+        .collect();
+    let indeterminate_present = history
+        .indeterminate
+        .iter()
+        .filter(|k| present.contains(*k))
+        .count();
+    let summary = format!(
+        "{} writes acknowledged, {} unanswered ({indeterminate_present} of them applied), {} keys read back",
+        history.acknowledged.len(),
+        history.indeterminate.len(),
+        present.len()
+    );
+    let anomaly = match (lost.is_empty(), phantoms.is_empty()) {
+        (true, true) => None,
+        _ => Some(format!(
+            "{} acknowledged writes lost (first: {:?}), {} keys nobody wrote (first: {:?})",
+            lost.len(),
+            lost.first(),
+            phantoms.len(),
+            phantoms.first()
+        )),
+    };
+    let history_json = serde_json::json!({
+        "acknowledged": history.acknowledged,
+        "indeterminate": history.indeterminate,
+        "present": present,
+    })
+    .to_string();
+    Ok(Verdict {
+        summary,
+        anomaly,
+        history_json,
+    })
+}
