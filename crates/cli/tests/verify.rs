@@ -75,11 +75,11 @@ fn stale_serializable_reads_are_caught() {
             "--workload",
             "register",
             "--seconds",
-            "10",
+            "8",
             "--seed",
             "1",
             "--runs",
-            "2",
+            "3",
             "--serializable-reads",
         ],
     );
