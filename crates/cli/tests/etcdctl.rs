@@ -179,3 +179,33 @@ fn etcdctl_sort_rev_prefix_delete_and_txn_branches() {
         ["t/branch", "failure"]
     );
 }
+
+#[test]
+fn etcdctl_move_leader_hands_leadership_to_the_named_member() {
+    common::etcdctl::require();
+    let mut cluster = Cluster::start("etcdctl-move-leader", 3, 50, 300);
+    let all = cluster.all();
+    let (leader, _) = cluster.wait_leader(&all, Duration::from_secs(10));
+    let target = all.iter().copied().find(|i| *i != leader).unwrap();
+    let every = cluster.client_endpoints();
+    // etcdctl finds the leader among the endpoints and asks it.
+    let (ok, out) = etcdctl(&every, &["move-leader", &format!("{target:x}")], None);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "Leadership transferred from {leader:x} to {target:x}"
+        )),
+        "{out}"
+    );
+    let (now, _) = cluster.wait_leader(&all, Duration::from_secs(10));
+    assert_eq!(now, target, "the named member leads");
+    // etcd's errors: a member that is not one, and a follower asked.
+    let (ok, out) = etcdctl(&every, &["move-leader", "ff"], None);
+    assert!(!ok && out.contains("bad leader transferee"), "{out}");
+    let follower = cluster.client(leader).to_string();
+    let (ok, out) = etcdctl(&follower, &["move-leader", &format!("{target:x}")], None);
+    assert!(
+        !ok,
+        "a follower endpoint alone cannot move leadership: {out}"
+    );
+}

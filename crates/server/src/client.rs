@@ -53,6 +53,15 @@ pub enum ClientRequest {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<(), ClientError>>,
     },
+    /// Hand leadership to `target` (Raft's TimeoutNow). Answered once the
+    /// transfer has started; this leader stops acting when the target
+    /// has caught up and the TimeoutNow leaves.
+    MoveLeader {
+        /// The member that should lead.
+        target: u64,
+        /// Where the answer goes: `Err` names why it cannot start.
+        reply: oneshot::Sender<Result<(), String>>,
+    },
 }
 
 /// A cloneable handle to submit requests to a node.
@@ -76,6 +85,16 @@ impl NodeClient {
             .await
             .map_err(|_| ClientError::Stopped)?;
         answer.await.map_err(|_| ClientError::Stopped)?
+    }
+
+    /// Starts handing leadership to `target`; only the leader can.
+    pub async fn move_leader(&self, target: u64) -> Result<(), String> {
+        let (reply, answer) = oneshot::channel();
+        self.sender
+            .send(ClientRequest::MoveLeader { target, reply })
+            .await
+            .map_err(|_| ClientError::Stopped.to_string())?;
+        answer.await.map_err(|_| ClientError::Stopped.to_string())?
     }
 
     /// Waits until a read of the local state machine is linearizable.

@@ -723,6 +723,29 @@ impl Node {
                 Some(leader) => self.forward_read(leader, reply),
                 None => self.read_here(reply),
             },
+            ClientRequest::MoveLeader { target, reply } => {
+                let _ = reply.send(self.move_leader(target));
+            }
+        }
+    }
+
+    /// Starts a leadership transfer to `target`, with etcd's error texts
+    /// where etcd has one.
+    fn move_leader(&mut self, target: u64) -> Result<(), String> {
+        if self.raft.status().role != Role::Leader {
+            return Err("etcdserver: not leader".into());
+        }
+        if target == self.config.id {
+            return Ok(());
+        }
+        match self.raft.transfer_leadership(Some(NodeId(target))) {
+            Ok(_) => {
+                tracing::info!(target, "moving leadership");
+                Ok(())
+            }
+            Err(error) => Err(format!(
+                "etcdserver: cannot move leadership to {target:x}: {error}"
+            )),
         }
     }
 

@@ -1,7 +1,8 @@
-//! `etcdserverpb.Maintenance` (Status) and `etcdserverpb.Cluster`
-//! (MemberList): what `etcdctl endpoint status` and `etcdctl member list`
-//! ask. Membership changes and the other maintenance calls answer
-//! Unimplemented, with a message saying so.
+//! `etcdserverpb.Maintenance` (Status, MoveLeader) and
+//! `etcdserverpb.Cluster` (MemberList): what `etcdctl endpoint status`,
+//! `etcdctl move-leader` and `etcdctl member list` ask. Membership changes
+//! and the other maintenance calls answer Unimplemented, with a message
+//! saying so.
 
 use super::backend::EtcdBackend;
 use bellwether_api::etcdserverpb as pb;
@@ -21,6 +22,9 @@ impl ClusterService {
         self.backend.header()
     }
 }
+
+/// How long MoveLeader waits to see the target lead.
+pub const MOVE_LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn unimplemented(what: &str) -> Status {
     Status::unimplemented(format!("bellwether does not serve {what} yet"))
@@ -86,11 +90,39 @@ impl Maintenance for ClusterService {
         Err(unimplemented("Maintenance.Snapshot"))
     }
 
+    /// Raft's leadership transfer, as etcd answers it: only the leader
+    /// takes the call, the target must be another member, and the answer
+    /// comes once this member sees the target lead (or, after
+    /// [`MOVE_LEADER_WAIT`], etcd's timeout error).
     async fn move_leader(
         &self,
-        _: Request<pb::MoveLeaderRequest>,
+        request: Request<pb::MoveLeaderRequest>,
     ) -> Result<Response<pb::MoveLeaderResponse>, Status> {
-        Err(unimplemented("Maintenance.MoveLeader"))
+        let target = request.into_inner().target_id;
+        if !self.backend.peers.contains_key(&target) {
+            return Err(Status::failed_precondition(
+                "etcdserver: bad leader transferee",
+            ));
+        }
+        self.backend
+            .client
+            .move_leader(target)
+            .await
+            .map_err(Status::failed_precondition)?;
+        let mut status = self.backend.status.clone();
+        let moved = tokio::time::timeout(
+            MOVE_LEADER_WAIT,
+            status.wait_for(|s| s.leader == Some(target) && (target != s.id || s.role == "leader")),
+        )
+        .await;
+        match moved {
+            Ok(Ok(_)) => Ok(Response::new(pb::MoveLeaderResponse {
+                header: Some(self.header()),
+            })),
+            _ => Err(Status::unavailable(
+                "etcdserver: request timed out, leader transfer took too long",
+            )),
+        }
     }
 }
 
