@@ -125,6 +125,19 @@ fn etcdctl_lease_grant_timetolive_list_keep_alive_once_and_revoke() {
     for field in ["cluster_id", "member_id", "revision", "raft_term"] {
         assert!(json[field].as_u64().is_some(), "header {field}: {out}");
     }
+    // A follower relays time-to-live to the leader, but the answer's header
+    // names the follower, as etcd's does.
+    let status = etcdctl::run_ok(&follower, &["endpoint", "status", "-w", "json"]);
+    let status: Value = serde_json::from_str(&status).expect("json");
+    let here = status[0]["Status"]["header"]["member_id"].as_u64();
+    assert!(here.is_some(), "endpoint status: {status}");
+    let out = etcdctl::run_ok(&follower, &["lease", "timetolive", &lease, "-w", "json"]);
+    let json: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        json["member_id"].as_u64(),
+        here,
+        "the answering member: {out}"
+    );
 
     let out = etcdctl::run_ok(&follower, &["lease", "keep-alive", "--once", &lease]);
     assert_eq!(out.trim(), format!("lease {lease} keepalived with TTL(60)"));

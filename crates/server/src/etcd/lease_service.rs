@@ -297,11 +297,15 @@ impl Lease for LeaseService {
     ) -> Result<Response<pb::LeaseTimeToLiveResponse>, Status> {
         let request = request.into_inner();
         if let LeaseClock::Leader(leader) = self.lease_clock().await? {
-            return self
+            let mut answer = self
                 .leader_client(leader)
                 .await?
                 .lease_time_to_live(request)
-                .await;
+                .await?;
+            // etcd fills a relayed answer's header in as the member that
+            // answers the client.
+            answer.get_mut().header = Some(self.backend.header());
+            return Ok(answer);
         }
         // Copy what is needed and release the store before building the
         // header, which locks it again.
@@ -441,6 +445,11 @@ impl LeaseService {
             *relay = None;
             self.backend.drop_channel(leader).await;
         }
-        answer
+        // etcd fills a relayed answer's header in as the member that
+        // answers the client.
+        answer.map(|reply| pb::LeaseKeepAliveResponse {
+            header: Some(self.backend.header()),
+            ..reply
+        })
     }
 }
