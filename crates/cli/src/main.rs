@@ -28,6 +28,7 @@ mod sim_command;
 mod status_command;
 mod supervisor;
 mod tasks_command;
+mod transfer_command;
 mod up_command;
 mod verify_command;
 mod verify_nemesis;
@@ -70,6 +71,8 @@ enum Command {
         #[command(subcommand)]
         command: sim_command::SimCommand,
     },
+    /// Hand the cluster's leadership to another member (etcd's MoveLeader).
+    Transfer(transfer_command::TransferArgs),
     /// Jepsen-style checks of real member processes: clients over the etcd
     /// API while members are killed, paused and partitioned, then the
     /// history is checked (linearizability, lost writes).
@@ -136,6 +139,7 @@ fn main() -> std::process::ExitCode {
         Command::Peer(args) => peer_command::execute(args),
         Command::Sim { command } => sim_command::execute(command),
         Command::Verify(args) => verify_command::execute(args),
+        Command::Transfer(args) => transfer_command::execute(args),
         Command::Bench { command } => bench(command),
     };
     match result {

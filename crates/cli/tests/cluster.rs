@@ -330,3 +330,40 @@ fn a_full_disk_stops_the_node_with_a_clear_error_and_loses_nothing() {
     assert!(after["last_index"].as_u64() >= before["last_index"].as_u64());
     cluster.assert_one_leader_per_term();
 }
+
+#[test]
+fn bellwether_transfer_moves_leadership_and_refuses_a_stranger() {
+    let mut cluster = Cluster::start("transfer", 3, HEARTBEAT_MS, ELECTION_MS);
+    let all = cluster.all();
+    let (leader, _) = cluster.wait_leader(&all, Duration::from_secs(10));
+    let endpoints = cluster.client_endpoints();
+    let output = common::bellwether(&endpoints, &["transfer"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let moved = format!("leadership moved from n{leader} to n");
+    assert!(stdout.contains(&moved), "{stdout}");
+    let (now, _) = cluster.wait_leader(&all, Duration::from_secs(10));
+    assert_ne!(now, leader, "another member leads");
+    let back = format!("{leader}");
+    let output = common::bellwether(&endpoints, &["transfer", "--to", &back])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(cluster.wait_leader(&all, Duration::from_secs(10)).0, leader);
+    let output = common::bellwether(&endpoints, &["transfer", "--to", "99"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad leader transferee"), "{stderr}");
+}
