@@ -134,7 +134,8 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
                 config.peer_client.clone(),
             )
             .with_app_elections(handles.metrics.app_elections.clone())
-            .with_app_tasks(&handles.metrics.app_tasks);
+            .with_app_tasks(&handles.metrics.app_tasks)
+            .with_data_dir(config.data_dir.clone());
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
                 backend,

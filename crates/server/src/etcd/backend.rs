@@ -64,6 +64,8 @@ pub struct EtcdBackend {
     /// Applications' elections and locks served here (see
     /// [`EtcdBackend::with_app_elections`]).
     pub app_elections: Arc<crate::app_elections::AppElections>,
+    /// The member's data directory, for the database size Status reports.
+    data_dir: Option<Arc<std::path::PathBuf>>,
 }
 
 /// A client error as etcd clients expect it.
@@ -107,7 +109,34 @@ impl EtcdBackend {
             client_addresses: Arc::new(client_addresses),
             channels: Default::default(),
             app_elections: Default::default(),
+            data_dir: None,
         }
+    }
+
+    /// Where the member keeps its write-ahead log and snapshots: Status
+    /// reports their size as the database size.
+    pub fn with_data_dir(mut self, data_dir: std::path::PathBuf) -> Self {
+        self.data_dir = Some(Arc::new(data_dir));
+        self
+    }
+
+    /// Bytes of every file under the data directory (the write-ahead log
+    /// and the snapshots: this member's database); 0 without one.
+    pub fn data_dir_bytes(&self) -> u64 {
+        fn walk(dir: &std::path::Path, depth: usize) -> u64 {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return 0;
+            };
+            entries
+                .flatten()
+                .map(|entry| match entry.metadata() {
+                    Ok(meta) if meta.is_dir() && depth < 4 => walk(&entry.path(), depth + 1),
+                    Ok(meta) if meta.is_file() => meta.len(),
+                    _ => 0,
+                })
+                .sum()
+        }
+        self.data_dir.as_deref().map_or(0, |dir| walk(dir, 0))
     }
 
     /// Lets the task-queue registry (the member's metrics hold it) read
