@@ -16,7 +16,9 @@ use crate::contender::Contender;
 use crate::partition::nft_unavailable;
 use crate::process_cluster::{ClusterLayout, ProcessCluster};
 use crate::verify_nemesis::{self, Actions, Faults};
-use crate::verify_workload::{self, RegisterHistory, SetHistory, SET_PREFIX};
+use crate::verify_workload::{
+    self, ElectionHistory, RegisterHistory, SetHistory, ELECTION_PREFIX, SET_PREFIX,
+};
 use anyhow::{bail, Context, Result};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_client::Client;
@@ -41,12 +43,15 @@ pub enum Workload {
     Register,
     /// Unique writes, all read back at the end: none may be lost.
     Set,
+    /// Campaigning clients whose fenced writes must land in token order.
+    Election,
 }
 
 /// Flags of `bellwether verify`.
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// register (linearizability) or set (no acknowledged write lost).
+    /// register (linearizability), set (no acknowledged write lost) or
+    /// election (fenced writes land in token order).
     #[arg(long, value_enum, default_value = "register")]
     workload: Workload,
     /// Members: 3 or 5.
@@ -195,6 +200,7 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
     let channels = verify_workload::channels(&endpoints)?;
     let register = Arc::new(Mutex::new(RegisterHistory::default()));
     let set = Arc::new(Mutex::new(SetHistory::default()));
+    let election = Arc::new(Mutex::new(ElectionHistory::default()));
     let clients: Vec<_> = (0..args.clients as u64)
         .map(|i| match args.workload {
             Workload::Register => runtime.spawn(verify_workload::register_client(
@@ -212,6 +218,12 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
                 origin,
                 until,
                 set.clone(),
+            )),
+            Workload::Election => runtime.spawn(verify_workload::election_client(
+                i,
+                endpoints.clone(),
+                until,
+                election.clone(),
             )),
         })
         .collect();
@@ -231,6 +243,10 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
         Workload::Set => {
             let history = std::mem::take(&mut *set.lock().expect("history"));
             runtime.block_on(set_verdict(&client, history))?
+        }
+        Workload::Election => {
+            let history = std::mem::take(&mut *election.lock().expect("history"));
+            runtime.block_on(election_verdict(&client, history))?
         }
     };
     Ok((verdict, actions))
@@ -311,6 +327,71 @@ async fn set_verdict(client: &Client, history: SetHistory) -> Result<Verdict> {
         "present": present,
     })
     .to_string();
+    Ok(Verdict {
+        summary,
+        anomaly,
+        history_json,
+    })
+}
+
+/// The fenced writes, in the order the store applied them (their mod
+/// revision): their tokens must never go down.
+async fn election_verdict(client: &Client, history: ElectionHistory) -> Result<Verdict> {
+    let mut end = ELECTION_PREFIX.as_bytes().to_vec();
+    *end.last_mut().expect("a prefix") += 1;
+    let request = pb::RangeRequest {
+        key: ELECTION_PREFIX.as_bytes().to_vec(),
+        range_end: end,
+        ..pb::RangeRequest::default()
+    };
+    let answer = client
+        .range(request)
+        .await
+        .context("the final read of the fenced writes failed")?;
+    let mut writes: Vec<(i64, i64, String)> = answer
+        .kvs
+        .iter()
+        .map(|kv| {
+            let token = String::from_utf8_lossy(&kv.value).parse().unwrap_or(-1);
+            (
+                kv.mod_revision,
+                token,
+                String::from_utf8_lossy(&kv.key).into_owned(),
+            )
+        })
+        .collect();
+    writes.sort();
+    let regression = writes
+        .windows(2)
+        .find(|pair| pair[1].1 < pair[0].1)
+        .map(|pair| {
+            format!(
+                "{} (token {}) was applied at revision {} after {} (token {}) at revision {}",
+                pair[1].2, pair[1].1, pair[1].0, pair[0].2, pair[0].1, pair[0].0
+            )
+        });
+    let tokens: std::collections::BTreeSet<i64> = writes.iter().map(|w| w.1).collect();
+    let summary = format!(
+        "{} leaderships won, {} fenced writes accepted ({} refused, {} unanswered), {} read back under {} tokens",
+        history.leaderships,
+        history.accepted,
+        history.refused,
+        history.unanswered,
+        writes.len(),
+        tokens.len()
+    );
+    let anomaly = match (regression, writes.len() as u64 >= history.accepted) {
+        (Some(regression), _) => Some(format!(
+            "a fenced write landed out of token order: {regression}"
+        )),
+        (None, false) => Some(format!(
+            "{} accepted writes but only {} read back",
+            history.accepted,
+            writes.len()
+        )),
+        (None, true) => None,
+    };
+    let history_json = serde_json::json!({ "writes": writes }).to_string();
     Ok(Verdict {
         summary,
         anomaly,

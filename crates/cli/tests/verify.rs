@@ -1,7 +1,8 @@
 //! `bellwether verify` end to end: real member processes, clients over the
 //! etcd API, a nemesis that kills, pauses and partitions members. A short
-//! run of each workload must pass, and a deliberately weak client (reads
-//! served from a member's own, possibly stale, state) must be caught.
+//! run of each workload (register, set, election) must pass, and a
+//! deliberately weak client (reads served from a member's own, possibly
+//! stale, state) must be caught.
 //! Longer runs are the command itself: `bellwether verify --runs 50`.
 
 mod common;
@@ -64,6 +65,17 @@ fn a_set_run_on_five_members_loses_no_acknowledged_write() {
     );
     assert!(passed, "{out}");
     assert!(out.contains("writes acknowledged"), "{out}");
+}
+
+#[test]
+fn an_election_run_keeps_fenced_writes_in_token_order() {
+    let (passed, out) = verify(
+        240,
+        5460,
+        &["--workload", "election", "--seconds", "10", "--seed", "13"],
+    );
+    assert!(passed, "{out}");
+    assert!(out.contains("leaderships won"), "{out}");
 }
 
 #[test]

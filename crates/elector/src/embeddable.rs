@@ -147,6 +147,11 @@ impl Embeddable for PaxosNode {
                 r.remaining()
             )));
         }
+        if promised != Ballot::ZERO && !promised.is_valid() {
+            return Err(Malformed(format!(
+                "promised ballot {promised} out of range"
+            )));
+        }
         let mut durable = PaxosDurable {
             promised,
             ..PaxosDurable::default()
@@ -157,9 +162,14 @@ impl Embeddable for PaxosNode {
                 ballot: ballot(&mut r, "entry ballot")?,
                 value: r.u64("entry value")?,
             };
-            if entry.ballot > promised || durable.log.insert(slot, entry).is_some() {
+            let slot_ok = (1..=bellwether_core::paxos::LOG_SLOTS_MAX).contains(&slot);
+            if !slot_ok
+                || !entry.ballot.is_valid()
+                || entry.ballot > promised
+                || durable.log.insert(slot, entry).is_some()
+            {
                 return Err(Malformed(format!(
-                    "entry {slot} is repeated or above the promise"
+                    "entry {slot} is out of range, repeated or above the promise"
                 )));
             }
         }

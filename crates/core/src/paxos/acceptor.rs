@@ -100,7 +100,7 @@ impl PaxosNode {
             return;
         }
         if first_slot == 0
-            || first_slot.saturating_add(values.len() as u64) > super::node::LOG_SLOTS_MAX
+            || first_slot.saturating_add(values.len() as u64) > super::node::LOG_SLOTS_MAX + 1
         {
             return;
         }

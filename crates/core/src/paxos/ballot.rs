@@ -36,6 +36,13 @@ impl Ballot {
         node: NodeId(0),
     };
 
+    /// True when every field fits the token, with room for one more round:
+    /// a message carrying any other ballot is dropped, so a peer cannot
+    /// make this node promise a ballot it could not report or exceed.
+    pub fn is_valid(self) -> bool {
+        self.round < ROUND_MAX && self.priority <= PRIORITY_MAX && self.node.0 <= NODE_ID_MAX
+    }
+
     /// The ballot as one number that orders like the ballot itself:
     /// `round << 24 | priority << 16 | node`. It is the fencing token and
     /// the "term" reported in [`crate::Status`].

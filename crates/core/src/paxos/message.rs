@@ -87,6 +87,44 @@ impl PaxosMessage {
     }
 }
 
+impl PaxosMessage {
+    /// True when every ballot is in range ([`Ballot::is_valid`]) and every
+    /// slot is in `1..=LOG_SLOTS_MAX`, with a promise's entries below the
+    /// ballot promised. A message that is not is dropped unread: a faulty
+    /// or hostile peer must not crash this node or veto its elections.
+    pub fn is_well_formed(&self) -> bool {
+        use super::node::LOG_SLOTS_MAX;
+        let slot_ok = |slot: u64| (1..=LOG_SLOTS_MAX).contains(&slot);
+        match self {
+            PaxosMessage::Prepare { ballot, from_slot } => ballot.is_valid() && slot_ok(*from_slot),
+            PaxosMessage::Promise { ballot, entries } => {
+                ballot.is_valid()
+                    && entries.iter().all(|(slot, entry)| {
+                        slot_ok(*slot) && entry.ballot.is_valid() && entry.ballot <= *ballot
+                    })
+            }
+            PaxosMessage::Accept {
+                ballot,
+                first_slot,
+                values,
+                commit,
+                ..
+            } => {
+                ballot.is_valid()
+                    && slot_ok(*first_slot)
+                    && first_slot.saturating_add(values.len() as u64) <= LOG_SLOTS_MAX + 1
+                    && *commit <= LOG_SLOTS_MAX
+            }
+            PaxosMessage::Accepted {
+                ballot,
+                through_slot,
+                ..
+            } => ballot.is_valid() && *through_slot <= LOG_SLOTS_MAX,
+            PaxosMessage::Reject { ballot, promised } => ballot.is_valid() && promised.is_valid(),
+        }
+    }
+}
+
 impl Message for PaxosMessage {
     fn kind(&self) -> &'static str {
         match self {

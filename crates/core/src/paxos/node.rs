@@ -292,7 +292,7 @@ impl Protocol for PaxosNode {
 
     fn step(&mut self, from: NodeId, message: PaxosMessage) {
         self.outbox.begin_call();
-        if !self.is_peer(from) {
+        if !self.is_peer(from) || !message.is_well_formed() {
             return;
         }
         self.round_seen = self.round_seen.max(message.ballot().round);

@@ -224,8 +224,13 @@ impl PaxosNode {
         let quorum = self.quorum();
         let last_slot = self.log.keys().next_back().copied().unwrap_or(0);
         let now = self.now_tick;
-        let lease_ticks = self.config.election_ticks_min - self.config.lease_margin_ticks;
         let leases = self.config.leases;
+        // Checked by `PaxosConfig::validate` when leases are on; unused
+        // when they are off.
+        let lease_ticks = self
+            .config
+            .election_ticks_min
+            .saturating_sub(self.config.lease_margin_ticks);
         let State::Proposing(proposing) = &mut self.state else {
             return;
         };

@@ -367,3 +367,74 @@ fn a_lone_node_leads_for_good_and_reports_an_endless_lease() {
     assert_eq!(alone.status().role, Role::Leader);
     assert_eq!(alone.lease_remaining_ticks(), Some(u64::MAX));
 }
+
+#[test]
+fn out_of_range_ballots_and_slots_from_a_peer_are_dropped_unread() {
+    let mut acceptor = node(2, 3, PaxosDurable::default());
+    acceptor.sticky_until_tick = 0;
+    let huge = Ballot {
+        round: ROUND_MAX,
+        priority: 0,
+        node: NodeId(3),
+    };
+    let bad_priority = Ballot {
+        priority: PRIORITY_MAX + 1,
+        ..ballot(1, 3)
+    };
+    let garbage = [
+        PaxosMessage::Accept {
+            ballot: huge,
+            first_slot: 1,
+            values: vec![],
+            commit: 0,
+            sent_tick: 0,
+        },
+        PaxosMessage::Prepare {
+            ballot: bad_priority,
+            from_slot: 1,
+        },
+        PaxosMessage::Prepare {
+            ballot: ballot(1, 3),
+            from_slot: 0,
+        },
+        PaxosMessage::Reject {
+            ballot: ballot(1, 3),
+            promised: huge,
+        },
+        PaxosMessage::Accept {
+            ballot: ballot(1, 3),
+            first_slot: LOG_SLOTS_MAX,
+            values: vec![1, 2],
+            commit: 0,
+            sent_tick: 0,
+        },
+    ];
+    for message in garbage {
+        acceptor.step(NodeId(3), message.clone());
+        assert!(!acceptor.has_ready(), "{message:?} was acted on");
+        assert_eq!(acceptor.promised, Ballot::ZERO);
+    }
+    let _ = acceptor.status(); // would panic on an out-of-range promise
+                               // A promise carrying a slot beyond the log's bound is dropped, so it
+                               // cannot veto (or overflow) the proposer's election.
+    let mut proposer = node(1, 3, PaxosDurable::default());
+    let prepare = tick_until_ready(&mut proposer, 400);
+    let asked = proposer.promised;
+    let entry = Entry {
+        ballot: ballot(0, 2),
+        value: 7,
+    };
+    for slot in [u64::MAX, LOG_SLOTS_MAX + 1] {
+        let poison = PaxosMessage::Promise {
+            ballot: asked,
+            entries: vec![(slot, entry)],
+        };
+        proposer.step(NodeId(2), poison);
+        assert_eq!(
+            proposer.status().role,
+            Role::Candidate,
+            "still collecting promises"
+        );
+    }
+    assert_eq!(prepare.messages.len(), 2);
+}
