@@ -77,6 +77,19 @@ struct Session {
 }
 
 impl Session {
+    /// Client `client`'s session, starting on member `client mod n` so
+    /// that the clients spread over the members.
+    fn new(client: u64, channels: Vec<Channel>, origin: Instant) -> Session {
+        assert!(!channels.is_empty(), "a cluster has members");
+        let member = client as usize % channels.len();
+        Session {
+            client,
+            channels,
+            member,
+            origin,
+        }
+    }
+
     fn kv(&self) -> KvClient<Channel> {
         KvClient::new(self.channels[self.member].clone())
     }
@@ -108,13 +121,7 @@ pub async fn register_client(
     serializable_reads: bool,
     history: Arc<Mutex<RegisterHistory>>,
 ) {
-    let members = channels.len();
-    let mut session = Session {
-        client,
-        channels,
-        member: client as usize % members,
-        origin,
-    };
+    let mut session = Session::new(client, channels, origin);
     let mut rng = crate::verify_nemesis::Rng::new(seed ^ (client << 32));
     let mut sequence = 0u64;
     // The last value this client saw under each key: what its
@@ -264,13 +271,7 @@ pub async fn set_client(
     until: Instant,
     history: Arc<Mutex<SetHistory>>,
 ) {
-    let members = channels.len();
-    let mut session = Session {
-        client,
-        channels,
-        member: client as usize % members,
-        origin,
-    };
+    let mut session = Session::new(client, channels, origin);
     let mut sequence = 0u64;
     while Instant::now() < until {
         sequence += 1;
