@@ -15,6 +15,7 @@ use crate::partition::{delete_table, partition_script, Partition};
 use crate::process_cluster::ProcessCluster;
 use crate::signals::send_signal;
 use anyhow::Result;
+use bellwether_core::Rng;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -22,29 +23,9 @@ use std::time::{Duration, Instant};
 const SIGSTOP: i32 = 19;
 const SIGCONT: i32 = 18;
 
-/// A small seeded generator (SplitMix64), so a run's schedule can be
-/// replayed from its seed.
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    /// A number in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0);
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) % n
-    }
-
-    fn millis(&mut self, low: u64, high: u64) -> Duration {
-        Duration::from_millis(low + self.below(high - low))
-    }
+/// A duration drawn from `[low, high)` ms.
+fn millis(rng: &mut Rng, low: u64, high: u64) -> Duration {
+    Duration::from_millis(rng.range(low, high))
 }
 
 /// What the nemesis did, by action.
@@ -72,20 +53,20 @@ pub fn run(
     let table = format!("bwverify{net}");
     delete_table(&table);
     while start.elapsed() < span {
-        std::thread::sleep(rng.millis(200, 1_000));
+        std::thread::sleep(millis(&mut rng, 200, 1_000));
         let leader = cluster.claimed_leader();
         let member = match leader {
-            Some(leader) if rng.below(3) != 0 => leader,
-            _ => 1 + rng.below(nodes as u64) as usize,
+            Some(leader) if rng.range(0, 3) != 0 => leader,
+            _ => rng.range(1, nodes as u64 + 1) as usize,
         };
-        let hold = rng.millis(300, 2_000);
+        let hold = millis(&mut rng, 300, 2_000);
         let kinds = if faults.partitions { 3 } else { 2 };
         let role = if Some(member) == leader {
             "leader"
         } else {
             "follower"
         };
-        match rng.below(kinds) {
+        match rng.range(0, kinds) {
             0 => {
                 let process = &mut cluster.members_mut()[member - 1];
                 process.kill()?;

@@ -122,7 +122,7 @@ pub async fn register_client(
     history: Arc<Mutex<RegisterHistory>>,
 ) {
     let mut session = Session::new(client, channels, origin);
-    let mut rng = crate::verify_nemesis::Rng::new(seed ^ (client << 32));
+    let mut rng = bellwether_core::Rng::derive(seed, client);
     let mut sequence = 0u64;
     // The last value this client saw under each key: what its
     // compare-and-sets expect, so that some of them succeed.
@@ -131,10 +131,10 @@ pub async fn register_client(
         if history.lock().expect("history lock").operations.len() >= OPERATIONS_MAX {
             return;
         }
-        let key = Key(rng.below(REGISTER_KEYS));
+        let key = Key(rng.range(0, REGISTER_KEYS));
         sequence += 1;
         let value = Value((client + 1) * 10_000_000 + sequence);
-        let command = match rng.below(10) {
+        let command = match rng.range(0, 10) {
             0..=3 => Command::Get { key },
             4..=6 => Command::Put { key, value },
             _ => Command::CompareAndSet {
