@@ -9,7 +9,7 @@
 
 use super::ballot::Ballot;
 use super::message::{Entry, PaxosMessage};
-use super::node::{PaxosNode, ACCEPT_VALUES_MAX};
+use super::node::PaxosNode;
 use super::state::State;
 use crate::protocol::Role;
 use crate::types::NodeId;
@@ -80,7 +80,7 @@ impl PaxosNode {
         commit: u64,
         sent_tick: u64,
     ) {
-        if ballot.node != from || values.len() > ACCEPT_VALUES_MAX {
+        if ballot.node != from {
             return;
         }
         if ballot < self.promised {
@@ -99,11 +99,7 @@ impl PaxosNode {
             }
             return;
         }
-        if first_slot == 0
-            || first_slot.saturating_add(values.len() as u64) > super::node::LOG_SLOTS_MAX + 1
-        {
-            return;
-        }
+        assert!(first_slot >= 1, "step drops malformed Accepts");
         self.promise(ballot);
         // Whatever this node proposed, a ballot at least as high is now
         // being accepted: it follows that ballot's leader.

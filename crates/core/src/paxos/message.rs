@@ -112,6 +112,7 @@ impl PaxosMessage {
             } => {
                 ballot.is_valid()
                     && slot_ok(*first_slot)
+                    && values.len() <= super::node::ACCEPT_VALUES_MAX
                     && first_slot.saturating_add(values.len() as u64) <= LOG_SLOTS_MAX + 1
                     && *commit <= LOG_SLOTS_MAX
             }
