@@ -16,6 +16,7 @@ use bellwether_storage::codec::{
     decode_entries, decode_hard_state, encode_entries, encode_hard_state, put_len, put_u64,
     Malformed, Reader,
 };
+use bellwether_transport::paxos_wire::{ballot, put_ballot, BALLOT_BYTES};
 use bellwether_transport::WireMessage;
 
 /// A core algorithm the elector can run.
@@ -103,30 +104,12 @@ impl Embeddable for RaftNode {
     }
 }
 
-fn put_ballot(out: &mut Vec<u8>, ballot: Ballot) {
-    put_u64(out, ballot.round);
-    put_u64(out, u64::from(ballot.priority));
-    put_u64(out, ballot.node.0);
-}
-
-fn ballot(r: &mut Reader<'_>, what: &str) -> Result<Ballot, Malformed> {
-    let round = r.u64(what)?;
-    let priority = u32::try_from(r.u64(what)?)
-        .map_err(|_| Malformed(format!("{what}: priority out of range")))?;
-    let node = bellwether_core::NodeId(r.u64(what)?);
-    Ok(Ballot {
-        round,
-        priority,
-        node,
-    })
-}
-
 /// Bytes of one stored `(slot, entry)`.
-const PAXOS_ENTRY_BYTES: usize = 8 * 5;
+const PAXOS_ENTRY_BYTES: usize = 8 + BALLOT_BYTES + 8;
 
 impl Embeddable for PaxosNode {
-    /// The promise, then the accepted entries (`slot`, ballot, value), each
-    /// number a little-endian `u64`.
+    /// The promise, then the accepted entries (`slot`, ballot, value), in
+    /// the wire form's little-endian fields (`paxos_wire`).
     fn encode_durable(durable: &PaxosDurable, out: &mut Vec<u8>) {
         put_ballot(out, durable.promised);
         put_len(out, durable.log.len());

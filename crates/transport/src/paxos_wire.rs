@@ -13,17 +13,19 @@ const ACCEPT: u8 = 3;
 const ACCEPTED: u8 = 4;
 const REJECT: u8 = 5;
 /// Bytes of one ballot on the wire.
-const BALLOT_BYTES: usize = 8 + 4 + 8;
+pub const BALLOT_BYTES: usize = 8 + 4 + 8;
 /// Bytes of one `(slot, entry)` on the wire.
 const ENTRY_BYTES: usize = 8 + BALLOT_BYTES + 8;
 
-fn put_ballot(out: &mut Vec<u8>, ballot: Ballot) {
+/// Appends a ballot's binary form (also the elector's state file's).
+pub fn put_ballot(out: &mut Vec<u8>, ballot: Ballot) {
     put_u64(out, ballot.round);
     put_u32(out, ballot.priority);
     put_u64(out, ballot.node.0);
 }
 
-fn ballot(r: &mut Reader<'_>, what: &str) -> Result<Ballot, Malformed> {
+/// Reads a ballot written by [`put_ballot`].
+pub fn ballot(r: &mut Reader<'_>, what: &str) -> Result<Ballot, Malformed> {
     Ok(Ballot {
         round: r.u64(what)?,
         priority: r.u32(what)?,
