@@ -62,6 +62,10 @@ struct GroupArgs {
     /// else can be elected (failover then takes an election timeout).
     #[arg(long)]
     leases: bool,
+    /// Raft only: after leading this long (ms), hand leadership to the next
+    /// node in id order, so leader time spreads evenly. 0: never.
+    #[arg(long, default_value_t = 0)]
+    rotate_after_ms: u64,
 }
 
 /// Flags of `bellwether peer`.
@@ -152,7 +156,7 @@ async fn run_peer(args: RunArgs) -> Result<ExitCode> {
     let Some(data_dir) = args.data_dir else {
         bail!("--data-dir is required: the term or epoch must survive restarts");
     };
-    let mut elector = Elector::builder()
+    let mut builder = Elector::builder()
         .algorithm(algorithm)
         .id(id)
         .peers(peers)
@@ -160,9 +164,11 @@ async fn run_peer(args: RunArgs) -> Result<ExitCode> {
         .group(args.group.group.clone())
         .heartbeat(Duration::from_millis(args.group.heartbeat_ms))
         .election_timeout(Duration::from_millis(args.group.election_ms))
-        .leases(args.group.leases)
-        .start()
-        .await?;
+        .leases(args.group.leases);
+    if args.group.rotate_after_ms != 0 {
+        builder = builder.rotate_after(Duration::from_millis(args.group.rotate_after_ms));
+    }
+    let mut elector = builder.start().await?;
     tracing::info!(id, %algorithm, group = %args.group.group, "peer started");
     if let Some(address) = args.http {
         let group = if args.group_http.is_empty() {
@@ -326,6 +332,7 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
             .args(["--group-http", &https.join(",")])
             .args(["--heartbeat-ms", &group.heartbeat_ms.to_string()])
             .args(["--election-ms", &group.election_ms.to_string()])
+            .args(["--rotate-after-ms", &group.rotate_after_ms.to_string()])
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true);
         if let Some(winner) = &group.winner {

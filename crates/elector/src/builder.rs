@@ -32,6 +32,7 @@ pub struct ElectorBuilder {
     heartbeat: Duration,
     election_timeout: Duration,
     leases: bool,
+    rotate_after: Option<Duration>,
 }
 
 impl Default for ElectorBuilder {
@@ -45,6 +46,7 @@ impl Default for ElectorBuilder {
             heartbeat: Duration::from_millis(50),
             election_timeout: Duration::from_millis(150),
             leases: false,
+            rotate_after: None,
         }
     }
 }
@@ -108,6 +110,15 @@ impl ElectorBuilder {
         self
     }
 
+    /// Raft only: after leading this long, a leader hands leadership to the
+    /// next reachable node in id order (a graceful transfer, so no gap
+    /// opens and no two leaders overlap). Spreads leader time evenly over
+    /// the group; off by default. At least one election timeout.
+    pub fn rotate_after(mut self, period: Duration) -> Self {
+        self.rotate_after = Some(period);
+        self
+    }
+
     /// Checks the settings, opens the data directory and the listener, and
     /// starts electing. Must be called inside a tokio runtime.
     pub async fn start(self) -> Result<Elector, ElectorError> {
@@ -127,6 +138,7 @@ impl ElectorBuilder {
                     },
                     lease_reads: self.leases,
                     lease_margin_ticks: (election / 10).max(1),
+                    rotate_after_ticks: self.rotate_after.map_or(0, ticks),
                     ..RaftConfig::default()
                 };
                 config
@@ -237,6 +249,20 @@ impl ElectorBuilder {
                 self.algorithm.name()
             ));
         }
+        if self.rotate_after.is_some() && self.algorithm != Algorithm::Raft {
+            return bad(format!(
+                "rotation is a Raft policy; {} has none",
+                self.algorithm.name()
+            ));
+        }
+        if let Some(period) = self.rotate_after {
+            if period < self.election_timeout {
+                return bad(format!(
+                    "rotate after {period:?} is shorter than the election timeout {:?}",
+                    self.election_timeout
+                ));
+            }
+        }
         for (name, value) in [
             ("heartbeat", self.heartbeat),
             ("election timeout", self.election_timeout),
@@ -313,6 +339,10 @@ mod tests {
         let bully = base.clone().algorithm(Algorithm::Bully(Default::default()));
         assert!(error(bully.leases(true)).contains("leases need a quorum"));
         assert!(error(base.clone().heartbeat(Duration::ZERO)).contains("heartbeat"));
+        let short = base.clone().rotate_after(Duration::from_millis(100));
+        assert!(error(short).contains("shorter than the election timeout"));
+        let ring = base.clone().algorithm(Algorithm::Ring(Default::default()));
+        assert!(error(ring.rotate_after(Duration::from_secs(1))).contains("Raft policy"));
     }
 
     #[test]

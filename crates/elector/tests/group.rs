@@ -245,3 +245,43 @@ async fn a_data_dir_of_another_algorithm_is_refused() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raft_rotation_hands_leadership_to_every_node_without_overlap() {
+    let root = tempfile::tempdir().unwrap();
+    let peers = free_addresses(3);
+    let mut electors = Vec::new();
+    for (id, _) in &peers {
+        let elector = Elector::builder()
+            .id(*id)
+            .peers(peers.iter().copied())
+            .data_dir(root.path().join(format!("n{id}")))
+            .leases(true)
+            .rotate_after(Duration::from_millis(200))
+            .start()
+            .await
+            .unwrap();
+        electors.push(elector);
+    }
+    let mut led = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + PATIENCE;
+    while led.len() < peers.len() {
+        let now = Instant::now();
+        let acting: Vec<u64> = electors
+            .iter()
+            .map(|e| e.current())
+            .filter(|v| v.may_act(now))
+            .map(|v| v.id)
+            .collect();
+        assert!(acting.len() <= 1, "two leaders may act at once: {acting:?}");
+        led.extend(acting);
+        assert!(
+            now < deadline,
+            "rotation did not reach every node; led so far: {led:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for elector in electors {
+        elector.stop().await.unwrap();
+    }
+}
