@@ -221,3 +221,40 @@ for line in 'bellwether_tasks_depth{queue="dash-queue",state="done"} 1' \
   printf '%s' "$metrics" | grep -qF "$line" || fail "/metrics of n$survivor lacks: $line"
 done
 echo "PASS: /metrics counts the task queue's done and dead-lettered tasks"
+
+# Elector groups: a `bellwether peer up` group named in the page's address
+# (?elector=) shows on the member's dashboard, one row per peer, with
+# exactly one leader.
+PEER_BASE=$((PORT + 500))
+PEER_PID=""
+stop_peers() {
+  if [ -n "$PEER_PID" ]; then
+    kill -TERM -- "-$PEER_PID" 2>/dev/null || true
+    sleep 1
+    kill -KILL -- "-$PEER_PID" 2>/dev/null || true
+    wait "$PEER_PID" 2>/dev/null || true
+    PEER_PID=""
+  fi
+}
+trap 'status=$?; stop_peers; (exit $status); cleanup' EXIT
+echo "== an elector group (bellwether peer up, base port $PEER_BASE) on n$survivor's dashboard"
+setsid "$BIN" peer up --nodes 3 --base-port "$PEER_BASE" --dir "$TMP/peers" >"$WORK/peers.log" 2>&1 &
+PEER_PID=$!
+elector_url="${survivor_url}?elector=127.0.0.1:$((PEER_BASE + 101))"
+deadline=$((SECONDS + LEADER_TIMEOUT_S))
+while :; do
+  profile="$(mktemp -d "$WORK/profile.XXXXXX")"
+  dom="$(timeout "$CHROMIUM_RUN_TIMEOUT_S" chromium --headless --no-sandbox --disable-gpu \
+    --disable-quic --no-first-run --disable-background-networking --disable-component-update \
+    --disable-sync --user-data-dir="$profile" --virtual-time-budget=3000 --dump-dom "$elector_url" \
+    2>>"$WORK/chromium.log")" || true
+  rows="$(printf '%s' "$dom" | tr -d '\n' | grep -Eo '<tr( class="[^"]*")?><td>127\.0\.0\.1:[0-9]+</td><td>n[0-9]+</td><td>[^<]*</td><td>raft</td><td>[^<]*</td><td>[0-9]+</td><td>[^<]*</td></tr>' || true)"
+  peers_shown="$(printf '%s\n' "$rows" | grep -c '<td>n[0-9]' || true)"
+  leaders_shown="$(printf '%s\n' "$rows" | grep -c '<td>leader</td>' || true)"
+  [ "$peers_shown" -eq 3 ] && [ "$leaders_shown" -eq 1 ] && break
+  [ "$SECONDS" -lt "$deadline" ] ||
+    fail "the dashboard does not show the elector group with one leader: $peers_shown peers, $leaders_shown leaders: $rows; peers: $(tail -n 3 "$WORK/peers.log")"
+  sleep 0.5
+done
+stop_peers
+echo "PASS: the dashboard shows the elector group: $(printf '%s\n' "$rows" | sed -E 's#</td><td>#, #g; s#</?t[dr][^>]*>##g' | tr '\n' ';')"

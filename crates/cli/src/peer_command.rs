@@ -263,6 +263,11 @@ async fn group_json(page: Page) -> serde_json::Value {
     serde_json::Value::Array(views)
 }
 
+/// `/status` and `/group` may be read by any page: a member's dashboard
+/// shows an elector group by polling one peer's `/group` from the browser.
+const ANY_ORIGIN: [(axum::http::HeaderName, &str); 1] =
+    [(axum::http::header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")];
+
 async fn serve_http(address: SocketAddr, page: Page) -> Result<()> {
     use axum::routing::get;
     let listener = tokio::net::TcpListener::bind(address)
@@ -275,14 +280,14 @@ async fn serve_http(address: SocketAddr, page: Page) -> Result<()> {
             "/status",
             get(move || {
                 let view = *status.leadership.borrow();
-                async move { axum::Json(view_json(&view, status.algorithm)) }
+                async move { (ANY_ORIGIN, axum::Json(view_json(&view, status.algorithm))) }
             }),
         )
         .route(
             "/group",
             get(move || {
                 let group = group.clone();
-                async move { axum::Json(group_json(group).await) }
+                async move { (ANY_ORIGIN, axum::Json(group_json(group).await)) }
             }),
         )
         .route(
@@ -363,6 +368,10 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
         args.base_port as usize + args.nodes,
         args.base_port as usize + 101,
         args.base_port as usize + 100 + args.nodes,
+    );
+    println!(
+        "a member's dashboard shows this group too: http://MEMBER-HTTP/?elector=127.0.0.1:{}",
+        args.base_port as usize + 101,
     );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {

@@ -77,6 +77,7 @@ async function poll() {
     render(Date.now());
     renderElections(await fetchJson("elections"));
     renderQueues(await fetchJson("tasks"));
+    await pollElectorGroups();
   } catch (error) {
     console.error("dashboard: poll failed", error);
   } finally {
@@ -108,12 +109,18 @@ function isStatus(s) {
 
 /** The /status URL of a member's HTTP address ("host:port" or a URL). */
 function statusUrl(address) {
+  return pathUrl(address, "/status");
+}
+
+/** URL of `path` at an HTTP address ("host:port" or a URL), or null. */
+function pathUrl(address, path) {
   try {
     const url = new URL(/^https?:\/\//i.test(address) ? address : `http://${address}`);
     // A node bound to every interface reports no host a browser can use;
     // it is reachable at least where this page came from.
     if (url.hostname === "0.0.0.0" || url.hostname === "[::]") url.hostname = location.hostname;
-    url.pathname = "/status";
+    url.pathname = path;
+    url.search = "";
     return url.href;
   } catch (_) {
     return null;
@@ -464,3 +471,69 @@ function renderQueues(list) {
 }
 
 poll();
+
+// ---------------------------------------------------------- elector groups
+
+/** Most elector groups one page shows (each is one more poll per round). */
+const ELECTOR_GROUPS_MAX = 8;
+
+/**
+ * Elector groups to show: the page's `?elector=HOST:PORT` parameters, each
+ * the HTTP address of one `bellwether peer` (its `/group` lists the whole
+ * group). An embedded elector has no member to report to, so the page asks
+ * the group itself.
+ */
+function electorGroups() {
+  return new URLSearchParams(location.search).getAll("elector").slice(0, ELECTOR_GROUPS_MAX);
+}
+
+async function pollElectorGroups() {
+  const groups = electorGroups();
+  document.getElementById("electors").hidden = groups.length === 0;
+  const answers = await Promise.all(groups.map((address) => fetchGroup(pathUrl(address, "/group"))));
+  const rows = [];
+  groups.forEach((address, i) => rows.push(...electorRows(address, answers[i])));
+  document.getElementById("elector-rows").replaceChildren(...rows);
+}
+
+/** A peer's `/group` (an array of views), or null. */
+async function fetchGroup(url) {
+  if (url === null) return null;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), FETCH_TIMEOUT_MS);
+  try {
+    const response = await fetch(url, { cache: "no-store", signal: controller.signal });
+    const views = response.ok ? await response.json() : null;
+    return Array.isArray(views) ? views.slice(0, MEMBERS_MAX) : null;
+  } catch (_) {
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** One row per peer of the group asked at `address`; one row if it is down. */
+function electorRows(address, views) {
+  if (views === null) {
+    const row = el("tr", "is-down");
+    for (const text of [address, "", "unreachable", "", "", "", ""]) row.append(el("td", null, text));
+    return [row];
+  }
+  const leaders = views.filter((v) => v && v.is_leader === true).length;
+  return views.map((v) => {
+    const row = el("tr", v.is_leader === true ? "is-leader" : v.error ? "is-down" : null);
+    const lease = typeof v.valid_for_ms === "number" ? v.valid_for_ms.toFixed(0) : "";
+    for (const text of [
+      address,
+      `n${v.id}`,
+      v.error ? String(v.error) : String(v.role),
+      v.error ? "" : String(v.algorithm),
+      v.leader === null || v.leader === undefined ? "nobody" : `n${v.leader}`,
+      v.token === undefined ? "" : String(v.token),
+      leaders > 1 && v.is_leader ? `${lease} (more than one claims to lead)` : lease,
+    ]) {
+      row.append(el("td", null, text));
+    }
+    return row;
+  });
+}
