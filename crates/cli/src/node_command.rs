@@ -45,6 +45,11 @@ pub struct NodeArgs {
     /// lone client's write, before its thread sleeps (0: never).
     #[arg(long)]
     answer_poll_us: Option<u64>,
+    /// The storage quota, as etcd's flag: a write that would grow the
+    /// store past this many bytes is refused with "database space
+    /// exceeded" and raises the NOSPACE alarm (0: the default, 2 GiB).
+    #[arg(long)]
+    quota_backend_bytes: Option<u64>,
     /// All members as id=host:port, comma-separated.
     #[arg(long, value_delimiter = ',')]
     peers: Option<Vec<String>>,
@@ -69,6 +74,7 @@ impl NodeArgs {
             election_ms: self.election_ms,
             priority: self.priority,
             answer_poll_us: self.answer_poll_us,
+            quota_backend_bytes: self.quota_backend_bytes,
             peers: self.peers.clone(),
             peer_http: self.peer_http.clone(),
             peer_client: self.peer_client.clone(),
@@ -135,7 +141,8 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
             )
             .with_app_elections(handles.metrics.app_elections.clone())
             .with_app_tasks(&handles.metrics.app_tasks)
-            .with_data_dir(config.data_dir.clone());
+            .with_data_dir(config.data_dir.clone())
+            .with_quota(config.quota_backend_bytes);
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
                 backend,

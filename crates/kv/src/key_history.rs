@@ -66,9 +66,19 @@ impl KeyHistory {
         self.revisions.push(KeyRevision { revision, kv });
     }
 
-    /// Drops the writes no read at `revision` or later can see. Returns true
-    /// when nothing is left and the key can be forgotten.
-    pub(crate) fn compact(&mut self, revision: i64) -> bool {
+    /// The bytes the retained writes count for in the store's size; the
+    /// key is `key_bytes` long.
+    pub(crate) fn size_bytes(&self, key_bytes: usize) -> u64 {
+        self.revisions
+            .iter()
+            .map(|entry| entry.size_bytes(key_bytes))
+            .sum()
+    }
+
+    /// Drops the writes no read at `revision` or later can see. Returns
+    /// whether nothing is left (the key can be forgotten) and the bytes
+    /// dropped, counted as [`KeyHistory::size_bytes`] counts them.
+    pub(crate) fn compact(&mut self, revision: i64, key_bytes: usize) -> (bool, u64) {
         let after = self
             .revisions
             .partition_point(|entry| entry.revision <= revision);
@@ -78,13 +88,25 @@ impl KeyHistory {
             Some(index) if self.revisions[index].kv.is_some() => index,
             _ => after,
         };
-        self.revisions.drain(..keep_from);
+        let dropped = self
+            .revisions
+            .drain(..keep_from)
+            .map(|entry| entry.size_bytes(key_bytes))
+            .sum();
         if let Some(first) = self.revisions.first() {
             assert!(
                 first.kv.is_some() || first.revision > revision,
                 "tombstone survived compaction"
             );
         }
-        self.revisions.is_empty()
+        (self.revisions.is_empty(), dropped)
+    }
+}
+
+impl KeyRevision {
+    /// What this write counts for in the store's size.
+    fn size_bytes(&self, key_bytes: usize) -> u64 {
+        let value_bytes = self.kv.as_ref().map_or(0, |kv| kv.value.len());
+        crate::store::revision_bytes(key_bytes, value_bytes)
     }
 }

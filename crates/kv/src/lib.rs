@@ -34,6 +34,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod alarm;
 mod codec;
 mod compare;
 mod delete_range;
@@ -52,6 +53,7 @@ mod store;
 mod txn;
 mod txn_check;
 
+pub use alarm::{Alarm, AlarmKind};
 pub use compare::{Compare, CompareResult, CompareTarget};
 pub use delete_range::{DeleteRangeRequest, DeleteRangeResponse};
 pub use error::KvError;
@@ -66,5 +68,5 @@ pub use limits::{
 };
 pub use put::{PutRequest, PutResponse};
 pub use range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
-pub use store::{KvStore, REVISION_INITIAL, SNAPSHOT_VERSION};
+pub use store::{KvStore, REVISION_INITIAL, REVISION_OVERHEAD_BYTES, SNAPSHOT_VERSION};
 pub use txn::{RequestOp, ResponseOp, TxnRequest, TxnResponse};

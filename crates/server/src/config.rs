@@ -18,6 +18,7 @@
 //! election_ms = 1000
 //! priority = 0
 //! answer_poll_us = 100
+//! quota_backend_bytes = 2147483648  # the store's size limit (0: this default)
 //! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
 //! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
@@ -27,7 +28,8 @@
 //! `BELLWETHER_PEER_LISTEN`, `BELLWETHER_HTTP_LISTEN`,
 //! `BELLWETHER_CLIENT_LISTEN`, `BELLWETHER_DATA_DIR`,
 //! `BELLWETHER_HEARTBEAT_MS`, `BELLWETHER_ELECTION_MS`,
-//! `BELLWETHER_PRIORITY`, `BELLWETHER_ANSWER_POLL_US`, `BELLWETHER_PEERS`,
+//! `BELLWETHER_PRIORITY`, `BELLWETHER_ANSWER_POLL_US`,
+//! `BELLWETHER_QUOTA_BACKEND_BYTES`, `BELLWETHER_PEERS`,
 //! `BELLWETHER_PEER_HTTP` and `BELLWETHER_PEER_CLIENT` (comma-separated
 //! `id=address` lists).
 
@@ -42,6 +44,10 @@ use std::path::PathBuf;
 pub const ANSWER_POLL_US_DEFAULT: u64 = 100;
 /// The most `answer_poll_us` may be: the poll holds the member's loop.
 pub const ANSWER_POLL_US_MAX: u64 = 1_000;
+/// The default storage quota, etcd's: 2 GiB of the store's own count of
+/// its retained history (`KvStore::size_bytes`). The store lives in
+/// memory, so this also bounds the member's memory for data.
+pub const QUOTA_BACKEND_BYTES_DEFAULT: u64 = 2 << 30;
 
 /// One layer of settings; every field optional.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -70,6 +76,10 @@ pub struct ConfigLayer {
     /// for the followers' answers before it lets its thread sleep, in
     /// microseconds; 0 never polls. See `Node::poll_for_answers`.
     pub answer_poll_us: Option<u64>,
+    /// The storage quota in bytes (etcd's `--quota-backend-bytes`): a write
+    /// that would grow the store past it is refused and raises the NOSPACE
+    /// alarm. 0 or unset: [`QUOTA_BACKEND_BYTES_DEFAULT`].
+    pub quota_backend_bytes: Option<u64>,
     /// Every member, as `id=host:port` peer addresses (this node included).
     pub peers: Option<Vec<String>>,
     /// HTTP addresses of members, as `id=host:port` (for the dashboard and
@@ -125,6 +135,7 @@ impl ConfigLayer {
                 })
                 .transpose()?,
             answer_poll_us: number("BELLWETHER_ANSWER_POLL_US")?,
+            quota_backend_bytes: number("BELLWETHER_QUOTA_BACKEND_BYTES")?,
             peers: list("BELLWETHER_PEERS"),
             peer_http: list("BELLWETHER_PEER_HTTP"),
             peer_client: list("BELLWETHER_PEER_CLIENT"),
@@ -144,6 +155,7 @@ impl ConfigLayer {
             election_ms: over.election_ms.or(self.election_ms),
             priority: over.priority.or(self.priority),
             answer_poll_us: over.answer_poll_us.or(self.answer_poll_us),
+            quota_backend_bytes: over.quota_backend_bytes.or(self.quota_backend_bytes),
             peers: over.peers.or(self.peers),
             peer_http: over.peer_http.or(self.peer_http),
             peer_client: over.peer_client.or(self.peer_client),
@@ -180,6 +192,8 @@ pub struct NodeConfig {
     /// Microseconds a leader polls for followers' answers after fsyncing a
     /// lone write; 0 never polls.
     pub answer_poll_us: u64,
+    /// The storage quota in bytes; never 0.
+    pub quota_backend_bytes: u64,
     /// Member id → peer address (includes this node).
     pub peers: BTreeMap<u64, SocketAddr>,
     /// Member id → HTTP address, where known.
@@ -286,6 +300,10 @@ impl NodeConfig {
             election_ms,
             priority: layer.priority.unwrap_or(0),
             answer_poll_us,
+            quota_backend_bytes: match layer.quota_backend_bytes {
+                None | Some(0) => QUOTA_BACKEND_BYTES_DEFAULT,
+                Some(bytes) => bytes,
+            },
             peers,
             peer_http: members("peer_http", layer.peer_http.as_deref().unwrap_or_default())?,
             peer_client: members(

@@ -31,6 +31,11 @@ impl EtcdServer {
     /// Starts etcd for the test `name` and waits until its client port
     /// accepts connections and it answers a health check.
     pub fn start(name: &str) -> EtcdServer {
+        EtcdServer::start_with_flags(name, &[])
+    }
+
+    /// [`EtcdServer::start`], with `flags` added to etcd's command line.
+    pub fn start_with_flags(name: &str, flags: &[&str]) -> EtcdServer {
         let net = super::net_for(name);
         let base = 10_000 + net as u16 * 100;
         let client: SocketAddr = format!("127.0.0.1:{}", base + 90).parse().unwrap();
@@ -54,6 +59,8 @@ impl EtcdServer {
             "--initial-cluster".into(),
             format!("etcd1={peer}").into(),
         ];
+        let mut args = args;
+        args.extend(flags.iter().map(std::ffi::OsString::from));
         let child = spawn(&dir, &args);
         let server = EtcdServer {
             dir,

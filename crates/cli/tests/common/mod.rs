@@ -75,8 +75,10 @@ pub struct Cluster {
     pub children: Vec<Option<Child>>,
     /// Every (term → leaders) seen by any poll, to check Election Safety.
     pub leaders_seen: BTreeMap<u64, std::collections::BTreeSet<u64>>,
-    /// Extra flags for every node.
+    /// The cluster name every node is given.
     pub cluster_name: String,
+    /// Extra flags for every node.
+    pub node_flags: Vec<String>,
 }
 
 /// A distinct network number per test name, so parallel tests never share
@@ -91,6 +93,17 @@ pub fn net_for(name: &str) -> u8 {
 impl Cluster {
     /// Starts `nodes` members and waits for nothing.
     pub fn start(name: &str, nodes: usize, heartbeat_ms: u64, election_ms: u64) -> Cluster {
+        Cluster::start_with_flags(name, nodes, heartbeat_ms, election_ms, &[])
+    }
+
+    /// [`Cluster::start`], with `flags` added to every node's command line.
+    pub fn start_with_flags(
+        name: &str,
+        nodes: usize,
+        heartbeat_ms: u64,
+        election_ms: u64,
+        flags: &[&str],
+    ) -> Cluster {
         let net = net_for(name);
         let dir = std::env::temp_dir().join(format!("bw-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -109,6 +122,7 @@ impl Cluster {
             children: (0..nodes).map(|_| None).collect(),
             leaders_seen: BTreeMap::new(),
             cluster_name: "test".into(),
+            node_flags: flags.iter().map(|f| f.to_string()).collect(),
         };
         for i in 1..=nodes {
             cluster.spawn(i);
@@ -179,6 +193,7 @@ impl Cluster {
                 "--election-ms",
                 &self.election_ms.to_string(),
             ])
+            .args(&self.node_flags)
             .env("BELLWETHER_LOG", "info");
         command
     }

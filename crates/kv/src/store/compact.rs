@@ -24,7 +24,16 @@ impl KvStore {
         if revision > self.revision {
             return Err(KvError::FutureRevision);
         }
-        self.keys.retain(|_, history| !history.compact(revision));
+        let mut dropped = 0;
+        self.keys.retain(|key, history| {
+            let (empty, bytes) = history.compact(revision, key.len());
+            dropped += bytes;
+            !empty
+        });
+        self.size_bytes = self
+            .size_bytes
+            .checked_sub(dropped)
+            .expect("compaction dropped more than the store held");
         self.events.compact(revision);
         self.compact_revision = revision;
         assert!(self.compact_revision <= self.revision);

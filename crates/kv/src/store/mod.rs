@@ -15,19 +15,22 @@
 //! `write.rs`, txns in `txn.rs`, leases in `lease.rs`, compaction in
 //! `compact.rs`, snapshots in `snapshot.rs`.
 
+mod alarm;
 mod compact;
 mod lease;
 mod read;
 mod snapshot;
 mod snapshot_events;
 
+pub(crate) use alarm::revision_bytes;
+pub use alarm::REVISION_OVERHEAD_BYTES;
 pub use snapshot::SNAPSHOT_VERSION;
 mod txn;
 mod write;
 
 use crate::event_log::EventLog;
 use crate::key_history::KeyHistory;
-use crate::{Event, IdMap, KeyRange, KvError, Lease};
+use crate::{Alarm, Event, IdMap, KeyRange, KvError, Lease};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The revision of an empty store, as in etcd.
@@ -51,6 +54,11 @@ pub struct KvStore {
     lease_keys: BTreeMap<i64, BTreeSet<Vec<u8>>>,
     /// Recent events, for watchers.
     events: EventLog,
+    /// Raised alarms (see [`crate::alarm`]).
+    alarms: BTreeSet<Alarm>,
+    /// The retained history's size, kept as writes and compactions happen
+    /// (see [`KvStore::size_bytes`]).
+    size_bytes: u64,
 }
 
 impl Default for KvStore {
@@ -69,6 +77,8 @@ impl KvStore {
             leases: IdMap::new(),
             lease_keys: BTreeMap::new(),
             events: EventLog::new(REVISION_INITIAL),
+            alarms: BTreeSet::new(),
+            size_bytes: 0,
         }
     }
 

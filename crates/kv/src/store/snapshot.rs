@@ -19,12 +19,16 @@
 //! bytes of memory a lease. This build reads all three; a build before it
 //! stops on a newer snapshot from a leader, so members are upgraded
 //! together.
+//!
+//! Version 4 adds the raised alarms at the end (see [`crate::alarm`]).
 
 use super::snapshot_events;
 use super::KvStore;
 use crate::codec::{Decoder, Encoder};
 use crate::key_history::{KeyHistory, KeyRevision};
-use crate::{IdMap, KeyValue, KvError, Lease, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN};
+use crate::{
+    Alarm, AlarmKind, IdMap, KeyValue, KvError, Lease, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -34,10 +38,17 @@ const SNAPSHOT_MAGIC: &[u8; 4] = b"BWKV";
 /// The encoding version this build writes: version 2 stores the event log
 /// by reference to the key histories (see `snapshot_events.rs`), version 3
 /// also stores the leases as varints (see the module docs).
-pub const SNAPSHOT_VERSION: u32 = 3;
+pub const SNAPSHOT_VERSION: u32 = 4;
 
 /// The first version that stores leases as varints (see the module docs).
 pub(super) const SNAPSHOT_VERSION_VARINT_LEASES: u32 = 3;
+
+/// The first version that stores the alarms.
+const SNAPSHOT_VERSION_ALARMS: u32 = 4;
+
+/// Most alarms a snapshot may hold: one per kind per member, and members
+/// are far fewer than this.
+const ALARMS_MAX: usize = 1 << 16;
 
 /// The oldest version this build still reads (snapshots on disk from
 /// earlier builds).
@@ -50,6 +61,11 @@ impl KvStore {
         self.encode_head_and_keys(&mut out, SNAPSHOT_VERSION);
         encode_leases(&mut out, &self.leases);
         snapshot_events::encode_events(&mut out, &self.events, &self.keys);
+        out.count(self.alarms.len());
+        for alarm in &self.alarms {
+            out.varint(alarm.member_id);
+            out.u8(u8::try_from(alarm.kind.number()).expect("alarm numbers are small"));
+        }
         out.bytes
     }
 
@@ -96,18 +112,45 @@ impl KvStore {
         let leases = decode_leases(&mut input, version)?;
         let lease_keys = attach_lease_keys(&input, &keys, &leases)?;
         let events = snapshot_events::decode_events(&mut input, revision, version, &keys)?;
+        let alarms = if version >= SNAPSHOT_VERSION_ALARMS {
+            decode_alarms(&mut input)?
+        } else {
+            BTreeSet::new()
+        };
         if !input.is_done() {
             return Err(input.corrupt("trailing bytes"));
         }
-        Ok(KvStore {
+        let mut store = KvStore {
             revision,
             compact_revision,
             keys,
             leases,
             lease_keys,
             events,
-        })
+            alarms,
+            size_bytes: 0,
+        };
+        store.size_bytes = store.count_size_bytes();
+        Ok(store)
     }
+}
+
+/// Decodes the alarms (version 4 on).
+fn decode_alarms(input: &mut Decoder) -> Result<BTreeSet<Alarm>, KvError> {
+    let count = input.count(2)?;
+    if count > ALARMS_MAX {
+        return Err(input.corrupt("too many alarms"));
+    }
+    let mut alarms = BTreeSet::new();
+    for _ in 0..count {
+        let member_id = input.varint()?;
+        let kind = AlarmKind::from_number(i32::from(input.u8()?))
+            .ok_or_else(|| input.corrupt("unknown alarm kind"))?;
+        if !alarms.insert(Alarm { member_id, kind }) {
+            return Err(input.corrupt("an alarm listed twice"));
+        }
+    }
+    Ok(alarms)
 }
 
 /// Decodes every key's history.
@@ -158,7 +201,7 @@ pub(super) fn encode_leases_fixed(out: &mut Encoder, leases: &IdMap<Lease>) {
 /// Encodes the leases as version 3 does: the count, then per lease (in
 /// ascending id order) the first id zigzagged or the distance from the
 /// previous id, and the TTL, each as a varint.
-fn encode_leases(out: &mut Encoder, leases: &IdMap<Lease>) {
+pub(super) fn encode_leases(out: &mut Encoder, leases: &IdMap<Lease>) {
     out.count(leases.len());
     let mut previous: Option<i64> = None;
     for (id, lease) in leases.iter() {

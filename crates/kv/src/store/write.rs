@@ -154,6 +154,7 @@ impl KvStore {
                 .or_default()
                 .insert(kv.key.clone());
         }
+        self.size_bytes += super::alarm::revision_bytes(kv.key.len(), kv.value.len());
         match self.keys.get_mut(&kv.key) {
             Some(history) => history.push(pending.revision, Some(kv.clone())),
             None => {
@@ -212,6 +213,7 @@ impl KvStore {
             .get_mut(&previous.key)
             .expect("deleting a key without history");
         history.push(pending.revision, None);
+        self.size_bytes += super::alarm::revision_bytes(previous.key.len(), 0);
         let kv = KeyValue::tombstone(previous.key.clone(), pending.revision);
         pending
             .events

@@ -8,11 +8,11 @@
 //! keeps the forwarding rule (a follower sends the call to the leader it
 //! knows, once) and the response header the same for every service.
 
-use super::command::{grpc_code, read_answer, Answer, Command};
+use super::command::{grpc_code, read_answer, Answer, Command, NO_SPACE};
 use crate::client::{ClientError, NodeClient};
 use crate::status::NodeStatus;
 use bellwether_api::etcdserverpb as pb;
-use bellwether_kv::{KvError, KvStore, REQUEST_BYTES_MAX};
+use bellwether_kv::{AlarmKind, KvError, KvStore, REQUEST_BYTES_MAX};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -66,6 +66,9 @@ pub struct EtcdBackend {
     pub app_elections: Arc<crate::app_elections::AppElections>,
     /// The member's data directory, for the database size Status reports.
     data_dir: Option<Arc<std::path::PathBuf>>,
+    /// The storage quota: a write that would grow the store's size past
+    /// it is refused and raises the NOSPACE alarm. 0: no quota.
+    quota_bytes: u64,
 }
 
 /// A client error as etcd clients expect it.
@@ -110,7 +113,20 @@ impl EtcdBackend {
             channels: Default::default(),
             app_elections: Default::default(),
             data_dir: None,
+            quota_bytes: 0,
         }
+    }
+
+    /// Sets the storage quota (etcd's `--quota-backend-bytes`): see
+    /// [`EtcdBackend::write`]. 0 turns it off.
+    pub fn with_quota(mut self, quota_bytes: u64) -> Self {
+        self.quota_bytes = quota_bytes;
+        self
+    }
+
+    /// The storage quota; 0 when there is none.
+    pub fn quota_bytes(&self) -> u64 {
+        self.quota_bytes
     }
 
     /// Where the member keeps its write-ahead log and snapshots: Status
@@ -195,6 +211,11 @@ impl EtcdBackend {
     /// Replicates `command` and decodes the state machine's answer, with
     /// its header complete: the revision the write was applied at (set by
     /// the state machine), this member and the current term.
+    ///
+    /// A write that would grow the store past the quota is refused here,
+    /// before the log, with etcd's NOSPACE error, and raises this member's
+    /// NOSPACE alarm through the log; from then on every member refuses
+    /// such writes until the alarm is cleared (see `machine.rs`).
     pub async fn write<M: Answer>(&self, command: &Command) -> Result<M, NotHere> {
         let bytes = command.encode();
         if bytes.len() > REQUEST_BYTES_MAX {
@@ -202,6 +223,10 @@ impl EtcdBackend {
             return Err(NotHere::Fail(Status::invalid_argument(
                 "etcdserver: request is too large",
             )));
+        }
+        if self.over_quota(command) {
+            self.raise_no_space().await;
+            return Err(NotHere::Fail(Status::resource_exhausted(NO_SPACE)));
         }
         match self.client.propose(bytes).await {
             Ok(answer) => {
@@ -215,6 +240,36 @@ impl EtcdBackend {
                 Ok(response)
             }
             Err(error) => Err(self.not_here(error)),
+        }
+    }
+
+    /// True when `command` would grow the store past the quota.
+    fn over_quota(&self, command: &Command) -> bool {
+        let cost = command.space_cost();
+        if cost == 0 || self.quota_bytes == 0 {
+            return false;
+        }
+        self.store().size_bytes().saturating_add(cost) > self.quota_bytes
+    }
+
+    /// Raises this member's NOSPACE alarm, unless one is raised already.
+    /// Best effort: if it cannot be replicated now, the next refused write
+    /// tries again.
+    async fn raise_no_space(&self) {
+        if self.store().is_alarmed(AlarmKind::NoSpace) {
+            return;
+        }
+        let raise = Command::Alarm(pb::AlarmRequest {
+            action: pb::alarm_request::AlarmAction::Activate as i32,
+            member_id: self.member_id,
+            alarm: pb::AlarmType::Nospace as i32,
+        });
+        match self.client.propose(raise.encode()).await {
+            Ok(_) => tracing::warn!(
+                quota_bytes = self.quota_bytes,
+                "the store reached its quota: NOSPACE alarm raised; free space (delete, compact) then `etcdctl alarm disarm`"
+            ),
+            Err(error) => tracing::warn!(%error, "could not raise the NOSPACE alarm"),
         }
     }
 

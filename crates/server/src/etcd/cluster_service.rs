@@ -1,12 +1,14 @@
-//! `etcdserverpb.Maintenance` (Status, MoveLeader) and
+//! `etcdserverpb.Maintenance` (Status, Alarm, MoveLeader) and
 //! `etcdserverpb.Cluster` (MemberList): what `etcdctl endpoint status`,
 //! `etcdctl move-leader` and `etcdctl member list` ask. Membership changes
 //! and the other maintenance calls answer Unimplemented, with a message
 //! saying so.
 
-use super::backend::EtcdBackend;
+use super::backend::{EtcdBackend, NotHere};
+use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_server::Cluster;
+use bellwether_api::etcdserverpb::maintenance_client::MaintenanceClient;
 use bellwether_api::etcdserverpb::maintenance_server::Maintenance;
 use tonic::{Request, Response, Status};
 
@@ -26,20 +28,39 @@ impl ClusterService {
 /// How long MoveLeader waits to see the target lead.
 pub const MOVE_LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// An alarm as etcd's Status lists it among its errors.
+fn alarm_text(alarm: bellwether_kv::Alarm) -> String {
+    let kind = match alarm.kind {
+        bellwether_kv::AlarmKind::NoSpace => "NOSPACE",
+        bellwether_kv::AlarmKind::Corrupt => "CORRUPT",
+    };
+    format!("memberID:{} alarm:{kind} ", alarm.member_id)
+}
+
 fn unimplemented(what: &str) -> Status {
     Status::unimplemented(format!("bellwether does not serve {what} yet"))
 }
 
 #[tonic::async_trait]
 impl Maintenance for ClusterService {
+    /// Alarms are replicated state, so every action goes through the log
+    /// (as in etcd), forwarded to the leader from a follower.
     async fn alarm(
         &self,
-        _: Request<pb::AlarmRequest>,
+        request: Request<pb::AlarmRequest>,
     ) -> Result<Response<pb::AlarmResponse>, Status> {
-        Ok(Response::new(pb::AlarmResponse {
-            header: Some(self.header()),
-            alarms: Vec::new(),
-        }))
+        let command = Command::Alarm(request.into_inner());
+        match self.backend.write::<pb::AlarmResponse>(&command).await {
+            Ok(response) => Ok(Response::new(response)),
+            Err(NotHere::Forward(leader)) => {
+                let Command::Alarm(request) = command else {
+                    unreachable!("built above")
+                };
+                let channel = self.backend.channel_to(leader).await?;
+                MaintenanceClient::new(channel).alarm(request).await
+            }
+            Err(NotHere::Fail(status)) => Err(status),
+        }
     }
 
     async fn status(
@@ -49,19 +70,26 @@ impl Maintenance for ClusterService {
         let status = self.backend.status.borrow().clone();
         // etcd: "the size of the backend database physically allocated",
         // and of it the part in use. This member's database is its
-        // write-ahead log and snapshots; space is reclaimed by snapshotting
-        // and dropping old segments, never left free inside a file, so
-        // both are the same number.
+        // write-ahead log and snapshots (db_size); the part in use is the
+        // store's own count of its retained history (db_size_in_use), which
+        // the storage quota is checked against. etcd lists raised alarms
+        // as the status's errors.
         let backend = self.backend.clone();
         let db_size = tokio::task::spawn_blocking(move || backend.data_dir_bytes())
             .await
             .unwrap_or(0);
         let db_size = i64::try_from(db_size).unwrap_or(i64::MAX);
+        let (in_use, errors) = {
+            let store = self.backend.store();
+            let errors = store.alarms().map(alarm_text).collect();
+            (store.size_bytes(), errors)
+        };
         Ok(Response::new(pb::StatusResponse {
             header: Some(self.header()),
             version: format!("3.4.0-bellwether-{}", env!("CARGO_PKG_VERSION")),
             db_size,
-            db_size_in_use: db_size,
+            db_size_in_use: i64::try_from(in_use).unwrap_or(i64::MAX),
+            errors,
             leader: status.leader.unwrap_or(0),
             raft_index: status.commit,
             raft_term: status.term,

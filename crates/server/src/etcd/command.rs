@@ -12,6 +12,15 @@ const TXN: u8 = 3;
 const COMPACT: u8 = 4;
 const LEASE_GRANT: u8 = 5;
 const LEASE_REVOKE: u8 = 6;
+const ALARM: u8 = 7;
+
+/// What a lease grant counts for against the storage quota (etcd counts
+/// leases too, so that a full store cannot be filled further with them).
+const LEASE_GRANT_COST_BYTES: u64 = 64;
+
+/// etcd's answer to a write that would take space while the NOSPACE alarm
+/// is raised, or that would cross the storage quota.
+pub const NO_SPACE: &str = "etcdserver: mvcc: database space exceeded";
 
 /// A write to replicate.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,6 +37,8 @@ pub enum Command {
     LeaseGrant(pb::LeaseGrantRequest),
     /// `Lease/LeaseRevoke`, from a client or from the leader's expiry.
     LeaseRevoke(pb::LeaseRevokeRequest),
+    /// `Maintenance/Alarm`: get, raise or clear alarms.
+    Alarm(pb::AlarmRequest),
 }
 
 impl Command {
@@ -40,6 +51,7 @@ impl Command {
             Command::Compact(r) => (COMPACT, r.encode_to_vec()),
             Command::LeaseGrant(r) => (LEASE_GRANT, r.encode_to_vec()),
             Command::LeaseRevoke(r) => (LEASE_REVOKE, r.encode_to_vec()),
+            Command::Alarm(r) => (ALARM, r.encode_to_vec()),
         };
         let mut out = Vec::with_capacity(1 + body.len());
         out.push(tag);
@@ -57,9 +69,47 @@ impl Command {
             COMPACT => Command::Compact(pb::CompactionRequest::decode(body).ok()?),
             LEASE_GRANT => Command::LeaseGrant(pb::LeaseGrantRequest::decode(body).ok()?),
             LEASE_REVOKE => Command::LeaseRevoke(pb::LeaseRevokeRequest::decode(body).ok()?),
+            ALARM => Command::Alarm(pb::AlarmRequest::decode(body).ok()?),
             _ => return None,
         })
     }
+
+    /// The bytes this write would add to the store, as the storage quota
+    /// counts them (see [`bellwether_kv::KvStore::size_bytes`]): a put's
+    /// key, value and per-revision overhead, the costlier branch of a txn,
+    /// a lease grant's share. Writes that only delete, compact or revoke
+    /// cost nothing, so they still pass while the store is full, and free
+    /// space.
+    pub fn space_cost(&self) -> u64 {
+        match self {
+            Command::Put(r) => put_cost(r),
+            Command::Txn(r) => txn_cost(r),
+            Command::LeaseGrant(_) => LEASE_GRANT_COST_BYTES,
+            Command::DeleteRange(_)
+            | Command::Compact(_)
+            | Command::LeaseRevoke(_)
+            | Command::Alarm(_) => 0,
+        }
+    }
+}
+
+fn put_cost(put: &pb::PutRequest) -> u64 {
+    bellwether_kv::REVISION_OVERHEAD_BYTES + put.key.len() as u64 + put.value.len() as u64
+}
+
+/// The costlier of a txn's two branches, nested txns included (at most
+/// [`bellwether_kv::TXN_DEPTH_MAX`] deep, checked before apply).
+fn txn_cost(txn: &pb::TxnRequest) -> u64 {
+    let branch = |ops: &[pb::RequestOp]| -> u64 {
+        ops.iter()
+            .map(|op| match &op.request {
+                Some(pb::request_op::Request::RequestPut(put)) => put_cost(put),
+                Some(pb::request_op::Request::RequestTxn(nested)) => txn_cost(nested),
+                _ => 0,
+            })
+            .sum()
+    };
+    branch(&txn.success).max(branch(&txn.failure))
 }
 
 /// Where an error maps in gRPC, as etcd maps it.
@@ -97,6 +147,7 @@ answers!(
     pb::CompactionResponse,
     pb::LeaseGrantResponse,
     pb::LeaseRevokeResponse,
+    pb::AlarmResponse,
 );
 
 /// An answer: `[0] + protobuf` on success, `[1, code] + message` on error.
@@ -145,6 +196,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_txn_costs_its_costlier_branch_and_deletes_cost_nothing() {
+        let put = |key: &str, value: &str| pb::RequestOp {
+            request: Some(pb::request_op::Request::RequestPut(pb::PutRequest {
+                key: key.into(),
+                value: value.into(),
+                ..Default::default()
+            })),
+        };
+        let delete = pb::RequestOp {
+            request: Some(pb::request_op::Request::RequestDeleteRange(
+                pb::DeleteRangeRequest {
+                    key: b"k".to_vec(),
+                    ..Default::default()
+                },
+            )),
+        };
+        let overhead = bellwether_kv::REVISION_OVERHEAD_BYTES;
+        let nested = pb::RequestOp {
+            request: Some(pb::request_op::Request::RequestTxn(pb::TxnRequest {
+                success: vec![put("ab", "cdef")],
+                ..Default::default()
+            })),
+        };
+        let txn = Command::Txn(pb::TxnRequest {
+            success: vec![put("a", "b"), delete.clone()],
+            failure: vec![put("a", "bc"), nested],
+            ..Default::default()
+        });
+        assert_eq!(txn.space_cost(), (overhead + 3) + (overhead + 6));
+        let deletes_only = Command::Txn(pb::TxnRequest {
+            success: vec![delete],
+            ..Default::default()
+        });
+        assert_eq!(deletes_only.space_cost(), 0);
+        assert_eq!(Command::Compact(Default::default()).space_cost(), 0);
+    }
+
+    #[test]
     fn commands_round_trip_and_garbage_is_refused() {
         let put = Command::Put(pb::PutRequest {
             key: b"k".to_vec(),
@@ -154,6 +243,12 @@ mod tests {
         assert_eq!(Command::decode(&put.encode()), Some(put));
         assert_eq!(Command::decode(&[]), None);
         assert_eq!(Command::decode(&[9, 1, 2]), None);
+        let alarm = Command::Alarm(pb::AlarmRequest {
+            action: pb::alarm_request::AlarmAction::Activate as i32,
+            member_id: 3,
+            alarm: pb::AlarmType::Nospace as i32,
+        });
+        assert_eq!(Command::decode(&alarm.encode()), Some(alarm));
         let error = answer_error(tonic::Code::OutOfRange, "compacted");
         let status = read_answer::<pb::PutResponse>(&error).unwrap_err();
         assert_eq!(

@@ -2,13 +2,13 @@
 //! Shared with the gRPC services, which read it directly (after a read
 //! barrier for linearizable reads).
 
-use super::command::{answer_error, answer_ok, grpc_code, Command};
+use super::command::{answer_error, answer_ok, grpc_code, Command, NO_SPACE};
 use super::convert;
 use super::lessor::Lessor;
 use crate::state_machine::StateMachine;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_core::LogIndex;
-use bellwether_kv::KvStore;
+use bellwether_kv::{Alarm, AlarmKind, KvStore};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -59,6 +59,44 @@ impl EtcdMachine {
     }
 }
 
+/// Applies `Maintenance/Alarm` as etcd does: GET lists the alarms of one
+/// kind (NONE: all), ACTIVATE raises one and answers it, DEACTIVATE clears
+/// one and answers it if it was raised. A request naming no kind, or an
+/// unknown action, changes nothing and answers an empty list.
+fn apply_alarm(store: &mut KvStore, request: &pb::AlarmRequest) -> pb::AlarmResponse {
+    use pb::alarm_request::AlarmAction;
+    let kind = AlarmKind::from_number(request.alarm);
+    let alarm = kind.map(|kind| Alarm {
+        member_id: request.member_id,
+        kind,
+    });
+    let alarms: Vec<Alarm> = match (AlarmAction::try_from(request.action), alarm) {
+        (Ok(AlarmAction::Get), _) if request.alarm == pb::AlarmType::None as i32 => {
+            store.alarms().collect()
+        }
+        (Ok(AlarmAction::Get), Some(_)) => {
+            store.alarms().filter(|a| Some(a.kind) == kind).collect()
+        }
+        (Ok(AlarmAction::Activate), Some(alarm)) => vec![store.alarm_activate(alarm)],
+        (Ok(AlarmAction::Deactivate), Some(alarm)) => {
+            store.alarm_deactivate(alarm).into_iter().collect()
+        }
+        _ => Vec::new(),
+    };
+    pb::AlarmResponse {
+        header: None,
+        alarms: alarms.into_iter().map(alarm_member).collect(),
+    }
+}
+
+/// An alarm as etcd lists it.
+pub fn alarm_member(alarm: Alarm) -> pb::AlarmMember {
+    pb::AlarmMember {
+        member_id: alarm.member_id,
+        alarm: alarm.kind.number(),
+    }
+}
+
 impl StateMachine for EtcdMachine {
     fn apply(&mut self, _index: LogIndex, command: &[u8]) -> Vec<u8> {
         let Some(command) = Command::decode(command) else {
@@ -71,6 +109,12 @@ impl StateMachine for EtcdMachine {
         let mut granted: Option<(i64, i64)> = None;
         let mut revoked: Option<i64> = None;
         let mut store = self.store.lock().expect("store lock");
+        // While the NOSPACE alarm is raised, every write that would take
+        // space is refused, on every member at the same log entry, as
+        // etcd's capped applier does; deletes and compactions still pass.
+        if command.space_cost() > 0 && store.is_alarmed(AlarmKind::NoSpace) {
+            return answer_error(tonic::Code::ResourceExhausted, NO_SPACE);
+        }
         let result = match command {
             Command::Put(r) => store
                 .put(&convert::put_request(r))
@@ -102,6 +146,7 @@ impl StateMachine for EtcdMachine {
                 };
                 answer_ok(response, store.revision())
             }),
+            Command::Alarm(r) => Ok(answer_ok(apply_alarm(&mut store, &r), store.revision())),
             Command::LeaseRevoke(r) => {
                 // Passed on even when it fails (the lease was gone already):
                 // the lessor must not keep a deadline for it either.
