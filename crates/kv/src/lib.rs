@@ -68,5 +68,7 @@ pub use limits::{
 };
 pub use put::{PutRequest, PutResponse};
 pub use range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
-pub use store::{KvStore, REVISION_INITIAL, REVISION_OVERHEAD_BYTES, SNAPSHOT_VERSION};
+pub use store::{
+    KvStore, RetainedWrite, REVISION_INITIAL, REVISION_OVERHEAD_BYTES, SNAPSHOT_VERSION,
+};
 pub use txn::{RequestOp, ResponseOp, TxnRequest, TxnResponse};

@@ -147,3 +147,55 @@ fn event_log_bound_drops_the_oldest_revisions() {
         EVENT_LOG_EVENTS_MAX
     );
 }
+
+#[test]
+fn retained_writes_list_history_up_to_a_revision_and_refuse_gone_or_future_ones() {
+    let mut store = bellwether_kv::KvStore::new();
+    store.put(&PutRequest::new("b", "1")).unwrap(); // 2
+    store.put(&PutRequest::new("a", "1")).unwrap(); // 3
+    store.put(&PutRequest::new("b", "2")).unwrap(); // 4
+    store
+        .delete_range(&bellwether_kv::DeleteRangeRequest::new("a", ""))
+        .unwrap(); // 5
+    let listed = |store: &bellwether_kv::KvStore, revision| -> Vec<(Vec<u8>, i64, bool)> {
+        store
+            .retained_writes(revision)
+            .unwrap()
+            .map(|w| (w.key.to_vec(), w.revision, w.kv.is_some()))
+            .collect()
+    };
+    let all = listed(&store, 0);
+    assert_eq!(
+        all,
+        [
+            (b"a".to_vec(), 3, true),
+            (b"a".to_vec(), 5, false),
+            (b"b".to_vec(), 2, true),
+            (b"b".to_vec(), 4, true),
+        ]
+    );
+    assert_eq!(
+        listed(&store, 3),
+        [(b"a".to_vec(), 3, true), (b"b".to_vec(), 2, true)]
+    );
+    assert!(matches!(
+        store.retained_writes(6).err(),
+        Some(KvError::FutureRevision)
+    ));
+    store.compact(4).unwrap();
+    assert!(matches!(
+        store.retained_writes(3).err(),
+        Some(KvError::Compacted {
+            compact_revision: 4
+        })
+    ));
+    // "a" as of 4 (written at 3) is still readable, so it stays listed.
+    assert_eq!(
+        listed(&store, 0),
+        [
+            (b"a".to_vec(), 3, true),
+            (b"a".to_vec(), 5, false),
+            (b"b".to_vec(), 4, true)
+        ]
+    );
+}

@@ -12,6 +12,7 @@ mod election;
 mod lease;
 mod lease_new_term;
 mod lock;
+mod maintenance;
 mod txn_headers;
 mod watch;
 mod write_revision;

@@ -24,6 +24,7 @@ mod snapshot_events;
 
 pub(crate) use alarm::revision_bytes;
 pub use alarm::REVISION_OVERHEAD_BYTES;
+pub use read::RetainedWrite;
 pub use snapshot::SNAPSHOT_VERSION;
 mod txn;
 mod write;

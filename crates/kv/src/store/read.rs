@@ -139,3 +139,53 @@ fn strip(kv: &KeyValue, keys_only: bool) -> KeyValue {
         kv.clone()
     }
 }
+
+/// One retained write, as [`KvStore::retained_writes`] lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetainedWrite<'a> {
+    /// The key written.
+    pub key: &'a [u8],
+    /// The write's revision.
+    pub revision: i64,
+    /// The key's state after the write; `None` for a delete.
+    pub kv: Option<&'a KeyValue>,
+}
+
+impl KvStore {
+    /// Every retained write at or below `revision` (0: the current one),
+    /// by key then revision: what etcd's `HashKV` hashes, so members that
+    /// applied the same log up to `revision` and compacted at the same
+    /// point list the same writes.
+    ///
+    /// Fails with [`KvError::FutureRevision`] past the current revision
+    /// and [`KvError::Compacted`] below the compact revision.
+    pub fn retained_writes(
+        &self,
+        revision: i64,
+    ) -> Result<impl Iterator<Item = RetainedWrite<'_>> + '_, KvError> {
+        if revision > self.revision {
+            return Err(KvError::FutureRevision);
+        }
+        if revision > 0 && revision < self.compact_revision {
+            return Err(KvError::Compacted {
+                compact_revision: self.compact_revision,
+            });
+        }
+        let upto = if revision <= 0 {
+            self.revision
+        } else {
+            revision
+        };
+        Ok(self.keys.iter().flat_map(move |(key, history)| {
+            history
+                .revisions
+                .iter()
+                .take_while(move |entry| entry.revision <= upto)
+                .map(move |entry| RetainedWrite {
+                    key,
+                    revision: entry.revision,
+                    kv: entry.kv.as_deref(),
+                })
+        }))
+    }
+}

@@ -1,4 +1,4 @@
-//! `etcdserverpb.Maintenance` (Status, Alarm, MoveLeader) and
+//! `etcdserverpb.Maintenance` (Status, Alarm, Hash, HashKV, MoveLeader) and
 //! `etcdserverpb.Cluster` (MemberList): what `etcdctl endpoint status`,
 //! `etcdctl move-leader` and `etcdctl member list` ask. Membership changes
 //! and the other maintenance calls answer Unimplemented, with a message
@@ -27,6 +27,37 @@ impl ClusterService {
 
 /// How long MoveLeader waits to see the target lead.
 pub const MOVE_LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The hash `HashKV` answers: CRC-32C over every retained write at or below
+/// `revision`, each as its key (length-prefixed), revision, then either a
+/// tombstone byte or its create revision, version, lease and value
+/// (length-prefixed), all integers little-endian.
+fn hash_retained_writes(store: &bellwether_kv::KvStore, revision: i64) -> Result<u32, Status> {
+    let writes = store
+        .retained_writes(revision)
+        .map_err(|e| super::backend::status_of_kv(&e))?;
+    let mut hash = 0;
+    let mut buffer = Vec::new();
+    for write in writes {
+        buffer.clear();
+        buffer.extend_from_slice(&(write.key.len() as u64).to_le_bytes());
+        buffer.extend_from_slice(write.key);
+        buffer.extend_from_slice(&write.revision.to_le_bytes());
+        match write.kv {
+            None => buffer.push(0),
+            Some(kv) => {
+                buffer.push(1);
+                for field in [kv.create_revision, kv.version, kv.lease] {
+                    buffer.extend_from_slice(&field.to_le_bytes());
+                }
+                buffer.extend_from_slice(&(kv.value.len() as u64).to_le_bytes());
+                buffer.extend_from_slice(&kv.value);
+            }
+        }
+        hash = crc32c::crc32c_append(hash, &buffer);
+    }
+    Ok(hash)
+}
 
 /// An alarm as etcd's Status lists it among its errors.
 fn alarm_text(alarm: bellwether_kv::Alarm) -> String {
@@ -107,18 +138,56 @@ impl Maintenance for ClusterService {
         }))
     }
 
+    /// A CRC-32C of this member's whole store as its snapshot encodes it
+    /// (keys with their history, leases, the event log, alarms). Like
+    /// etcd's, it is for tests: it encodes the store under its lock.
     async fn hash(
         &self,
         _: Request<pb::HashRequest>,
     ) -> Result<Response<pb::HashResponse>, Status> {
-        Err(unimplemented("Maintenance.Hash"))
+        let backend = self.backend.clone();
+        let (hash, header) = tokio::task::spawn_blocking(move || {
+            let store = backend.store();
+            (crc32c::crc32c(&store.snapshot()), backend.header())
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(pb::HashResponse {
+            header: Some(header),
+            hash,
+        }))
     }
 
+    /// etcd's consistency check between members: a CRC-32C of every
+    /// retained write at or below the revision asked (0: the latest), with
+    /// the compact revision it was taken under. Members that applied the
+    /// same log that far and compacted at the same point answer the same
+    /// hash. Served from this member's store, as etcd does.
     async fn hash_kv(
         &self,
-        _: Request<pb::HashKvRequest>,
+        request: Request<pb::HashKvRequest>,
     ) -> Result<Response<pb::HashKvResponse>, Status> {
-        Err(unimplemented("Maintenance.HashKV"))
+        let revision = request.into_inner().revision;
+        let backend = self.backend.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            let store = backend.store();
+            let hash = hash_retained_writes(&store, revision)?;
+            let compact_revision = store.compact_revision();
+            let hash_revision = if revision <= 0 {
+                store.revision()
+            } else {
+                revision
+            };
+            Ok::<_, Status>(pb::HashKvResponse {
+                header: Some(backend.header()),
+                hash,
+                compact_revision,
+                hash_revision,
+            })
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(answer))
     }
 
     type SnapshotStream = tokio_stream_empty::Empty;
