@@ -50,6 +50,11 @@ pub struct NodeArgs {
     /// exceeded" and raises the NOSPACE alarm (0: the default, 2 GiB).
     #[arg(long)]
     quota_backend_bytes: Option<u64>,
+    /// Every member's priority as id=priority, comma-separated (unlisted:
+    /// 0); the same list on every member. A leader hands leadership to a
+    /// caught-up member of higher priority.
+    #[arg(long, value_delimiter = ',')]
+    peer_priority: Option<Vec<String>>,
     /// All members as id=host:port, comma-separated.
     #[arg(long, value_delimiter = ',')]
     peers: Option<Vec<String>>,
@@ -78,6 +83,7 @@ impl NodeArgs {
             peers: self.peers.clone(),
             peer_http: self.peer_http.clone(),
             peer_client: self.peer_client.clone(),
+            peer_priority: self.peer_priority.clone(),
         }
     }
 

@@ -35,6 +35,10 @@ pub struct UpArgs {
     /// Minimum election timeout in ms.
     #[arg(long, default_value_t = 1000)]
     election_ms: u64,
+    /// Members' leadership priorities as ID=PRIORITY, comma-separated
+    /// (unlisted: 0): the leader hands over to the highest caught-up one.
+    #[arg(long, value_delimiter = ',')]
+    priority: Vec<String>,
 }
 
 fn peer_address(base: u16, i: usize) -> String {
@@ -67,7 +71,27 @@ fn write_configs(args: &UpArgs) -> Result<()> {
         );
     }
     if existing == args.nodes {
+        if !args.priority.is_empty() {
+            bail!(
+                "--priority is written into the configs when a cluster is created; edit peer_priority in {}/n*.toml instead",
+                args.dir.display()
+            );
+        }
         return Ok(()); // Restart with the configs (and data) already there.
+    }
+    for entry in &args.priority {
+        let valid = entry.split_once('=').is_some_and(|(id, priority)| {
+            id.trim()
+                .parse::<usize>()
+                .is_ok_and(|id| (1..=args.nodes).contains(&id))
+                && priority.trim().parse::<u32>().is_ok()
+        });
+        if !valid {
+            bail!(
+                "--priority {entry:?}: write ID=PRIORITY with ID from 1 to {} (e.g. 3=5)",
+                args.nodes
+            );
+        }
     }
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
@@ -77,10 +101,15 @@ fn write_configs(args: &UpArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let priorities: Vec<String> = args
+        .priority
+        .iter()
+        .map(|p| format!("{:?}", p.trim()))
+        .collect();
     for i in 1..=args.nodes {
         let data = args.dir.join(format!("n{i}"));
         let text = format!(
-            "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\nclient_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\npeer_client = [{}]\n",
+            "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\nclient_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\npeer_client = [{}]\npeer_priority = [{}]\n",
             peer_address(args.base_port, i),
             http_address(args.base_port, i),
             client_address(args.base_port, i),
@@ -90,6 +119,7 @@ fn write_configs(args: &UpArgs) -> Result<()> {
             list(peer_address),
             list(http_address),
             list(client_address),
+            priorities.join(", "),
         );
         std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;
     }

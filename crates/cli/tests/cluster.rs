@@ -367,3 +367,58 @@ fn bellwether_transfer_moves_leadership_and_refuses_a_stranger() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("bad leader transferee"), "{stderr}");
 }
+
+/// Waits until member `wanted` leads, as every member of `among` agrees.
+fn wait_for_leader(cluster: &mut Cluster, among: &[usize], wanted: usize) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (leader, term) = cluster.wait_leader(among, Duration::from_secs(10));
+        if leader == wanted {
+            return term;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "n{wanted} never took over; n{leader} leads in term {term}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_highest_priority_member_ends_up_leading_and_priority_0_still_takes_over() {
+    let mut cluster = Cluster::start_with_flags(
+        "priority-handoff",
+        3,
+        HEARTBEAT_MS,
+        ELECTION_MS,
+        &["--peer-priority", "3=5"],
+    );
+    let all = cluster.all();
+    let first = wait_for_leader(&mut cluster, &all, 3);
+    // n3 gone: a priority-0 member is the only choice, and takes over.
+    cluster.kill(3);
+    let (stand_in, term) = cluster.wait_leader(&[1, 2], Duration::from_secs(10));
+    assert!(stand_in != 3 && term > first);
+    // n3 back and caught up: the stand-in hands leadership back, with a
+    // TimeoutNow (n3 does not win an election of its own).
+    let before = timeouts_sent(&cluster, stand_in);
+    cluster.spawn(3);
+    let back = wait_for_leader(&mut cluster, &all, 3);
+    assert!(back > term);
+    cluster.assert_one_leader_per_term();
+    let after = timeouts_sent(&cluster, stand_in);
+    assert!(
+        after > before,
+        "the stand-in sent no TimeoutNow ({before} then {after})"
+    );
+}
+
+/// TimeoutNow messages member `i` has sent, from its `/metrics`.
+fn timeouts_sent(cluster: &Cluster, i: usize) -> u64 {
+    let metrics = common::get(cluster.http(i), "/metrics").unwrap();
+    let line = "bellwether_messages_sent_total{type=\"timeout_now\"} ";
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line))
+        .map_or(0, |count| count.trim().parse().unwrap())
+}

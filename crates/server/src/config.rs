@@ -22,6 +22,7 @@
 //! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
 //! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
+//! peer_priority = ["3=5"]            # every member's priority; unlisted: 0
 //! ```
 //!
 //! Environment variables: `BELLWETHER_ID`, `BELLWETHER_CLUSTER`,
@@ -30,8 +31,8 @@
 //! `BELLWETHER_HEARTBEAT_MS`, `BELLWETHER_ELECTION_MS`,
 //! `BELLWETHER_PRIORITY`, `BELLWETHER_ANSWER_POLL_US`,
 //! `BELLWETHER_QUOTA_BACKEND_BYTES`, `BELLWETHER_PEERS`,
-//! `BELLWETHER_PEER_HTTP` and `BELLWETHER_PEER_CLIENT` (comma-separated
-//! `id=address` lists).
+//! `BELLWETHER_PEER_HTTP`, `BELLWETHER_PEER_CLIENT` (comma-separated
+//! `id=address` lists) and `BELLWETHER_PEER_PRIORITY` (`id=priority`).
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -88,6 +89,10 @@ pub struct ConfigLayer {
     /// etcd API addresses of members, as `id=host:port`, so a follower can
     /// forward writes to the leader.
     pub peer_client: Option<Vec<String>>,
+    /// Every member's leadership priority, as `id=priority` (unlisted
+    /// members have 0). The same list on every member: a leader hands
+    /// over to a caught-up member of higher priority.
+    pub peer_priority: Option<Vec<String>>,
 }
 
 impl ConfigLayer {
@@ -139,6 +144,7 @@ impl ConfigLayer {
             peers: list("BELLWETHER_PEERS"),
             peer_http: list("BELLWETHER_PEER_HTTP"),
             peer_client: list("BELLWETHER_PEER_CLIENT"),
+            peer_priority: list("BELLWETHER_PEER_PRIORITY"),
         })
     }
 
@@ -159,6 +165,7 @@ impl ConfigLayer {
             peers: over.peers.or(self.peers),
             peer_http: over.peer_http.or(self.peer_http),
             peer_client: over.peer_client.or(self.peer_client),
+            peer_priority: over.peer_priority.or(self.peer_priority),
         }
     }
 }
@@ -187,8 +194,11 @@ pub struct NodeConfig {
     pub heartbeat_ms: u64,
     /// Minimum election timeout.
     pub election_ms: u64,
-    /// Leadership priority.
+    /// This member's leadership priority.
     pub priority: u32,
+    /// Every member's priority (this one's included; members not listed
+    /// have 0), so that the leader's hand-off rule works.
+    pub priorities: BTreeMap<u64, u32>,
     /// Microseconds a leader polls for followers' answers after fsyncing a
     /// lone write; 0 never polls.
     pub answer_poll_us: u64,
@@ -232,6 +242,57 @@ fn members(setting: &str, list: &[String]) -> Result<BTreeMap<u64, SocketAddr>, 
         }
     }
     Ok(out)
+}
+
+/// This member's priority and every member's, from `priority` and
+/// `peer_priority`; the two must agree on this member's.
+fn priorities(
+    own: Option<u32>,
+    list: &Option<Vec<String>>,
+    id: u64,
+    peers: &BTreeMap<u64, SocketAddr>,
+) -> Result<(u32, BTreeMap<u64, u32>), ConfigError> {
+    let mut map = BTreeMap::new();
+    for item in list.as_deref().unwrap_or_default() {
+        let (member, priority) = item.split_once('=').ok_or_else(|| {
+            ConfigError(format!(
+                "peer_priority: {item:?} should be id=priority, e.g. 3=5"
+            ))
+        })?;
+        let member: u64 = member
+            .trim()
+            .parse()
+            .map_err(|_| ConfigError(format!("peer_priority: {member:?} is not a member id")))?;
+        let priority: u32 = priority.trim().parse().map_err(|_| {
+            ConfigError(format!(
+                "peer_priority: {priority:?} is not a priority (0 to {})",
+                u32::MAX
+            ))
+        })?;
+        if !peers.contains_key(&member) {
+            return Err(ConfigError(format!(
+                "peer_priority names member {member}, which peers does not list"
+            )));
+        }
+        if map.insert(member, priority).is_some() {
+            return Err(ConfigError(format!(
+                "peer_priority: member {member} is listed twice"
+            )));
+        }
+    }
+    let listed = map.get(&id).copied();
+    let priority = match (own, listed) {
+        (Some(own), Some(listed)) if own != listed => {
+            return Err(ConfigError(format!(
+                "priority ({own}) differs from this member's entry in peer_priority ({listed}); give one"
+            )))
+        }
+        (Some(own), _) => own,
+        (None, listed) => listed.unwrap_or(0),
+    };
+    map.insert(id, priority);
+    map.retain(|_, p| *p != 0);
+    Ok((priority, map))
 }
 
 impl NodeConfig {
@@ -285,6 +346,7 @@ impl NodeConfig {
                 "answer_poll_us ({answer_poll_us}) must be at most {ANSWER_POLL_US_MAX}; 0 turns polling off"
             )));
         }
+        let (priority, priorities) = priorities(layer.priority, &layer.peer_priority, id, &peers)?;
         let cluster = layer.cluster.unwrap_or_else(|| "bellwether".to_string());
         if cluster.is_empty() || cluster.len() > 255 {
             return Err(ConfigError("cluster must be 1 to 255 bytes".into()));
@@ -298,7 +360,8 @@ impl NodeConfig {
             data_dir,
             heartbeat_ms,
             election_ms,
-            priority: layer.priority.unwrap_or(0),
+            priority,
+            priorities,
             answer_poll_us,
             quota_backend_bytes: match layer.quota_backend_bytes {
                 None | Some(0) => QUOTA_BACKEND_BYTES_DEFAULT,
@@ -371,6 +434,45 @@ mod tests {
             error.contains("answer_poll_us (1001) must be at most 1000"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn every_members_priority_is_known_and_must_agree_with_our_own() {
+        let listed = ConfigLayer {
+            peer_priority: Some(vec!["2=5".into()]),
+            ..base()
+        };
+        let config = NodeConfig::from_layer(listed.clone()).unwrap();
+        assert_eq!(config.priority, 0);
+        assert_eq!(config.priorities, BTreeMap::from([(2, 5)]));
+        let own = ConfigLayer {
+            priority: Some(3),
+            ..listed.clone()
+        };
+        let config = NodeConfig::from_layer(own).unwrap();
+        assert_eq!(config.priorities, BTreeMap::from([(1, 3), (2, 5)]));
+        let disagree = ConfigLayer {
+            priority: Some(3),
+            peer_priority: Some(vec!["1=4".into()]),
+            ..base()
+        };
+        let error = NodeConfig::from_layer(disagree).unwrap_err().0;
+        assert!(
+            error.contains("differs from this member's entry"),
+            "{error}"
+        );
+        let stranger = ConfigLayer {
+            peer_priority: Some(vec!["9=1".into()]),
+            ..base()
+        };
+        let error = NodeConfig::from_layer(stranger).unwrap_err().0;
+        assert!(error.contains("which peers does not list"), "{error}");
+        let env = ConfigLayer::from_env(|name| {
+            (name == "BELLWETHER_PEER_PRIORITY").then(|| "1=2, 2=7".to_string())
+        })
+        .unwrap();
+        let config = NodeConfig::from_layer(base().merge(env)).unwrap();
+        assert_eq!((config.priority, config.priorities[&2]), (2, 7));
     }
 
     #[test]

@@ -181,7 +181,11 @@ fn raft_config(config: &NodeConfig) -> RaftConfig {
         // because rival pre-candidates yield by rank.
         election_jitter_ticks: (config.election_ms / tick / 2).max(1),
         hint_slot_ticks: hint_ms.div_ceil(tick).max(1),
-        priorities: BTreeMap::from([(NodeId(config.id), config.priority)]),
+        priorities: config
+            .priorities
+            .iter()
+            .map(|(id, priority)| (NodeId(*id), *priority))
+            .collect(),
         ..RaftConfig::default()
     }
 }
