@@ -25,6 +25,7 @@ mod process_cluster;
 mod progress;
 mod signals;
 mod sim_command;
+mod snapshot_command;
 mod status_command;
 mod supervisor;
 mod tasks_command;
@@ -73,6 +74,12 @@ enum Command {
     },
     /// Hand the cluster's leadership to another member (etcd's MoveLeader).
     Transfer(transfer_command::TransferArgs),
+    /// Start a new cluster from a snapshot saved with `etcdctl snapshot
+    /// save` (`snapshot restore`, once per member).
+    Snapshot {
+        #[command(subcommand)]
+        command: snapshot_command::SnapshotCommand,
+    },
     /// Jepsen-style checks of real member processes: clients over the etcd
     /// API while members are killed, paused and partitioned, then the
     /// history is checked (linearizability, lost writes).
@@ -140,6 +147,7 @@ fn main() -> std::process::ExitCode {
         Command::Sim { command } => sim_command::execute(command),
         Command::Verify(args) => verify_command::execute(args),
         Command::Transfer(args) => transfer_command::execute(args),
+        Command::Snapshot { command } => snapshot_command::execute(command),
         Command::Bench { command } => bench(command),
     };
     match result {

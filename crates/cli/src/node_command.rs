@@ -148,7 +148,8 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
             .with_app_elections(handles.metrics.app_elections.clone())
             .with_app_tasks(&handles.metrics.app_tasks)
             .with_data_dir(config.data_dir.clone())
-            .with_quota(config.quota_backend_bytes);
+            .with_quota(config.quota_backend_bytes)
+            .with_cluster_name(&config.cluster);
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
                 backend,

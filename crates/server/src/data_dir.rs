@@ -69,6 +69,61 @@ pub fn open(config: &NodeConfig) -> Result<(WalStorage, RaftDurable), DataDirErr
     Ok((wal, durable))
 }
 
+/// Why a snapshot could not be restored into a data directory.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// The directory holds something already.
+    #[error("data dir {0} is not empty: restore into a new directory")]
+    NotEmpty(String),
+    /// The directory could not be prepared.
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
+}
+
+/// Makes `config`'s data directory the start of a new cluster whose state
+/// is `snapshot` (a store's snapshot bytes): the identity file, then a log
+/// holding only that snapshot at index 1 of term 1 with every member of
+/// `config.peers` a voter. Every member restored from the same file with
+/// the same member list starts from the same log, as a fresh cluster
+/// starts from an empty one. Refuses a directory that holds anything.
+pub fn restore_snapshot(config: &NodeConfig, snapshot: Vec<u8>) -> Result<(), RestoreError> {
+    use bellwether_core::raft::{ClusterConfig, HardState, Snapshot, SnapshotMeta};
+    use bellwether_core::{LogIndex, NodeId, Term};
+    let dir = &config.data_dir;
+    let occupied = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
+    if occupied {
+        return Err(RestoreError::NotEmpty(dir.display().to_string()));
+    }
+    let (mut wal, durable) = open(config)?;
+    assert!(
+        durable.snapshot.is_none() && durable.entries.is_empty(),
+        "a new data dir"
+    );
+    let wal_dir = dir.join("wal");
+    let storage_error = |error| DataDirError::Storage {
+        path: wal_dir.display().to_string(),
+        error,
+    };
+    let meta = SnapshotMeta {
+        last_index: LogIndex(1),
+        last_term: Term(1),
+        config: ClusterConfig::voters(config.peers.keys().map(|id| NodeId(*id))),
+    };
+    wal.save_snapshot(&Snapshot {
+        meta,
+        data: std::sync::Arc::new(snapshot),
+    })
+    .map_err(storage_error)?;
+    wal.save_hard_state(&HardState {
+        term: Term(1),
+        voted_for: None,
+        commit: LogIndex(1),
+    })
+    .map_err(storage_error)?;
+    wal.sync().map_err(storage_error)?;
+    Ok(())
+}
+
 fn check_identity(dir: &Path, config: &NodeConfig) -> Result<(), DataDirError> {
     let path = dir.join(IDENTITY_FILE);
     let expected = format!("cluster={}\nid={}\n", config.cluster, config.id);

@@ -130,6 +130,15 @@ impl Cluster {
         cluster
     }
 
+    /// [`Cluster::start_with_flags`] with no member started yet: for tests
+    /// that prepare the data directories first (`spawn` each member).
+    pub fn stopped(name: &str, nodes: usize, heartbeat_ms: u64, election_ms: u64) -> Cluster {
+        let mut cluster = Cluster::start_with_flags(name, 0, heartbeat_ms, election_ms, &[]);
+        cluster.nodes = nodes;
+        cluster.children = (0..nodes).map(|_| None).collect();
+        cluster
+    }
+
     /// Node i's peer IP.
     pub fn ip(&self, i: usize) -> String {
         format!("127.0.{}.{}", self.net, i)

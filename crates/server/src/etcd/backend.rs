@@ -69,6 +69,8 @@ pub struct EtcdBackend {
     /// The storage quota: a write that would grow the store's size past
     /// it is refused and raises the NOSPACE alarm. 0: no quota.
     quota_bytes: u64,
+    /// The cluster's name, recorded in snapshot files.
+    pub cluster_name: Arc<str>,
 }
 
 /// A client error as etcd clients expect it.
@@ -114,7 +116,15 @@ impl EtcdBackend {
             app_elections: Default::default(),
             data_dir: None,
             quota_bytes: 0,
+            cluster_name: Arc::from(""),
         }
+    }
+
+    /// The cluster's name, recorded in the snapshot files this member
+    /// streams.
+    pub fn with_cluster_name(mut self, name: &str) -> Self {
+        self.cluster_name = Arc::from(name);
+        self
     }
 
     /// Sets the storage quota (etcd's `--quota-backend-bytes`): see

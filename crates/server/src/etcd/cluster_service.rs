@@ -1,10 +1,11 @@
-//! `etcdserverpb.Maintenance` (Status, Alarm, Hash, HashKV, MoveLeader) and
-//! `etcdserverpb.Cluster` (MemberList): what `etcdctl endpoint status`,
-//! `etcdctl move-leader` and `etcdctl member list` ask. Membership changes
-//! and the other maintenance calls answer Unimplemented, with a message
-//! saying so.
+//! `etcdserverpb.Maintenance` (Status, Alarm, Defragment, Hash, HashKV,
+//! Snapshot, MoveLeader) and `etcdserverpb.Cluster` (MemberList): what
+//! `etcdctl endpoint status`, `alarm`, `endpoint hashkv`, `snapshot save`,
+//! `move-leader` and `member list` ask. Membership changes answer
+//! Unimplemented, with a message saying so.
 
 use super::backend::{EtcdBackend, NotHere};
+use super::channel_stream::ChannelStream;
 use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_server::Cluster;
@@ -24,6 +25,11 @@ impl ClusterService {
         self.backend.header()
     }
 }
+
+/// Bytes of a snapshot per streamed message (etcd sends 32 KiB).
+const SNAPSHOT_CHUNK_BYTES: usize = 64 * 1024;
+/// Chunks queued ahead of a slow reader.
+const SNAPSHOT_CHUNKS_QUEUED: usize = 8;
 
 /// How long MoveLeader waits to see the target lead.
 pub const MOVE_LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -190,13 +196,42 @@ impl Maintenance for ClusterService {
         Ok(Response::new(answer))
     }
 
-    type SnapshotStream = tokio_stream_empty::Empty;
+    type SnapshotStream = ChannelStream<Result<pb::SnapshotResponse, Status>>;
 
+    /// A consistent snapshot of this member's store (taken under the
+    /// store's lock, so at one applied revision), in bellwether's snapshot
+    /// file format (`crate::snapshot_file`), streamed in chunks as etcd
+    /// streams its database. `etcdctl snapshot save` writes it to a file;
+    /// `bellwether snapshot restore` starts a new cluster from it.
     async fn snapshot(
         &self,
         _: Request<pb::SnapshotRequest>,
     ) -> Result<Response<Self::SnapshotStream>, Status> {
-        Err(unimplemented("Maintenance.Snapshot"))
+        let backend = self.backend.clone();
+        let (file, header) = tokio::task::spawn_blocking(move || {
+            let store = backend.store();
+            let file = crate::snapshot_file::encode(&backend.cluster_name, &store);
+            (file, backend.header())
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
+        let (sender, receiver) = tokio::sync::mpsc::channel(SNAPSHOT_CHUNKS_QUEUED);
+        tokio::spawn(async move {
+            let total = file.len();
+            for (i, chunk) in file.chunks(SNAPSHOT_CHUNK_BYTES).enumerate() {
+                let sent = (i * SNAPSHOT_CHUNK_BYTES + chunk.len()) as u64;
+                let response = pb::SnapshotResponse {
+                    header: Some(header),
+                    remaining_bytes: total as u64 - sent,
+                    blob: chunk.to_vec(),
+                    ..Default::default()
+                };
+                if sender.send(Ok(response)).await.is_err() {
+                    return; // The client went away.
+                }
+            }
+        });
+        Ok(Response::new(ChannelStream::new(receiver)))
     }
 
     /// Raft's leadership transfer, as etcd answers it: only the leader
@@ -231,23 +266,6 @@ impl Maintenance for ClusterService {
             _ => Err(Status::unavailable(
                 "etcdserver: request timed out, leader transfer took too long",
             )),
-        }
-    }
-}
-
-/// An empty stream type for the unimplemented Snapshot call.
-mod tokio_stream_empty {
-    use bellwether_api::etcdserverpb::SnapshotResponse;
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
-
-    /// A stream that ends at once.
-    pub struct Empty;
-
-    impl tonic::codegen::tokio_stream::Stream for Empty {
-        type Item = Result<SnapshotResponse, tonic::Status>;
-        fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-            Poll::Ready(None)
         }
     }
 }

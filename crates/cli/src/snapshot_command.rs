@@ -1,0 +1,62 @@
+//! `bellwether snapshot restore FILE`: starts a member of a new cluster
+//! from a snapshot file saved with `etcdctl snapshot save` from a
+//! bellwether member, as `etcdctl snapshot restore` does for etcd.
+//!
+//! Run it once per member of the new cluster, each with that member's
+//! flags (or `--config`), the same member list everywhere, and a new data
+//! directory; then start the members with the same flags.
+
+use crate::node_command::NodeArgs;
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `bellwether snapshot` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum SnapshotCommand {
+    /// Write a new member's data directory holding the snapshot's store,
+    /// so that members restored from one file start a new cluster with
+    /// its data.
+    Restore(RestoreArgs),
+}
+
+/// Flags of `bellwether snapshot restore`.
+#[derive(Args, Debug)]
+pub struct RestoreArgs {
+    /// The snapshot file (`etcdctl snapshot save FILE` against bellwether).
+    file: PathBuf,
+    /// The member's settings, as `bellwether node` takes them: its id, the
+    /// new cluster's name and members, and a new (empty) data directory.
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+/// Runs `bellwether snapshot ...`.
+pub fn execute(command: SnapshotCommand) -> Result<ExitCode> {
+    match command {
+        SnapshotCommand::Restore(args) => restore(args),
+    }
+}
+
+fn restore(args: RestoreArgs) -> Result<ExitCode> {
+    let bytes = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let file = bellwether_server::snapshot_file::decode(&bytes)
+        .with_context(|| format!("{} cannot be restored", args.file.display()))?;
+    let config = args.node.resolve()?;
+    let history_bytes = file.decoded.size_bytes();
+    bellwether_server::data_dir::restore_snapshot(&config, file.store)?;
+    println!(
+        "restored {} (cluster {:?}, revision {}, {} bytes of history) into {} as member {} of {:?} with members {:?}",
+        args.file.display(),
+        file.cluster,
+        file.revision,
+        history_bytes,
+        config.data_dir.display(),
+        config.id,
+        config.cluster,
+        config.peers.keys().collect::<Vec<_>>(),
+    );
+    Ok(ExitCode::SUCCESS)
+}
