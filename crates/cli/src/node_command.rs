@@ -50,6 +50,11 @@ pub struct NodeArgs {
     /// exceeded" and raises the NOSPACE alarm (0: the default, 2 GiB).
     #[arg(long)]
     quota_backend_bytes: Option<u64>,
+    /// Every this many ms the leader compares each member's history hash
+    /// (HashKV) with its own and raises the CORRUPT alarm for one that
+    /// differs; writes are then refused until it is cleared (0: never).
+    #[arg(long)]
+    corrupt_check_ms: Option<u64>,
     /// Every member's priority as id=priority, comma-separated (unlisted:
     /// 0); the same list on every member. A leader hands leadership to a
     /// caught-up member of higher priority.
@@ -80,6 +85,7 @@ impl NodeArgs {
             priority: self.priority,
             answer_poll_us: self.answer_poll_us,
             quota_backend_bytes: self.quota_backend_bytes,
+            corrupt_check_ms: self.corrupt_check_ms,
             peers: self.peers.clone(),
             peer_http: self.peer_http.clone(),
             peer_client: self.peer_client.clone(),
@@ -149,7 +155,11 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
             .with_app_tasks(&handles.metrics.app_tasks)
             .with_data_dir(config.data_dir.clone())
             .with_quota(config.quota_backend_bytes)
-            .with_cluster_name(&config.cluster);
+            .with_cluster_name(&config.cluster)
+            .with_corruption_check(
+                (config.corrupt_check_ms > 0)
+                    .then(|| std::time::Duration::from_millis(config.corrupt_check_ms)),
+            );
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
                 backend,

@@ -19,6 +19,7 @@
 //! priority = 0
 //! answer_poll_us = 100
 //! quota_backend_bytes = 2147483648  # the store's size limit (0: this default)
+//! corrupt_check_ms = 0               # the leader compares members' HashKV (0: never)
 //! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
 //! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
@@ -30,7 +31,8 @@
 //! `BELLWETHER_CLIENT_LISTEN`, `BELLWETHER_DATA_DIR`,
 //! `BELLWETHER_HEARTBEAT_MS`, `BELLWETHER_ELECTION_MS`,
 //! `BELLWETHER_PRIORITY`, `BELLWETHER_ANSWER_POLL_US`,
-//! `BELLWETHER_QUOTA_BACKEND_BYTES`, `BELLWETHER_PEERS`,
+//! `BELLWETHER_QUOTA_BACKEND_BYTES`, `BELLWETHER_CORRUPT_CHECK_MS`,
+//! `BELLWETHER_PEERS`,
 //! `BELLWETHER_PEER_HTTP`, `BELLWETHER_PEER_CLIENT` (comma-separated
 //! `id=address` lists) and `BELLWETHER_PEER_PRIORITY` (`id=priority`).
 
@@ -81,6 +83,10 @@ pub struct ConfigLayer {
     /// that would grow the store past it is refused and raises the NOSPACE
     /// alarm. 0 or unset: [`QUOTA_BACKEND_BYTES_DEFAULT`].
     pub quota_backend_bytes: Option<u64>,
+    /// How often the leader compares every member's history hash with its
+    /// own and raises the CORRUPT alarm for one that differs, in ms (etcd's
+    /// `--experimental-corrupt-check-time`). 0 or unset: never.
+    pub corrupt_check_ms: Option<u64>,
     /// Every member, as `id=host:port` peer addresses (this node included).
     pub peers: Option<Vec<String>>,
     /// HTTP addresses of members, as `id=host:port` (for the dashboard and
@@ -141,6 +147,7 @@ impl ConfigLayer {
                 .transpose()?,
             answer_poll_us: number("BELLWETHER_ANSWER_POLL_US")?,
             quota_backend_bytes: number("BELLWETHER_QUOTA_BACKEND_BYTES")?,
+            corrupt_check_ms: number("BELLWETHER_CORRUPT_CHECK_MS")?,
             peers: list("BELLWETHER_PEERS"),
             peer_http: list("BELLWETHER_PEER_HTTP"),
             peer_client: list("BELLWETHER_PEER_CLIENT"),
@@ -162,6 +169,7 @@ impl ConfigLayer {
             priority: over.priority.or(self.priority),
             answer_poll_us: over.answer_poll_us.or(self.answer_poll_us),
             quota_backend_bytes: over.quota_backend_bytes.or(self.quota_backend_bytes),
+            corrupt_check_ms: over.corrupt_check_ms.or(self.corrupt_check_ms),
             peers: over.peers.or(self.peers),
             peer_http: over.peer_http.or(self.peer_http),
             peer_client: over.peer_client.or(self.peer_client),
@@ -204,6 +212,8 @@ pub struct NodeConfig {
     pub answer_poll_us: u64,
     /// The storage quota in bytes; never 0.
     pub quota_backend_bytes: u64,
+    /// The consistency check's interval in ms; 0: it does not run.
+    pub corrupt_check_ms: u64,
     /// Member id → peer address (includes this node).
     pub peers: BTreeMap<u64, SocketAddr>,
     /// Member id → HTTP address, where known.
@@ -367,6 +377,7 @@ impl NodeConfig {
                 None | Some(0) => QUOTA_BACKEND_BYTES_DEFAULT,
                 Some(bytes) => bytes,
             },
+            corrupt_check_ms: layer.corrupt_check_ms.unwrap_or(0),
             peers,
             peer_http: members("peer_http", layer.peer_http.as_deref().unwrap_or_default())?,
             peer_client: members(

@@ -71,6 +71,9 @@ pub struct EtcdBackend {
     quota_bytes: u64,
     /// The cluster's name, recorded in snapshot files.
     pub cluster_name: Arc<str>,
+    /// How often the leader compares members' history hashes; `None`:
+    /// never (see `corruption_check.rs`).
+    corruption_check: Option<Duration>,
 }
 
 /// A client error as etcd clients expect it.
@@ -117,7 +120,20 @@ impl EtcdBackend {
             data_dir: None,
             quota_bytes: 0,
             cluster_name: Arc::from(""),
+            corruption_check: None,
         }
+    }
+
+    /// Runs the leader's consistency check every `interval` (etcd's
+    /// `--experimental-corrupt-check-time`); see `corruption_check.rs`.
+    pub fn with_corruption_check(mut self, interval: Option<Duration>) -> Self {
+        self.corruption_check = interval;
+        self
+    }
+
+    /// The consistency check's interval, if it runs.
+    pub fn corruption_check(&self) -> Option<Duration> {
+        self.corruption_check
     }
 
     /// The cluster's name, recorded in the snapshot files this member

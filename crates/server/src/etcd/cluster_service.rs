@@ -34,37 +34,6 @@ const SNAPSHOT_CHUNKS_QUEUED: usize = 8;
 /// How long MoveLeader waits to see the target lead.
 pub const MOVE_LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The hash `HashKV` answers: CRC-32C over every retained write at or below
-/// `revision`, each as its key (length-prefixed), revision, then either a
-/// tombstone byte or its create revision, version, lease and value
-/// (length-prefixed), all integers little-endian.
-fn hash_retained_writes(store: &bellwether_kv::KvStore, revision: i64) -> Result<u32, Status> {
-    let writes = store
-        .retained_writes(revision)
-        .map_err(|e| super::backend::status_of_kv(&e))?;
-    let mut hash = 0;
-    let mut buffer = Vec::new();
-    for write in writes {
-        buffer.clear();
-        buffer.extend_from_slice(&(write.key.len() as u64).to_le_bytes());
-        buffer.extend_from_slice(write.key);
-        buffer.extend_from_slice(&write.revision.to_le_bytes());
-        match write.kv {
-            None => buffer.push(0),
-            Some(kv) => {
-                buffer.push(1);
-                for field in [kv.create_revision, kv.version, kv.lease] {
-                    buffer.extend_from_slice(&field.to_le_bytes());
-                }
-                buffer.extend_from_slice(&(kv.value.len() as u64).to_le_bytes());
-                buffer.extend_from_slice(&kv.value);
-            }
-        }
-        hash = crc32c::crc32c_append(hash, &buffer);
-    }
-    Ok(hash)
-}
-
 /// An alarm as etcd's Status lists it among its errors.
 fn alarm_text(alarm: bellwether_kv::Alarm) -> String {
     let kind = match alarm.kind {
@@ -177,7 +146,8 @@ impl Maintenance for ClusterService {
         let backend = self.backend.clone();
         let answer = tokio::task::spawn_blocking(move || {
             let store = backend.store();
-            let hash = hash_retained_writes(&store, revision)?;
+            let hash = super::corruption_check::hash_kv(&store, revision)
+                .map_err(|e| super::backend::status_of_kv(&e))?;
             let compact_revision = store.compact_revision();
             let hash_revision = if revision <= 0 {
                 store.revision()

@@ -22,6 +22,9 @@ const LEASE_GRANT_COST_BYTES: u64 = 64;
 /// is raised, or that would cross the storage quota.
 pub const NO_SPACE: &str = "etcdserver: mvcc: database space exceeded";
 
+/// etcd's answer to a write while the CORRUPT alarm is raised.
+pub const CORRUPT: &str = "etcdserver: corrupt cluster";
+
 /// A write to replicate.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
@@ -72,6 +75,13 @@ impl Command {
             ALARM => Command::Alarm(pb::AlarmRequest::decode(body).ok()?),
             _ => return None,
         })
+    }
+
+    /// True for the client writes every member refuses while the CORRUPT
+    /// alarm is raised: everything but lease revokes (the leader's expiry
+    /// must still end leases) and alarm requests (so it can be cleared).
+    pub fn refused_when_corrupt(&self) -> bool {
+        !matches!(self, Command::LeaseRevoke(_) | Command::Alarm(_))
     }
 
     /// The bytes this write would add to the store, as the storage quota

@@ -2,7 +2,7 @@
 //! Shared with the gRPC services, which read it directly (after a read
 //! barrier for linearizable reads).
 
-use super::command::{answer_error, answer_ok, grpc_code, Command, NO_SPACE};
+use super::command::{answer_error, answer_ok, grpc_code, Command, CORRUPT, NO_SPACE};
 use super::convert;
 use super::lessor::Lessor;
 use crate::state_machine::StateMachine;
@@ -114,6 +114,11 @@ impl StateMachine for EtcdMachine {
         // etcd's capped applier does; deletes and compactions still pass.
         if command.space_cost() > 0 && store.is_alarmed(AlarmKind::NoSpace) {
             return answer_error(tonic::Code::ResourceExhausted, NO_SPACE);
+        }
+        // A member's data differs from the leader's (`corruption_check.rs`):
+        // no write lands anywhere until an operator has looked.
+        if command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt) {
+            return answer_error(tonic::Code::DataLoss, CORRUPT);
         }
         let result = match command {
             Command::Put(r) => store

@@ -11,6 +11,7 @@ pub mod cluster_service;
 pub mod command;
 pub mod compactor;
 pub mod convert;
+pub mod corruption_check;
 pub mod election_service;
 pub mod kv_service;
 pub mod leader_observer;
@@ -72,6 +73,9 @@ pub async fn serve(
     };
     let expiry = tokio::spawn(lessor.clone().run(backend.clone()));
     let compaction = tokio::spawn(compactor::run(backend.clone()));
+    let consistency = backend
+        .corruption_check()
+        .map(|interval| tokio::spawn(corruption_check::run(backend.clone(), interval)));
     let kv = KvService {
         backend: backend.clone(),
     };
@@ -103,5 +107,8 @@ pub async fn serve(
         .await;
     expiry.abort();
     compaction.abort();
+    if let Some(task) = consistency {
+        task.abort();
+    }
     served
 }
