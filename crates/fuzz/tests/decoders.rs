@@ -1,0 +1,327 @@
+//! Every decoder that reads bytes from outside the process (peers, disk,
+//! snapshot files), fed valid encodings mutated at random (bit flips, cuts,
+//! length fields overwritten, bytes inserted) and plain garbage. Each must
+//! return a value or an error: never panic, and never allocate more at
+//! once than [`allocation_bound`] of its input, which a decoder that
+//! trusted a length field would. A budget of cases runs in the test suite
+//! (`BELLWETHER_FUZZ_CASES`, default 300); `scripts/fuzz.sh` runs more.
+
+use bellwether_core::raft::{ClusterConfig, Entry, HardState, Payload, RaftMessage, SnapshotMeta};
+use bellwether_core::{LogIndex, NodeId, Term};
+use bellwether_fuzz::{allocation_bound, cases, largest_allocation, LargestAllocation};
+use bellwether_transport::WireMessage;
+use proptest::prelude::*;
+
+#[global_allocator]
+static ALLOCATOR: LargestAllocation = LargestAllocation;
+
+/// One change to an encoding.
+#[derive(Clone, Debug)]
+enum Mutation {
+    FlipBit(usize),
+    Cut(usize),
+    /// Overwrite four bytes with a value, often a huge length.
+    Overwrite(usize, u32),
+    Insert(usize, Vec<u8>),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        any::<usize>().prop_map(Mutation::FlipBit),
+        any::<usize>().prop_map(Mutation::Cut),
+        (
+            any::<usize>(),
+            prop_oneof![Just(u32::MAX), Just(1 << 31), any::<u32>()]
+        )
+            .prop_map(|(at, value)| Mutation::Overwrite(at, value)),
+        (
+            any::<usize>(),
+            proptest::collection::vec(any::<u8>(), 1..16)
+        )
+            .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
+    ]
+}
+
+fn apply(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
+    for mutation in mutations {
+        let len = bytes.len().max(1);
+        match mutation {
+            Mutation::FlipBit(at) if !bytes.is_empty() => bytes[at % len] ^= 1 << (at % 8),
+            Mutation::Cut(at) => bytes.truncate(at % len),
+            Mutation::Overwrite(at, value) if bytes.len() >= 4 => {
+                let at = at % (bytes.len() - 3);
+                bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            }
+            Mutation::Insert(at, extra) => {
+                let at = at % (bytes.len() + 1);
+                bytes.splice(at..at, extra.iter().copied());
+            }
+            _ => {}
+        }
+    }
+    bytes
+}
+
+/// Valid encodings mutated, or garbage that starts like one.
+fn inputs(seeds: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
+    let count = seeds.len();
+    prop_oneof![
+        4 => (0..count, proptest::collection::vec(mutation(), 1..4))
+            .prop_map(move |(i, mutations)| apply(seeds[i].clone(), &mutations)),
+        1 => (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..256)).prop_map(|(first, rest)| {
+            let mut bytes = vec![first % 40];
+            bytes.extend(rest);
+            bytes
+        }),
+    ]
+}
+
+/// Runs `decode` on `input` and checks the allocation bound.
+fn decodes_within_bounds<T>(input: &[u8], decode: impl FnOnce(&[u8]) -> T) -> T {
+    let (result, largest) = largest_allocation(|| decode(input));
+    assert!(
+        largest <= allocation_bound(input.len()),
+        "decoding {} bytes allocated {largest} bytes at once",
+        input.len()
+    );
+    result
+}
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: cases(),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+fn entries() -> Vec<Entry> {
+    vec![
+        Entry {
+            term: Term(3),
+            index: LogIndex(7),
+            payload: Payload::Noop,
+        },
+        Entry {
+            term: Term(3),
+            index: LogIndex(8),
+            payload: Payload::Command(b"put k v".to_vec()),
+        },
+        Entry {
+            term: Term(4),
+            index: LogIndex(9),
+            payload: Payload::Membership(ClusterConfig::voters([NodeId(1), NodeId(2), NodeId(3)])),
+        },
+    ]
+}
+
+fn raft_seeds() -> Vec<Vec<u8>> {
+    let meta = SnapshotMeta {
+        last_index: LogIndex(9),
+        last_term: Term(4),
+        config: ClusterConfig::voters([NodeId(1), NodeId(2)]),
+    };
+    let messages = [
+        RaftMessage::AppendEntries {
+            term: Term(4),
+            prev_log_index: LogIndex(6),
+            prev_log_term: Term(3),
+            entries: entries(),
+            leader_commit: LogIndex(8),
+        },
+        RaftMessage::InstallSnapshot {
+            term: Term(4),
+            meta,
+            offset: 0,
+            total_bytes: 5,
+            data: b"store".to_vec(),
+        },
+        RaftMessage::VoteRequest {
+            term: Term(5),
+            last_log_index: LogIndex(9),
+            last_log_term: Term(4),
+            leadership_transfer: true,
+        },
+        RaftMessage::AppendResponse {
+            term: Term(4),
+            success: false,
+            match_index: LogIndex(6),
+            hint_index: LogIndex(5),
+            hint_term: Some(Term(2)),
+        },
+        RaftMessage::Heartbeat {
+            term: Term(4),
+            commit: LogIndex(8),
+            round: 77,
+        },
+    ];
+    messages
+        .iter()
+        .map(|m| {
+            let mut out = Vec::new();
+            m.encode(&mut out);
+            out
+        })
+        .collect()
+}
+
+/// A decoder that gives a value back must give the same value for the
+/// value's own encoding: what is accepted is what was meant.
+fn stable<M: WireMessage + PartialEq + std::fmt::Debug>(input: &[u8]) {
+    if let Ok(message) = decodes_within_bounds(input, M::decode) {
+        let mut again = Vec::new();
+        message.encode(&mut again);
+        assert_eq!(M::decode(&again).ok(), Some(message));
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn raft_messages(input in inputs(raft_seeds())) {
+        stable::<RaftMessage>(&input);
+    }
+
+    #[test]
+    fn paxos_bully_ring_and_member_messages(input in inputs(vec![vec![0u8; 40]])) {
+        stable::<bellwether_core::paxos::PaxosMessage>(&input);
+        stable::<bellwether_core::bully::BullyMessage>(&input);
+        stable::<bellwether_core::ring::RingMessage>(&input);
+        let _ = decodes_within_bounds(&input, bellwether_server::peer_message::decode);
+    }
+
+    #[test]
+    fn handshakes(input in inputs(vec![bellwether_transport::Hello {
+        cluster: "prod".into(),
+        from: 2,
+        to: 3,
+        fingerprint: 0xdead_beef,
+    }.encode()])) {
+        let _ = decodes_within_bounds(&input, bellwether_transport::Hello::decode);
+    }
+
+    #[test]
+    fn wal_entries_and_hard_state(input in inputs(wal_seeds())) {
+        let _ = decodes_within_bounds(&input, bellwether_storage::codec::decode_entries);
+        let _ = decodes_within_bounds(&input, bellwether_storage::codec::decode_hard_state);
+    }
+
+    #[test]
+    fn store_snapshots(input in inputs(vec![store().snapshot()])) {
+        let _ = decodes_within_bounds(&input, bellwether_kv::KvStore::restore);
+    }
+
+    #[test]
+    fn snapshot_files(input in inputs(vec![bellwether_server::snapshot_file::encode("prod", &store())])) {
+        let _ = decodes_within_bounds(&input, bellwether_server::snapshot_file::decode);
+    }
+}
+
+fn wal_seeds() -> Vec<Vec<u8>> {
+    let mut entries_bytes = Vec::new();
+    bellwether_storage::codec::encode_entries(&mut entries_bytes, &entries());
+    let mut state = Vec::new();
+    bellwether_storage::codec::encode_hard_state(
+        &mut state,
+        &HardState {
+            term: Term(4),
+            voted_for: Some(NodeId(2)),
+            commit: LogIndex(8),
+        },
+    );
+    vec![entries_bytes, state]
+}
+
+fn store() -> bellwether_kv::KvStore {
+    use bellwether_kv::{DeleteRangeRequest, PutRequest};
+    let mut store = bellwether_kv::KvStore::new();
+    store.lease_grant(5, 60).unwrap();
+    for i in 0..12 {
+        let put = PutRequest {
+            lease: if i % 3 == 0 { 5 } else { 0 },
+            ..PutRequest::new(format!("key{}", i % 5), format!("value{i}"))
+        };
+        store.put(&put).unwrap();
+    }
+    store
+        .delete_range(&DeleteRangeRequest::new("key1", ""))
+        .unwrap();
+    store.compact(6).unwrap();
+    store
+}
+
+/// The files of a write-ahead log holding [`entries`], a hard state and a
+/// snapshot, by name (written once, then mutated per case).
+fn wal_files() -> &'static Vec<(std::ffi::OsString, Vec<u8>)> {
+    use bellwether_storage::{Storage, WalOptions, WalStorage};
+    static FILES: std::sync::OnceLock<Vec<(std::ffi::OsString, Vec<u8>)>> =
+        std::sync::OnceLock::new();
+    FILES.get_or_init(|| {
+        let dir = scratch("seed");
+        let mut wal = WalStorage::open(&dir, WalOptions::default()).unwrap();
+        wal.recover().unwrap();
+        let first: Vec<Entry> = entries()
+            .into_iter()
+            .enumerate()
+            .map(|(i, entry)| Entry {
+                index: LogIndex(i as u64 + 1),
+                ..entry
+            })
+            .collect();
+        wal.append(&first).unwrap();
+        wal.save_hard_state(&HardState {
+            term: Term(4),
+            voted_for: Some(NodeId(2)),
+            commit: LogIndex(8),
+        })
+        .unwrap();
+        wal.sync().unwrap();
+        drop(wal);
+        let files = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        files
+    })
+}
+
+/// A fresh directory under the system's temporary directory.
+fn scratch(what: &str) -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("bw-fuzz-{what}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases().div_ceil(10), ..config() })]
+
+    /// Recovery reads a damaged log back, or stops with an error; it never
+    /// panics, and allocates within bounds of the files' size.
+    #[test]
+    fn wal_recovery(which in any::<usize>(), mutations in proptest::collection::vec(mutation(), 1..4)) {
+        use bellwether_storage::{Storage, WalOptions, WalStorage};
+        let files = wal_files();
+        let target = which % files.len();
+        let dir = scratch("wal");
+        let mut total = 0;
+        for (i, (name, bytes)) in files.iter().enumerate() {
+            let bytes = if i == target { apply(bytes.clone(), &mutations) } else { bytes.clone() };
+            total += bytes.len();
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+        let (_, largest) = largest_allocation(|| {
+            WalStorage::open(&dir, WalOptions::default()).and_then(|mut wal| wal.recover())
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+        prop_assert!(largest <= allocation_bound(total), "{largest} bytes at once for {total} bytes of files");
+    }
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# A long campaign of the decoder fuzz tests (crates/fuzz/tests/decoders.rs):
+# every decoder of untrusted bytes (peer wire, handshake, WAL entries, hard
+# state and recovery, store snapshots, snapshot files), CASES mutated or
+# random inputs each (the WAL recovery test a tenth of that: it writes
+# files). The test suite runs 300; this runs 1,000,000 by default.
+#
+#   scripts/fuzz.sh            # about a minute on 2 cores
+#   CASES=10000000 scripts/fuzz.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CASES="${CASES:-1000000}"
+BELLWETHER_FUZZ_CASES="$CASES" cargo test --release -p bellwether-fuzz --test decoders -- --nocapture
