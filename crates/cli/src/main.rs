@@ -58,7 +58,7 @@ enum Command {
     Elect(elect_command::ElectArgs),
     /// Run a program only while this process holds a lock.
     Lock(elect_command::LockArgs),
-    /// An embedded elector (Raft, Bully or Ring) as a process, without a
+    /// An embedded elector (Raft, Paxos, Bully or Ring) as a process, without a
     /// cluster to run; `peer up` starts a local group of them.
     Peer(peer_command::PeerArgs),
     /// A durable task queue: submit tasks, run workers (one of them leads

@@ -1,4 +1,4 @@
-//! `bellwether peer`: one embedded elector (Raft, Bully or Ring from
+//! `bellwether peer`: one embedded elector (Raft, Paxos, Bully or Ring from
 //! `bellwether-elector`) as a process, and `bellwether peer up`: a local
 //! group of them.
 //!
@@ -58,7 +58,7 @@ struct GroupArgs {
     /// Shortest election timeout, in ms (the timeout is drawn from [t, 2t)).
     #[arg(long, default_value_t = 150)]
     election_ms: u64,
-    /// Raft only: give the leader a validity deadline before which nobody
+    /// Raft and Paxos: give the leader a validity deadline before which nobody
     /// else can be elected (failover then takes an election timeout).
     #[arg(long)]
     leases: bool,
