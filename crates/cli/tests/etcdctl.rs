@@ -75,14 +75,15 @@ fn etcdctl_put_get_del_and_txn_work_through_any_member() {
         "three members: {out}"
     );
     // The database size is the member's write-ahead log and snapshots on
-    // disk: never 0 once something was written.
+    // disk, the size in use the store's count of its retained history:
+    // neither is 0 once something was written.
     let (ok, out) = etcdctl(&every, &["endpoint", "status", "-w", "json"], None);
     let status: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert!(ok, "{out}");
     for member in status.as_array().expect("one entry per endpoint") {
         let size = member["Status"]["dbSize"].as_i64().unwrap_or(0);
         let in_use = member["Status"]["dbSizeInUse"].as_i64().unwrap_or(0);
-        assert!(size > 0 && in_use == size, "db size: {out}");
+        assert!(size > 0 && in_use > 0, "db size: {out}");
     }
 }
 
