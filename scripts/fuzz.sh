@@ -10,4 +10,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CASES="${CASES:-1000000}"
-BELLWETHER_FUZZ_CASES="$CASES" cargo test --release -p bellwether-fuzz --test decoders -- --nocapture
+BELLWETHER_FUZZ_CASES="$CASES" cargo test --profile ci -p bellwether-fuzz --test decoders -- --nocapture
