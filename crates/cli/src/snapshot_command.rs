@@ -44,6 +44,17 @@ fn restore(args: RestoreArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let file = bellwether_server::snapshot_file::decode(&bytes)
         .with_context(|| format!("{} cannot be restored", args.file.display()))?;
+    let alarms: Vec<String> = file
+        .decoded
+        .alarms()
+        .map(|a| format!("member {} {:?}", a.member_id, a.kind))
+        .collect();
+    if !alarms.is_empty() {
+        eprintln!(
+            "warning: the snapshot holds raised alarms ({}); the new cluster starts with them, and `etcdctl alarm disarm` clears them",
+            alarms.join(", ")
+        );
+    }
     let config = args.node.resolve()?;
     let history_bytes = file.decoded.size_bytes();
     bellwether_server::data_dir::restore_snapshot(&config, file.store)?;

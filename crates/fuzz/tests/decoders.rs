@@ -184,10 +184,18 @@ proptest! {
     }
 
     #[test]
-    fn paxos_bully_ring_and_member_messages(input in inputs(vec![vec![0u8; 40]])) {
+    fn paxos_messages(input in inputs(encoded(&paxos_seed_messages()))) {
         stable::<bellwether_core::paxos::PaxosMessage>(&input);
+    }
+
+    #[test]
+    fn bully_and_ring_messages(input in inputs(bully_and_ring_seeds())) {
         stable::<bellwether_core::bully::BullyMessage>(&input);
         stable::<bellwether_core::ring::RingMessage>(&input);
+    }
+
+    #[test]
+    fn member_messages(input in inputs(raft_seeds())) {
         let _ = decodes_within_bounds(&input, bellwether_server::peer_message::decode);
     }
 
@@ -207,15 +215,111 @@ proptest! {
         let _ = decodes_within_bounds(&input, bellwether_storage::codec::decode_hard_state);
     }
 
+    /// A store that restores encodes to the same bytes again and restores
+    /// to the same store: what is accepted is a consistent store.
     #[test]
     fn store_snapshots(input in inputs(vec![store().snapshot()])) {
-        let _ = decodes_within_bounds(&input, bellwether_kv::KvStore::restore);
+        if let Ok(store) = decodes_within_bounds(&input, bellwether_kv::KvStore::restore) {
+            let again = bellwether_kv::KvStore::restore(&store.snapshot());
+            prop_assert_eq!(again.as_ref(), Ok(&store));
+        }
     }
 
+    /// Snapshot files, damaged before their SHA-256 is recomputed (so the
+    /// parsing behind the digest is reached), and damaged after it.
     #[test]
-    fn snapshot_files(input in inputs(vec![bellwether_server::snapshot_file::encode("prod", &store())])) {
-        let _ = decodes_within_bounds(&input, bellwether_server::snapshot_file::decode);
+    fn snapshot_files(
+        input in inputs(vec![snapshot_file_body()]),
+        rehash in any::<bool>(),
+    ) {
+        let file = if rehash { with_digest(input) } else { input };
+        let _ = decodes_within_bounds(&file, bellwether_server::snapshot_file::decode);
     }
+}
+
+fn encoded<M: WireMessage>(messages: &[M]) -> Vec<Vec<u8>> {
+    messages
+        .iter()
+        .map(|m| {
+            let mut out = Vec::new();
+            m.encode(&mut out);
+            out
+        })
+        .collect()
+}
+
+fn paxos_seed_messages() -> Vec<bellwether_core::paxos::PaxosMessage> {
+    use bellwether_core::paxos::{Ballot, Entry as Slot, PaxosMessage};
+    let ballot = Ballot {
+        round: 7,
+        priority: 1,
+        node: NodeId(3),
+    };
+    vec![
+        PaxosMessage::Prepare {
+            ballot,
+            from_slot: 4,
+        },
+        PaxosMessage::Promise {
+            ballot,
+            entries: vec![
+                (4, Slot { ballot, value: 9 }),
+                (6, Slot { ballot, value: 0 }),
+            ],
+        },
+        PaxosMessage::Accept {
+            ballot,
+            first_slot: 4,
+            values: vec![9, 0, 11],
+            commit: 5,
+            sent_tick: 1_000,
+        },
+        PaxosMessage::Accepted {
+            ballot,
+            through_slot: 6,
+            sent_tick: 1_000,
+        },
+    ]
+}
+
+fn bully_and_ring_seeds() -> Vec<Vec<u8>> {
+    use bellwether_core::bully::BullyMessage;
+    use bellwether_core::ring::RingMessage;
+    let mut seeds = encoded(&[
+        BullyMessage::Election { epoch: 3 },
+        BullyMessage::Coordinator { epoch: 4 },
+    ]);
+    seeds.extend(encoded(&[
+        RingMessage::Election {
+            initiator: NodeId(2),
+            ids: vec![NodeId(2), NodeId(3), NodeId(5)],
+            epoch: 8,
+            sequence: 1,
+        },
+        RingMessage::Coordinator {
+            initiator: NodeId(2),
+            leader: NodeId(5),
+            members: vec![NodeId(2), NodeId(3), NodeId(5)],
+            epoch: 8,
+            sequence: 2,
+        },
+    ]));
+    seeds
+}
+
+/// A snapshot file without its SHA-256 trailer.
+fn snapshot_file_body() -> Vec<u8> {
+    let mut file = bellwether_server::snapshot_file::encode("prod", &store());
+    file.truncate(file.len() - 32);
+    file
+}
+
+/// `body` with a correct SHA-256 trailer.
+fn with_digest(mut body: Vec<u8>) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(&body);
+    body.extend_from_slice(&digest);
+    body
 }
 
 fn wal_seeds() -> Vec<Vec<u8>> {
@@ -248,6 +352,10 @@ fn store() -> bellwether_kv::KvStore {
         .delete_range(&DeleteRangeRequest::new("key1", ""))
         .unwrap();
     store.compact(6).unwrap();
+    store.alarm_activate(bellwether_kv::Alarm {
+        member_id: 2,
+        kind: bellwether_kv::AlarmKind::NoSpace,
+    });
     store
 }
 

@@ -86,14 +86,48 @@ pub enum RestoreError {
 /// `config.peers` a voter. Every member restored from the same file with
 /// the same member list starts from the same log, as a fresh cluster
 /// starts from an empty one. Refuses a directory that holds anything.
+///
+/// The directory is written beside the target (`<dir>.restoring`) and
+/// renamed into place once complete, so a restore that fails half-way
+/// leaves no directory a member would start from.
 pub fn restore_snapshot(config: &NodeConfig, snapshot: Vec<u8>) -> Result<(), RestoreError> {
-    use bellwether_core::raft::{ClusterConfig, HardState, Snapshot, SnapshotMeta};
-    use bellwether_core::{LogIndex, NodeId, Term};
     let dir = &config.data_dir;
     let occupied = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
     if occupied {
         return Err(RestoreError::NotEmpty(dir.display().to_string()));
     }
+    let unwritable = |error| DataDirError::Unwritable {
+        path: dir.display().to_string(),
+        error,
+    };
+    let mut staging_name = dir.file_name().unwrap_or_default().to_os_string();
+    staging_name.push(".restoring");
+    let staging = dir.with_file_name(staging_name);
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(unwritable)?;
+    }
+    let staged = NodeConfig {
+        data_dir: staging.clone(),
+        ..config.clone()
+    };
+    write_restored(&staged, snapshot)?;
+    if dir.exists() {
+        std::fs::remove_dir(dir).map_err(unwritable)?; // empty, checked above
+    }
+    std::fs::rename(&staging, dir).map_err(unwritable)?;
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    std::fs::File::open(parent.unwrap_or(Path::new(".")))
+        .and_then(|d| d.sync_all())
+        .map_err(unwritable)?;
+    Ok(())
+}
+
+/// Writes the restored data directory at `config.data_dir` (the staging
+/// directory of [`restore_snapshot`]).
+fn write_restored(config: &NodeConfig, snapshot: Vec<u8>) -> Result<(), RestoreError> {
+    use bellwether_core::raft::{ClusterConfig, HardState, Snapshot, SnapshotMeta};
+    use bellwether_core::{LogIndex, NodeId, Term};
+    let dir = &config.data_dir;
     let (mut wal, durable) = open(config)?;
     assert!(
         durable.snapshot.is_none() && durable.entries.is_empty(),

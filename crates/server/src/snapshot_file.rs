@@ -68,13 +68,19 @@ pub struct SnapshotFile {
 
 /// The file's bytes for `store` of cluster `cluster`.
 pub fn encode(cluster: &str, store: &KvStore) -> Vec<u8> {
-    let data = store.snapshot();
+    encode_parts(cluster, store.revision(), store.snapshot())
+}
+
+/// The file's bytes around `data`, a store's snapshot at `revision`: the
+/// caller takes the snapshot under the store's lock and frames and hashes
+/// it after releasing the lock.
+pub fn encode_parts(cluster: &str, revision: i64, data: Vec<u8>) -> Vec<u8> {
     let name = &cluster.as_bytes()[..cluster.len().min(255)];
     let mut out = Vec::with_capacity(data.len() + name.len() + BLOCK_BYTES + 64);
     out.extend_from_slice(MAGIC);
     out.push(name.len() as u8);
     out.extend_from_slice(name);
-    out.extend_from_slice(&store.revision().to_le_bytes());
+    out.extend_from_slice(&revision.to_le_bytes());
     out.extend_from_slice(&(data.len() as u64).to_le_bytes());
     out.extend_from_slice(&data);
     out.resize(out.len().next_multiple_of(BLOCK_BYTES), 0);

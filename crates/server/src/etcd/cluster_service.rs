@@ -122,8 +122,11 @@ impl Maintenance for ClusterService {
     ) -> Result<Response<pb::HashResponse>, Status> {
         let backend = self.backend.clone();
         let (hash, header) = tokio::task::spawn_blocking(move || {
-            let store = backend.store();
-            (crc32c::crc32c(&store.snapshot()), backend.header())
+            let (data, header) = {
+                let store = backend.store();
+                (store.snapshot(), backend.header())
+            };
+            (crc32c::crc32c(&data), header)
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?;
@@ -179,9 +182,14 @@ impl Maintenance for ClusterService {
     ) -> Result<Response<Self::SnapshotStream>, Status> {
         let backend = self.backend.clone();
         let (file, header) = tokio::task::spawn_blocking(move || {
-            let store = backend.store();
-            let file = crate::snapshot_file::encode(&backend.cluster_name, &store);
-            (file, backend.header())
+            // Only the store's own encoding holds its lock (and with it the
+            // member's applies); framing and hashing come after.
+            let (revision, data, header) = {
+                let store = backend.store();
+                (store.revision(), store.snapshot(), backend.header())
+            };
+            let file = crate::snapshot_file::encode_parts(&backend.cluster_name, revision, data);
+            (file, header)
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?;

@@ -65,11 +65,16 @@ pub async fn run(backend: EtcdBackend, interval: Duration) {
 
 /// One round: returns the members found to differ (each now alarmed).
 pub async fn check_once(backend: &EtcdBackend) -> Vec<u64> {
-    let (revision, compact_revision, ours) = {
-        let store = backend.store();
+    let hashing = backend.clone();
+    let ours = tokio::task::spawn_blocking(move || {
+        let store = hashing.store();
         let revision = store.revision();
         let hash = hash_kv(&store, revision).expect("the current revision is retained");
         (revision, store.compact_revision(), hash)
+    })
+    .await;
+    let Ok((revision, compact_revision, ours)) = ours else {
+        return Vec::new();
     };
     let mut differing = Vec::new();
     for member in backend
@@ -81,6 +86,15 @@ pub async fn check_once(backend: &EtcdBackend) -> Vec<u64> {
         let Some(answer) = ask(backend, member, revision).await else {
             continue;
         };
+        let answered_by = answer.header.map(|h| h.member_id);
+        if answered_by != Some(member) {
+            tracing::warn!(
+                member,
+                ?answered_by,
+                "consistency check: another member answered at this member's address; skipped"
+            );
+            continue;
+        }
         if answer.compact_revision == compact_revision && answer.hash != ours {
             tracing::error!(
                 member,

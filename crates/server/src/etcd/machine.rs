@@ -116,7 +116,8 @@ impl StateMachine for EtcdMachine {
             return answer_error(tonic::Code::ResourceExhausted, NO_SPACE);
         }
         // A member's data differs from the leader's (`corruption_check.rs`):
-        // no write lands anywhere until an operator has looked.
+        // no client write lands anywhere until an operator has looked. Lease
+        // revokes still apply (unlike etcd's), so that expiry never stalls.
         if command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt) {
             return answer_error(tonic::Code::DataLoss, CORRUPT);
         }
