@@ -68,7 +68,18 @@ fn history_hash_behaves(system: &str, endpoint: &str) -> String {
         latest,
         "{system}: a write moves the hash"
     );
-    let future = (revision(endpoint) + 100).to_string();
+    // The compact revision itself is refused as compacted, not only the
+    // revisions below it; 0 (the latest) is still served.
+    let now = revision(endpoint);
+    let (ok, out) = etcdctl(endpoint, &["compact", &now.to_string()], None);
+    assert!(ok, "{system}: {out}");
+    let error = hashes(endpoint, &["--rev", &now.to_string()]).expect_err("compacted");
+    assert!(
+        error.contains("required revision has been compacted"),
+        "{system}: {error}"
+    );
+    assert!(hashes(endpoint, &[]).is_ok(), "{system}");
+    let future = (now + 100).to_string();
     hashes(endpoint, &["--rev", &future]).expect_err("a future revision is refused")
 }
 

@@ -158,7 +158,9 @@ impl KvStore {
     /// point list the same writes.
     ///
     /// Fails with [`KvError::FutureRevision`] past the current revision
-    /// and [`KvError::Compacted`] below the compact revision.
+    /// and [`KvError::Compacted`] at or below the compact revision (as
+    /// etcd 3.4's HashKV refuses the compact revision itself; 0, the
+    /// current revision, is always served).
     pub fn retained_writes(
         &self,
         revision: i64,
@@ -166,7 +168,7 @@ impl KvStore {
         if revision > self.revision {
             return Err(KvError::FutureRevision);
         }
-        if revision > 0 && revision < self.compact_revision {
+        if revision > 0 && revision <= self.compact_revision {
             return Err(KvError::Compacted {
                 compact_revision: self.compact_revision,
             });

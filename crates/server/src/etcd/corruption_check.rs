@@ -68,9 +68,10 @@ pub async fn check_once(backend: &EtcdBackend) -> Vec<u64> {
     let hashing = backend.clone();
     let ours = tokio::task::spawn_blocking(move || {
         let store = hashing.store();
-        let revision = store.revision();
-        let hash = hash_kv(&store, revision).expect("the current revision is retained");
-        (revision, store.compact_revision(), hash)
+        // 0: the current revision, always served (an explicit revision
+        // equal to the compact revision is refused, as etcd refuses it).
+        let hash = hash_kv(&store, 0).expect("the current revision is always served");
+        (store.revision(), store.compact_revision(), hash)
     })
     .await;
     let Ok((revision, compact_revision, ours)) = ours else {
