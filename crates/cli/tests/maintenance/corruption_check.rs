@@ -8,10 +8,8 @@
 //! revision), and a three-member cluster is restored with n3 from the
 //! other snapshot than n1 and n2.
 
-mod common;
-
-use common::etcdctl::run as etcdctl;
-use common::{bellwether_binary, Cluster};
+use super::common::etcdctl::run as etcdctl;
+use super::common::{bellwether_binary, Cluster};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -72,7 +70,7 @@ fn alarms(endpoint: &str) -> String {
 
 #[test]
 fn a_member_with_other_data_is_alarmed_and_writes_stop() {
-    common::etcdctl::require();
+    super::common::etcdctl::require();
     let files = Cluster::stopped("corrupt-check-files", 0, 50, 300);
     let a = files.dir.join("a.snapshot");
     let b = files.dir.join("b.snapshot");

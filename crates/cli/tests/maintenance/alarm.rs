@@ -5,11 +5,9 @@
 //! member), reads and deletes still pass, and after compaction,
 //! defragmentation and `alarm disarm` writes pass again.
 
-mod common;
-
-use common::etcd_server::EtcdServer;
-use common::etcdctl::run as etcdctl;
-use common::Cluster;
+use super::common::etcd_server::EtcdServer;
+use super::common::etcdctl::run as etcdctl;
+use super::common::Cluster;
 use std::time::Duration;
 
 /// The quota both systems get: a few dozen of the 4 KiB values below.
@@ -70,7 +68,7 @@ fn fill_refuse_free_and_disarm(system: &str, writer: &str, every: &str) {
 
 #[test]
 fn a_real_etcd_fills_refuses_and_recovers_the_same_way() {
-    common::etcdctl::require();
+    super::common::etcdctl::require();
     let etcd = EtcdServer::start_with_flags(
         "etcdctl-alarm-etcd",
         &["--quota-backend-bytes", QUOTA_BYTES],
@@ -81,7 +79,7 @@ fn a_real_etcd_fills_refuses_and_recovers_the_same_way() {
 
 #[test]
 fn bellwether_fills_refuses_on_every_member_and_recovers() {
-    common::etcdctl::require();
+    super::common::etcdctl::require();
     let mut cluster = Cluster::start_with_flags(
         "etcdctl-alarm",
         3,

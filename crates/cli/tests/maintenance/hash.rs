@@ -4,11 +4,9 @@
 //! newer writes land, and the errors for a future or compacted revision
 //! are etcd's, checked against a real etcd 3.4 in the same test.
 
-mod common;
-
-use common::etcd_server::EtcdServer;
-use common::etcdctl::run as etcdctl;
-use common::Cluster;
+use super::common::etcd_server::EtcdServer;
+use super::common::etcdctl::run as etcdctl;
+use super::common::Cluster;
 use std::time::{Duration, Instant};
 
 /// (hash, compact revision) per endpoint, from `endpoint hashkv -w json`.
@@ -85,7 +83,7 @@ fn history_hash_behaves(system: &str, endpoint: &str) -> String {
 
 #[test]
 fn hashkv_behaves_as_on_a_real_etcd_and_members_agree() {
-    common::etcdctl::require();
+    super::common::etcdctl::require();
     let etcd = EtcdServer::start("etcdctl-hashkv-etcd");
     let etcd_future = history_hash_behaves("etcd", &etcd.client.to_string());
     drop(etcd);

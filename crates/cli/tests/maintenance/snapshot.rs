@@ -5,11 +5,9 @@
 //! clear error and change nothing; an etcd snapshot (saved from a real
 //! etcd 3.4 in the same test) is named as one.
 
-mod common;
-
-use common::etcd_server::EtcdServer;
-use common::etcdctl::run as etcdctl;
-use common::{bellwether_binary, Cluster};
+use super::common::etcd_server::EtcdServer;
+use super::common::etcdctl::run as etcdctl;
+use super::common::{bellwether_binary, Cluster};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -44,7 +42,7 @@ fn restore(cluster: &Cluster, i: usize, file: &Path) -> (bool, String) {
 
 #[test]
 fn a_saved_snapshot_restores_into_a_new_cluster_with_the_same_data() {
-    common::etcdctl::require();
+    super::common::etcdctl::require();
     // The new cluster's directory holds the files too (removed on drop).
     let mut restored = Cluster::stopped("etcdctl-snapshot-restored", 3, 50, 300);
     let file = restored.dir.join("bw.snapshot");
@@ -100,7 +98,7 @@ fn a_saved_snapshot_restores_into_a_new_cluster_with_the_same_data() {
 
 #[test]
 fn an_etcd_snapshot_is_refused_as_one() {
-    common::etcdctl::require();
+    super::common::etcdctl::require();
     let restored = Cluster::stopped("etcdctl-snapshot-from-etcd", 1, 50, 300);
     let file = restored.dir.join("etcd.db");
     let etcd = EtcdServer::start("etcdctl-snapshot-etcd");
