@@ -155,14 +155,7 @@ fn raft_seeds() -> Vec<Vec<u8>> {
             round: 77,
         },
     ];
-    messages
-        .iter()
-        .map(|m| {
-            let mut out = Vec::new();
-            m.encode(&mut out);
-            out
-        })
-        .collect()
+    encoded(&messages)
 }
 
 /// A decoder that gives a value back must give the same value for the

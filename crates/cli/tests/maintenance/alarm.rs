@@ -8,6 +8,7 @@
 use super::common::etcd_server::EtcdServer;
 use super::common::etcdctl::run as etcdctl;
 use super::common::Cluster;
+use super::revision;
 use std::time::Duration;
 
 /// The quota both systems get: a few dozen of the 4 KiB values below.
@@ -16,14 +17,6 @@ const QUOTA_BYTES: &str = "131072";
 const NO_SPACE: &str = "etcdserver: mvcc: database space exceeded";
 /// Puts tried before the quota must have been reached.
 const PUTS_MAX: usize = 400;
-
-/// The store's revision, read through `endpoint`.
-fn revision(endpoint: &str) -> i64 {
-    let (ok, out) = etcdctl(endpoint, &["get", "any", "-w", "json"], None);
-    assert!(ok, "{out}");
-    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
-    json["header"]["revision"].as_i64().expect("a revision")
-}
 
 /// The whole scenario, through `writer` (where puts go) and `every` (all
 /// endpoints, for the commands etcdctl sends to each member).

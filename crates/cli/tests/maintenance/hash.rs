@@ -7,6 +7,7 @@
 use super::common::etcd_server::EtcdServer;
 use super::common::etcdctl::run as etcdctl;
 use super::common::Cluster;
+use super::revision;
 use std::time::{Duration, Instant};
 
 /// (hash, compact revision) per endpoint, from `endpoint hashkv -w json`.
@@ -31,14 +32,6 @@ fn hashes(endpoints: &str, extra: &[&str]) -> Result<Vec<(u64, i64)>, String> {
             )
         })
         .collect())
-}
-
-/// The store's revision, read through `endpoint`.
-fn revision(endpoint: &str) -> i64 {
-    let (ok, out) = etcdctl(endpoint, &["get", "any", "-w", "json"], None);
-    assert!(ok, "{out}");
-    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
-    json["header"]["revision"].as_i64().expect("a revision")
 }
 
 fn put(endpoint: &str, key: &str, value: &str) {

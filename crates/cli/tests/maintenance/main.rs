@@ -11,3 +11,13 @@ mod alarm;
 mod corruption_check;
 mod hash;
 mod snapshot;
+
+use common::etcdctl::run as etcdctl;
+
+/// The store's revision, read through `endpoint`.
+fn revision(endpoint: &str) -> i64 {
+    let (ok, out) = etcdctl(endpoint, &["get", "any", "-w", "json"], None);
+    assert!(ok, "{out}");
+    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    json["header"]["revision"].as_i64().expect("a revision")
+}
