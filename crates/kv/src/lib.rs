@@ -47,6 +47,7 @@ mod key_range;
 mod key_value;
 mod lease;
 mod limits;
+mod member;
 mod put;
 mod range;
 mod store;
@@ -66,6 +67,7 @@ pub use limits::{
     EVENT_LOG_EVENTS_MAX, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
     REQUEST_BYTES_MAX, TXN_DEPTH_MAX, TXN_OPS_MAX,
 };
+pub use member::{MemberError, MemberIntent, MemberRecord, MEMBER_RECORDS_MAX};
 pub use put::{PutRequest, PutResponse};
 pub use range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
 pub use store::{

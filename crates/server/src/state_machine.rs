@@ -2,6 +2,7 @@
 //! implements this; the node itself only orders, persists and applies.
 
 use bellwether_core::LogIndex;
+use bellwether_kv::MemberRecord;
 
 /// A deterministic state machine fed by the Raft log.
 pub trait StateMachine: Send + 'static {
@@ -13,6 +14,17 @@ pub trait StateMachine: Send + 'static {
     fn snapshot(&self) -> Vec<u8>;
     /// Replaces the state with a snapshot taken at `applied`.
     fn restore(&mut self, applied: LogIndex, data: &[u8]);
+    /// Changes whenever the member directory may have changed (an apply of
+    /// a membership command, a restore), so the node rereads it only then.
+    /// Machines without a directory keep 0.
+    fn directory_version(&self) -> u64 {
+        0
+    }
+    /// The member directory (`bellwether_kv::member`): what operators asked
+    /// of the cluster's members.
+    fn directory(&self) -> Vec<MemberRecord> {
+        Vec::new()
+    }
 }
 
 /// A state machine that keeps nothing; answers are empty. Used while the

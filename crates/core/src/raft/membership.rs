@@ -28,6 +28,32 @@ pub enum MembershipChange {
 }
 
 impl RaftNode {
+    /// A member that joins a running cluster whose voters are `voters`:
+    /// until the leader's log (or snapshot) tells it the configuration, it
+    /// knows itself as a learner of theirs, so it never campaigns. Once it
+    /// has the entry that added it, that configuration rules, as on every
+    /// member.
+    pub fn joining(
+        config: &super::RaftConfig,
+        id: NodeId,
+        voters: &[NodeId],
+        durable: super::RaftDurable,
+        rng: crate::Rng,
+    ) -> RaftNode {
+        use crate::protocol::Protocol;
+        assert!(
+            !voters.is_empty() && !voters.contains(&id),
+            "{id} joins a cluster of other voters, not {voters:?}"
+        );
+        let mut node = RaftNode::new(config, id, &[id], durable, rng);
+        node.bootstrap = ClusterConfig {
+            voters: voters.iter().copied().collect(),
+            learners: [id].into_iter().collect(),
+        };
+        node.refresh_cluster_from_log();
+        node
+    }
+
     /// Proposes a membership change. It takes effect on each member as soon
     /// as the entry is in its log; the returned index is that entry's.
     pub fn propose_membership(

@@ -384,6 +384,52 @@ fn membership_a_learner_catches_up_and_is_promoted() {
 }
 
 #[test]
+fn membership_a_member_started_as_joining_learns_the_log_and_never_campaigns_before() {
+    let mut router = Router::new(4, config());
+    router.isolate(4);
+    let leader = router.elect_among(&[1, 2, 3]);
+    router.run(3);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.propose_membership(MembershipChange::Remove(NodeId(4)))
+        .unwrap();
+    router.run(3);
+    for k in 0..5u8 {
+        propose(&mut router, leader, &[k]);
+    }
+    // A brand-new n4 with an empty disk, told only who votes today.
+    let voters = [NodeId(1), NodeId(2), NodeId(3)];
+    let fresh = RaftNode::joining(
+        &config(),
+        NodeId(4),
+        &voters,
+        RaftDurable::default(),
+        crate::Rng::new(7),
+    );
+    assert!(fresh.cluster().learners.contains(&NodeId(4)));
+    router.nodes.insert(NodeId(4), fresh);
+    router.heal();
+    // Many election timeouts before it is added: it stays a follower.
+    for _ in 0..10 {
+        router.run(5);
+        assert_eq!(router.node(4).status().role, Role::Follower);
+    }
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.propose_membership(MembershipChange::AddLearner(NodeId(4)))
+        .unwrap();
+    router.run(10);
+    assert_eq!(
+        applied_commands(&router, NodeId(4)),
+        applied_commands(&router, leader),
+        "the joined member applied the whole log"
+    );
+    let node = router.nodes.get_mut(&leader).unwrap();
+    node.propose_membership(MembershipChange::PromoteLearner(NodeId(4)))
+        .unwrap();
+    router.run(10);
+    assert_eq!(router.node(4).cluster().voters.len(), 4);
+}
+
+#[test]
 fn membership_a_lagging_learner_is_not_promoted() {
     let mut router = Router::new(3, config());
     let leader = router.elect();

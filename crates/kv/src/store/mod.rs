@@ -18,6 +18,7 @@
 mod alarm;
 mod compact;
 mod lease;
+mod member;
 mod read;
 mod snapshot;
 mod snapshot_events;
@@ -31,6 +32,7 @@ mod write;
 
 use crate::event_log::EventLog;
 use crate::key_history::KeyHistory;
+use crate::member::MemberRecord;
 use crate::{Alarm, Event, IdMap, KeyRange, KvError, Lease};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,6 +59,10 @@ pub struct KvStore {
     events: EventLog,
     /// Raised alarms (see [`crate::alarm`]).
     alarms: BTreeSet<Alarm>,
+    /// The member directory (see [`crate::member`]), by id.
+    members: BTreeMap<u64, MemberRecord>,
+    /// The lowest id a new member may get: above every id recorded.
+    next_member_id: u64,
     /// The retained history's size, kept as writes and compactions happen
     /// (see [`KvStore::size_bytes`]).
     size_bytes: u64,
@@ -79,6 +85,8 @@ impl KvStore {
             lease_keys: BTreeMap::new(),
             events: EventLog::new(REVISION_INITIAL),
             alarms: BTreeSet::new(),
+            members: BTreeMap::new(),
+            next_member_id: 1,
             size_bytes: 0,
         }
     }

@@ -20,14 +20,16 @@
 //! stops on a newer snapshot from a leader, so members are upgraded
 //! together.
 //!
-//! Version 4 adds the raised alarms at the end (see [`crate::alarm`]).
+//! Version 4 adds the raised alarms at the end (see [`crate::alarm`]);
+//! version 5 adds the member directory after them (see [`crate::member`]).
 
 use super::snapshot_events;
 use super::KvStore;
 use crate::codec::{Decoder, Encoder};
 use crate::key_history::{KeyHistory, KeyRevision};
 use crate::{
-    Alarm, AlarmKind, IdMap, KeyValue, KvError, Lease, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
+    Alarm, AlarmKind, IdMap, KeyValue, KvError, Lease, MemberIntent, MemberRecord,
+    LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN, MEMBER_RECORDS_MAX,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -38,13 +40,16 @@ const SNAPSHOT_MAGIC: &[u8; 4] = b"BWKV";
 /// The encoding version this build writes: version 2 stores the event log
 /// by reference to the key histories (see `snapshot_events.rs`), version 3
 /// also stores the leases as varints (see the module docs).
-pub const SNAPSHOT_VERSION: u32 = 4;
+pub const SNAPSHOT_VERSION: u32 = 5;
 
 /// The first version that stores leases as varints (see the module docs).
 pub(super) const SNAPSHOT_VERSION_VARINT_LEASES: u32 = 3;
 
 /// The first version that stores the alarms.
 const SNAPSHOT_VERSION_ALARMS: u32 = 4;
+
+/// The first version that stores the member directory.
+const SNAPSHOT_VERSION_MEMBERS: u32 = 5;
 
 /// Most alarms a snapshot may hold: one per kind per member, and members
 /// are far fewer than this.
@@ -65,6 +70,18 @@ impl KvStore {
         for alarm in &self.alarms {
             out.varint(alarm.member_id);
             out.u8(u8::try_from(alarm.kind.number()).expect("alarm numbers are small"));
+        }
+        out.varint(self.next_member_id);
+        out.count(self.members.len());
+        for member in self.members.values() {
+            out.varint(member.id);
+            out.u8(member.intent.number());
+            for urls in [&member.peer_urls, &member.client_urls] {
+                out.count(urls.len());
+                for url in urls {
+                    out.bytes(url.as_bytes());
+                }
+            }
         }
         out.bytes
     }
@@ -117,6 +134,11 @@ impl KvStore {
         } else {
             BTreeSet::new()
         };
+        let (next_member_id, members) = if version >= SNAPSHOT_VERSION_MEMBERS {
+            decode_members(&mut input)?
+        } else {
+            (1, BTreeMap::new())
+        };
         if !input.is_done() {
             return Err(input.corrupt("trailing bytes"));
         }
@@ -128,6 +150,8 @@ impl KvStore {
             lease_keys,
             events,
             alarms,
+            members,
+            next_member_id,
             size_bytes: 0,
         };
         store.size_bytes = store.count_size_bytes();
@@ -151,6 +175,43 @@ fn decode_alarms(input: &mut Decoder) -> Result<BTreeSet<Alarm>, KvError> {
         }
     }
     Ok(alarms)
+}
+
+/// Decodes the member directory (version 5 on).
+fn decode_members(input: &mut Decoder) -> Result<(u64, BTreeMap<u64, MemberRecord>), KvError> {
+    let next_member_id = input.varint()?;
+    let count = input.count(4)?;
+    if count > MEMBER_RECORDS_MAX {
+        return Err(input.corrupt("too many member records"));
+    }
+    let mut members = BTreeMap::new();
+    for _ in 0..count {
+        let id = input.varint()?;
+        let intent = MemberIntent::from_number(input.u8()?)
+            .ok_or_else(|| input.corrupt("unknown member intent"))?;
+        let mut lists = [Vec::new(), Vec::new()];
+        for list in &mut lists {
+            for _ in 0..input.count(1)? {
+                let url = String::from_utf8(input.bytes()?)
+                    .map_err(|_| input.corrupt("a member URL that is not UTF-8"))?;
+                list.push(url);
+            }
+        }
+        let [peer_urls, client_urls] = lists;
+        if id == 0 || id >= next_member_id {
+            return Err(input.corrupt("a member id at or above the next one"));
+        }
+        let record = MemberRecord {
+            id,
+            peer_urls,
+            client_urls,
+            intent,
+        };
+        if members.insert(id, record).is_some() {
+            return Err(input.corrupt("a member listed twice"));
+        }
+    }
+    Ok((next_member_id, members))
 }
 
 /// Decodes every key's history.

@@ -13,6 +13,36 @@ const COMPACT: u8 = 4;
 const LEASE_GRANT: u8 = 5;
 const LEASE_REVOKE: u8 = 6;
 const ALARM: u8 = 7;
+const MEMBER_ADD: u8 = 8;
+const MEMBER_UPDATE: u8 = 9;
+const MEMBER_PROMOTE: u8 = 10;
+const MEMBER_REMOVE: u8 = 11;
+
+/// A change to the member directory (`bellwether_kv::member`), as the log
+/// holds it. The `Cluster` service fills in what the store cannot know by
+/// itself, so that every member applies it alike: the lowest id a new
+/// member may get and the peer URLs of the members the cluster started with.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MemberChange {
+    /// The member (for an add: the lowest id it may get).
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    /// New peer URLs (none: keep).
+    #[prost(string, repeated, tag = "2")]
+    pub peer_urls: Vec<String>,
+    /// New client URLs (none: keep).
+    #[prost(string, repeated, tag = "3")]
+    pub client_urls: Vec<String>,
+    /// Add: as a learner. Update of a member without a record: it is one.
+    #[prost(bool, tag = "4")]
+    pub learner: bool,
+    /// Add: peer URLs of members without a record, which it may not reuse.
+    #[prost(string, repeated, tag = "5")]
+    pub taken_peer_urls: Vec<String>,
+    /// Remove: the cluster's configuration has this member.
+    #[prost(bool, tag = "6")]
+    pub known: bool,
+}
 
 /// What a lease grant counts for against the storage quota (etcd counts
 /// leases too, so that a full store cannot be filled further with them).
@@ -42,6 +72,14 @@ pub enum Command {
     LeaseRevoke(pb::LeaseRevokeRequest),
     /// `Maintenance/Alarm`: get, raise or clear alarms.
     Alarm(pb::AlarmRequest),
+    /// `Cluster/MemberAdd`.
+    MemberAdd(MemberChange),
+    /// `Cluster/MemberUpdate`, and a member publishing its client URLs.
+    MemberUpdate(MemberChange),
+    /// `Cluster/MemberPromote`.
+    MemberPromote(MemberChange),
+    /// `Cluster/MemberRemove`.
+    MemberRemove(MemberChange),
 }
 
 impl Command {
@@ -55,6 +93,10 @@ impl Command {
             Command::LeaseGrant(r) => (LEASE_GRANT, r.encode_to_vec()),
             Command::LeaseRevoke(r) => (LEASE_REVOKE, r.encode_to_vec()),
             Command::Alarm(r) => (ALARM, r.encode_to_vec()),
+            Command::MemberAdd(r) => (MEMBER_ADD, r.encode_to_vec()),
+            Command::MemberUpdate(r) => (MEMBER_UPDATE, r.encode_to_vec()),
+            Command::MemberPromote(r) => (MEMBER_PROMOTE, r.encode_to_vec()),
+            Command::MemberRemove(r) => (MEMBER_REMOVE, r.encode_to_vec()),
         };
         let mut out = Vec::with_capacity(1 + body.len());
         out.push(tag);
@@ -73,6 +115,10 @@ impl Command {
             LEASE_GRANT => Command::LeaseGrant(pb::LeaseGrantRequest::decode(body).ok()?),
             LEASE_REVOKE => Command::LeaseRevoke(pb::LeaseRevokeRequest::decode(body).ok()?),
             ALARM => Command::Alarm(pb::AlarmRequest::decode(body).ok()?),
+            MEMBER_ADD => Command::MemberAdd(MemberChange::decode(body).ok()?),
+            MEMBER_UPDATE => Command::MemberUpdate(MemberChange::decode(body).ok()?),
+            MEMBER_PROMOTE => Command::MemberPromote(MemberChange::decode(body).ok()?),
+            MEMBER_REMOVE => Command::MemberRemove(MemberChange::decode(body).ok()?),
             _ => return None,
         })
     }
@@ -98,7 +144,11 @@ impl Command {
             Command::DeleteRange(_)
             | Command::Compact(_)
             | Command::LeaseRevoke(_)
-            | Command::Alarm(_) => 0,
+            | Command::Alarm(_)
+            | Command::MemberAdd(_)
+            | Command::MemberUpdate(_)
+            | Command::MemberPromote(_)
+            | Command::MemberRemove(_) => 0,
         }
     }
 }
@@ -158,6 +208,7 @@ answers!(
     pb::LeaseGrantResponse,
     pb::LeaseRevokeResponse,
     pb::AlarmResponse,
+    pb::MemberAddResponse,
 );
 
 /// An answer: `[0] + protobuf` on success, `[1, code] + message` on error.
@@ -259,6 +310,14 @@ mod tests {
             alarm: pb::AlarmType::Nospace as i32,
         });
         assert_eq!(Command::decode(&alarm.encode()), Some(alarm));
+        let add = Command::MemberAdd(MemberChange {
+            id: 4,
+            peer_urls: vec!["http://127.0.0.1:7004".into()],
+            learner: true,
+            taken_peer_urls: vec!["http://127.0.0.1:7001".into()],
+            ..Default::default()
+        });
+        assert_eq!(Command::decode(&add.encode()), Some(add));
         let error = answer_error(tonic::Code::OutOfRange, "compacted");
         let status = read_answer::<pb::PutResponse>(&error).unwrap_err();
         assert_eq!(

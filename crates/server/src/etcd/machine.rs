@@ -2,13 +2,15 @@
 //! Shared with the gRPC services, which read it directly (after a read
 //! barrier for linearizable reads).
 
-use super::command::{answer_error, answer_ok, grpc_code, Command, CORRUPT, NO_SPACE};
+use super::command::{
+    answer_error, answer_ok, grpc_code, Command, MemberChange, CORRUPT, NO_SPACE,
+};
 use super::convert;
 use super::lessor::Lessor;
 use crate::state_machine::StateMachine;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_core::LogIndex;
-use bellwether_kv::{Alarm, AlarmKind, KvStore};
+use bellwether_kv::{Alarm, AlarmKind, KvStore, MemberError, MemberIntent, MemberRecord};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -23,6 +25,8 @@ pub struct EtcdMachine {
     /// Told of every lease grant and revoke applied, so the leader's lease
     /// clock never has to rescan the store.
     lessor: Lessor,
+    /// Bumped on every apply of a membership command and on restore.
+    directory_version: u64,
 }
 
 impl Default for EtcdMachine {
@@ -33,6 +37,7 @@ impl Default for EtcdMachine {
             store: Arc::new(Mutex::new(store)),
             revisions,
             lessor: Lessor::default(),
+            directory_version: 1,
         }
     }
 }
@@ -89,6 +94,60 @@ fn apply_alarm(store: &mut KvStore, request: &pb::AlarmRequest) -> pb::AlarmResp
     }
 }
 
+/// Applies a change to the member directory; answers the record as a
+/// `MemberAddResponse`'s member.
+fn apply_member(store: &mut KvStore, command: Command) -> Result<Vec<u8>, MemberError> {
+    let intent = |change: &MemberChange| {
+        if change.learner {
+            MemberIntent::Learner
+        } else {
+            MemberIntent::Voter
+        }
+    };
+    let record = match command {
+        Command::MemberAdd(c) => {
+            store.member_add(c.id, c.peer_urls, c.learner, &c.taken_peer_urls)?
+        }
+        Command::MemberUpdate(c) => {
+            let intent = intent(&c);
+            store.member_update(c.id, c.peer_urls, c.client_urls, intent)?
+        }
+        Command::MemberPromote(c) => store.member_promote(c.id)?,
+        Command::MemberRemove(c) => store.member_remove(c.id, c.known)?,
+        _ => unreachable!("only membership commands come here"),
+    };
+    let response = pb::MemberAddResponse {
+        header: None,
+        member: Some(member_of(&record)),
+        members: Vec::new(),
+    };
+    Ok(answer_ok(response, store.revision()))
+}
+
+/// A directory record as etcd's `Member` (its learner flag: what it was
+/// asked to be; the member list reports Raft's view instead).
+pub fn member_of(record: &MemberRecord) -> pb::Member {
+    pb::Member {
+        id: record.id,
+        name: format!("n{}", record.id),
+        peer_urls: record.peer_urls.clone(),
+        client_urls: record.client_urls.clone(),
+        is_learner: record.intent == MemberIntent::Learner,
+    }
+}
+
+/// etcd's gRPC code for a refused membership change.
+fn member_error_code(error: &MemberError) -> tonic::Code {
+    match error {
+        MemberError::NotFound => tonic::Code::NotFound,
+        MemberError::Removed | MemberError::PeerUrlExists | MemberError::NotLearner => {
+            tonic::Code::FailedPrecondition
+        }
+        MemberError::TooMany => tonic::Code::ResourceExhausted,
+        MemberError::NoPeerUrls => tonic::Code::InvalidArgument,
+    }
+}
+
 /// An alarm as etcd lists it.
 pub fn alarm_member(alarm: Alarm) -> pb::AlarmMember {
     pb::AlarmMember {
@@ -120,6 +179,19 @@ impl StateMachine for EtcdMachine {
         // revokes still apply (unlike etcd's), so that expiry never stalls.
         if command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt) {
             return answer_error(tonic::Code::DataLoss, CORRUPT);
+        }
+        if matches!(
+            command,
+            Command::MemberAdd(_)
+                | Command::MemberUpdate(_)
+                | Command::MemberPromote(_)
+                | Command::MemberRemove(_)
+        ) {
+            self.directory_version += 1;
+            let answer = apply_member(&mut store, command)
+                .unwrap_or_else(|e| answer_error(member_error_code(&e), &e.to_string()));
+            self.publish_revision(store.revision());
+            return answer;
         }
         let result = match command {
             Command::Put(r) => store
@@ -153,6 +225,10 @@ impl StateMachine for EtcdMachine {
                 answer_ok(response, store.revision())
             }),
             Command::Alarm(r) => Ok(answer_ok(apply_alarm(&mut store, &r), store.revision())),
+            Command::MemberAdd(_)
+            | Command::MemberUpdate(_)
+            | Command::MemberPromote(_)
+            | Command::MemberRemove(_) => unreachable!("applied above"),
             Command::LeaseRevoke(r) => {
                 // Passed on even when it fails (the lease was gone already):
                 // the lessor must not keep a deadline for it either.
@@ -193,6 +269,20 @@ impl StateMachine for EtcdMachine {
         *store = restored;
         self.publish_revision(revision);
         drop(store);
+        self.directory_version += 1;
         self.lessor.restored();
+    }
+
+    fn directory_version(&self) -> u64 {
+        self.directory_version
+    }
+
+    fn directory(&self) -> Vec<MemberRecord> {
+        self.store
+            .lock()
+            .expect("store lock")
+            .members()
+            .cloned()
+            .collect()
     }
 }
