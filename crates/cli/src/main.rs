@@ -18,6 +18,7 @@ mod elect_command;
 mod endpoints;
 mod etcd_cluster;
 mod http_get;
+mod join;
 mod node_command;
 mod partition;
 mod peer_command;

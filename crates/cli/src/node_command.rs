@@ -69,6 +69,16 @@ pub struct NodeArgs {
     /// Members' etcd API addresses as id=host:port, comma-separated.
     #[arg(long, value_delimiter = ',')]
     peer_client: Option<Vec<String>>,
+    /// Join the running cluster whose etcd API is at these endpoints
+    /// (host:port, comma-separated) instead of naming --id and --peers: the
+    /// cluster adds this member, which catches up as a learner and is then
+    /// made a voter. The answer is kept in DATA_DIR/joined.toml, so later
+    /// starts take the same flags and do not join again.
+    #[arg(long, value_delimiter = ',')]
+    join: Option<Vec<String>>,
+    /// With --join: stay a learner (no vote) until `etcdctl member promote`.
+    #[arg(long, requires = "join")]
+    learner: bool,
 }
 
 impl NodeArgs {
@@ -100,7 +110,23 @@ impl NodeArgs {
             None => ConfigLayer::default(),
         };
         let env = ConfigLayer::from_env(|name| std::env::var(name).ok())?;
-        Ok(NodeConfig::from_layer(file.merge(self.layer()).merge(env))?)
+        let mut layer = file.merge(self.layer()).merge(env);
+        // A member that joined once keeps its join record, and starts from
+        // it with or without --join.
+        let joined_before = layer
+            .data_dir
+            .as_ref()
+            .is_some_and(|d| d.join(crate::join::JOINED_FILE).exists());
+        let endpoints = match &self.join {
+            Some(endpoints) => endpoints.clone(),
+            None if joined_before => Vec::new(),
+            None => return Ok(NodeConfig::from_layer(layer)?),
+        };
+        let joined = crate::join::joined(&layer, &endpoints, self.learner)?;
+        joined.apply(&mut layer);
+        let mut config = NodeConfig::from_layer(layer)?;
+        config.join_voters = joined.voters;
+        Ok(config)
     }
 }
 
@@ -160,6 +186,14 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
                 (config.corrupt_check_ms > 0)
                     .then(|| std::time::Duration::from_millis(config.corrupt_check_ms)),
             );
+            if !config.join_voters.is_empty() {
+                if let Some(address) = config.client_listen {
+                    tokio::spawn(bellwether_server::etcd::member_service::publish_client_url(
+                        backend.clone(),
+                        format!("http://{address}"),
+                    ));
+                }
+            }
             tokio::spawn(bellwether_server::etcd::serve(
                 listener,
                 backend,

@@ -72,7 +72,7 @@ where
     let identity = Identity {
         cluster: plan.group.clone(),
         id: plan.id,
-        members: plan.peers.keys().copied().collect(),
+        members: transport::Members::new(plan.peers.keys().copied().collect()),
         source_ip: plan.listen.ip(),
         fingerprint: plan.fingerprint,
         wakeups: Arc::new(transport::Wakeups::new(

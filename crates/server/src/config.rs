@@ -220,6 +220,10 @@ pub struct NodeConfig {
     pub peer_http: BTreeMap<u64, SocketAddr>,
     /// Member id → etcd API address, where known.
     pub peer_client: BTreeMap<u64, SocketAddr>,
+    /// Set when this member joined a running cluster (`node --join`): the
+    /// voters it was told of. It then starts as a learner of theirs, not
+    /// as a voter of `peers`.
+    pub join_voters: Vec<u64>,
 }
 
 fn address(setting: &str, value: &str) -> Result<SocketAddr, ConfigError> {
@@ -384,6 +388,7 @@ impl NodeConfig {
                 "peer_client",
                 layer.peer_client.as_deref().unwrap_or_default(),
             )?,
+            join_voters: Vec::new(),
         })
     }
 

@@ -17,6 +17,7 @@ pub(crate) mod lone_writes;
 pub mod metrics;
 pub mod node;
 pub mod peer_message;
+pub mod roster;
 pub mod snapshot_file;
 pub mod state_machine;
 pub mod status;

@@ -14,6 +14,7 @@ use crate::forwarding::{self, Forwarding};
 use crate::lone_writes::LoneWrites;
 use crate::metrics::Metrics;
 use crate::peer_message::{Forward, PeerMessage};
+use crate::roster::Roster;
 use crate::state_machine::{NullMachine, StateMachine};
 use crate::status::{LeadershipChange, MemberStatus, NodeStatus, LEADERSHIP_HISTORY_MAX};
 use bellwether_transport::{self as transport, Identity, INBOUND_QUEUE_MAX};
@@ -21,7 +22,8 @@ use bellwether_transport::{self as transport, Identity, INBOUND_QUEUE_MAX};
 /// What the transport hands the event loop.
 type PeerEvent = transport::PeerEvent<PeerMessage>;
 use bellwether_core::raft::{
-    Payload, ProposeError, RaftConfig, RaftMessage, RaftNode, RaftOutput, RaftPersist, ReadError,
+    ClusterConfig, MembershipChange, Payload, ProposeError, RaftConfig, RaftMessage, RaftNode,
+    RaftOutput, RaftPersist, ReadError,
 };
 use bellwether_core::{LogIndex, NodeId, Protocol, Rng, Role, Term};
 use bellwether_storage::{Storage, WalStorage};
@@ -160,6 +162,15 @@ pub struct Node {
     lone_writes: LoneWrites,
     /// Queues to the other members' connections (set by `run`).
     outbound: BTreeMap<u64, mpsc::Sender<PeerMessage>>,
+    /// The address each of those connections dials.
+    dialed: BTreeMap<u64, std::net::SocketAddr>,
+    /// Who the members are and where they listen (see `roster.rs`).
+    roster: Roster,
+    /// The configuration and directory version the connections were last
+    /// set up for; a change of either sets them up again.
+    wired: Option<(ClusterConfig, u64)>,
+    /// What the transport needs to dial a new member (set by `run`).
+    transport: Option<(Identity, mpsc::Sender<PeerEvent>)>,
     /// Writes and reads forwarded to the leader, or served for followers.
     forwarding: Forwarding,
 }
@@ -213,13 +224,26 @@ impl Node {
         let snapshot_bytes = durable.snapshot.as_ref().map_or(0, |s| s.data.len() as u64);
         let members: Vec<NodeId> = config.peers.keys().map(|id| NodeId(*id)).collect();
         let seed = unix_ms() ^ (u64::from(std::process::id()) << 32) ^ config.id;
-        let raft = RaftNode::new(
-            &raft_config(&config),
-            NodeId(config.id),
-            &members,
-            durable,
-            Rng::new(seed),
-        );
+        let raft = if config.join_voters.is_empty() {
+            RaftNode::new(
+                &raft_config(&config),
+                NodeId(config.id),
+                &members,
+                durable,
+                Rng::new(seed),
+            )
+        } else {
+            let voters: Vec<NodeId> = config.join_voters.iter().map(|id| NodeId(*id)).collect();
+            RaftNode::joining(
+                &raft_config(&config),
+                NodeId(config.id),
+                &voters,
+                durable,
+                Rng::new(seed),
+            )
+        };
+        let mut roster = Roster::new(&config.peers, &config.peer_client, &config.peer_http);
+        roster.set_directory(machine.directory(), machine.directory_version());
         let peer_listener = TcpListener::bind(config.peer_listen)
             .await
             .map_err(|error| NodeError::Bind {
@@ -261,6 +285,10 @@ impl Node {
             held_snapshot: None,
             snapshot_taken_at: Instant::now(),
             outbound: BTreeMap::new(),
+            dialed: BTreeMap::new(),
+            roster,
+            wired: None,
+            transport: None,
             forwarding,
             lone_writes: LoneWrites::default(),
         })
@@ -285,7 +313,7 @@ impl Node {
         let identity = Identity {
             cluster: self.config.cluster.clone(),
             id: self.config.id,
-            members: self.config.peers.keys().copied().collect(),
+            members: transport::Members::new(self.roster.accepted(self.raft.cluster())),
             source_ip: self.config.peer_listen.ip(),
             // Members are not checked by fingerprint: the cluster name and
             // member ids are, and membership will change at run time.
@@ -302,20 +330,8 @@ impl Node {
             events_tx.clone(),
             self.metrics.clone(),
         ));
-        let mut outbound = BTreeMap::new();
-        for (id, address) in &self.config.peers {
-            if *id != self.config.id {
-                let queue = transport::spawn_outbound(
-                    identity.clone(),
-                    *id,
-                    *address,
-                    events_tx.clone(),
-                    self.metrics.clone(),
-                );
-                outbound.insert(*id, queue);
-            }
-        }
-        self.outbound = outbound;
+        self.transport = Some((identity, events_tx));
+        self.rewire();
         let mut tracker = Tracker::new(&self.config, self.http_address);
         let mut ticker = tokio::time::interval(Duration::from_millis(self.config.tick_ms()));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -332,6 +348,7 @@ impl Node {
                     // index, which a cut-off follower may never do: forget
                     // the reads whose callers gave up, so they cannot pile up.
                     self.confirmed_reads.retain(|(_, reply)| !reply.is_closed());
+                    self.step_membership();
                 }
                 Some(request) = requests.recv() => self.handle_request(request),
                 event = events.recv() => match event {
@@ -356,7 +373,8 @@ impl Node {
                 }
             }
             self.process_ready(&mut events).await?;
-            tracker.publish(&self.raft, &self.metrics, &self.status_tx);
+            self.rewire();
+            tracker.publish(&self.raft, &self.roster, &self.metrics, &self.status_tx);
             if let Some(deadline) = handover_deadline {
                 if self.raft.status().role != Role::Leader || Instant::now() >= deadline {
                     // Let the last messages (the TimeoutNow) reach the wire.
@@ -366,6 +384,92 @@ impl Node {
             }
         }
         Ok(())
+    }
+
+    /// Sets the peer connections up again when Raft's configuration or the
+    /// member directory changed: a dialer for every member with a known
+    /// address (restarted if the address changed), none for members that
+    /// left, and the transport told whom to accept.
+    fn rewire(&mut self) {
+        let version = self.machine.directory_version();
+        if version != self.roster.directory_version {
+            self.roster.set_directory(self.machine.directory(), version);
+        }
+        let unchanged = self
+            .wired
+            .as_ref()
+            .is_some_and(|(cluster, v)| cluster == self.raft.cluster() && *v == version);
+        let Some((identity, events_tx)) = &self.transport else {
+            return;
+        };
+        if unchanged {
+            return;
+        }
+        self.wired = Some((self.raft.cluster().clone(), version));
+        identity
+            .members
+            .set(self.roster.accepted(self.raft.cluster()));
+        let mut wanted = BTreeMap::new();
+        for member in self.raft.cluster().members() {
+            if member.0 != self.config.id {
+                if let Some(address) = self.roster.peer_address(member.0) {
+                    wanted.insert(member.0, address);
+                }
+            }
+        }
+        let dialed = &self.dialed;
+        self.outbound
+            .retain(|id, _| wanted.get(id).is_some() && wanted.get(id) == dialed.get(id));
+        self.dialed.retain(|id, _| self.outbound.contains_key(id));
+        for (id, address) in wanted {
+            if self.outbound.contains_key(&id) {
+                continue;
+            }
+            tracing::info!(peer = id, %address, "connecting to member");
+            let queue = transport::spawn_outbound(
+                identity.clone(),
+                id,
+                address,
+                events_tx.clone(),
+                self.metrics.clone(),
+            );
+            self.outbound.insert(id, queue);
+            self.dialed.insert(id, address);
+        }
+    }
+
+    /// A leader steps Raft's configuration toward the member directory,
+    /// one change at a time (see [`Roster::next_change`]).
+    fn step_membership(&mut self) {
+        if self.raft.status().role != Role::Leader {
+            return;
+        }
+        let Some(change) = self.roster.next_change(&self.raft) else {
+            return;
+        };
+        // A leader asked to remove itself hands leadership over first, so
+        // the cluster does not wait out an election timeout after the
+        // removal commits; the next leader removes it. With no voter to
+        // hand over to, it removes itself.
+        if change == MembershipChange::Remove(NodeId(self.config.id)) {
+            if self.raft.transfer().is_some() {
+                return;
+            }
+            match self.raft.transfer_leadership(None) {
+                Ok(target) => {
+                    tracing::info!(
+                        target = target.0,
+                        "removed from the cluster: handing leadership over first"
+                    );
+                    return;
+                }
+                Err(error) => tracing::info!(%error, "removing itself without a handover"),
+            }
+        }
+        match self.raft.propose_membership(change) {
+            Ok(index) => tracing::info!(?change, index = index.0, "membership change proposed"),
+            Err(error) => tracing::debug!(?change, %error, "membership change waits"),
+        }
     }
 
     /// Steps the peer events already queued, a bounded batch of them.
@@ -982,13 +1086,13 @@ impl Node {
         if self.raft.status().role != Role::Leader {
             return true;
         }
-        self.config
-            .peers
-            .keys()
-            .filter(|id| **id != self.config.id)
+        self.raft
+            .cluster()
+            .members()
+            .filter(|id| id.0 != self.config.id)
             .all(|id| {
                 self.raft
-                    .progress(NodeId(*id))
+                    .progress(id)
                     .is_none_or(|p| p.match_index >= index)
             })
     }
@@ -1081,6 +1185,8 @@ fn empty_status(config: &NodeConfig, http_address: std::net::SocketAddr) -> Node
         committed_in_term: false,
         uptime_ms: 0,
         leader_uptime_ms: 0,
+        learner: false,
+        outside: false,
         members: Vec::new(),
         leadership: Vec::new(),
     }
@@ -1089,8 +1195,6 @@ fn empty_status(config: &NodeConfig, http_address: std::net::SocketAddr) -> Node
 /// Turns core state into status, metrics and leadership history.
 struct Tracker {
     template: NodeStatus,
-    peer_http: BTreeMap<u64, String>,
-    peers: BTreeMap<u64, String>,
     started: Instant,
     last: Option<(Option<u64>, u64, String, bool)>,
     leader_since: Option<Instant>,
@@ -1104,16 +1208,6 @@ impl Tracker {
     fn new(config: &NodeConfig, http_address: std::net::SocketAddr) -> Self {
         Tracker {
             template: empty_status(config, http_address),
-            peer_http: config
-                .peer_http
-                .iter()
-                .map(|(id, a)| (*id, a.to_string()))
-                .collect(),
-            peers: config
-                .peers
-                .iter()
-                .map(|(id, a)| (*id, a.to_string()))
-                .collect(),
             started: Instant::now(),
             last: None,
             leader_since: None,
@@ -1124,7 +1218,13 @@ impl Tracker {
         }
     }
 
-    fn publish(&mut self, raft: &RaftNode, metrics: &Metrics, sender: &watch::Sender<NodeStatus>) {
+    fn publish(
+        &mut self,
+        raft: &RaftNode,
+        roster: &Roster,
+        metrics: &Metrics,
+        sender: &watch::Sender<NodeStatus>,
+    ) {
         let status = raft.status();
         let leader = status.leader.map(|l| l.0);
         let role = status.role.as_str().to_string();
@@ -1196,16 +1296,21 @@ impl Tracker {
         }
         self.last_publish = Some(now);
         let last_index = raft.log().last_index().0;
-        let members = self
-            .peers
-            .iter()
-            .filter(|(id, _)| **id != self.template.id)
-            .map(|(id, address)| {
-                let matched = raft.progress(NodeId(*id)).map(|p| p.match_index.0);
+        let cluster = raft.cluster();
+        let me = NodeId(self.template.id);
+        let members = cluster
+            .members()
+            .filter(|id| *id != me)
+            .map(|id| {
+                let matched = raft.progress(id).map(|p| p.match_index.0);
                 MemberStatus {
-                    id: *id,
-                    peer_address: address.clone(),
-                    http_address: self.peer_http.get(id).cloned(),
+                    id: id.0,
+                    peer_address: roster
+                        .peer_address(id.0)
+                        .map_or_else(String::new, |a| a.to_string()),
+                    http_address: roster.http_address(id.0).map(|a| a.to_string()),
+                    client_address: roster.client_address(id.0).map(|a| a.to_string()),
+                    learner: cluster.learners.contains(&id),
                     match_index: matched,
                     lag: matched.map(|m| last_index.saturating_sub(m)),
                 }
@@ -1221,6 +1326,8 @@ impl Tracker {
             committed_in_term,
             uptime_ms: now.duration_since(self.started).as_millis() as u64,
             leader_uptime_ms,
+            learner: cluster.learners.contains(&me),
+            outside: !cluster.members().any(|id| id == me),
             members,
             leadership: self.history.clone(),
             ..self.template.clone()

@@ -26,6 +26,12 @@ pub struct MemberStatus {
     pub peer_address: String,
     /// Its HTTP address (metrics, status, dashboard), if configured.
     pub http_address: Option<String>,
+    /// Its etcd API address, if known.
+    #[serde(default)]
+    pub client_address: Option<String>,
+    /// True while it only learns the log (no vote).
+    #[serde(default)]
+    pub learner: bool,
     /// Leader only: highest log index known to match.
     pub match_index: Option<u64>,
     /// Leader only: entries it is behind the leader's last index.
@@ -62,7 +68,14 @@ pub struct NodeStatus {
     pub uptime_ms: u64,
     /// Milliseconds this node has led without interruption (0 otherwise).
     pub leader_uptime_ms: u64,
-    /// The other members.
+    /// True while this node only learns the log (no vote).
+    #[serde(default)]
+    pub learner: bool,
+    /// True while this node is not in the cluster's configuration (it was
+    /// removed, or has not been added yet).
+    #[serde(default)]
+    pub outside: bool,
+    /// The other members of the cluster's configuration.
     pub members: Vec<MemberStatus>,
     /// Recent leadership changes seen here, oldest first.
     pub leadership: Vec<LeadershipChange>,

@@ -55,8 +55,9 @@ pub struct Identity {
     pub cluster: String,
     /// This node.
     pub id: u64,
-    /// All member ids.
-    pub members: Vec<u64>,
+    /// All member ids; a node whose membership changes at run time updates
+    /// it, and a peer outside it is refused.
+    pub members: std::sync::Arc<Members>,
     /// [`crate::fingerprint`] of the settings every node of the group must
     /// share (algorithm, winner rule, member list), or 0 for none. A peer
     /// whose fingerprint differs is refused.
@@ -67,6 +68,27 @@ pub struct Identity {
     /// Local address outbound connections leave from: the peer listener's
     /// IP, so that a firewall rule on a node's IP cuts all its traffic.
     pub source_ip: std::net::IpAddr,
+}
+
+/// The member ids a node accepts connections from.
+#[derive(Debug, Default)]
+pub struct Members(std::sync::RwLock<Vec<u64>>);
+
+impl Members {
+    /// A set of `ids`.
+    pub fn new(ids: Vec<u64>) -> std::sync::Arc<Members> {
+        std::sync::Arc::new(Members(std::sync::RwLock::new(ids)))
+    }
+
+    /// Replaces the set.
+    pub fn set(&self, ids: Vec<u64>) {
+        *self.0.write().expect("members lock") = ids;
+    }
+
+    /// The ids now.
+    pub fn ids(&self) -> Vec<u64> {
+        self.0.read().expect("members lock").clone()
+    }
 }
 
 /// Starts the dialer for `peer` at `address`; returns its queue.
@@ -97,7 +119,9 @@ async fn outbound<M: WireMessage, O: Observer>(
                 delay = RECONNECT_DELAY_MIN;
                 // Anything queued while disconnected is stale; the
                 // algorithms resend.
-                while queue.try_recv().is_ok() {}
+                if drain(&mut queue).is_none() {
+                    return; // The peer left the membership.
+                }
                 let broke = pump(stream, &mut queue, &*metrics).await;
                 if broke.is_none() {
                     return; // The event loop is gone.
@@ -108,7 +132,9 @@ async fn outbound<M: WireMessage, O: Observer>(
             }
             Err(error) => {
                 tracing::debug!(peer, %address, %error, "cannot reach peer");
-                while queue.try_recv().is_ok() {}
+                if drain(&mut queue).is_none() {
+                    return; // The peer left the membership.
+                }
             }
         }
         tokio::select! {
@@ -116,6 +142,18 @@ async fn outbound<M: WireMessage, O: Observer>(
             _ = identity.wakeups.woken(peer) => {}
         }
         delay = (delay * 2).min(RECONNECT_DELAY_MAX);
+    }
+}
+
+/// Drops what is queued; `None` once the queue's sender is gone (the
+/// event loop ended, or stopped sending to this peer for good).
+fn drain<M>(queue: &mut mpsc::Receiver<M>) -> Option<()> {
+    loop {
+        match queue.try_recv() {
+            Ok(_) => {}
+            Err(mpsc::error::TryRecvError::Empty) => return Some(()),
+            Err(mpsc::error::TryRecvError::Disconnected) => return None,
+        }
     }
 }
 
@@ -249,7 +287,7 @@ async fn inbound<M: WireMessage>(
         Ok(hello) => hello.check(
             &identity.cluster,
             identity.id,
-            &identity.members,
+            &identity.members.ids(),
             identity.fingerprint,
         ),
         Err(_) => Err(Refusal::Malformed),

@@ -29,8 +29,8 @@ pub mod wakeups;
 
 pub use bellwether_storage::codec::Malformed;
 pub use connection::{
-    accept, spawn_outbound, Identity, PeerEvent, INBOUND_CONNECTIONS_MAX, INBOUND_QUEUE_MAX,
-    OUTBOUND_QUEUE_MAX,
+    accept, spawn_outbound, Identity, Members, PeerEvent, INBOUND_CONNECTIONS_MAX,
+    INBOUND_QUEUE_MAX, OUTBOUND_QUEUE_MAX,
 };
 pub use frame::{
     put_frame, put_frame_with, read_frame, read_frame_up_to, FrameError, FRAME_BYTES_MAX,

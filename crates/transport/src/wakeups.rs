@@ -9,36 +9,48 @@
 //! (Ring skips a successor that does not acknowledge) would skip it.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
-/// One wake-up per peer.
+/// One wake-up per peer. Peers that join later get theirs on first use
+/// (only accepted members are woken, so the map stays as small as the
+/// membership).
 #[derive(Debug, Default)]
 pub struct Wakeups {
-    peers: BTreeMap<u64, Notify>,
+    peers: Mutex<BTreeMap<u64, Arc<Notify>>>,
 }
 
 impl Wakeups {
     /// Wake-ups for `members`.
     pub fn new(members: &[u64]) -> Wakeups {
         Wakeups {
-            peers: members.iter().map(|id| (*id, Notify::new())).collect(),
+            peers: Mutex::new(
+                members
+                    .iter()
+                    .map(|id| (*id, Arc::new(Notify::new())))
+                    .collect(),
+            ),
         }
+    }
+
+    fn of(&self, peer: u64) -> Arc<Notify> {
+        self.peers
+            .lock()
+            .expect("wakeups lock")
+            .entry(peer)
+            .or_default()
+            .clone()
     }
 
     /// `peer` connected to us: its dialer should try now. A wake-up with no
     /// dialer waiting is kept for its next wait, which then ends at once.
     pub fn wake(&self, peer: u64) {
-        if let Some(notify) = self.peers.get(&peer) {
-            notify.notify_one();
-        }
+        self.of(peer).notify_one();
     }
 
-    /// Waits for a wake-up for `peer` (forever for an unknown peer).
+    /// Waits for a wake-up for `peer`.
     pub async fn woken(&self, peer: u64) {
-        match self.peers.get(&peer) {
-            Some(notify) => notify.notified().await,
-            None => std::future::pending().await,
-        }
+        self.of(peer).notified().await;
     }
 }
 
@@ -56,6 +68,5 @@ mod tests {
             .expect("the kept wake-up ends the wait");
         let other = tokio::time::timeout(Duration::from_millis(20), wakeups.woken(2)).await;
         assert!(other.is_err(), "peer 2 was not woken");
-        wakeups.wake(9); // unknown: ignored
     }
 }

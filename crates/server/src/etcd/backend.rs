@@ -314,7 +314,7 @@ impl EtcdBackend {
         if let Some(channel) = channels.get(&member) {
             return Ok(channel.clone());
         }
-        let address = self.client_addresses.get(&member).ok_or_else(|| {
+        let address = self.client_address_of(member).ok_or_else(|| {
             Status::unavailable(format!(
                 "etcdserver: not the leader; the leader n{member} has no client address configured"
             ))
@@ -330,6 +330,31 @@ impl EtcdBackend {
         })?;
         channels.insert(member, channel.clone());
         Ok(channel)
+    }
+
+    /// Where `member` serves the etcd API: as the member directory or the
+    /// configuration says (see `roster.rs`).
+    pub fn client_address_of(&self, member: u64) -> Option<String> {
+        let status = self.status.borrow();
+        status
+            .members
+            .iter()
+            .find(|m| m.id == member)
+            .and_then(|m| m.client_address.clone())
+            .or_else(|| self.client_addresses.get(&member).map(|a| a.to_string()))
+    }
+
+    /// Every member of the cluster's configuration, this one included
+    /// unless it is outside it.
+    pub fn member_ids(&self) -> Vec<u64> {
+        let status = self.status.borrow();
+        let own = (!status.outside).then_some(status.id);
+        let mut ids: Vec<u64> = own
+            .into_iter()
+            .chain(status.members.iter().map(|m| m.id))
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// Forgets the channel to `member` after it failed, so the next call

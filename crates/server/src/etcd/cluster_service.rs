@@ -1,8 +1,8 @@
 //! `etcdserverpb.Maintenance` (Status, Alarm, Defragment, Hash, HashKV,
 //! Snapshot, MoveLeader) and `etcdserverpb.Cluster` (MemberList): what
 //! `etcdctl endpoint status`, `alarm`, `endpoint hashkv`, `snapshot save`,
-//! `move-leader` and `member list` ask. Membership changes answer
-//! Unimplemented, with a message saying so.
+//! `move-leader` and `member list` ask; membership changes are in
+//! `member_service.rs`.
 
 use super::backend::{EtcdBackend, NotHere};
 use super::channel_stream::ChannelStream;
@@ -41,10 +41,6 @@ fn alarm_text(alarm: bellwether_kv::Alarm) -> String {
         bellwether_kv::AlarmKind::Corrupt => "CORRUPT",
     };
     format!("memberID:{} alarm:{kind} ", alarm.member_id)
-}
-
-fn unimplemented(what: &str) -> Status {
-    Status::unimplemented(format!("bellwether does not serve {what} yet"))
 }
 
 #[tonic::async_trait]
@@ -221,7 +217,12 @@ impl Maintenance for ClusterService {
         request: Request<pb::MoveLeaderRequest>,
     ) -> Result<Response<pb::MoveLeaderResponse>, Status> {
         let target = request.into_inner().target_id;
-        if !self.backend.peers.contains_key(&target) {
+        let voter = {
+            let status = self.backend.status.borrow();
+            (target == status.id && !status.learner && !status.outside)
+                || status.members.iter().any(|m| m.id == target && !m.learner)
+        };
+        if !voter {
             return Err(Status::failed_precondition(
                 "etcdserver: bad leader transferee",
             ));
@@ -252,56 +253,47 @@ impl Maintenance for ClusterService {
 impl Cluster for ClusterService {
     async fn member_add(
         &self,
-        _: Request<pb::MemberAddRequest>,
+        request: Request<pb::MemberAddRequest>,
     ) -> Result<Response<pb::MemberAddResponse>, Status> {
-        Err(unimplemented("Cluster.MemberAdd"))
+        super::member_service::member_add(&self.backend, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn member_remove(
         &self,
-        _: Request<pb::MemberRemoveRequest>,
+        request: Request<pb::MemberRemoveRequest>,
     ) -> Result<Response<pb::MemberRemoveResponse>, Status> {
-        Err(unimplemented("Cluster.MemberRemove"))
+        super::member_service::member_remove(&self.backend, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn member_update(
         &self,
-        _: Request<pb::MemberUpdateRequest>,
+        request: Request<pb::MemberUpdateRequest>,
     ) -> Result<Response<pb::MemberUpdateResponse>, Status> {
-        Err(unimplemented("Cluster.MemberUpdate"))
+        super::member_service::member_update(&self.backend, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn member_list(
         &self,
         _: Request<pb::MemberListRequest>,
     ) -> Result<Response<pb::MemberListResponse>, Status> {
-        let members = self
-            .backend
-            .peers
-            .iter()
-            .map(|(id, peer)| pb::Member {
-                id: *id,
-                name: format!("n{id}"),
-                peer_urls: vec![format!("http://{peer}")],
-                client_urls: self
-                    .backend
-                    .client_addresses
-                    .get(id)
-                    .map(|c| vec![format!("http://{c}")])
-                    .unwrap_or_default(),
-                is_learner: false,
-            })
-            .collect();
         Ok(Response::new(pb::MemberListResponse {
             header: Some(self.header()),
-            members,
+            members: super::member_service::members(&self.backend),
         }))
     }
 
     async fn member_promote(
         &self,
-        _: Request<pb::MemberPromoteRequest>,
+        request: Request<pb::MemberPromoteRequest>,
     ) -> Result<Response<pb::MemberPromoteResponse>, Status> {
-        Err(unimplemented("Cluster.MemberPromote"))
+        super::member_service::member_promote(&self.backend, request.into_inner())
+            .await
+            .map(Response::new)
     }
 }

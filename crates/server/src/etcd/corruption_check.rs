@@ -79,9 +79,8 @@ pub async fn check_once(backend: &EtcdBackend) -> Vec<u64> {
     };
     let mut differing = Vec::new();
     for member in backend
-        .peers
-        .keys()
-        .copied()
+        .member_ids()
+        .into_iter()
         .filter(|m| *m != backend.member_id)
     {
         let Some(answer) = ask(backend, member, revision).await else {

@@ -19,6 +19,7 @@ pub mod lease_service;
 pub mod lessor;
 pub mod lock_service;
 pub mod machine;
+pub mod member_service;
 pub mod unary_fast_path;
 pub mod watch_service;
 

@@ -1,0 +1,190 @@
+//! `bellwether node --join ENDPOINTS`: a new member of a running cluster.
+//!
+//! The first start asks the cluster to add this member (etcd's MemberAdd,
+//! with this member's peer address) and records the answer in
+//! `DATA_DIR/joined.toml`: the id the cluster gave it and the members it
+//! was told of. Later starts read that file and ask nothing, so a restart
+//! never adds the member twice. The member then starts as a learner of the
+//! cluster's voters, catches up from the leader, and is promoted by the
+//! leader once caught up (unless `--learner`).
+//!
+//! A crash between the cluster's answer and the file being written leaves
+//! a member the cluster waits for that never comes; `etcdctl member
+//! remove ID` clears it.
+
+use anyhow::{bail, Context, Result};
+use bellwether_api::etcdserverpb as pb;
+use bellwether_api::etcdserverpb::cluster_client::ClusterClient;
+use bellwether_server::config::ConfigLayer;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// File name of the join record in the data directory.
+pub const JOINED_FILE: &str = "joined.toml";
+
+/// How long one endpoint gets to answer MemberAdd.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What a joined member remembers of its join.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Joined {
+    /// The id the cluster gave this member.
+    pub id: u64,
+    /// Every member at the time, as `id=host:port` (peer addresses).
+    pub peers: Vec<String>,
+    /// Their client addresses, as `id=host:port`, where known.
+    pub peer_client: Vec<String>,
+    /// The voters at the time.
+    pub voters: Vec<u64>,
+}
+
+fn host_port(url: &str) -> &str {
+    url.trim_start_matches("http://")
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+}
+
+impl Joined {
+    /// Sets id, peers and client addresses of `layer` from the join.
+    pub fn apply(&self, layer: &mut ConfigLayer) {
+        layer.id = Some(self.id);
+        layer.peers = Some(self.peers.clone());
+        layer.peer_client = Some(self.peer_client.clone());
+    }
+}
+
+/// Reads the join record, asking the cluster at `endpoints` to add this
+/// member first if there is none.
+pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Result<Joined> {
+    let data_dir = layer.data_dir.as_ref().context("--join needs --data-dir")?;
+    let path = data_dir.join(JOINED_FILE);
+    if path.exists() {
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        return toml::from_str(&text)
+            .with_context(|| format!("{} is damaged; restore it or start afresh", path.display()));
+    }
+    if layer.id.is_some() || layer.peers.is_some() {
+        bail!("--join takes the id and members from the cluster: drop --id and --peers");
+    }
+    let peer_listen = layer
+        .peer_listen
+        .as_deref()
+        .context("--join needs --peer-listen: the address other members reach this one at")?;
+    let peer_address: std::net::SocketAddr = peer_listen
+        .parse()
+        .with_context(|| format!("--peer-listen {peer_listen:?} is not host:port"))?;
+    if peer_address.port() == 0 || peer_address.ip().is_unspecified() {
+        bail!("--peer-listen {peer_listen} must name the host and port other members dial");
+    }
+    let cluster = layer.cluster.clone().unwrap_or_else(|| "bellwether".into());
+    let request = pb::MemberAddRequest {
+        peer_urls: vec![format!("http://{peer_address}")],
+        is_learner: learner,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let response = runtime.block_on(add(endpoints, request))?;
+    let expected = bellwether_server::etcd::cluster_id(&cluster);
+    let cluster_id = response.header.as_ref().map_or(0, |h| h.cluster_id);
+    if cluster_id != expected {
+        bail!(
+            "the cluster at {} is not named {cluster:?} (its cluster id is {cluster_id:x}); pass its --cluster; \
+             remove the member it added with `etcdctl member remove {:x}`",
+            endpoints.join(","),
+            response.member.as_ref().map_or(0, |m| m.id)
+        );
+    }
+    let id = response
+        .member
+        .as_ref()
+        .context("MemberAdd answered no member")?
+        .id;
+    let mut joined = Joined {
+        id,
+        peers: Vec::new(),
+        peer_client: Vec::new(),
+        voters: Vec::new(),
+    };
+    for member in &response.members {
+        let peer = if member.id == id {
+            peer_address.to_string()
+        } else {
+            match member.peer_urls.first() {
+                Some(url) => host_port(url).to_string(),
+                None => continue,
+            }
+        };
+        joined.peers.push(format!("{}={peer}", member.id));
+        if let Some(url) = member.client_urls.first() {
+            joined
+                .peer_client
+                .push(format!("{}={}", member.id, host_port(url)));
+        }
+        if !member.is_learner && member.id != id {
+            joined.voters.push(member.id);
+        }
+    }
+    if joined.voters.is_empty() {
+        bail!(
+            "the cluster's answer names no voter besides this member; remove it with `etcdctl member remove {id:x}`"
+        );
+    }
+    if let Some(client) = &layer.client_listen {
+        joined
+            .peer_client
+            .retain(|p| !p.starts_with(&format!("{id}=")));
+        joined.peer_client.push(format!("{id}={client}"));
+    }
+    if !joined
+        .peers
+        .iter()
+        .any(|p| p.starts_with(&format!("{id}=")))
+    {
+        joined.peers.push(format!("{id}={peer_address}"));
+    }
+    write_durably(data_dir, &path, &toml::to_string(&joined)?)?;
+    Ok(joined)
+}
+
+/// Asks each endpoint in turn until one adds the member.
+async fn add(endpoints: &[String], request: pb::MemberAddRequest) -> Result<pb::MemberAddResponse> {
+    let mut errors = Vec::new();
+    for endpoint in endpoints {
+        let url = format!("http://{}", host_port(endpoint));
+        let attempt = async {
+            let channel = tonic::transport::Endpoint::from_shared(url.clone())?
+                .connect_timeout(Duration::from_secs(2))
+                .connect()
+                .await?;
+            let response = ClusterClient::new(channel)
+                .member_add(request.clone())
+                .await?
+                .into_inner();
+            anyhow::Ok(response)
+        };
+        match tokio::time::timeout(JOIN_TIMEOUT, attempt).await {
+            Ok(Ok(response)) => return Ok(response),
+            Ok(Err(error)) => errors.push(format!("{endpoint}: {error:#}")),
+            Err(_) => errors.push(format!("{endpoint}: no answer in {JOIN_TIMEOUT:?}")),
+        }
+    }
+    bail!("no member added this one: {}", errors.join("; "))
+}
+
+/// Writes `text` to `path` so that it survives a crash: a temporary file,
+/// fsynced, renamed, and the directory fsynced.
+fn write_durably(dir: &Path, path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let temporary = path.with_extension("toml.tmp");
+    let mut file = std::fs::File::create(&temporary)
+        .with_context(|| format!("cannot write {}", temporary.display()))?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}

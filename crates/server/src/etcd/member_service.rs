@@ -1,0 +1,391 @@
+//! `Cluster` MemberAdd, MemberRemove, MemberUpdate, MemberPromote and
+//! MemberList, as etcd answers them.
+//!
+//! A change is written to the replicated member directory through the log
+//! (`bellwether_kv::member`), from any member (a follower forwards the call
+//! to the leader). The leader then steps Raft's configuration toward the
+//! directory one change at a time (`roster.rs`): an added member first
+//! catches up as a learner, and one added as a voter is promoted once it
+//! has (etcd 3.4 makes it a voter at once, and a cluster of three that
+//! adds a fourth which never starts needs three of four to commit). The
+//! call answers once this member's configuration shows the change, or
+//! after [`MEMBER_CHANGE_WAIT`] with etcd's timeout error (the change is
+//! recorded and still happens, as with etcd).
+//!
+//! Refused, changing nothing: no or unusable peer URLs, a peer URL another
+//! member has, an unknown or removed id, removing the last voter,
+//! promoting a member that is not a learner or is not caught up.
+
+use super::backend::{EtcdBackend, NotHere};
+use super::command::{Command, MemberChange};
+use crate::roster::url_address;
+use bellwether_api::etcdserverpb as pb;
+use bellwether_api::etcdserverpb::cluster_client::ClusterClient;
+use bellwether_kv::MemberIntent;
+use std::time::Duration;
+use tonic::Status;
+
+/// How long a call waits for this member's configuration to show the
+/// change it asked for.
+pub const MEMBER_CHANGE_WAIT: Duration = Duration::from_secs(10);
+
+/// etcd's answer when a change takes longer than that.
+const TIMED_OUT: &str = "etcdserver: request timed out";
+
+/// A learner is promoted once it has at least this share of the leader's
+/// log, as etcd requires (90%).
+const PROMOTE_MATCHED_SHARE: f64 = 0.9;
+
+/// Every member of the cluster's configuration, as etcd lists them, this
+/// one first.
+pub fn members(backend: &EtcdBackend) -> Vec<pb::Member> {
+    let status = backend.status.borrow().clone();
+    let url = |address: &str| vec![format!("http://{address}")];
+    let mut out = Vec::new();
+    if !status.outside {
+        out.push(pb::Member {
+            id: status.id,
+            name: format!("n{}", status.id),
+            peer_urls: url(&status.peer_address),
+            client_urls: backend
+                .client_address_of(status.id)
+                .map(|a| url(&a))
+                .unwrap_or_default(),
+            is_learner: status.learner,
+        });
+    }
+    for member in &status.members {
+        out.push(pb::Member {
+            id: member.id,
+            name: format!("n{}", member.id),
+            peer_urls: if member.peer_address.is_empty() {
+                Vec::new()
+            } else {
+                url(&member.peer_address)
+            },
+            client_urls: member
+                .client_address
+                .as_deref()
+                .map(url)
+                .unwrap_or_default(),
+            is_learner: member.learner,
+        });
+    }
+    out.sort_by_key(|m| m.id);
+    out
+}
+
+/// Checks that every URL names a host and port.
+fn check_urls(urls: &[String]) -> Result<(), Status> {
+    if urls.is_empty() {
+        return Err(Status::invalid_argument(
+            "etcdserver: member has no peer URLs",
+        ));
+    }
+    for u in urls {
+        if url_address(u).is_none() {
+            return Err(Status::invalid_argument(format!(
+                "bellwether: peer URL {u:?} is not http://host:port"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes `command`; `Ok(None)` when another member leads and the call
+/// must go there.
+async fn write(
+    backend: &EtcdBackend,
+    command: &Command,
+) -> Result<Option<(u64, pb::Member)>, Status> {
+    match backend.write::<pb::MemberAddResponse>(command).await {
+        Ok(response) => {
+            let member = response.member.unwrap_or_default();
+            Ok(Some((member.id, member)))
+        }
+        Err(NotHere::Forward(_)) => Ok(None),
+        Err(NotHere::Fail(status)) => Err(status),
+    }
+}
+
+/// The leader's client, for a call this member cannot take.
+async fn leader_client(
+    backend: &EtcdBackend,
+) -> Result<ClusterClient<tonic::transport::Channel>, Status> {
+    let leader = backend
+        .status
+        .borrow()
+        .leader
+        .ok_or_else(|| Status::unavailable("etcdserver: no leader"))?;
+    Ok(ClusterClient::new(backend.channel_to(leader).await?))
+}
+
+/// Waits until this member's configuration satisfies `done`.
+async fn wait_for(
+    backend: &EtcdBackend,
+    done: impl Fn(&crate::status::NodeStatus) -> bool,
+) -> Result<(), Status> {
+    let mut status = backend.status.clone();
+    let reached = tokio::time::timeout(MEMBER_CHANGE_WAIT, async {
+        status.wait_for(|s| done(s)).await.is_ok()
+    })
+    .await;
+    match reached {
+        Ok(true) => Ok(()),
+        _ => Err(Status::unavailable(TIMED_OUT)),
+    }
+}
+
+fn has_member(status: &crate::status::NodeStatus, id: u64) -> bool {
+    (status.id == id && !status.outside) || status.members.iter().any(|m| m.id == id)
+}
+
+fn is_learner(status: &crate::status::NodeStatus, id: u64) -> Option<bool> {
+    if status.id == id && !status.outside {
+        return Some(status.learner);
+    }
+    status
+        .members
+        .iter()
+        .find(|m| m.id == id)
+        .map(|m| m.learner)
+}
+
+/// `Cluster/MemberAdd`.
+pub async fn member_add(
+    backend: &EtcdBackend,
+    request: pb::MemberAddRequest,
+) -> Result<pb::MemberAddResponse, Status> {
+    check_urls(&request.peer_urls)?;
+    // What the store cannot know on its own: ids and peer URLs of members
+    // the cluster started with (they have no record).
+    let (min_id, taken_peer_urls) = {
+        let status = backend.status.borrow().clone();
+        let store = backend.store();
+        let recorded: Vec<u64> = store.members().map(|m| m.id).collect();
+        let configured = members(backend);
+        let max_id = configured
+            .iter()
+            .map(|m| m.id)
+            .chain(recorded.iter().copied())
+            .chain(backend.peers.keys().copied())
+            .chain([status.id])
+            .max()
+            .unwrap_or(0);
+        let taken = configured
+            .into_iter()
+            .filter(|m| !recorded.contains(&m.id))
+            .flat_map(|m| m.peer_urls)
+            .collect();
+        (max_id + 1, taken)
+    };
+    let command = Command::MemberAdd(MemberChange {
+        id: min_id,
+        peer_urls: request.peer_urls.clone(),
+        learner: request.is_learner,
+        taken_peer_urls,
+        ..Default::default()
+    });
+    let Some((id, member)) = write(backend, &command).await? else {
+        return Ok(leader_client(backend)
+            .await?
+            .member_add(request)
+            .await?
+            .into_inner());
+    };
+    wait_for(backend, |s| has_member(s, id)).await?;
+    Ok(pb::MemberAddResponse {
+        header: Some(backend.header()),
+        member: Some(pb::Member {
+            is_learner: true,
+            ..member
+        }),
+        members: members(backend),
+    })
+}
+
+/// `Cluster/MemberRemove`.
+pub async fn member_remove(
+    backend: &EtcdBackend,
+    request: pb::MemberRemoveRequest,
+) -> Result<pb::MemberRemoveResponse, Status> {
+    let id = request.id;
+    let (known, last_voter) = {
+        let status = backend.status.borrow();
+        let voters: Vec<u64> = (!status.outside && !status.learner)
+            .then_some(status.id)
+            .into_iter()
+            .chain(status.members.iter().filter(|m| !m.learner).map(|m| m.id))
+            .collect();
+        (has_member(&status, id), voters == [id])
+    };
+    if last_voter {
+        return Err(Status::failed_precondition(
+            "bellwether: cannot remove the last voter; add another member first",
+        ));
+    }
+    let command = Command::MemberRemove(MemberChange {
+        id,
+        known,
+        ..Default::default()
+    });
+    if write(backend, &command).await?.is_none() {
+        return Ok(leader_client(backend)
+            .await?
+            .member_remove(request)
+            .await?
+            .into_inner());
+    }
+    wait_for(backend, |s| !has_member(s, id)).await?;
+    Ok(pb::MemberRemoveResponse {
+        header: Some(backend.header()),
+        members: members(backend),
+    })
+}
+
+/// `Cluster/MemberUpdate`: a member's peer URLs.
+pub async fn member_update(
+    backend: &EtcdBackend,
+    request: pb::MemberUpdateRequest,
+) -> Result<pb::MemberUpdateResponse, Status> {
+    check_urls(&request.peer_urls)?;
+    let learner = is_learner(&backend.status.borrow(), request.id);
+    let Some(learner) = learner else {
+        return Err(Status::not_found("etcdserver: member not found"));
+    };
+    let command = Command::MemberUpdate(MemberChange {
+        id: request.id,
+        peer_urls: request.peer_urls.clone(),
+        learner,
+        ..Default::default()
+    });
+    if write(backend, &command).await?.is_none() {
+        return Ok(leader_client(backend)
+            .await?
+            .member_update(request)
+            .await?
+            .into_inner());
+    }
+    let wanted = url_address(&request.peer_urls[0]).map(|a| a.to_string());
+    let id = request.id;
+    wait_for(backend, |s| {
+        s.id == id
+            || s.members
+                .iter()
+                .any(|m| m.id == id && Some(&m.peer_address) == wanted.as_ref())
+    })
+    .await?;
+    Ok(pb::MemberUpdateResponse {
+        header: Some(backend.header()),
+        members: members(backend),
+    })
+}
+
+/// `Cluster/MemberPromote`. Only the leader knows how far a learner got,
+/// so a follower passes the call on.
+pub async fn member_promote(
+    backend: &EtcdBackend,
+    request: pb::MemberPromoteRequest,
+) -> Result<pb::MemberPromoteResponse, Status> {
+    let id = request.id;
+    let (leading, learner, ready) = {
+        let status = backend.status.borrow();
+        let learner = is_learner(&status, id);
+        let ready = status.members.iter().find(|m| m.id == id).is_some_and(|m| {
+            m.match_index.is_some_and(|matched| {
+                matched as f64 >= PROMOTE_MATCHED_SHARE * status.last_index as f64
+            })
+        });
+        (status.role == "leader", learner, ready)
+    };
+    match learner {
+        None => return Err(Status::not_found("etcdserver: member not found")),
+        Some(false) => {
+            return Err(Status::failed_precondition(
+                "etcdserver: can only promote a learner member",
+            ))
+        }
+        Some(true) => {}
+    }
+    if !leading {
+        return Ok(leader_client(backend)
+            .await?
+            .member_promote(request)
+            .await?
+            .into_inner());
+    }
+    if !ready {
+        return Err(Status::failed_precondition(
+            "etcdserver: can only promote a learner member which is in sync with leader",
+        ));
+    }
+    let recorded = backend
+        .store()
+        .member(id)
+        .is_some_and(|m| m.intent == MemberIntent::Learner);
+    let command = if recorded {
+        Command::MemberPromote(MemberChange {
+            id,
+            ..Default::default()
+        })
+    } else {
+        // A learner without a record cannot exist: learners are added
+        // through the directory. Refuse rather than guess.
+        return Err(Status::failed_precondition(
+            "etcdserver: can only promote a learner member",
+        ));
+    };
+    if write(backend, &command).await?.is_none() {
+        return Ok(leader_client(backend)
+            .await?
+            .member_promote(request)
+            .await?
+            .into_inner());
+    }
+    wait_for(backend, |s| is_learner(s, id) == Some(false)).await?;
+    Ok(pb::MemberPromoteResponse {
+        header: Some(backend.header()),
+        members: members(backend),
+    })
+}
+
+/// Run by a member that joined a running cluster: records its client
+/// address in the directory (as etcd members publish theirs when they
+/// start), so that others can forward calls to it. Retries until it lands.
+pub async fn publish_client_url(backend: EtcdBackend, client_url: String) {
+    loop {
+        let (id, learner, ready) = {
+            let status = backend.status.borrow();
+            (
+                status.id,
+                status.learner,
+                status.leader.is_some() && !status.outside,
+            )
+        };
+        let published = backend
+            .store()
+            .member(id)
+            .is_some_and(|m| m.client_urls.contains(&client_url));
+        if published {
+            return;
+        }
+        if ready {
+            let command = Command::MemberUpdate(MemberChange {
+                id,
+                client_urls: vec![client_url.clone()],
+                learner,
+                ..Default::default()
+            });
+            match backend.write::<pb::MemberAddResponse>(&command).await {
+                Ok(_) => {}
+                Err(NotHere::Forward(leader)) => {
+                    tracing::debug!(leader, "publishing the client URL waits for the leader");
+                }
+                Err(NotHere::Fail(status)) => {
+                    tracing::debug!(%status, "publishing the client URL failed; retrying");
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

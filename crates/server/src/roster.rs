@@ -1,0 +1,179 @@
+//! Who this node's members are and where they listen, as membership
+//! changes at run time.
+//!
+//! Two sources, combined: the configuration the node started with (the
+//! `peers`, `peer_client` and `peer_http` lists, which name the members the
+//! cluster was created with) and the replicated member directory
+//! (`bellwether_kv::member`), which records every member added later and
+//! every update of an address. The directory wins where both know a
+//! member. Raft's configuration, in the core, says which of them vote.
+//!
+//! The leader also steps Raft's configuration toward the directory, one
+//! change at a time ([`Roster::next_change`]): a member recorded as a
+//! learner or voter is added as a learner; a voter-to-be is promoted once
+//! the core says it has caught up; a removed one is removed.
+
+use bellwether_core::raft::{ClusterConfig, MembershipChange, RaftNode};
+use bellwether_core::NodeId;
+use bellwether_kv::{MemberIntent, MemberRecord};
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// The members' addresses and the directory, as this node knows them.
+#[derive(Clone, Debug, Default)]
+pub struct Roster {
+    peers: BTreeMap<u64, SocketAddr>,
+    clients: BTreeMap<u64, SocketAddr>,
+    http: BTreeMap<u64, SocketAddr>,
+    directory: BTreeMap<u64, MemberRecord>,
+    /// The machine's directory version last read.
+    pub directory_version: u64,
+}
+
+/// `http://host:port` (or `host:port`) as an address; `None` if it names
+/// none.
+pub fn url_address(url: &str) -> Option<SocketAddr> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or(url);
+    let rest = rest.trim_end_matches('/');
+    rest.parse()
+        .ok()
+        .or_else(|| rest.to_socket_addrs().ok()?.next())
+}
+
+impl Roster {
+    /// A roster of the configured members.
+    pub fn new(
+        peers: &BTreeMap<u64, SocketAddr>,
+        clients: &BTreeMap<u64, SocketAddr>,
+        http: &BTreeMap<u64, SocketAddr>,
+    ) -> Roster {
+        Roster {
+            peers: peers.clone(),
+            clients: clients.clone(),
+            http: http.clone(),
+            directory: BTreeMap::new(),
+            directory_version: 0,
+        }
+    }
+
+    /// Replaces the directory.
+    pub fn set_directory(&mut self, records: Vec<MemberRecord>, version: u64) {
+        self.directory = records.into_iter().map(|r| (r.id, r)).collect();
+        self.directory_version = version;
+    }
+
+    /// Where `id` takes peer connections.
+    pub fn peer_address(&self, id: u64) -> Option<SocketAddr> {
+        self.directory
+            .get(&id)
+            .and_then(|r| r.peer_urls.iter().find_map(|u| url_address(u)))
+            .or_else(|| self.peers.get(&id).copied())
+    }
+
+    /// Where `id` serves the etcd API.
+    pub fn client_address(&self, id: u64) -> Option<SocketAddr> {
+        self.directory
+            .get(&id)
+            .and_then(|r| r.client_urls.iter().find_map(|u| url_address(u)))
+            .or_else(|| self.clients.get(&id).copied())
+    }
+
+    /// Where `id` serves HTTP, if configured.
+    pub fn http_address(&self, id: u64) -> Option<SocketAddr> {
+        self.http.get(&id).copied()
+    }
+
+    /// True once `id` was removed for good.
+    pub fn is_removed(&self, id: u64) -> bool {
+        self.directory
+            .get(&id)
+            .is_some_and(|r| r.intent == MemberIntent::Removed)
+    }
+
+    /// The ids whose peer connections this node accepts: every member of
+    /// Raft's configuration and every member recorded but not yet added
+    /// (a joining member dials before the leader adds it), never a removed
+    /// one.
+    pub fn accepted(&self, cluster: &ClusterConfig) -> Vec<u64> {
+        let mut ids: Vec<u64> = cluster
+            .members()
+            .map(|m| m.0)
+            .chain(
+                self.directory
+                    .values()
+                    .filter(|r| r.intent != MemberIntent::Removed)
+                    .map(|r| r.id),
+            )
+            .filter(|id| !self.is_removed(*id))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The next step a leader takes toward the directory, if any: removals
+    /// first (they shrink what must be replicated), then additions, then
+    /// promotions. The core refuses a step while the previous one is not
+    /// committed or while a learner is behind; the caller retries later.
+    pub fn next_change(&self, raft: &RaftNode) -> Option<MembershipChange> {
+        let cluster = raft.cluster();
+        let in_cluster = |id: u64| cluster.members().any(|m| m.0 == id);
+        let records = || self.directory.values();
+        if let Some(r) = records().find(|r| r.intent == MemberIntent::Removed && in_cluster(r.id)) {
+            return Some(MembershipChange::Remove(NodeId(r.id)));
+        }
+        if let Some(r) = records().find(|r| r.intent != MemberIntent::Removed && !in_cluster(r.id))
+        {
+            return Some(MembershipChange::AddLearner(NodeId(r.id)));
+        }
+        records()
+            .find(|r| r.intent == MemberIntent::Voter && cluster.learners.contains(&NodeId(r.id)))
+            .map(|r| MembershipChange::PromoteLearner(NodeId(r.id)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: u64, url: &str, intent: MemberIntent) -> MemberRecord {
+        MemberRecord {
+            id,
+            peer_urls: vec![url.into()],
+            client_urls: vec![],
+            intent,
+        }
+    }
+
+    #[test]
+    fn the_directory_overrides_the_configuration_and_removed_members_are_refused() {
+        let peers: BTreeMap<u64, SocketAddr> = [
+            (1, "127.0.0.1:7001".parse().unwrap()),
+            (2, "127.0.0.1:7002".parse().unwrap()),
+        ]
+        .into();
+        let mut roster = Roster::new(&peers, &BTreeMap::new(), &BTreeMap::new());
+        roster.set_directory(
+            vec![
+                record(2, "http://127.0.0.1:7102", MemberIntent::Removed),
+                record(3, "http://127.0.0.1:7003", MemberIntent::Learner),
+                record(1, "http://127.0.0.1:7101/", MemberIntent::Voter),
+            ],
+            5,
+        );
+        assert_eq!(
+            roster.peer_address(1),
+            Some("127.0.0.1:7101".parse().unwrap())
+        );
+        assert_eq!(
+            roster.peer_address(3),
+            Some("127.0.0.1:7003".parse().unwrap())
+        );
+        let cluster = ClusterConfig::voters([NodeId(1), NodeId(2)]);
+        assert_eq!(roster.accepted(&cluster), vec![1, 3]);
+        assert_eq!(url_address("not a url"), None);
+    }
+}
