@@ -108,8 +108,9 @@ impl KvStore {
     /// record yet).
     pub fn member_remove(&mut self, id: u64, known: bool) -> Result<MemberRecord, MemberError> {
         match self.members.get(&id) {
+            // etcd 3.4 answers a second removal as an unknown member.
             Some(record) if record.intent == MemberIntent::Removed => {
-                return Err(MemberError::Removed)
+                return Err(MemberError::NotFound)
             }
             None if !known => return Err(MemberError::NotFound),
             None if self.members.len() >= MEMBER_RECORDS_MAX => return Err(MemberError::TooMany),
@@ -153,7 +154,7 @@ mod tests {
         store.member_remove(4, true).unwrap();
         let b = store.member_add(4, urls("http://a"), false, &[]).unwrap();
         assert_eq!((b.id, b.intent), (5, MemberIntent::Voter));
-        assert_eq!(store.member_remove(4, true), Err(MemberError::Removed));
+        assert_eq!(store.member_remove(4, true), Err(MemberError::NotFound));
         assert_eq!(
             store.member_update(4, urls("http://z"), vec![], MemberIntent::Voter),
             Err(MemberError::Removed)
