@@ -419,7 +419,7 @@ impl Node {
         }
         let dialed = &self.dialed;
         self.outbound
-            .retain(|id, _| wanted.get(id).is_some() && wanted.get(id) == dialed.get(id));
+            .retain(|id, _| wanted.contains_key(id) && wanted.get(id) == dialed.get(id));
         self.dialed.retain(|id, _| self.outbound.contains_key(id));
         for (id, address) in wanted {
             if self.outbound.contains_key(&id) {

@@ -21,7 +21,11 @@ fn member_list(endpoint: &str) -> Vec<(u64, bool, Vec<String>, Vec<String>)> {
     let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
     let strings = |v: &serde_json::Value| -> Vec<String> {
         v.as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     json["members"]
@@ -56,11 +60,20 @@ fn learner_changes_and_refusals(system: &str, endpoint: &str, spare_peer: &str) 
     // A learner is added and listed as one.
     let (ok, out) = etcdctl(
         endpoint,
-        &["member", "add", "l1", "--learner", &format!("--peer-urls={spare_peer}")],
+        &[
+            "member",
+            "add",
+            "l1",
+            "--learner",
+            &format!("--peer-urls={spare_peer}"),
+        ],
         None,
     );
     assert!(ok && out.contains("added to cluster"), "{system}: {out}");
-    assert!(out.contains("ETCD_INITIAL_CLUSTER_STATE=\"existing\""), "{system}: {out}");
+    assert!(
+        out.contains("ETCD_INITIAL_CLUSTER_STATE=\"existing\""),
+        "{system}: {out}"
+    );
     let learner = added_id(&out);
     let after = member_list(endpoint);
     assert_eq!(after.len(), before.len() + 1, "{system}: {after:?}");
@@ -76,7 +89,12 @@ fn learner_changes_and_refusals(system: &str, endpoint: &str, spare_peer: &str) 
     std::thread::sleep(Duration::from_millis(1100));
     let refusals: [(&[&str], &str); 5] = [
         (
-            &["member", "add", "again", &format!("--peer-urls={spare_peer}")],
+            &[
+                "member",
+                "add",
+                "again",
+                &format!("--peer-urls={spare_peer}"),
+            ],
             "etcdserver: Peer URLs already exists",
         ),
         (
@@ -92,7 +110,12 @@ fn learner_changes_and_refusals(system: &str, endpoint: &str, spare_peer: &str) 
             "etcdserver: can only promote a learner member",
         ),
         (
-            &["member", "update", "abcdef", "--peer-urls=http://127.0.0.1:1"],
+            &[
+                "member",
+                "update",
+                "abcdef",
+                "--peer-urls=http://127.0.0.1:1",
+            ],
             "etcdserver: member not found",
         ),
     ];
@@ -100,15 +123,28 @@ fn learner_changes_and_refusals(system: &str, endpoint: &str, spare_peer: &str) 
         let (ok, out) = etcdctl(endpoint, args, None);
         assert!(!ok && out.contains(error), "{system}: {args:?}: {out}");
     }
-    assert_eq!(member_list(endpoint).len(), before.len() + 1, "{system}: a refusal changed the members");
+    assert_eq!(
+        member_list(endpoint).len(),
+        before.len() + 1,
+        "{system}: a refusal changed the members"
+    );
     // Removed, and then gone for good.
     let (ok, out) = etcdctl(endpoint, &["member", "remove", &learner], None);
-    assert!(ok && out.contains("removed from cluster"), "{system}: {out}");
+    assert!(
+        ok && out.contains("removed from cluster"),
+        "{system}: {out}"
+    );
     assert_eq!(member_list(endpoint), before, "{system}");
     let (ok, out) = etcdctl(endpoint, &["member", "remove", &learner], None);
-    assert!(!ok && out.contains("etcdserver: member not found"), "{system}: {out}");
+    assert!(
+        !ok && out.contains("etcdserver: member not found"),
+        "{system}: {out}"
+    );
     let (ok, out) = etcdctl(endpoint, &["member", "remove", "abcdef"], None);
-    assert!(!ok && out.contains("etcdserver: member not found"), "{system}: {out}");
+    assert!(
+        !ok && out.contains("etcdserver: member not found"),
+        "{system}: {out}"
+    );
 }
 
 #[test]
@@ -214,13 +250,18 @@ fn a_dead_member_is_replaced_while_clients_write() {
     // n4 now counts toward the quorum: without n1, n2 and n4 still commit.
     cluster.kill(1);
     let survivors = format!("{},{client4}", cluster.client(2));
-    wait_until("n2 and n4 commit without n1", Duration::from_secs(10), || {
-        etcdctl(&survivors, &["put", "after", "n1"], None).0
-    });
+    wait_until(
+        "n2 and n4 commit without n1",
+        Duration::from_secs(10),
+        || etcdctl(&survivors, &["put", "after", "n1"], None).0,
+    );
     let acked = acked.lock().unwrap().clone();
     let failed = failed.lock().unwrap().clone();
     let tried = acked.len() + failed.len();
-    eprintln!("replace under load: {tried} writes tried, {} failed", failed.len());
+    eprintln!(
+        "replace under load: {tried} writes tried, {} failed",
+        failed.len()
+    );
     assert!(tried >= 50, "only {tried} writes were tried");
     assert!(
         failed.len() * 100 <= tried,
@@ -230,9 +271,14 @@ fn a_dead_member_is_replaced_while_clients_write() {
     );
     let (ok, out) = etcdctl(&client4, &["get", "w", "--prefix", "--keys-only"], None);
     assert!(ok, "{out}");
-    let stored: std::collections::BTreeSet<&str> =
-        out.lines().filter(|l| !l.is_empty()).collect();
-    let lost: Vec<&String> = acked.iter().filter(|k| !stored.contains(k.as_str())).collect();
-    assert!(lost.is_empty(), "acknowledged writes missing on n4: {lost:?}");
+    let stored: std::collections::BTreeSet<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    let lost: Vec<&String> = acked
+        .iter()
+        .filter(|k| !stored.contains(k.as_str()))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged writes missing on n4: {lost:?}"
+    );
     drop(joiner);
 }
