@@ -27,7 +27,7 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
 fi
 
 # Debian packages the tests use: nftables for partition tests, chromium
-# for the dashboard test, etcd-client for the etcdctl conformance tests,
+# for the dashboard test, curl for the JSON gateway's transcripts, etcd-client for the etcdctl conformance tests,
 # etcd-server (a real etcd 3.4) for the tests that compare answers with it,
 # protobuf-compiler (protoc) to build the Rust etcd-client crate that
 # crates/conformance's tests use (bellwether itself never needs protoc).
@@ -37,6 +37,7 @@ command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v protoc >/dev/null 2>&1 || [ -n "${PROTOC:-}" ] || need+=(protobuf-compiler)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${need[*]}"

@@ -33,6 +33,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "protox should describe exactly our own files; an unexpected import crept in"
     );
 
+    // The same descriptions, for code that needs message and field names at
+    // run time (the server's JSON gateway).
+    let out = std::env::var("OUT_DIR")?;
+    std::fs::write(
+        Path::new(&out).join("descriptors.bin"),
+        prost::Message::encode_to_vec(&descriptors),
+    )?;
+
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)

@@ -40,3 +40,7 @@ pub mod v3electionpb {
 pub mod v3lockpb {
     include!(concat!(env!("OUT_DIR"), "/v3lockpb.rs"));
 }
+
+/// The encoded `FileDescriptorSet` of every `.proto` file above: message,
+/// field and method names at run time (the JSON gateway uses them).
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));

@@ -405,6 +405,16 @@ impl Node {
         if unchanged {
             return;
         }
+        let me = NodeId(self.config.id);
+        let was_member = self
+            .wired
+            .as_ref()
+            .is_some_and(|(cluster, _)| cluster.members().any(|m| m == me));
+        if was_member && !self.raft.cluster().members().any(|m| m == me) {
+            tracing::warn!(
+                "this member was removed from the cluster: it takes no part any more; stop it"
+            );
+        }
         self.wired = Some((self.raft.cluster().clone(), version));
         identity
             .members

@@ -283,7 +283,7 @@ impl Cluster for ClusterService {
         _: Request<pb::MemberListRequest>,
     ) -> Result<Response<pb::MemberListResponse>, Status> {
         Ok(Response::new(pb::MemberListResponse {
-            header: Some(self.header()),
+            header: Some(super::member_service::header(&self.backend)),
             members: super::member_service::members(&self.backend),
         }))
     }

@@ -36,6 +36,14 @@ const TIMED_OUT: &str = "etcdserver: request timed out";
 /// log, as etcd requires (90%).
 const PROMOTE_MATCHED_SHARE: f64 = 0.9;
 
+/// The header of a Cluster answer: etcd's carries no revision.
+pub fn header(backend: &EtcdBackend) -> pb::ResponseHeader {
+    pb::ResponseHeader {
+        revision: 0,
+        ..backend.header()
+    }
+}
+
 /// Every member of the cluster's configuration, as etcd lists them, this
 /// one first.
 pub fn members(backend: &EtcdBackend) -> Vec<pb::Member> {
@@ -195,7 +203,7 @@ pub async fn member_add(
     };
     wait_for(backend, |s| has_member(s, id)).await?;
     Ok(pb::MemberAddResponse {
-        header: Some(backend.header()),
+        header: Some(header(backend)),
         member: Some(pb::Member {
             is_learner: true,
             ..member
@@ -238,7 +246,7 @@ pub async fn member_remove(
     }
     wait_for(backend, |s| !has_member(s, id)).await?;
     Ok(pb::MemberRemoveResponse {
-        header: Some(backend.header()),
+        header: Some(header(backend)),
         members: members(backend),
     })
 }
@@ -276,7 +284,7 @@ pub async fn member_update(
     })
     .await?;
     Ok(pb::MemberUpdateResponse {
-        header: Some(backend.header()),
+        header: Some(header(backend)),
         members: members(backend),
     })
 }
@@ -344,7 +352,7 @@ pub async fn member_promote(
     }
     wait_for(backend, |s| is_learner(s, id) == Some(false)).await?;
     Ok(pb::MemberPromoteResponse {
-        header: Some(backend.header()),
+        header: Some(header(backend)),
         members: members(backend),
     })
 }

@@ -13,6 +13,7 @@ pub mod compactor;
 pub mod convert;
 pub mod corruption_check;
 pub mod election_service;
+pub mod json_gateway;
 pub mod kv_service;
 pub mod leader_observer;
 pub mod lease_service;
@@ -82,6 +83,9 @@ pub async fn serve(
     };
     let lease = LeaseService::new(backend.clone(), lessor);
     let served = tonic::transport::Server::builder()
+        // HTTP/1.1 too, for the JSON gateway's clients (curl, HTTP libraries).
+        .accept_http1(true)
+        .layer(json_gateway::JsonGatewayLayer::new(backend.clone()))
         .layer(unary_fast_path::UnaryFastPathLayer::new(
             kv.clone(),
             lease.clone(),

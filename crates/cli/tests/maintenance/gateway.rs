@@ -1,0 +1,197 @@
+//! etcd's gRPC-JSON gateway, with curl: the same transcript of HTTP calls
+//! (KV, txn, lease, watch as streamed JSON, compaction, election, lock,
+//! cluster and maintenance paths, `/version`, `/health`, and bad requests)
+//! goes to a real etcd 3.4 and to a bellwether follower, and the answers
+//! must match: HTTP status and JSON, with member and cluster ids, terms,
+//! lease ids and sizes normalised. Revisions are compared as they are:
+//! both stores start at revision 1.
+
+use super::common::etcd_server::EtcdServer;
+use super::common::Cluster;
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+/// One HTTP call of the transcript.
+struct Call {
+    method: &'static str,
+    path: &'static str,
+    body: &'static str,
+    /// Only the status and the gRPC code are compared (the JSON parser's
+    /// message is the server's own).
+    code_only: bool,
+    /// A streaming call: read for this long, then hang up.
+    stream_for: Option<Duration>,
+}
+
+const fn call(method: &'static str, path: &'static str, body: &'static str) -> Call {
+    Call {
+        method,
+        path,
+        body,
+        code_only: false,
+        stream_for: None,
+    }
+}
+
+/// The transcript. `LEASE` in a body stands for the lease granted before.
+fn transcript() -> Vec<Call> {
+    vec![
+        call("GET", "/health", ""),
+        call("POST", "/v3/kv/put", r#"{"key":"Zm9v","value":"YmFy"}"#),
+        call("POST", "/v3beta/kv/range", r#"{"key":"Zm9v"}"#),
+        call(
+            "POST",
+            "/v3/kv/txn",
+            r#"{"compare":[{"key":"Zm9v","target":"VALUE","result":"EQUAL","value":"YmFy"}],"success":[{"request_put":{"key":"Zm9v","value":"YmF6"}}]}"#,
+        ),
+        call(
+            "POST",
+            "/v3/kv/txn",
+            r#"{"compare":[{"key":"Zm9v","target":"VERSION","result":"GREATER","version":"5"}],"failure":[{"request_range":{"key":"Zm9v"}}]}"#,
+        ),
+        call("POST", "/v3/lease/grant", r#"{"TTL":60}"#),
+        call(
+            "POST",
+            "/v3/kv/put",
+            r#"{"key":"YQ==","value":"Yg==","lease":"LEASE"}"#,
+        ),
+        call(
+            "POST",
+            "/v3/kv/lease/timetolive",
+            r#"{"ID":"LEASE","keys":true}"#,
+        ),
+        call("POST", "/v3/lease/leases", "{}"),
+        call("POST", "/v3/lease/revoke", r#"{"ID":"LEASE"}"#),
+        call("POST", "/v3/kv/range", r#"{"key":"YQ=="}"#),
+        call(
+            "POST",
+            "/v3/kv/deleterange",
+            r#"{"key":"Zm9v","prev_kv":true}"#,
+        ),
+        Call {
+            stream_for: Some(Duration::from_secs(1)),
+            ..call(
+                "POST",
+                "/v3/watch",
+                r#"{"create_request":{"key":"Zm9v","start_revision":"2"}}"#,
+            )
+        },
+        call("POST", "/v3/kv/compaction", r#"{"revision":"3"}"#),
+        call("POST", "/v3/kv/range", r#"{"key":"Zm9v","revision":"2"}"#),
+        call("POST", "/v3/kv/compaction", r#"{"revision":"9999"}"#),
+        call("POST", "/v3/kv/put", "{}"),
+        Call {
+            code_only: true,
+            ..call("POST", "/v3/kv/range", "{bad")
+        },
+        call("POST", "/v3/lease/revoke", r#"{"ID":"12345"}"#),
+        call("POST", "/v3/election/leader", r#"{"name":"ZWw="}"#),
+        call("POST", "/v3/lock/unlock", r#"{"key":"bm9uZQ=="}"#),
+        call("POST", "/v3/cluster/member/list", "{}"),
+        call("POST", "/v3/maintenance/status", "{}"),
+        call("GET", "/v3/kv/range", ""),
+        call("POST", "/v3/no/such/path", "{}"),
+    ]
+}
+
+/// Replaces what differs between any two clusters by nature.
+fn normalise(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map.iter_mut() {
+                match key.as_str() {
+                    "cluster_id" | "member_id" | "raft_term" | "ID" | "TTL" | "grantedTTL"
+                    | "dbSize" | "dbSizeInUse" | "leader" | "raftIndex" | "raftTerm"
+                    | "raftAppliedIndex" | "version" | "etcdserver" => {
+                        if !inner.is_object() {
+                            *inner = Value::String("*".into());
+                        }
+                    }
+                    "members" => *inner = Value::String("*".into()),
+                    _ => normalise(inner),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalise),
+        _ => {}
+    }
+}
+
+/// Runs the transcript against `base` (`http://host:port`); one line per
+/// call: the HTTP status, then the normalised JSON (or text) answer.
+fn run(base: &str) -> Vec<String> {
+    let mut lease = String::new();
+    let mut lines = Vec::new();
+    for call in transcript() {
+        let body = call.body.replace("LEASE", &lease);
+        let mut command = Command::new("curl");
+        command
+            .args(["-s", "-N", "-X", call.method, "-w", "\n%{http_code}"])
+            .arg(format!("{base}{}", call.path));
+        if call.method == "POST" {
+            command.args(["-d", &body]);
+        }
+        if let Some(duration) = call.stream_for {
+            command.args(["-m", &format!("{}", duration.as_secs_f64())]);
+        }
+        let output = command.output().expect("curl runs");
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        let (answer, status) = text.rsplit_once('\n').expect("curl writes the status");
+        let mut parts = Vec::new();
+        for line in answer.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<Value>(line) {
+                Ok(mut value) => {
+                    if call.path == "/v3/lease/grant" {
+                        lease = value["ID"].as_str().expect("a lease id").to_string();
+                    }
+                    if call.code_only {
+                        value = value["code"].clone();
+                    }
+                    normalise(&mut value);
+                    parts.push(value.to_string());
+                }
+                Err(_) => parts.push(line.trim().to_string()),
+            }
+        }
+        lines.push(format!(
+            "{} {} {} -> {status} {}",
+            call.method,
+            call.path,
+            call.body,
+            parts.join(" | ")
+        ));
+    }
+    lines
+}
+
+#[test]
+fn curl_transcripts_match_a_real_etcd() {
+    assert!(
+        Command::new("curl")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "curl is missing: scripts/test.sh installs it"
+    );
+    let etcd = EtcdServer::start("gateway-etcd");
+    let expected = run(&etcd.url());
+    drop(etcd);
+    let mut cluster = Cluster::start("gateway-bw", 3, 50, 500);
+    let (leader, _) = cluster.wait_leader(&[1, 2, 3], Duration::from_secs(10));
+    let follower = if leader == 1 { 2 } else { 1 };
+    let actual = run(&format!("http://{}", cluster.client(follower)));
+    let differences: Vec<String> = expected
+        .iter()
+        .zip(&actual)
+        .filter(|(e, a)| e != a)
+        .map(|(e, a)| format!("etcd:       {e}\nbellwether: {a}"))
+        .collect();
+    assert!(
+        differences.is_empty(),
+        "{} of {} calls differ:\n{}",
+        differences.len(),
+        expected.len(),
+        differences.join("\n")
+    );
+}
