@@ -16,6 +16,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SEEDS="${BELLWETHER_CI_SEEDS:-2000}"
+# The elect test cuts a leading `elect` off the cluster this many times
+# (about 2 s each); run it with 100 by hand for the full check.
+export BELLWETHER_ELECT_CUT_RUNS="${BELLWETHER_ELECT_CUT_RUNS:-30}"
 KV_SEEDS="${BELLWETHER_CI_KV_SEEDS:-500}"
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -371,7 +371,8 @@ impl Drop for KillUsers {
 }
 
 /// How many cut runs the test makes: 100 (about three and a half minutes),
-/// or `BELLWETHER_ELECT_CUT_RUNS`.
+/// or `BELLWETHER_ELECT_CUT_RUNS` (`scripts/test.sh` sets 30, to keep CI
+/// short).
 fn cut_runs() -> usize {
     std::env::var("BELLWETHER_ELECT_CUT_RUNS")
         .ok()

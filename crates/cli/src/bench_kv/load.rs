@@ -61,6 +61,8 @@ pub enum Op {
     Lease,
     /// `Election.Campaign` then `Election.Resign` on the client's own name.
     Campaign,
+    /// `POST /v3/kv/put` through the JSON gateway, over HTTP/1.1.
+    GatewayPut,
 }
 
 impl Op {
@@ -71,6 +73,7 @@ impl Op {
             Op::Get => "get",
             Op::Lease => "lease",
             Op::Campaign => "campaign",
+            Op::GatewayPut => "gateway-put",
         }
     }
 
@@ -85,6 +88,10 @@ impl Op {
                  Election.Resign of the returned leader key, timed together; each client's lease is \
                  granted once before the loop"
             }
+            Op::GatewayPut => {
+                "one POST /v3/kv/put of the client's own key through the JSON gateway, over the \
+                 client's own HTTP/1.1 keep-alive connection (--conns does not apply)"
+            }
         }
     }
 
@@ -95,7 +102,8 @@ impl Op {
             "get" => Ok(Op::Get),
             "lease" => Ok(Op::Lease),
             "campaign" => Ok(Op::Campaign),
-            other => bail!("--op must be put, get, lease or campaign, got {other:?}"),
+            "gateway-put" => Ok(Op::GatewayPut),
+            other => bail!("--op must be put, get, lease, campaign or gateway-put, got {other:?}"),
         }
     }
 }
@@ -238,7 +246,11 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// set.
 pub async fn run(spec: &LoadSpec, interrupted: Arc<AtomicBool>) -> Result<KvReport> {
     spec.validate()?;
-    let connections = connect(spec).await?;
+    let connections = if spec.op == Op::GatewayPut {
+        Vec::new()
+    } else {
+        connect(spec).await?
+    };
     let run_tag = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -250,9 +262,16 @@ pub async fn run(spec: &LoadSpec, interrupted: Arc<AtomicBool>) -> Result<KvRepo
     };
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..spec.clients {
-        let connection = connections[c % connections.len()].clone();
         let (op, value_bytes) = (spec.op, spec.value_bytes);
         let flag = interrupted.clone();
+        if op == Op::GatewayPut {
+            let endpoint = spec.endpoints[c % spec.endpoints.len()].clone();
+            tasks.spawn(async move {
+                gateway_client_loop(c, endpoint, value_bytes, window, flag).await
+            });
+            continue;
+        }
+        let connection = connections[c % connections.len()].clone();
         let name = format!("bench-election/{run_tag}/{c}").into_bytes();
         tasks.spawn(async move {
             client_loop(op, c, connection, value_bytes, name, window, flag).await
@@ -454,6 +473,7 @@ async fn client_loop(
             lease: campaign_lease,
             value,
         }),
+        Op::GatewayPut => unreachable!("gateway clients run gateway_client_loop"),
     };
     while Instant::now() < window.deadline && !interrupted.load(Ordering::Relaxed) {
         let sent = Instant::now();
@@ -470,6 +490,7 @@ async fn client_loop(
                     .map(drop)
             }
             Op::Campaign => campaign_once(&connection, &uris, request.clone()).await,
+            Op::GatewayPut => unreachable!("gateway clients run gateway_client_loop"),
         };
         let failed = outcome.is_err();
         if sent >= window.measure_from {
@@ -480,6 +501,85 @@ async fn client_loop(
         }
     }
     result
+}
+
+/// One gateway client's loop: its own HTTP/1.1 connection, one JSON put
+/// at a time; an answer that is not 200 with a header is an error.
+async fn gateway_client_loop(
+    client: usize,
+    endpoint: String,
+    value_bytes: usize,
+    window: Window,
+    interrupted: Arc<AtomicBool>,
+) -> ClientResult {
+    use super::http1_connection::Http1Connection;
+    let mut result = ClientResult::default();
+    let body = {
+        // Base64 of the key and of a value of `value_bytes` 'x's.
+        let key = base64(format!("bench/{client}"));
+        let value = base64(vec![b'x'; value_bytes]);
+        format!(r#"{{"key":"{key}","value":"{value}"}}"#).into_bytes()
+    };
+    let mut connection: Option<Http1Connection> = None;
+    while Instant::now() < window.deadline && !interrupted.load(Ordering::Relaxed) {
+        let sent = Instant::now();
+        let attempt = async {
+            if connection.is_none() {
+                connection = Some(Http1Connection::connect(&endpoint).await?);
+            }
+            let open = connection.as_mut().expect("connected above");
+            let (status, answer) = open.post_json("/v3/kv/put", &body).await?;
+            if status != 200 || !answer.starts_with(b"{") || !contains(&answer, b"\"header\"") {
+                anyhow::bail!("status {status}: {}", String::from_utf8_lossy(&answer));
+            }
+            anyhow::Ok(())
+        };
+        let outcome = match tokio::time::timeout(REQUEST_TIMEOUT, attempt).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(tonic::Status::unknown(format!("{error:#}"))),
+            Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+                "no answer within {REQUEST_TIMEOUT:?}"
+            ))),
+        };
+        let failed = outcome.is_err();
+        if failed {
+            connection = None; // Its state is unknown: start afresh.
+        }
+        if sent >= window.measure_from {
+            result.record(outcome, sent);
+        }
+        if failed {
+            tokio::time::sleep(ERROR_PAUSE).await;
+        }
+    }
+    result
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Standard base64 with padding, as etcd's gateway reads bytes.
+fn base64(input: impl AsRef<[u8]>) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let input = input.as_ref();
+    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// The TTL of a campaign client's lease: what is left of the run plus the
@@ -559,7 +659,10 @@ mod tests {
 
     #[test]
     fn every_op_name_parses_back_and_others_are_refused() {
-        for op in [Op::Put, Op::Get, Op::Lease, Op::Campaign] {
+        assert_eq!(base64("foo"), "Zm9v");
+        assert_eq!(base64("fo"), "Zm8=");
+        assert_eq!(base64("f"), "Zg==");
+        for op in [Op::Put, Op::Get, Op::Lease, Op::Campaign, Op::GatewayPut] {
             assert_eq!(Op::parse(op.name()).unwrap(), op);
         }
         assert!(Op::parse("delete").is_err());

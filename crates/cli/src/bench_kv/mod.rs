@@ -10,6 +10,7 @@
 
 mod compare;
 mod grpc_connection;
+mod http1_connection;
 mod load;
 
 pub use load::{load, KvReport};
@@ -29,8 +30,9 @@ pub struct KvArgs {
     #[arg(long, value_delimiter = ',', default_values_t = ["127.0.0.1:7201".to_string(), "127.0.0.1:7202".to_string(), "127.0.0.1:7203".to_string()])]
     endpoints: Vec<String>,
     /// What each client repeats: put, get (linearizable range of one key),
-    /// lease (LeaseGrant, TTL 60 s) or campaign (Campaign + Resign on the
-    /// client's own election).
+    /// lease (LeaseGrant, TTL 60 s), campaign (Campaign + Resign on the
+    /// client's own election) or gateway-put (a put through the JSON
+    /// gateway, each client on its own HTTP/1.1 connection).
     #[arg(long, value_enum, default_value = "put")]
     op: Op,
     /// Concurrent closed-loop clients.

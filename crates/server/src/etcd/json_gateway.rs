@@ -417,7 +417,7 @@ fn grpc_status(headers: &http::HeaderMap) -> Option<(tonic::Code, String)> {
     let message = headers
         .get("grpc-message")
         .and_then(|v| v.to_str().ok())
-        .map(|m| percent_decode(m))
+        .map(percent_decode)
         .unwrap_or_default();
     Some((tonic::Code::from_i32(code), message))
 }
