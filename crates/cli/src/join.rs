@@ -86,17 +86,8 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let response = runtime.block_on(add(endpoints, request))?;
     let expected = bellwether_server::etcd::cluster_id(&cluster);
-    let cluster_id = response.header.as_ref().map_or(0, |h| h.cluster_id);
-    if cluster_id != expected {
-        bail!(
-            "the cluster at {} is not named {cluster:?} (its cluster id is {cluster_id:x}); pass its --cluster; \
-             remove the member it added with `etcdctl member remove {:x}`",
-            endpoints.join(","),
-            response.member.as_ref().map_or(0, |m| m.id)
-        );
-    }
+    let response = runtime.block_on(add(endpoints, request, expected, &cluster))?;
     let id = response
         .member
         .as_ref()
@@ -149,8 +140,15 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
     Ok(joined)
 }
 
-/// Asks each endpoint in turn until one adds the member.
-async fn add(endpoints: &[String], request: pb::MemberAddRequest) -> Result<pb::MemberAddResponse> {
+/// Asks each endpoint in turn until one adds the member; first checks, by
+/// its member list's cluster id, that the endpoint's cluster is `cluster`
+/// (so a wrong `--cluster` adds nothing).
+async fn add(
+    endpoints: &[String],
+    request: pb::MemberAddRequest,
+    expected_id: u64,
+    cluster: &str,
+) -> Result<pb::MemberAddResponse> {
     let mut errors = Vec::new();
     for endpoint in endpoints {
         let url = format!("http://{}", host_port(endpoint));
@@ -159,10 +157,18 @@ async fn add(endpoints: &[String], request: pb::MemberAddRequest) -> Result<pb::
                 .connect_timeout(Duration::from_secs(2))
                 .connect()
                 .await?;
-            let response = ClusterClient::new(channel)
-                .member_add(request.clone())
+            let mut client = ClusterClient::new(channel);
+            let list = client
+                .member_list(pb::MemberListRequest::default())
                 .await?
                 .into_inner();
+            let cluster_id = list.header.as_ref().map_or(0, |h| h.cluster_id);
+            if cluster_id != expected_id {
+                bail!(
+                    "the cluster at {endpoint} is not named {cluster:?} (its cluster id is {cluster_id:x}); pass its --cluster"
+                );
+            }
+            let response = client.member_add(request.clone()).await?.into_inner();
             anyhow::Ok(response)
         };
         match tokio::time::timeout(JOIN_TIMEOUT, attempt).await {

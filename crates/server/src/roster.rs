@@ -17,7 +17,7 @@ use bellwether_core::raft::{ClusterConfig, MembershipChange, RaftNode};
 use bellwether_core::NodeId;
 use bellwether_kv::{MemberIntent, MemberRecord};
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 
 /// The members' addresses and the directory, as this node knows them.
 #[derive(Clone, Debug, Default)]
@@ -30,17 +30,16 @@ pub struct Roster {
     pub directory_version: u64,
 }
 
-/// `http://host:port` (or `host:port`) as an address; `None` if it names
-/// none.
+/// `http://IP:port` (or `IP:port`) as an address; `None` otherwise. Host
+/// names are refused rather than resolved: a lookup would block the event
+/// loop that reads addresses, and could fail once and leave a member
+/// unreachable.
 pub fn url_address(url: &str) -> Option<SocketAddr> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
         .unwrap_or(url);
-    let rest = rest.trim_end_matches('/');
-    rest.parse()
-        .ok()
-        .or_else(|| rest.to_socket_addrs().ok()?.next())
+    rest.trim_end_matches('/').parse().ok()
 }
 
 impl Roster {
@@ -94,9 +93,9 @@ impl Roster {
     }
 
     /// The ids whose peer connections this node accepts: every member of
-    /// Raft's configuration and every member recorded but not yet added
-    /// (a joining member dials before the leader adds it), never a removed
-    /// one.
+    /// Raft's configuration (one being removed still votes until the
+    /// removal is in the log) and every member recorded but not yet added
+    /// (a joining member dials before the leader adds it).
     pub fn accepted(&self, cluster: &ClusterConfig) -> Vec<u64> {
         let mut ids: Vec<u64> = cluster
             .members()
@@ -107,7 +106,6 @@ impl Roster {
                     .filter(|r| r.intent != MemberIntent::Removed)
                     .map(|r| r.id),
             )
-            .filter(|id| !self.is_removed(*id))
             .collect();
         ids.sort_unstable();
         ids.dedup();
@@ -122,7 +120,12 @@ impl Roster {
         let cluster = raft.cluster();
         let in_cluster = |id: u64| cluster.members().any(|m| m.0 == id);
         let records = || self.directory.values();
-        if let Some(r) = records().find(|r| r.intent == MemberIntent::Removed && in_cluster(r.id)) {
+        // Never the last voter (the core refuses it, and retrying it first
+        // on every tick would hold every other change back).
+        let removable = |id: u64| {
+            in_cluster(id) && !(cluster.voters.len() == 1 && cluster.voters.contains(&NodeId(id)))
+        };
+        if let Some(r) = records().find(|r| r.intent == MemberIntent::Removed && removable(r.id)) {
             return Some(MembershipChange::Remove(NodeId(r.id)));
         }
         if let Some(r) = records().find(|r| r.intent != MemberIntent::Removed && !in_cluster(r.id))
@@ -173,7 +176,13 @@ mod tests {
             Some("127.0.0.1:7003".parse().unwrap())
         );
         let cluster = ClusterConfig::voters([NodeId(1), NodeId(2)]);
-        assert_eq!(roster.accepted(&cluster), vec![1, 3]);
+        // n2 is being removed but still votes: still accepted.
+        assert_eq!(roster.accepted(&cluster), vec![1, 2, 3]);
+        assert_eq!(
+            roster.accepted(&ClusterConfig::voters([NodeId(1)])),
+            vec![1, 3]
+        );
         assert_eq!(url_address("not a url"), None);
+        assert_eq!(url_address("http://localhost:2380"), None);
     }
 }

@@ -62,6 +62,11 @@ fn transcript() -> Vec<Call> {
             r#"{"ID":"LEASE","keys":true}"#,
         ),
         call("POST", "/v3/lease/leases", "{}"),
+        // etcd answers each keep-alive in the body, then ends the call.
+        Call {
+            stream_for: Some(Duration::from_secs(5)),
+            ..call("POST", "/v3/lease/keepalive", r#"{"ID":"LEASE"}"#)
+        },
         call("POST", "/v3/lease/revoke", r#"{"ID":"LEASE"}"#),
         call("POST", "/v3/kv/range", r#"{"key":"YQ=="}"#),
         call(
@@ -154,8 +159,14 @@ fn run(base: &str) -> Vec<String> {
                 Err(_) => parts.push(line.trim().to_string()),
             }
         }
+        // For a stream: did the server end it (curl's 0), or did curl hang
+        // up after `stream_for` (28)?
+        let ended = match call.stream_for {
+            Some(_) => format!(" (curl exit {:?})", output.status.code()),
+            None => String::new(),
+        };
         lines.push(format!(
-            "{} {} {} -> {status} {}",
+            "{} {} {} -> {status} {}{ended}",
             call.method,
             call.path,
             call.body,

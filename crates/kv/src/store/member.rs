@@ -34,6 +34,7 @@ impl KvStore {
             return Err(MemberError::TooMany);
         }
         let id = self.next_member_id.max(min_id).max(1);
+        let next = id.checked_add(1).ok_or(MemberError::TooMany)?;
         let record = MemberRecord {
             id,
             peer_urls,
@@ -45,7 +46,7 @@ impl KvStore {
             },
         };
         self.members.insert(id, record.clone());
-        self.next_member_id = id + 1;
+        self.next_member_id = next;
         Ok(record)
     }
 
@@ -59,6 +60,7 @@ impl KvStore {
         client_urls: Vec<String>,
         intent: MemberIntent,
     ) -> Result<MemberRecord, MemberError> {
+        let next = id.checked_add(1).ok_or(MemberError::NotFound)?;
         if let Some(existing) = self.members.get(&id) {
             if existing.intent == MemberIntent::Removed {
                 return Err(MemberError::Removed);
@@ -86,7 +88,7 @@ impl KvStore {
         if !client_urls.is_empty() {
             record.client_urls = client_urls;
         }
-        self.next_member_id = self.next_member_id.max(id + 1);
+        self.next_member_id = self.next_member_id.max(next);
         Ok(record.clone())
     }
 
@@ -107,6 +109,7 @@ impl KvStore {
     /// configuration has it (a member the cluster started with has no
     /// record yet).
     pub fn member_remove(&mut self, id: u64, known: bool) -> Result<MemberRecord, MemberError> {
+        let next = id.checked_add(1).ok_or(MemberError::NotFound)?;
         match self.members.get(&id) {
             // etcd 3.4 answers a second removal as an unknown member.
             Some(record) if record.intent == MemberIntent::Removed => {
@@ -123,7 +126,7 @@ impl KvStore {
             intent: MemberIntent::Removed,
         });
         record.intent = MemberIntent::Removed;
-        self.next_member_id = self.next_member_id.max(id + 1);
+        self.next_member_id = self.next_member_id.max(next);
         Ok(record.clone())
     }
 

@@ -180,18 +180,23 @@ fn rename(value: &mut Value, message: &MessageDescriptor, to_etcd: bool) {
     }
 }
 
-/// A JSON request body as the protobuf message `input` encodes it.
-fn request_bytes(body: &[u8], input: &MessageDescriptor) -> Result<Vec<u8>, String> {
-    let mut value: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        Value::Object(Default::default())
-    } else {
-        serde_json::from_slice(body).map_err(|e| e.to_string())?
-    };
-    rename(&mut value, input, false);
+/// Every JSON request in `body` (a streaming call's body may hold several,
+/// one after the other, as etcd's gateway reads them), as protobuf; an
+/// empty body is one empty request.
+fn request_messages(body: &[u8], input: &MessageDescriptor) -> Result<Vec<Vec<u8>>, String> {
     let options = DeserializeOptions::new().deny_unknown_fields(false);
-    let message = DynamicMessage::deserialize_with_options(input.clone(), value, &options)
-        .map_err(|e| e.to_string())?;
-    Ok(message.encode_to_vec())
+    let mut messages = Vec::new();
+    for value in serde_json::Deserializer::from_slice(body).into_iter::<Value>() {
+        let mut value = value.map_err(|e| e.to_string())?;
+        rename(&mut value, input, false);
+        let message = DynamicMessage::deserialize_with_options(input.clone(), value, &options)
+            .map_err(|e| e.to_string())?;
+        messages.push(message.encode_to_vec());
+    }
+    if messages.is_empty() {
+        messages.push(Vec::new());
+    }
+    Ok(messages)
 }
 
 /// A protobuf answer as etcd's gateway writes it.
@@ -389,12 +394,17 @@ where
             )
         }
     };
-    let message = match request_bytes(&body, &method.input()) {
-        Ok(bytes) => bytes,
+    let messages = match request_messages(&body, &method.input()) {
+        Ok(messages) if method.is_client_streaming() => messages,
+        // A unary call takes the body's first request, as etcd's gateway.
+        Ok(mut messages) => {
+            messages.truncate(1);
+            messages
+        }
         Err(error) => return error_response(tonic::Code::InvalidArgument, &error),
     };
     let grpc_path = format!("/{}/{}", method.parent_service().full_name(), method.name());
-    call_grpc(inner, &grpc_path, &method, message).await
+    call_grpc(inner, &grpc_path, &method, messages).await
 }
 
 /// One gRPC message with its 5-byte prefix.
@@ -447,7 +457,7 @@ async fn call_grpc<S>(
     inner: S,
     path: &str,
     method: &MethodDescriptor,
-    message: Vec<u8>,
+    messages: Vec<Vec<u8>>,
 ) -> http::Response<Body>
 where
     S: tower_service::Service<
@@ -458,16 +468,14 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let frame = framed(&message);
-    // A streaming request stays open after its one message, as etcd's
-    // gateway keeps it: a watch or keep-alive stream ends when the
-    // client goes away, not when its request is read.
-    let body = if method.is_client_streaming() {
-        let once = futures_once(frame);
-        Body::new(http_body_util::StreamBody::new(once))
-    } else {
-        Body::new(http_body_util::Full::new(frame))
-    };
+    // The requests, then the end of the request stream, as etcd's gateway
+    // sends them: a keep-alive call then answers each and ends, a watch
+    // keeps sending events until the HTTP client goes away.
+    let mut frames = BytesMut::new();
+    for message in &messages {
+        frames.extend_from_slice(&framed(message));
+    }
+    let body = Body::new(http_body_util::Full::new(frames.freeze()));
     let grpc_request = http::Request::builder()
         .method(http::Method::POST)
         .uri(path)
@@ -527,21 +535,6 @@ fn next_message(buffer: &mut Bytes) -> Option<Bytes> {
 
 type FrameResult = Result<Frame<Bytes>, tonic::Status>;
 
-/// A stream of one data frame, then nothing, forever (until dropped).
-fn futures_once(frame: Bytes) -> impl futures_core::Stream<Item = FrameResult> + Send {
-    struct Once(Option<Bytes>);
-    impl futures_core::Stream for Once {
-        type Item = FrameResult;
-        fn poll_next(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<FrameResult>> {
-            match self.0.take() {
-                Some(frame) => Poll::Ready(Some(Ok(Frame::data(frame)))),
-                None => Poll::Pending,
-            }
-        }
-    }
-    Once(Some(frame))
-}
-
 /// The replies of a streaming call as JSON lines: `{"result": ...}` per
 /// message, and `{"error": ...}` if the call ends with an error.
 fn json_lines(
@@ -552,10 +545,30 @@ fn json_lines(
     tokio::spawn(async move {
         let mut body = body;
         let mut buffer = BytesMut::new();
-        while let Some(frame) = body.frame().await {
+        loop {
+            // Dropping the call's body when the HTTP client goes away ends
+            // the gRPC call (and its watch or relay) even while it is quiet.
+            let frame = tokio::select! {
+                frame = body.frame() => frame,
+                () = sender.closed() => return,
+            };
+            let Some(frame) = frame else {
+                return;
+            };
             let frame = match frame {
                 Ok(frame) => frame,
-                Err(_) => return,
+                Err(status) => {
+                    let error = serde_json::json!({"error": {
+                        "grpc_code": status.code() as i32,
+                        "http_code": http_status(status.code()).as_u16(),
+                        "message": status.message(),
+                        "http_status": http_status(status.code()).canonical_reason().unwrap_or(""),
+                    }});
+                    let _ = sender
+                        .send(Ok(Frame::data(Bytes::from(error.to_string() + "\n"))))
+                        .await;
+                    return;
+                }
             };
             if let Some(trailers) = frame.trailers_ref() {
                 if let Some((code, text)) = grpc_status(trailers) {
@@ -612,6 +625,10 @@ impl futures_core::Stream for ReceiverStream {
 mod tests {
     use super::*;
 
+    fn request_bytes(body: &[u8], input: &MessageDescriptor) -> Result<Vec<u8>, String> {
+        Ok(request_messages(body, input)?.remove(0))
+    }
+
     #[test]
     fn every_route_names_a_declared_method() {
         assert_eq!(METHODS.len(), ROUTES.len());
@@ -648,6 +665,11 @@ mod tests {
             (&b"foo"[..], &b"bar"[..])
         );
         assert!(request_bytes(b"{bad", &put.input()).is_err());
+        let two = request_messages(
+            br#"{"ID":"1"} {"ID":"2"}"#,
+            &METHODS["lease/keepalive"].input(),
+        );
+        assert_eq!(two.map(|m| m.len()), Ok(2));
         assert_eq!(percent_decode("a%20b%"), "a b%");
     }
 }

@@ -83,17 +83,28 @@ pub fn members(backend: &EtcdBackend) -> Vec<pb::Member> {
     out
 }
 
-/// Checks that every URL names a host and port.
+/// Most peer URLs one member may list, and the longest: bounds what the
+/// directory (kept in every snapshot) can hold.
+const PEER_URLS_MAX: usize = 16;
+/// See [`PEER_URLS_MAX`].
+const PEER_URL_BYTES_MAX: usize = 256;
+
+/// Checks that every URL names an IP address and port.
 fn check_urls(urls: &[String]) -> Result<(), Status> {
     if urls.is_empty() {
         return Err(Status::invalid_argument(
             "etcdserver: member has no peer URLs",
         ));
     }
+    if urls.len() > PEER_URLS_MAX {
+        return Err(Status::invalid_argument(format!(
+            "bellwether: at most {PEER_URLS_MAX} peer URLs per member"
+        )));
+    }
     for u in urls {
-        if url_address(u).is_none() {
+        if u.len() > PEER_URL_BYTES_MAX || url_address(u).is_none() {
             return Err(Status::invalid_argument(format!(
-                "bellwether: peer URL {u:?} is not http://host:port"
+                "bellwether: peer URL {u:?} is not http://IP:port (host names are not resolved)"
             )));
         }
     }
@@ -185,7 +196,7 @@ pub async fn member_add(
             .filter(|m| !recorded.contains(&m.id))
             .flat_map(|m| m.peer_urls)
             .collect();
-        (max_id + 1, taken)
+        (max_id.saturating_add(1), taken)
     };
     let command = Command::MemberAdd(MemberChange {
         id: min_id,
@@ -204,10 +215,7 @@ pub async fn member_add(
     wait_for(backend, |s| has_member(s, id)).await?;
     Ok(pb::MemberAddResponse {
         header: Some(header(backend)),
-        member: Some(pb::Member {
-            is_learner: true,
-            ..member
-        }),
+        member: Some(member),
         members: members(backend),
     })
 }
@@ -244,7 +252,12 @@ pub async fn member_remove(
             .await?
             .into_inner());
     }
-    wait_for(backend, |s| !has_member(s, id)).await?;
+    // A member removing itself may never hear of its removal (the leader
+    // stops sending to it once the entry is in the log): the recorded
+    // removal is its answer.
+    if id != backend.member_id {
+        wait_for(backend, |s| !has_member(s, id)).await?;
+    }
     Ok(pb::MemberRemoveResponse {
         header: Some(header(backend)),
         members: members(backend),
