@@ -53,7 +53,11 @@ impl Maintenance for ClusterService {
     ) -> Result<Response<pb::AlarmResponse>, Status> {
         let command = Command::Alarm(request.into_inner());
         match self.backend.write::<pb::AlarmResponse>(&command).await {
-            Ok(response) => Ok(Response::new(response)),
+            // etcd 3.4's Alarm answer carries no header.
+            Ok(response) => Ok(Response::new(pb::AlarmResponse {
+                header: None,
+                ..response
+            })),
             Err(NotHere::Forward(leader)) => {
                 let Command::Alarm(request) = command else {
                     unreachable!("built above")
@@ -104,9 +108,8 @@ impl Maintenance for ClusterService {
         &self,
         _: Request<pb::DefragmentRequest>,
     ) -> Result<Response<pb::DefragmentResponse>, Status> {
-        Ok(Response::new(pb::DefragmentResponse {
-            header: Some(self.header()),
-        }))
+        // etcd 3.4's Defragment answer carries no header.
+        Ok(Response::new(pb::DefragmentResponse { header: None }))
     }
 
     /// A CRC-32C of this member's whole store as its snapshot encodes it

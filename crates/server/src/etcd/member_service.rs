@@ -206,16 +206,26 @@ pub async fn member_add(
         ..Default::default()
     });
     let Some((id, member)) = write(backend, &command).await? else {
-        return Ok(leader_client(backend)
+        let answer = leader_client(backend)
             .await?
             .member_add(request)
             .await?
-            .into_inner());
+            .into_inner();
+        // Answer once this member knows of the new one too, so that the
+        // caller's next call here finds it.
+        if let Some(id) = answer.member.as_ref().map(|m| m.id) {
+            wait_for(backend, |s| has_member(s, id)).await?;
+        }
+        return Ok(answer);
     };
     wait_for(backend, |s| has_member(s, id)).await?;
     Ok(pb::MemberAddResponse {
         header: Some(header(backend)),
-        member: Some(member),
+        // Not started yet: etcd lists such a member without a name.
+        member: Some(pb::Member {
+            name: String::new(),
+            ..member
+        }),
         members: members(backend),
     })
 }
@@ -309,7 +319,14 @@ pub async fn member_promote(
     request: pb::MemberPromoteRequest,
 ) -> Result<pb::MemberPromoteResponse, Status> {
     let id = request.id;
-    let (leading, learner, ready) = {
+    if backend.status.borrow().role != "leader" {
+        return Ok(leader_client(backend)
+            .await?
+            .member_promote(request)
+            .await?
+            .into_inner());
+    }
+    let (learner, ready) = {
         let status = backend.status.borrow();
         let learner = is_learner(&status, id);
         let ready = status.members.iter().find(|m| m.id == id).is_some_and(|m| {
@@ -317,7 +334,7 @@ pub async fn member_promote(
                 matched as f64 >= PROMOTE_MATCHED_SHARE * status.last_index as f64
             })
         });
-        (status.role == "leader", learner, ready)
+        (learner, ready)
     };
     match learner {
         None => return Err(Status::not_found("etcdserver: member not found")),
@@ -327,13 +344,6 @@ pub async fn member_promote(
             ))
         }
         Some(true) => {}
-    }
-    if !leading {
-        return Ok(leader_client(backend)
-            .await?
-            .member_promote(request)
-            .await?
-            .into_inner());
     }
     if !ready {
         return Err(Status::failed_precondition(
