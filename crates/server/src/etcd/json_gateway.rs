@@ -295,6 +295,24 @@ pub struct JsonGateway<S> {
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
+/// The gRPC services behind the gateway, as tower sees them.
+pub trait GrpcRoutes:
+    tower_service::Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+    + Send
+    + 'static
+{
+}
+
+impl<S> GrpcRoutes for S where
+    S: tower_service::Service<
+            http::Request<Body>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+        > + Send
+        + 'static
+{
+}
+
 /// True for a request the gateway serves.
 fn is_gateway_request(request: &http::Request<Body>) -> bool {
     let grpc = request
@@ -309,13 +327,7 @@ fn is_gateway_request(request: &http::Request<Body>) -> bool {
 
 impl<S> tower_service::Service<http::Request<Body>> for JsonGateway<S>
 where
-    S: tower_service::Service<
-            http::Request<Body>,
-            Response = http::Response<Body>,
-            Error = Infallible,
-        > + Clone
-        + Send
-        + 'static,
+    S: GrpcRoutes + Clone,
     S::Future: Send + 'static,
 {
     type Response = http::Response<Body>;
@@ -345,12 +357,7 @@ async fn serve<S>(
     backend: &EtcdBackend,
 ) -> http::Response<Body>
 where
-    S: tower_service::Service<
-            http::Request<Body>,
-            Response = http::Response<Body>,
-            Error = Infallible,
-        > + Send
-        + 'static,
+    S: GrpcRoutes,
     S::Future: Send + 'static,
 {
     let path = request.uri().path().to_string();
@@ -460,12 +467,7 @@ async fn call_grpc<S>(
     messages: Vec<Vec<u8>>,
 ) -> http::Response<Body>
 where
-    S: tower_service::Service<
-            http::Request<Body>,
-            Response = http::Response<Body>,
-            Error = Infallible,
-        > + Send
-        + 'static,
+    S: GrpcRoutes,
     S::Future: Send + 'static,
 {
     // The requests, then the end of the request stream, as etcd's gateway
@@ -535,6 +537,19 @@ fn next_message(buffer: &mut Bytes) -> Option<Bytes> {
 
 type FrameResult = Result<Frame<Bytes>, tonic::Status>;
 
+/// The line a stream ends with when its call fails, as grpc-gateway
+/// writes it.
+fn stream_error(code: tonic::Code, message: &str) -> Bytes {
+    let status = http_status(code);
+    let error = serde_json::json!({"error": {
+        "grpc_code": code as i32,
+        "http_code": status.as_u16(),
+        "message": message,
+        "http_status": status.canonical_reason().unwrap_or(""),
+    }});
+    Bytes::from(error.to_string() + "\n")
+}
+
 /// The replies of a streaming call as JSON lines: `{"result": ...}` per
 /// message, and `{"error": ...}` if the call ends with an error.
 fn json_lines(
@@ -558,30 +573,16 @@ fn json_lines(
             let frame = match frame {
                 Ok(frame) => frame,
                 Err(status) => {
-                    let error = serde_json::json!({"error": {
-                        "grpc_code": status.code() as i32,
-                        "http_code": http_status(status.code()).as_u16(),
-                        "message": status.message(),
-                        "http_status": http_status(status.code()).canonical_reason().unwrap_or(""),
-                    }});
-                    let _ = sender
-                        .send(Ok(Frame::data(Bytes::from(error.to_string() + "\n"))))
-                        .await;
+                    let line = stream_error(status.code(), status.message());
+                    let _ = sender.send(Ok(Frame::data(line))).await;
                     return;
                 }
             };
             if let Some(trailers) = frame.trailers_ref() {
                 if let Some((code, text)) = grpc_status(trailers) {
                     if code != tonic::Code::Ok {
-                        let error = serde_json::json!({"error": {
-                            "grpc_code": code as i32,
-                            "http_code": http_status(code).as_u16(),
-                            "message": text,
-                            "http_status": http_status(code).canonical_reason().unwrap_or(""),
-                        }});
-                        let _ = sender
-                            .send(Ok(Frame::data(Bytes::from(error.to_string() + "\n"))))
-                            .await;
+                        let line = stream_error(code, &text);
+                        let _ = sender.send(Ok(Frame::data(line))).await;
                     }
                 }
                 return;
