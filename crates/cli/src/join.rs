@@ -8,9 +8,13 @@
 //! cluster's voters, catches up from the leader, and is promoted by the
 //! leader once caught up (unless `--learner`).
 //!
-//! A crash between the cluster's answer and the file being written leaves
-//! a member the cluster waits for that never comes; `etcdctl member
-//! remove ID` clears it.
+//! A member the cluster already lists under this peer URL, but which has
+//! not started (etcd lists it without a name), is taken over instead of
+//! added again. That is etcd's way of growing a cluster (`etcdctl member
+//! add`, then start the new member), and it also finishes a join that
+//! crashed between the cluster's answer and the file being written. Only
+//! an empty data directory joins, so a member's id never starts again
+//! without the state it had.
 
 use anyhow::{bail, Context, Result};
 use bellwether_api::etcdserverpb as pb;
@@ -64,6 +68,14 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
             .with_context(|| format!("cannot read {}", path.display()))?;
         return toml::from_str(&text)
             .with_context(|| format!("{} is damaged; restore it or start afresh", path.display()));
+    }
+    let holds_data = std::fs::read_dir(data_dir).is_ok_and(|mut entries| entries.next().is_some());
+    if holds_data {
+        bail!(
+            "--join needs an empty --data-dir, and {} holds data but no {JOINED_FILE}: \
+             it is another member's, or its join record was lost",
+            data_dir.display()
+        );
     }
     if layer.id.is_some() || layer.peers.is_some() {
         bail!("--join takes the id and members from the cluster: drop --id and --peers");
@@ -168,6 +180,9 @@ async fn add(
                     "the cluster at {endpoint} is not named {cluster:?} (its cluster id is {cluster_id:x}); pass its --cluster"
                 );
             }
+            if let Some(listed) = adoptable(&list, &request.peer_urls)? {
+                return anyhow::Ok(listed);
+            }
             let response = client.member_add(request.clone()).await?.into_inner();
             anyhow::Ok(response)
         };
@@ -178,6 +193,39 @@ async fn add(
         }
     }
     bail!("no member added this one: {}", errors.join("; "))
+}
+
+/// The answer for a member the cluster already lists under `peer_urls`
+/// but which has not started (it has no name): it is this one, added
+/// earlier by `etcdctl member add` or by a join that crashed. A listed
+/// member that has started is another process, or this one's lost data:
+/// joining as it would bring its id back without its state.
+fn adoptable(
+    list: &pb::MemberListResponse,
+    peer_urls: &[String],
+) -> Result<Option<pb::MemberAddResponse>> {
+    let Some(listed) = list
+        .members
+        .iter()
+        .find(|m| m.peer_urls.iter().any(|u| peer_urls.contains(u)))
+    else {
+        return Ok(None);
+    };
+    if !listed.name.is_empty() {
+        bail!(
+            "member {:x} ({}) already uses peer URL {} and has started; if its data is lost, \
+             remove it (`etcdctl member remove {:x}`) and join again",
+            listed.id,
+            listed.name,
+            peer_urls.join(","),
+            listed.id
+        );
+    }
+    Ok(Some(pb::MemberAddResponse {
+        header: list.header,
+        member: Some(listed.clone()),
+        members: list.members.clone(),
+    }))
 }
 
 /// Writes `text` to `path` so that it survives a crash: a temporary file,

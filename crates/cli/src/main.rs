@@ -31,6 +31,7 @@ mod status_command;
 mod supervisor;
 mod tasks_command;
 mod transfer_command;
+mod up_add;
 mod up_command;
 mod verify_command;
 mod verify_nemesis;

@@ -6,6 +6,11 @@
 //! Running `up` again on the same directory restarts the same cluster with
 //! its data. Ctrl-C stops every member cleanly (SIGTERM, so a leader hands
 //! over first).
+//!
+//! `bellwether up add` grows the running cluster (see [`crate::up_add`]):
+//! it has the cluster add member k, then writes `DIR/n<k>.toml`. The
+//! running `up` notices the new config, starts the member and looks after
+//! it like the others. `DIR/up.pid` names the running `up`.
 
 use crate::http_get;
 use crate::signals::{send_signal, SIGTERM};
@@ -19,10 +24,14 @@ use std::time::{Duration, Instant};
 
 /// Flags of `bellwether up`.
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct UpArgs {
-    /// Number of members.
-    #[arg(long, default_value_t = 3)]
-    nodes: usize,
+    #[command(subcommand)]
+    action: Option<UpAction>,
+    /// Number of members (default 3; a directory that holds a cluster
+    /// restarts all of its members).
+    #[arg(long)]
+    nodes: Option<usize>,
     /// Directory for configs, data, logs and pid files.
     #[arg(long, default_value = "bellwether-data")]
     dir: PathBuf,
@@ -41,15 +50,30 @@ pub struct UpArgs {
     priority: Vec<String>,
 }
 
-fn peer_address(base: u16, i: usize) -> String {
+/// What `bellwether up` can do besides starting a cluster.
+#[derive(clap::Subcommand, Debug)]
+enum UpAction {
+    /// Add a member to the cluster a running `bellwether up` looks after:
+    /// the cluster adds it, and `up` starts it. It catches up as a learner
+    /// and becomes a voter (unless --learner).
+    Add(crate::up_add::UpAddArgs),
+}
+
+/// Most members `up` runs (ports base+1..base+64 and so on).
+pub(crate) const MEMBERS_MAX: usize = 64;
+
+/// The file naming the running `up` process.
+pub(crate) const PID_FILE: &str = "up.pid";
+
+pub(crate) fn peer_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + i)
 }
 
-fn http_address(base: u16, i: usize) -> String {
+pub(crate) fn http_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + 100 + i)
 }
 
-fn client_address(base: u16, i: usize) -> String {
+pub(crate) fn client_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + 200 + i)
 }
 
@@ -60,43 +84,53 @@ pub fn http_addresses(base: u16, nodes: usize) -> Vec<SocketAddr> {
         .collect()
 }
 
-fn write_configs(args: &UpArgs) -> Result<()> {
-    let existing = (1..=64)
-        .filter(|i| args.dir.join(format!("n{i}.toml")).exists())
-        .count();
-    if existing > 0 && existing != args.nodes {
+/// How many members the cluster in `dir` has configs for (`n1.toml`,
+/// `n2.toml`, … without gaps).
+pub(crate) fn existing_members(dir: &Path) -> usize {
+    (1..=MEMBERS_MAX)
+        .take_while(|i| dir.join(format!("n{i}.toml")).exists())
+        .count()
+}
+
+/// Writes the configs of a new cluster; returns how many members it has.
+fn write_configs(args: &UpArgs) -> Result<usize> {
+    let existing = existing_members(&args.dir);
+    let nodes = args
+        .nodes
+        .unwrap_or(if existing > 0 { existing } else { 3 });
+    if nodes == 0 || nodes > MEMBERS_MAX {
+        bail!("--nodes must be between 1 and {MEMBERS_MAX}");
+    }
+    if existing > 0 && existing != nodes {
         bail!(
-            "{} holds a {existing}-node cluster; run with --nodes {existing} to restart it, or pick another --dir",
+            "{} holds a {existing}-node cluster; run without --nodes to restart it, or pick another --dir",
             args.dir.display()
         );
     }
-    if existing == args.nodes {
+    if existing == nodes {
         if !args.priority.is_empty() {
             bail!(
                 "--priority is written into the configs when a cluster is created; edit peer_priority in {}/n*.toml instead",
                 args.dir.display()
             );
         }
-        return Ok(()); // Restart with the configs (and data) already there.
+        return Ok(nodes); // Restart with the configs (and data) already there.
     }
     for entry in &args.priority {
         let valid = entry.split_once('=').is_some_and(|(id, priority)| {
             id.trim()
                 .parse::<usize>()
-                .is_ok_and(|id| (1..=args.nodes).contains(&id))
+                .is_ok_and(|id| (1..=nodes).contains(&id))
                 && priority.trim().parse::<u32>().is_ok()
         });
         if !valid {
-            bail!(
-                "--priority {entry:?}: write ID=PRIORITY with ID from 1 to {} (e.g. 3=5)",
-                args.nodes
-            );
+            bail!("--priority {entry:?}: write ID=PRIORITY with ID from 1 to {nodes} (e.g. 3=5)");
         }
     }
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     let list = |f: fn(u16, usize) -> String| {
-        (1..=args.nodes)
+        (1..=nodes)
             .map(|i| format!("\"{i}={}\"", f(args.base_port, i)))
             .collect::<Vec<_>>()
             .join(", ")
@@ -106,7 +140,7 @@ fn write_configs(args: &UpArgs) -> Result<()> {
         .iter()
         .map(|p| format!("{:?}", p.trim()))
         .collect();
-    for i in 1..=args.nodes {
+    for i in 1..=nodes {
         let data = args.dir.join(format!("n{i}"));
         let text = format!(
             "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\nclient_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\npeer_client = [{}]\npeer_priority = [{}]\n",
@@ -123,7 +157,7 @@ fn write_configs(args: &UpArgs) -> Result<()> {
         );
         std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;
     }
-    Ok(())
+    Ok(nodes)
 }
 
 /// Starts member `i` of the cluster described in `dir`.
@@ -173,14 +207,21 @@ pub fn poll(addresses: &[SocketAddr]) -> Vec<Option<NodeStatus>> {
 
 /// Runs the local cluster until Ctrl-C.
 pub fn execute(args: UpArgs) -> Result<ExitCode> {
-    if args.nodes == 0 || args.nodes > 64 {
-        bail!("--nodes must be between 1 and 64");
+    if let Some(UpAction::Add(add)) = args.action {
+        return crate::up_add::execute(add);
     }
-    write_configs(&args)?;
+    if let Some(pid) = crate::up_add::running_up(&args.dir) {
+        bail!(
+            "`bellwether up` (pid {pid}) already runs the cluster in {}",
+            args.dir.display()
+        );
+    }
+    let nodes = write_configs(&args)?;
     let mut children = Vec::new();
-    for i in 1..=args.nodes {
+    for i in 1..=nodes {
         children.push(spawn_member(&args.dir, i)?);
     }
+    std::fs::write(args.dir.join(PID_FILE), std::process::id().to_string())?;
     let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = interrupted.clone();
     std::thread::spawn(move || {
@@ -191,12 +232,8 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
         runtime.block_on(crate::node_command::termination());
         flag.store(true, std::sync::atomic::Ordering::SeqCst);
     });
-    let addresses = http_addresses(args.base_port, args.nodes);
-    println!(
-        "bellwether: {}-node cluster in {}",
-        args.nodes,
-        args.dir.display()
-    );
+    let mut addresses = http_addresses(args.base_port, nodes);
+    println!("bellwether: {nodes}-node cluster in {}", args.dir.display());
     for (i, address) in addresses.iter().enumerate() {
         println!(
             "  n{}: peers {}  etcd API {}  http http://{address}/  (dashboard, /metrics, /status)",
@@ -205,7 +242,7 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
             client_address(args.base_port, i + 1)
         );
     }
-    let clients: Vec<String> = (1..=args.nodes)
+    let clients: Vec<String> = (1..=nodes)
         .map(|i| client_address(args.base_port, i))
         .collect();
     println!(
@@ -220,6 +257,10 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
             .collect::<Vec<_>>()
             .join(",")
     );
+    println!(
+        "  add a member: bellwether up add --dir {}",
+        args.dir.display()
+    );
     println!("  Ctrl-C stops every member");
     let mut shown: Option<(Option<u64>, u64)> = None;
     while !interrupted.load(std::sync::atomic::Ordering::SeqCst) {
@@ -232,6 +273,17 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
                 );
                 *child = spawn_member(&args.dir, i + 1)?;
             }
+        }
+        let next = children.len() + 1;
+        if next <= MEMBERS_MAX && args.dir.join(format!("n{next}.toml")).exists() {
+            children.push(spawn_member(&args.dir, next)?);
+            addresses.push(http_address(args.base_port, next).parse()?);
+            println!(
+                "member n{next} started: peers {}  etcd API {}  http http://{}/",
+                peer_address(args.base_port, next),
+                client_address(args.base_port, next),
+                http_address(args.base_port, next)
+            );
         }
         let statuses = poll(&addresses);
         let leader = statuses
@@ -256,6 +308,7 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
     }
     println!("stopping members…");
     stop_members(&mut children, Duration::from_secs(5));
+    let _ = std::fs::remove_file(args.dir.join(PID_FILE));
     Ok(ExitCode::SUCCESS)
 }
 

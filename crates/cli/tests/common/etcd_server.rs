@@ -81,6 +81,58 @@ impl EtcdServer {
         self.wait_healthy();
     }
 
+    /// The peer URL a second member started by [`EtcdServer::start_added`]
+    /// listens on.
+    pub fn spare_peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client.port() + 2)
+    }
+
+    /// Starts the member `etcdctl member add NAME` added to this one's
+    /// cluster, as etcd's documentation says: with the
+    /// `ETCD_INITIAL_CLUSTER` etcdctl printed and the state "existing". It
+    /// peers on [`EtcdServer::spare_peer_url`] and serves clients on the
+    /// next port. Waits until it is healthy.
+    pub fn start_added(&self, name: &str, initial_cluster: &str) -> EtcdServer {
+        let client: SocketAddr = format!("127.0.0.1:{}", self.client.port() + 3)
+            .parse()
+            .unwrap();
+        let dir = self.dir.with_file_name(format!(
+            "{}-{name}",
+            self.dir.file_name().unwrap().to_string_lossy()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let args: Vec<std::ffi::OsString> = [
+            "--name",
+            name,
+            "--listen-client-urls",
+            &format!("http://{client}"),
+            "--advertise-client-urls",
+            &format!("http://{client}"),
+            "--listen-peer-urls",
+            &self.spare_peer_url(),
+            "--initial-advertise-peer-urls",
+            &self.spare_peer_url(),
+            "--initial-cluster",
+            initial_cluster,
+            "--initial-cluster-state",
+            "existing",
+        ]
+        .iter()
+        .map(std::ffi::OsString::from)
+        .chain(["--data-dir".into(), dir.join("data").into()])
+        .collect();
+        let child = spawn(&dir, &args);
+        let server = EtcdServer {
+            dir,
+            client,
+            child,
+            args,
+        };
+        server.wait_healthy();
+        server
+    }
+
     /// The client URL, `http://…`.
     pub fn url(&self) -> String {
         format!("http://{}", self.client)

@@ -1,7 +1,7 @@
 //! etcd's maintenance calls against real member processes, one test
 //! binary (each binary links the whole member): alarms and the storage
 //! quota, Hash and HashKV, snapshots and restore, the leader's consistency
-//! check, membership changes and the JSON gateway, each beside a real etcd
+//! check, membership changes (and `up add`) and the JSON gateway, each beside a real etcd
 //! 3.4 where the behaviour can be compared.
 
 #[path = "../common/mod.rs"]
@@ -11,6 +11,7 @@ mod alarm;
 mod corruption_check;
 mod gateway;
 mod hash;
+mod local_cluster;
 mod membership;
 mod snapshot;
 

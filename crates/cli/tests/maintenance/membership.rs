@@ -282,3 +282,130 @@ fn a_dead_member_is_replaced_while_clients_write() {
     );
     drop(joiner);
 }
+
+/// `etcdctl ARGS` for a membership change, repeated while etcd refuses
+/// it as "unhealthy cluster": etcd changes the voters only once every
+/// member has been connected for 5 s (a refusal changes nothing).
+fn reconfigure(endpoint: &str, args: &[&str]) -> (bool, String) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ok, out) = etcdctl(endpoint, args, None);
+        if ok || !out.contains("unhealthy cluster") || Instant::now() > deadline {
+            return (ok, out);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A member started once `etcdctl member add` has added it, as etcd's
+/// documentation grows a cluster.
+type StartAdded<'a> = Box<dyn FnOnce(&str) -> (Box<dyn std::any::Any>, String) + 'a>;
+
+/// etcd's way to add a voter, on either system: `etcdctl member add` lists
+/// an unstarted voter (no name, no client URLs); starting the new member
+/// (`start`, given etcdctl's ETCD_INITIAL_CLUSTER) makes it a started
+/// voter that serves reads and writes; `member remove` takes it out again.
+fn voter_added_then_started(system: &str, endpoint: &str, spare_peer: &str, start: StartAdded) {
+    let before = member_list(endpoint);
+    let (ok, out) = reconfigure(
+        endpoint,
+        &["member", "add", "v", &format!("--peer-urls={spare_peer}")],
+    );
+    assert!(ok && out.contains("added to cluster"), "{system}: {out}");
+    assert!(
+        out.contains("ETCD_INITIAL_CLUSTER_STATE=\"existing\""),
+        "{system}: {out}"
+    );
+    let initial_cluster = out
+        .lines()
+        .find_map(|l| l.strip_prefix("ETCD_INITIAL_CLUSTER=\""))
+        .and_then(|l| l.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("{system}: no ETCD_INITIAL_CLUSTER in {out}"))
+        .to_string();
+    let id = u64::from_str_radix(&added_id(&out), 16).expect("a hex id");
+    let (ok, out) = etcdctl(endpoint, &["member", "list", "-w", "json"], None);
+    assert!(ok, "{out}");
+    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    let listed = json["members"]
+        .as_array()
+        .and_then(|members| members.iter().find(|m| m["ID"].as_u64() == Some(id)))
+        .unwrap_or_else(|| panic!("{system}: the new member is not listed: {out}"));
+    assert_eq!(
+        listed["name"].as_str().unwrap_or(""),
+        "",
+        "{system}: {listed}"
+    );
+    assert!(
+        !listed["isLearner"].as_bool().unwrap_or(false),
+        "{system}: listed as a learner: {listed}"
+    );
+    assert!(listed["clientURLs"].is_null(), "{system}: {listed}");
+    let (_guard, new_endpoint) = start(&initial_cluster);
+    wait_until("the new member is started", Duration::from_secs(30), || {
+        let (ok, out) = etcdctl(endpoint, &["member", "list"], None);
+        ok && out
+            .lines()
+            .any(|l| l.starts_with(&format!("{id:x}, started, ")) && l.ends_with("false"))
+    });
+    let (ok, out) = etcdctl(&new_endpoint, &["put", "through-v", "1"], None);
+    assert!(ok, "{system}: {out}");
+    let (ok, out) = etcdctl(endpoint, &["get", "through-v", "--print-value-only"], None);
+    assert!(ok && out.trim() == "1", "{system}: {out}");
+    let (ok, out) = reconfigure(endpoint, &["member", "remove", &format!("{id:x}")]);
+    assert!(
+        ok && out.contains("removed from cluster"),
+        "{system}: {out}"
+    );
+    assert_eq!(member_list(endpoint), before, "{system}");
+}
+
+#[test]
+fn a_voter_added_with_etcdctl_starts_and_serves_as_on_etcd() {
+    super::common::etcdctl::require();
+    let etcd = EtcdServer::start("membership-voter-etcd");
+    let spare = etcd.spare_peer_url();
+    voter_added_then_started(
+        "etcd",
+        &etcd.client.to_string(),
+        &spare,
+        Box::new(|initial_cluster: &str| {
+            let added = etcd.start_added("v", initial_cluster);
+            let endpoint = added.client.to_string();
+            (Box::new(added) as Box<dyn std::any::Any>, endpoint)
+        }),
+    );
+    drop(etcd);
+    let mut cluster = Cluster::start("membership-voter-bw", 3, 50, 500);
+    cluster.wait_leader(&[1, 2, 3], Duration::from_secs(10));
+    let endpoints = cluster.client_endpoints();
+    let ip4 = cluster.ip(4);
+    let spare = format!("http://{ip4}:{}", cluster.peer_port);
+    let client4 = format!("127.0.0.1:{}", cluster.http_base + 54);
+    let http4 = format!("127.0.0.1:{}", cluster.http_base + 4);
+    let (dir, peer_port) = (cluster.dir.clone(), cluster.peer_port);
+    voter_added_then_started(
+        "bellwether",
+        &cluster.client(1).to_string(),
+        &spare,
+        // bellwether has no ETCD_INITIAL_CLUSTER: `node --join` finds the
+        // unstarted member by its peer URL and becomes it.
+        Box::new(|_: &str| {
+            let log = std::fs::File::create(dir.join("n4.log")).unwrap();
+            let joiner = Joiner(
+                Command::new(bellwether_binary())
+                    .args(["node", "--join", &endpoints, "--cluster", "test"])
+                    .args(["--peer-listen", &format!("{ip4}:{peer_port}")])
+                    .args(["--client-listen", &client4, "--http-listen", &http4])
+                    .arg("--data-dir")
+                    .arg(dir.join("n4"))
+                    .args(["--heartbeat-ms", "50", "--election-ms", "500"])
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log)
+                    .spawn()
+                    .expect("the bellwether binary runs"),
+            );
+            (Box::new(joiner) as Box<dyn std::any::Any>, client4.clone())
+        }),
+    );
+}

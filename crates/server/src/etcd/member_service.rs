@@ -79,6 +79,20 @@ pub fn members(backend: &EtcdBackend) -> Vec<pb::Member> {
             is_learner: member.learner,
         });
     }
+    // A member added through MemberAdd has a directory record, which says
+    // what the operator asked for. A voter-to-be first catches up as a
+    // Raft learner, but etcd lists it as the voter it was added as. And
+    // etcd lists a member that has not started (here: not yet published
+    // its client URLs) without a name.
+    let store = backend.store();
+    for member in &mut out {
+        if let Some(record) = store.member(member.id) {
+            member.is_learner = record.intent == MemberIntent::Learner;
+            if member.client_urls.is_empty() {
+                member.name.clear();
+            }
+        }
+    }
     out.sort_by_key(|m| m.id);
     out
 }
@@ -170,6 +184,21 @@ fn is_learner(status: &crate::status::NodeStatus, id: u64) -> Option<bool> {
         .map(|m| m.learner)
 }
 
+/// Whether `id` is a learner, by Raft's configuration; a member the
+/// directory records but the leader has not yet added to the
+/// configuration (it does so on its next tick) counts as the learner it
+/// will first be. `None`: no such member.
+fn is_learner_or_added(backend: &EtcdBackend, id: u64) -> Option<bool> {
+    let configured = is_learner(&backend.status.borrow(), id);
+    configured.or_else(|| {
+        backend
+            .store()
+            .member(id)
+            .filter(|m| m.intent != MemberIntent::Removed)
+            .map(|_| true)
+    })
+}
+
 /// `Cluster/MemberAdd`.
 pub async fn member_add(
     backend: &EtcdBackend,
@@ -180,9 +209,8 @@ pub async fn member_add(
     // the cluster started with (they have no record).
     let (min_id, taken_peer_urls) = {
         let status = backend.status.borrow().clone();
-        let store = backend.store();
-        let recorded: Vec<u64> = store.members().map(|m| m.id).collect();
         let configured = members(backend);
+        let recorded: Vec<u64> = backend.store().members().map(|m| m.id).collect();
         let max_id = configured
             .iter()
             .map(|m| m.id)
@@ -280,8 +308,7 @@ pub async fn member_update(
     request: pb::MemberUpdateRequest,
 ) -> Result<pb::MemberUpdateResponse, Status> {
     check_urls(&request.peer_urls)?;
-    let learner = is_learner(&backend.status.borrow(), request.id);
-    let Some(learner) = learner else {
+    let Some(learner) = is_learner_or_added(backend, request.id) else {
         return Err(Status::not_found("etcdserver: member not found"));
     };
     let command = Command::MemberUpdate(MemberChange {
@@ -326,19 +353,29 @@ pub async fn member_promote(
             .await?
             .into_inner());
     }
-    let (learner, ready) = {
+    let learner = is_learner_or_added(backend, id);
+    let ready = {
         let status = backend.status.borrow();
-        let learner = is_learner(&status, id);
-        let ready = status.members.iter().find(|m| m.id == id).is_some_and(|m| {
+        status.members.iter().find(|m| m.id == id).is_some_and(|m| {
             m.match_index.is_some_and(|matched| {
                 matched as f64 >= PROMOTE_MATCHED_SHARE * status.last_index as f64
             })
-        });
-        (learner, ready)
+        })
     };
+    // A voter-to-be still catching up is a Raft learner, but it was added
+    // as a voter: there is nothing to promote.
+    let added_as_voter = backend
+        .store()
+        .member(id)
+        .is_some_and(|m| m.intent == MemberIntent::Voter);
     match learner {
         None => return Err(Status::not_found("etcdserver: member not found")),
         Some(false) => {
+            return Err(Status::failed_precondition(
+                "etcdserver: can only promote a learner member",
+            ))
+        }
+        Some(true) if added_as_voter => {
             return Err(Status::failed_precondition(
                 "etcdserver: can only promote a learner member",
             ))

@@ -1,0 +1,222 @@
+//! `bellwether up add`: one more member for the cluster a running
+//! `bellwether up` looks after.
+//!
+//! Member k (the next free number in the directory) gets the ports `up`
+//! would have given it: peers on base+k, HTTP on base+100+k, the etcd API
+//! on base+200+k. The cluster adds it through etcd's MemberAdd, exactly as
+//! `bellwether node --join` does (the join record lands in `DIR/n<k>/`).
+//! Only then is `DIR/n<k>.toml` written, so the running `up`, which starts
+//! any new config it finds, never starts a member the cluster refused. A
+//! crash in between leaves a join record without a config; the next
+//! `up add` finishes that add instead of making another.
+
+use crate::up_command::{
+    client_address, existing_members, http_address, peer_address, MEMBERS_MAX, PID_FILE,
+};
+use anyhow::{bail, Context, Result};
+use bellwether_server::config::ConfigLayer;
+use bellwether_server::NodeStatus;
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Flags of `bellwether up add`.
+#[derive(Args, Debug)]
+pub struct UpAddArgs {
+    /// The directory of the running `bellwether up`.
+    #[arg(long, default_value = "bellwether-data")]
+    dir: PathBuf,
+    /// Keep the new member a learner (no vote) until `etcdctl member
+    /// promote`.
+    #[arg(long)]
+    learner: bool,
+    /// How long to wait, in seconds, for the new member to catch up and
+    /// take its role (0: do not wait).
+    #[arg(long, default_value_t = 60)]
+    wait_seconds: u64,
+}
+
+/// Adds member k and waits until it has its role.
+pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
+    let existing = existing_members(&args.dir);
+    if existing == 0 {
+        bail!(
+            "{} holds no cluster; start one with `bellwether up --dir {}`",
+            args.dir.display(),
+            args.dir.display()
+        );
+    }
+    check_up_runs(&args.dir)?;
+    let k = existing + 1;
+    if k > MEMBERS_MAX {
+        bail!("`up` runs at most {MEMBERS_MAX} members");
+    }
+    let first = ConfigLayer::from_file(&args.dir.join("n1.toml"))?;
+    let base = base_port(&first)?;
+    let dir = args
+        .dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", args.dir.display()))?;
+    let layer = ConfigLayer {
+        cluster: first.cluster.clone(),
+        peer_listen: Some(peer_address(base, k)),
+        http_listen: Some(http_address(base, k)),
+        client_listen: Some(client_address(base, k)),
+        data_dir: Some(dir.join(format!("n{k}"))),
+        heartbeat_ms: first.heartbeat_ms,
+        election_ms: first.election_ms,
+        ..ConfigLayer::default()
+    };
+    let endpoints: Vec<String> = (1..k).map(|i| client_address(base, i)).collect();
+    let joined = crate::join::joined(&layer, &endpoints, args.learner)?;
+    write_config(&dir.join(format!("n{k}.toml")), &layer)?;
+    let role = if args.learner { "learner" } else { "voter" };
+    println!(
+        "member n{k} (id {}) added as a {role}; `bellwether up` starts it now",
+        joined.id
+    );
+    println!(
+        "  n{k}: peers {}  etcd API {}  http http://{}/",
+        peer_address(base, k),
+        client_address(base, k),
+        http_address(base, k)
+    );
+    if args.wait_seconds == 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let http: SocketAddr = http_address(base, k).parse()?;
+    let client = client_address(base, k);
+    let timeout = Duration::from_secs(args.wait_seconds);
+    wait_for_role(http, args.learner, timeout)
+        .and_then(|()| wait_until_started(&client, joined.id, timeout))
+        .with_context(|| format!("see {}", dir.join(format!("n{k}.log")).display()))?;
+    println!("member n{k} caught up and is a {role}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Fails unless a `bellwether up` runs in `dir`: it is the one that
+/// starts and looks after the new member.
+fn check_up_runs(dir: &Path) -> Result<()> {
+    if running_up(dir).is_none() {
+        bail!(
+            "no `bellwether up` runs in {}; start it first (it runs the new member)",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// The pid of the `bellwether up` that runs in `dir`, if one does: the
+/// process `DIR/up.pid` names, alive and started as `… up …`.
+pub fn running_up(dir: &Path) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(dir.join(PID_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let command_line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let mut arguments = command_line.split(|b| *b == 0);
+    arguments.any(|a| a == b"up").then_some(pid)
+}
+
+/// `up` gives member i the peer port base+i, so base is n1's port minus 1.
+fn base_port(first: &ConfigLayer) -> Result<u16> {
+    let listen = first
+        .peer_listen
+        .as_deref()
+        .context("n1.toml names no peer_listen")?;
+    let address: SocketAddr = listen
+        .parse()
+        .with_context(|| format!("n1.toml: peer_listen {listen:?} is not host:port"))?;
+    address
+        .port()
+        .checked_sub(1)
+        .context("n1.toml: peer_listen has port 0")
+}
+
+/// The new member's config: its addresses and timing, no id and no peers
+/// (those come from its join record).
+fn write_config(path: &Path, layer: &ConfigLayer) -> Result<()> {
+    let quoted = |value: &Option<String>| format!("{:?}", value.as_deref().unwrap_or_default());
+    let mut text = format!(
+        "cluster = {}\npeer_listen = {}\nhttp_listen = {}\nclient_listen = {}\n",
+        quoted(&layer.cluster),
+        quoted(&layer.peer_listen),
+        quoted(&layer.http_listen),
+        quoted(&layer.client_listen),
+    );
+    if let Some(data) = &layer.data_dir {
+        text.push_str(&format!("data_dir = {:?}\n", data.display().to_string()));
+    }
+    if let Some(ms) = layer.heartbeat_ms {
+        text.push_str(&format!("heartbeat_ms = {ms}\n"));
+    }
+    if let Some(ms) = layer.election_ms {
+        text.push_str(&format!("election_ms = {ms}\n"));
+    }
+    let temporary = path.with_extension("toml.tmp");
+    std::fs::write(&temporary, text)
+        .with_context(|| format!("cannot write {}", temporary.display()))?;
+    std::fs::rename(&temporary, path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Waits until the member at `http` is in the configuration with the
+/// role asked for and has applied what it knows to be committed.
+fn wait_for_role(http: SocketAddr, learner: bool, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let status: Option<NodeStatus> = crate::up_command::poll(&[http]).pop().flatten();
+        if let Some(status) = &status {
+            if !status.outside && status.learner == learner && status.is_ready() {
+                return Ok(());
+            }
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "the new member did not become a {} within {timeout:?} (last status: {})",
+                if learner { "learner" } else { "voter" },
+                status.map_or("no answer".to_string(), |s| format!(
+                    "{}, learner {}, outside {}",
+                    s.role, s.learner, s.outside
+                ))
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Waits until the member list at `client` shows member `id` started (with
+/// a name and client URLs, published by the member once it runs).
+fn wait_until_started(client: &str, id: u64, timeout: Duration) -> Result<()> {
+    use bellwether_api::etcdserverpb::{cluster_client::ClusterClient, MemberListRequest};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let url = format!("http://{client}");
+    runtime.block_on(async {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let listed = async {
+                let mut cluster = ClusterClient::connect(url.clone()).await?;
+                let list = cluster.member_list(MemberListRequest::default()).await?;
+                anyhow::Ok(
+                    list.into_inner()
+                        .members
+                        .iter()
+                        .any(|m| m.id == id && !m.name.is_empty() && !m.client_urls.is_empty()),
+                )
+            };
+            if let Ok(Ok(true)) = tokio::time::timeout(Duration::from_secs(2), listed).await {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                bail!("member {id} has not published its client URL within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}

@@ -1,0 +1,234 @@
+//! `bellwether up` and `bellwether up add`: the local cluster a newcomer
+//! starts first grows by a voter and a learner while it runs, restarts
+//! with all of its members, refuses a second `up` on the same directory,
+//! and stops every member it started on Ctrl-C.
+
+use super::common::bellwether_binary;
+use super::common::etcdctl::run as etcdctl;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Below the ephemeral port range and above every port the other tests'
+/// clusters use (10000 + 100 × net, net < 220).
+const BASE_PORT: u16 = 32_000;
+
+/// A running `bellwether up`; on drop it gets SIGINT (Ctrl-C), and any
+/// member still alive afterwards is killed.
+struct Up {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Up {
+    fn start(dir: &Path) -> Up {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.with_extension("log"))
+            .unwrap();
+        let child = Command::new(bellwether_binary())
+            .args(["up", "--base-port", &BASE_PORT.to_string()])
+            .args(["--heartbeat-ms", "50", "--election-ms", "500", "--dir"])
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("the bellwether binary runs");
+        Up {
+            child,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Ctrl-C; returns whether `up` exited cleanly within 20 s.
+    fn interrupt(&mut self) -> bool {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.interrupt();
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        for pid in member_pids(&self.dir) {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// The pids in `DIR/n*.pid`.
+fn member_pids(dir: &Path) -> Vec<u32> {
+    (1..=64)
+        .filter_map(|i| std::fs::read_to_string(dir.join(format!("n{i}.pid"))).ok())
+        .filter_map(|pid| pid.trim().parse().ok())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    // A reaped process has no /proc entry; a zombie has state Z.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+fn client(i: u16) -> String {
+    format!("127.0.0.1:{}", BASE_PORT + 200 + i)
+}
+
+fn up_add(dir: &Path, extra: &[&str]) -> Output {
+    Command::new(bellwether_binary())
+        .args(["up", "add", "--wait-seconds", "30", "--dir"])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .expect("the bellwether binary runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The lines of `etcdctl member list` (id, status, name, peer, client,
+/// learner).
+fn member_lines(endpoint: &str) -> Vec<String> {
+    let (ok, out) = etcdctl(endpoint, &["member", "list"], None);
+    assert!(ok, "{out}");
+    out.lines().map(String::from).collect()
+}
+
+#[test]
+fn up_adds_members_to_the_cluster_it_runs() {
+    super::common::etcdctl::require();
+    let dir = std::env::temp_dir().join(format!("bw-test-up-add-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Without a running `up`, nothing is added.
+    let refused = up_add(&dir, &[]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("holds no cluster"),
+        "{}",
+        text(&refused)
+    );
+
+    let mut up = Up::start(&dir);
+    let first = client(1);
+    wait_until("the cluster takes writes", Duration::from_secs(20), || {
+        etcdctl(&first, &["put", "before", "4"], None).0
+    });
+    let second = Command::new(bellwether_binary())
+        .args(["up", "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        !second.status.success() && text(&second).contains("already runs the cluster"),
+        "{}",
+        text(&second)
+    );
+
+    // A voter: caught up, started, and holding what was written before.
+    let added = up_add(&dir, &[]);
+    assert!(added.status.success(), "{}", text(&added));
+    assert!(
+        text(&added).contains("member n4 (id 4) added as a voter")
+            && text(&added).contains("member n4 caught up and is a voter"),
+        "{}",
+        text(&added)
+    );
+    let n4 = format!(
+        "4, started, n4, http://127.0.0.1:{}, http://{}, false",
+        BASE_PORT + 4,
+        client(4)
+    );
+    // n1 lists the new member as started once it has applied what the
+    // new member published.
+    wait_until(
+        "n1 lists n4 as a started voter",
+        Duration::from_secs(5),
+        || member_lines(&first).contains(&n4),
+    );
+    let (ok, out) = etcdctl(
+        &client(4),
+        &["get", "before", "--print-value-only", "--consistency=s"],
+        None,
+    );
+    assert!(ok && out.trim() == "4", "{out}");
+
+    // A learner.
+    let added = up_add(&dir, &["--learner"]);
+    assert!(added.status.success(), "{}", text(&added));
+    let n5 = format!(
+        "5, started, n5, http://127.0.0.1:{}, http://{}, true",
+        BASE_PORT + 5,
+        client(5)
+    );
+    // n1 lists the new member as started once it has applied what the
+    // new member published.
+    wait_until(
+        "n1 lists n5 as a started learner",
+        Duration::from_secs(5),
+        || member_lines(&first).contains(&n5),
+    );
+
+    // Ctrl-C stops every member `up` started, the added ones included.
+    let pids = member_pids(&dir);
+    assert_eq!(pids.len(), 5, "{pids:?}");
+    assert!(up.interrupt(), "`up` did not exit cleanly on Ctrl-C");
+    let still: Vec<u32> = pids.into_iter().filter(|p| alive(*p)).collect();
+    assert!(
+        still.is_empty(),
+        "members still running after Ctrl-C: {still:?}"
+    );
+    let refused = up_add(&dir, &[]);
+    assert!(
+        !refused.status.success() && text(&refused).contains("no `bellwether up` runs"),
+        "{}",
+        text(&refused)
+    );
+
+    // `up` again restarts all five with their data.
+    let _up = Up::start(&dir);
+    wait_until(
+        "the restarted n5 serves the data",
+        Duration::from_secs(30),
+        || {
+            let (ok, out) = etcdctl(
+                &client(5),
+                &["get", "before", "--print-value-only", "--consistency=s"],
+                None,
+            );
+            ok && out.trim() == "4"
+        },
+    );
+    wait_until(
+        "the restarted n4 takes writes",
+        Duration::from_secs(20),
+        || etcdctl(&client(4), &["put", "after", "restart"], None).0,
+    );
+    assert_eq!(member_lines(&client(4)).len(), 5);
+}
