@@ -1,6 +1,6 @@
 //! Membership changes with the real `etcdctl`: the same requests to a real
 //! etcd 3.4 and to bellwether get the same answers (learners added, listed
-//! and removed; etcd's errors for a taken peer URL, an unknown or removed
+//! updated and removed; etcd's errors for a taken peer URL, an unknown or removed
 //! id (etcd 3.4 calls both "member not found"), promoting a voter or a learner that is not in sync), and a dead
 //! member is replaced by a new one (`bellwether node --join`) while clients
 //! write, losing no acknowledged write.
@@ -127,6 +127,26 @@ fn learner_changes_and_refusals(system: &str, endpoint: &str, spare_peer: &str) 
         member_list(endpoint).len(),
         before.len() + 1,
         "{system}: a refusal changed the members"
+    );
+    // A peer URL update is answered and listed.
+    let moved = format!("{spare_peer}0");
+    let (ok, out) = etcdctl(
+        endpoint,
+        &[
+            "member",
+            "update",
+            &learner,
+            &format!("--peer-urls={moved}"),
+        ],
+        None,
+    );
+    assert!(ok && out.contains("updated in cluster"), "{system}: {out}");
+    let listed = member_list(endpoint);
+    assert!(
+        listed
+            .iter()
+            .any(|m| format!("{:x}", m.0) == learner && m.2 == vec![moved.clone()]),
+        "{system}: {listed:?}"
     );
     // Removed, and then gone for good.
     let (ok, out) = etcdctl(endpoint, &["member", "remove", &learner], None);
