@@ -49,6 +49,16 @@ pub struct TxnRequest {
 }
 
 impl TxnRequest {
+    /// True when every operation of both branches is a range (etcd's
+    /// rule; a nested txn counts as a write). Such a txn changes nothing
+    /// and can be served outside the log.
+    pub fn is_read_only(&self) -> bool {
+        self.success
+            .iter()
+            .chain(&self.failure)
+            .all(|op| matches!(op, RequestOp::Range(_)))
+    }
+
     /// Bytes the request takes, for the request size bound.
     pub fn size_bytes(&self) -> usize {
         let compares: usize = self.compare.iter().map(Compare::size_bytes).sum();

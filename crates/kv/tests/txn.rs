@@ -300,3 +300,45 @@ fn a_failing_check_applies_nothing() {
     assert!(store.get(b"x").is_none());
     assert_eq!(store.revision(), 4);
 }
+
+#[test]
+fn a_txn_of_ranges_only_is_read_only_and_read_txn_leaves_the_store_as_it_was() {
+    let mut store = store();
+    let snapshot = store.snapshot();
+    let reads = TxnRequest {
+        compare: vec![Compare::new("a", CompareResult::Equal, CompareTarget::Mod(3))],
+        success: vec![RequestOp::Range(RangeRequest::new("a", ""))],
+        failure: vec![RequestOp::Range(RangeRequest::new("b", ""))],
+    };
+    assert!(reads.is_read_only());
+    let response = store.read_txn(&reads).expect("read txn");
+    assert!(response.succeeded);
+    let ResponseOp::Range(range) = &response.responses[0] else {
+        panic!("a range answer: {response:?}");
+    };
+    assert_eq!(range.kvs[0].value, b"v2");
+    assert_eq!(store.snapshot(), snapshot, "a read-only txn changed the store");
+    // Any write, in either branch, or a nested txn, is not read-only.
+    for op in [
+        put_op("c", "v"),
+        RequestOp::DeleteRange(DeleteRangeRequest::new("nothing", "")),
+        RequestOp::Txn(TxnRequest::default()),
+    ] {
+        let writes = TxnRequest {
+            failure: vec![op],
+            ..reads.clone()
+        };
+        assert!(!writes.is_read_only(), "{writes:?}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "read_txn takes only txns that read")]
+fn read_txn_refuses_a_txn_that_may_write() {
+    let mut store = store();
+    let writes = TxnRequest {
+        failure: vec![put_op("c", "v")],
+        ..TxnRequest::default()
+    };
+    let _ = store.read_txn(&writes);
+}

@@ -109,16 +109,59 @@ async fn until_answered(client: &Client, txn: pb::TxnRequest) -> pb::TxnResponse
     }
 }
 
-/// Reads every (id, token) of `batch` in one txn.
+/// Reads every (id, token) of `batch`: first serializably, from the member
+/// the client talks to (no ReadIndex round; that member delivered the
+/// assignment, so it has almost always applied it), then linearizably for
+/// the tasks that member had not caught up with.
 async fn read_tasks(client: &Client, layout: &Layout, batch: Vec<(String, i64)>) -> Vec<ReadTask> {
+    let mut reads = read_batch(client, layout, &batch, true).await;
+    let behind: Vec<usize> = (0..reads.len())
+        .filter(|&i| matches!(reads[i], TaskRead::Behind))
+        .collect();
+    if !behind.is_empty() {
+        let again: Vec<(String, i64)> = behind.iter().map(|&i| batch[i].clone()).collect();
+        let current = read_batch(client, layout, &again, false).await;
+        for (i, read) in behind.into_iter().zip(current) {
+            reads[i] = read;
+        }
+    }
+    reads
+        .into_iter()
+        .map(|read| match read {
+            TaskRead::Current(record, payload) => Some((record, payload)),
+            TaskRead::Gone | TaskRead::Behind => None,
+        })
+        .collect()
+}
+
+/// What one read found of an assignment.
+enum TaskRead {
+    /// The assignment is current: the task's record and payload.
+    Current(TaskRecord, Vec<u8>),
+    /// The task moved on (reassigned, ended) or is gone: nothing to run.
+    Gone,
+    /// A serializable read from a member that has not yet applied the
+    /// assignment: read again, linearizably.
+    Behind,
+}
+
+/// Reads every (id, token) of `batch` in one txn.
+async fn read_batch(
+    client: &Client,
+    layout: &Layout,
+    batch: &[(String, i64)],
+    serializable: bool,
+) -> Vec<TaskRead> {
+    let get = |key: &[u8]| {
+        let mut op = keys::get_op(key);
+        if let Some(pb::request_op::Request::RequestRange(range)) = &mut op.request {
+            range.serializable = serializable;
+        }
+        op
+    };
     let success = batch
         .iter()
-        .flat_map(|(id, _)| {
-            [
-                keys::get_op(&layout.task(id)),
-                keys::get_op(&layout.payload(id)),
-            ]
-        })
+        .flat_map(|(id, _)| [get(&layout.task(id)), get(&layout.payload(id))])
         .collect();
     let read = pb::TxnRequest {
         compare: Vec::new(),
@@ -139,9 +182,21 @@ async fn read_tasks(client: &Client, layout: &Layout, batch: Vec<(String, i64)>)
                 .flatten()
                 .map(|kv| kv.value)
                 .unwrap_or_default();
-            let record_kv = record_kv.filter(|kv| kv.mod_revision == *token)?;
-            let record = TaskRecord::decode(&record_kv.value).ok()?;
-            (record.meta.state == TaskState::Assigned).then_some((record, payload))
+            let Some(record_kv) = record_kv else {
+                return if serializable { TaskRead::Behind } else { TaskRead::Gone };
+            };
+            if record_kv.mod_revision < *token {
+                return if serializable { TaskRead::Behind } else { TaskRead::Gone };
+            }
+            if record_kv.mod_revision > *token {
+                return TaskRead::Gone;
+            }
+            match TaskRecord::decode(&record_kv.value) {
+                Ok(record) if record.meta.state == TaskState::Assigned => {
+                    TaskRead::Current(record, payload)
+                }
+                _ => TaskRead::Gone,
+            }
         })
         .collect()
 }

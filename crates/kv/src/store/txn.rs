@@ -35,6 +35,17 @@ impl KvStore {
         Ok(response)
     }
 
+    /// Runs a txn that only reads ([`TxnRequest::is_read_only`]). It
+    /// changes nothing, so a member may serve it outside the log, as etcd
+    /// does; both are asserted.
+    pub fn read_txn(&mut self, request: &TxnRequest) -> Result<TxnResponse, KvError> {
+        assert!(request.is_read_only(), "read_txn takes only txns that read");
+        let revision = self.revision;
+        let response = self.txn(request)?;
+        assert_eq!(self.revision, revision, "a read-only txn changed the store");
+        Ok(response)
+    }
+
     /// Evaluates the compares of `request` and of the nested txns on the
     /// branch it takes, appending each decision to `path`.
     fn compare_path(&self, request: &TxnRequest, path: &mut Path) {

@@ -1,7 +1,8 @@
 //! `etcdserverpb.KV`: Range, Put, DeleteRange, Txn and Compact over the
-//! node's log and store. Writes go through Raft; a linearizable Range first
-//! waits for a ReadIndex barrier, a serializable one reads locally. A
-//! follower forwards what only the leader can serve.
+//! node's log and store. Writes go through Raft; a linearizable Range, or
+//! a Txn that only reads, first waits for a ReadIndex barrier, a
+//! serializable one reads locally. A follower forwards what only the
+//! leader can serve.
 
 use super::backend::{status_of_kv, EtcdBackend, NotHere};
 use super::command::Command;
@@ -23,6 +24,51 @@ impl KvService {
     async fn leader(&self, leader: u64) -> Result<KvClient<tonic::transport::Channel>, Status> {
         Ok(KvClient::new(self.backend.channel_to(leader).await?))
     }
+}
+
+impl KvService {
+    /// A txn that only reads, served as etcd serves one: not through the
+    /// log, but after a ReadIndex barrier (none when every range asks for
+    /// a serializable read), from this member's store.
+    async fn read_only_txn(
+        &self,
+        request: pb::TxnRequest,
+    ) -> Result<Response<pb::TxnResponse>, Status> {
+        if !is_serializable(&request) {
+            match self.backend.read_barrier().await {
+                Ok(()) => {}
+                Err(NotHere::Forward(leader)) => {
+                    return Box::pin(async move { self.leader(leader).await?.txn(request).await })
+                        .await;
+                }
+                Err(NotHere::Fail(status)) => return Err(status),
+            }
+        }
+        let txn = convert::txn_request(request)
+            .ok_or_else(|| Status::invalid_argument("etcdserver: invalid txn request"))?;
+        let result = self.backend.store().read_txn(&txn);
+        let mut response = convert::txn_response(result.map_err(|e| status_of_kv(&e))?);
+        response.header = Some(self.backend.header());
+        Ok(Response::new(response))
+    }
+}
+
+/// etcd's rule for a txn served without the log: every operation of both
+/// branches is a range.
+fn is_read_only(request: &pb::TxnRequest) -> bool {
+    request
+        .success
+        .iter()
+        .chain(&request.failure)
+        .all(|op| matches!(op.request, Some(pb::request_op::Request::RequestRange(_))))
+}
+
+/// etcd's rule for a read-only txn served without a barrier: every range
+/// asks for a serializable read.
+fn is_serializable(request: &pb::TxnRequest) -> bool {
+    request.success.iter().chain(&request.failure).all(|op| {
+        matches!(&op.request, Some(pb::request_op::Request::RequestRange(range)) if range.serializable)
+    })
 }
 
 /// Runs `$command($request)` locally, or forwards `$request` with
@@ -98,6 +144,9 @@ impl Kv for KvService {
         request: Request<pb::TxnRequest>,
     ) -> Result<Response<pb::TxnResponse>, Status> {
         let request = request.into_inner();
+        if is_read_only(&request) {
+            return self.read_only_txn(request).await;
+        }
         write_or_forward!(self, request, Command::Txn, txn, pb::TxnResponse)
     }
 
