@@ -306,7 +306,11 @@ fn a_txn_of_ranges_only_is_read_only_and_read_txn_leaves_the_store_as_it_was() {
     let mut store = store();
     let snapshot = store.snapshot();
     let reads = TxnRequest {
-        compare: vec![Compare::new("a", CompareResult::Equal, CompareTarget::Mod(3))],
+        compare: vec![Compare::new(
+            "a",
+            CompareResult::Equal,
+            CompareTarget::Mod(3),
+        )],
         success: vec![RequestOp::Range(RangeRequest::new("a", ""))],
         failure: vec![RequestOp::Range(RangeRequest::new("b", ""))],
     };
@@ -317,7 +321,11 @@ fn a_txn_of_ranges_only_is_read_only_and_read_txn_leaves_the_store_as_it_was() {
         panic!("a range answer: {response:?}");
     };
     assert_eq!(range.kvs[0].value, b"v2");
-    assert_eq!(store.snapshot(), snapshot, "a read-only txn changed the store");
+    assert_eq!(
+        store.snapshot(),
+        snapshot,
+        "a read-only txn changed the store"
+    );
     // Any write, in either branch, or a nested txn, is not read-only.
     for op in [
         put_op("c", "v"),

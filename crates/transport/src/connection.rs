@@ -70,24 +70,47 @@ pub struct Identity {
     pub source_ip: std::net::IpAddr,
 }
 
-/// The member ids a node accepts connections from.
+/// The member ids a node accepts connections from. An open inbound
+/// connection from a peer that leaves the set is closed at its next
+/// message: connections notice a change by its generation number, so the
+/// set's lock is not taken per message.
 #[derive(Debug, Default)]
-pub struct Members(std::sync::RwLock<Vec<u64>>);
+pub struct Members {
+    /// The ids.
+    ids: std::sync::RwLock<Vec<u64>>,
+    /// Bumped by every [`Members::set`].
+    generation: std::sync::atomic::AtomicU64,
+}
 
 impl Members {
     /// A set of `ids`.
     pub fn new(ids: Vec<u64>) -> std::sync::Arc<Members> {
-        std::sync::Arc::new(Members(std::sync::RwLock::new(ids)))
+        std::sync::Arc::new(Members {
+            ids: std::sync::RwLock::new(ids),
+            generation: std::sync::atomic::AtomicU64::new(0),
+        })
     }
 
     /// Replaces the set.
     pub fn set(&self, ids: Vec<u64>) {
-        *self.0.write().expect("members lock") = ids;
+        *self.ids.write().expect("members lock") = ids;
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     /// The ids now.
     pub fn ids(&self) -> Vec<u64> {
-        self.0.read().expect("members lock").clone()
+        self.ids.read().expect("members lock").clone()
+    }
+
+    /// Whether `id` is in the set now.
+    pub fn contains(&self, id: u64) -> bool {
+        self.ids.read().expect("members lock").contains(&id)
+    }
+
+    /// How many times the set was replaced.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -312,9 +335,22 @@ async fn inbound<M: WireMessage>(
     // frame. The handshake above stays unbuffered so nothing it did not
     // consume is left in a buffer it drops.
     let mut stream = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, stream);
+    let mut generation = identity.members.generation();
     let result = loop {
         if let Err(error) = read_frame(&mut stream, &mut buffer).await {
             break Err(error);
+        }
+        // A peer removed from the membership since the handshake: what it
+        // sends now (a forwarded write, a vote) must not reach the loop.
+        if identity.members.generation() != generation {
+            generation = identity.members.generation();
+            if !identity.members.contains(from) {
+                tracing::info!(
+                    peer = from,
+                    "closing the connection of a peer that left the membership"
+                );
+                break Ok(());
+            }
         }
         let decoded = M::decode(&buffer);
         if buffer.capacity() > WRITE_BUFFER_KEPT_BYTES_MAX {
@@ -338,4 +374,98 @@ async fn inbound<M: WireMessage>(
     };
     let _ = events.try_send(PeerEvent::Lost(from));
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellwether_core::bully::BullyMessage;
+
+    struct Quiet;
+
+    impl Observer for Quiet {
+        fn sent(&self, _: &'static str) {}
+        fn refused(&self, _: &'static str) {}
+    }
+
+    fn identity(id: u64, members: &Arc<Members>) -> Identity {
+        Identity {
+            cluster: "test".into(),
+            id,
+            members: members.clone(),
+            fingerprint: 0,
+            wakeups: Arc::new(crate::Wakeups::new(&[1, 2])),
+            source_ip: "127.0.0.1".parse().unwrap(),
+        }
+    }
+
+    async fn next(
+        received: &mut mpsc::Receiver<PeerEvent<BullyMessage>>,
+    ) -> PeerEvent<BullyMessage> {
+        tokio::time::timeout(Duration::from_secs(5), received.recv())
+            .await
+            .expect("an event in time")
+            .expect("open")
+    }
+
+    /// A peer removed from the membership loses its open connection at its
+    /// next message, and that message is not delivered.
+    #[tokio::test]
+    async fn an_open_connection_from_a_removed_peer_is_closed() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let members = Members::new(vec![1, 2]);
+        let (events, mut received) = mpsc::channel(16);
+        tokio::spawn(accept::<BullyMessage, _>(
+            listener,
+            identity(1, &members),
+            events,
+            Arc::new(Quiet),
+        ));
+        let (dialer_events, _dialer_received) = mpsc::channel(16);
+        let outbound = spawn_outbound(
+            identity(2, &Members::new(vec![1, 2])),
+            1,
+            address,
+            dialer_events,
+            Arc::new(Quiet),
+        );
+        // What is queued before the connection opens is dropped: send
+        // until one arrives.
+        let first = loop {
+            let heartbeat = BullyMessage::Heartbeat { epoch: 1 };
+            outbound.send(heartbeat).await.unwrap();
+            let wait = tokio::time::timeout(Duration::from_millis(50), received.recv());
+            if let Ok(event) = wait.await {
+                break event.expect("open");
+            }
+        };
+        assert!(
+            matches!(
+                first,
+                PeerEvent::Message(2, BullyMessage::Heartbeat { epoch: 1 })
+            ),
+            "{first:?}"
+        );
+        // Heartbeats sent twice in one interval may both have arrived.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        while let Ok(PeerEvent::Message(..)) = received.try_recv() {}
+        members.set(vec![1]);
+        outbound
+            .send(BullyMessage::Heartbeat { epoch: 2 })
+            .await
+            .unwrap();
+        let event = next(&mut received).await;
+        assert!(matches!(event, PeerEvent::Lost(2)), "{event:?}");
+        // The dialer reconnects, and the handshake refuses it now.
+        outbound
+            .send(BullyMessage::Heartbeat { epoch: 3 })
+            .await
+            .unwrap();
+        let quiet = tokio::time::timeout(Duration::from_millis(500), received.recv()).await;
+        assert!(
+            !matches!(quiet, Ok(Some(PeerEvent::Message(..)))),
+            "{quiet:?}"
+        );
+    }
 }

@@ -183,10 +183,18 @@ async fn read_batch(
                 .map(|kv| kv.value)
                 .unwrap_or_default();
             let Some(record_kv) = record_kv else {
-                return if serializable { TaskRead::Behind } else { TaskRead::Gone };
+                return if serializable {
+                    TaskRead::Behind
+                } else {
+                    TaskRead::Gone
+                };
             };
             if record_kv.mod_revision < *token {
-                return if serializable { TaskRead::Behind } else { TaskRead::Gone };
+                return if serializable {
+                    TaskRead::Behind
+                } else {
+                    TaskRead::Gone
+                };
             }
             if record_kv.mod_revision > *token {
                 return TaskRead::Gone;
