@@ -529,11 +529,16 @@ impl QueueView {
                     latencies.extend(latency);
                     self.put_task(id.clone(), record.clone(), created, revision);
                 }
-                Action::Aggregate { group, .. } => {
+                Action::Aggregate {
+                    group, id, record, ..
+                } => {
                     if let Some(entry) = self.groups.get(group) {
                         latencies.push(Latency::GroupCompletion(now - entry.last_change));
                     }
                     self.mark_aggregated(group);
+                    // The aggregator is a pending task now: the next plan
+                    // assigns it without waiting for the watch to bring it.
+                    self.put_task(id.clone(), record.clone(), revision, revision);
                 }
             }
         }

@@ -193,16 +193,19 @@ fn a_group_is_aggregated_once_when_all_results_are_in() {
     assert_eq!(input.results.len(), 2);
     assert_eq!(input.results[1].result.as_deref(), Some("result of g.1"));
     assert_eq!(aggregations[0].0, "~group/g");
-    // The same event seen again (a watch replay) aggregates nothing more.
+    // The same event seen again (a watch replay) aggregates nothing more,
+    // and the aggregator is assigned at once, before its own watch event.
     f.view.apply_put(&f.layout, &last_result);
-    assert!(!f
-        .step()
-        .iter()
-        .any(|a| matches!(a, Action::Aggregate { .. })));
+    let next = f.step();
+    assert!(!next.iter().any(|a| matches!(a, Action::Aggregate { .. })));
+    assert_eq!(
+        assigned_to(&next),
+        [("~group/g".to_string(), "a".to_string())]
+    );
     assert_eq!(
         f.view.sizes().0,
-        0,
-        "the members are dropped once aggregated"
+        1,
+        "the members are dropped once aggregated; the aggregator remains"
     );
 }
 
