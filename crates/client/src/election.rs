@@ -323,10 +323,13 @@ impl Leadership {
     /// whether they ran.
     pub async fn guarded(&self, operations: Vec<pb::RequestOp>) -> Result<bool> {
         let (_, channel) = self.shared.client.channel();
+        // A txn of reads only (none at all, or serializable ones) may be
+        // answered from a member's own store, on etcd as here; a
+        // linearizable read in the other branch makes the answer current.
         let txn = pb::TxnRequest {
             compare: vec![self.guard()],
             success: operations,
-            failure: Vec::new(),
+            failure: vec![keys::get_op(&self.shared.key)],
         };
         let response = Client::kv(channel).txn(txn).await?.into_inner();
         Ok(response.succeeded)

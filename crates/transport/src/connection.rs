@@ -305,6 +305,8 @@ async fn inbound<M: WireMessage>(
     )
     .await
     .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "handshake timed out"))??;
+    // The generation first: a change after it is seen by the loop below.
+    let mut generation = identity.members.generation();
     let hello = Hello::decode(&buffer);
     let verdict = match &hello {
         Ok(hello) => hello.check(
@@ -335,7 +337,6 @@ async fn inbound<M: WireMessage>(
     // frame. The handshake above stays unbuffered so nothing it did not
     // consume is left in a buffer it drops.
     let mut stream = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, stream);
-    let mut generation = identity.members.generation();
     let result = loop {
         if let Err(error) = read_frame(&mut stream, &mut buffer).await {
             break Err(error);

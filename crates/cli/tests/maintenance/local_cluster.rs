@@ -65,8 +65,12 @@ impl Drop for Up {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        // Only members still running: a pid of one that exited may have
+        // been given to another process since.
         for pid in member_pids(&self.dir) {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            if alive(pid) && is_member(pid) {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
         }
     }
 }
@@ -82,6 +86,17 @@ fn member_pids(dir: &Path) -> Vec<u32> {
 fn alive(pid: u32) -> bool {
     // A reaped process has no /proc entry; a zombie has state Z.
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+/// Whether process `pid` is a `bellwether node`.
+fn is_member(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| {
+        let arguments: Vec<&[u8]> = line.split(|b| *b == 0).collect();
+        arguments.contains(&b"node".as_slice())
+            && arguments
+                .first()
+                .is_some_and(|program| program.ends_with(b"bellwether"))
+    })
 }
 
 fn client(i: u16) -> String {
@@ -212,7 +227,7 @@ fn up_adds_members_to_the_cluster_it_runs() {
     );
 
     // `up` again restarts all five with their data.
-    let _up = Up::start(&dir);
+    let up_again = Up::start(&dir);
     wait_until(
         "the restarted n5 serves the data",
         Duration::from_secs(30),
@@ -231,4 +246,7 @@ fn up_adds_members_to_the_cluster_it_runs() {
         || etcdctl(&client(4), &["put", "after", "restart"], None).0,
     );
     assert_eq!(member_lines(&client(4)).len(), 5);
+    drop(up_again);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("log"));
 }

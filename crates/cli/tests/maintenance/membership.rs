@@ -367,6 +367,15 @@ fn voter_added_then_started(system: &str, endpoint: &str, spare_peer: &str, star
             .lines()
             .any(|l| l.starts_with(&format!("{id:x}, started, ")) && l.ends_with("false"))
     });
+    // Listed as a voter is what was asked for; the member itself says
+    // whether it votes yet (bellwether promotes it once caught up).
+    wait_until("the new member votes", Duration::from_secs(30), || {
+        let (ok, out) = etcdctl(&new_endpoint, &["endpoint", "status", "-w", "json"], None);
+        let status: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
+        // etcdctl's JSON leaves out a false isLearner.
+        let answered = ok && status[0]["Status"]["header"].is_object();
+        answered && status[0]["Status"]["isLearner"].as_bool() != Some(true)
+    });
     let (ok, out) = etcdctl(&new_endpoint, &["put", "through-v", "1"], None);
     assert!(ok, "{system}: {out}");
     let (ok, out) = etcdctl(endpoint, &["get", "through-v", "--print-value-only"], None);

@@ -210,7 +210,7 @@ impl EtcdBackend {
     }
 
     /// The header of an answer at store revision `revision`.
-    fn header_at(&self, revision: i64) -> pb::ResponseHeader {
+    pub(crate) fn header_at(&self, revision: i64) -> pb::ResponseHeader {
         pb::ResponseHeader {
             cluster_id: self.cluster_id,
             member_id: self.member_id,

@@ -47,8 +47,12 @@ impl KvService {
         let txn = convert::txn_request(request)
             .ok_or_else(|| Status::invalid_argument("etcdserver: invalid txn request"))?;
         let result = self.backend.store().read_txn(&txn);
-        let mut response = convert::txn_response(result.map_err(|e| status_of_kv(&e))?);
-        response.header = Some(self.backend.header());
+        let result = result.map_err(|e| status_of_kv(&e))?;
+        // The revision read at: a write applied since must not show in
+        // the header of data read before it.
+        let revision = result.revision;
+        let mut response = convert::txn_response(result);
+        response.header = Some(self.backend.header_at(revision));
         Ok(Response::new(response))
     }
 }
@@ -112,8 +116,12 @@ impl Kv for KvService {
             }
         }
         let result = self.backend.store().range(&convert::range_request(request));
-        let mut response = convert::range_response(result.map_err(|e| status_of_kv(&e))?);
-        response.header = Some(self.backend.header());
+        let result = result.map_err(|e| status_of_kv(&e))?;
+        // The store's revision at the read (etcd's header revision), not
+        // one published by an apply since.
+        let revision = result.revision;
+        let mut response = convert::range_response(result);
+        response.header = Some(self.backend.header_at(revision));
         Ok(Response::new(response))
     }
 
