@@ -41,35 +41,14 @@ impl EtcdServer {
         let client: SocketAddr = format!("127.0.0.1:{}", base + 90).parse().unwrap();
         let peer = format!("http://127.0.0.1:{}", base + 91);
         let dir = std::env::temp_dir().join(format!("bw-etcd-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let args: Vec<std::ffi::OsString> = vec![
-            "--name".into(),
-            "etcd1".into(),
-            "--data-dir".into(),
-            dir.join("data").into(),
-            "--listen-client-urls".into(),
-            format!("http://{client}").into(),
-            "--advertise-client-urls".into(),
-            format!("http://{client}").into(),
-            "--listen-peer-urls".into(),
-            peer.clone().into(),
-            "--initial-advertise-peer-urls".into(),
-            peer.clone().into(),
-            "--initial-cluster".into(),
-            format!("etcd1={peer}").into(),
-        ];
-        let mut args = args;
-        args.extend(flags.iter().map(std::ffi::OsString::from));
-        let child = spawn(&dir, &args);
-        let server = EtcdServer {
-            dir,
+        let initial_cluster = format!("etcd1={peer}");
+        let member = Member {
+            name: "etcd1",
             client,
-            child,
-            args,
+            peer: &peer,
+            initial_cluster: &initial_cluster,
         };
-        server.wait_healthy();
-        server
+        launch(dir, &member, flags)
     }
 
     /// Kills etcd and starts it again on its data, waiting until it is
@@ -100,37 +79,13 @@ impl EtcdServer {
             "{}-{name}",
             self.dir.file_name().unwrap().to_string_lossy()
         ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let args: Vec<std::ffi::OsString> = [
-            "--name",
+        let member = Member {
             name,
-            "--listen-client-urls",
-            &format!("http://{client}"),
-            "--advertise-client-urls",
-            &format!("http://{client}"),
-            "--listen-peer-urls",
-            &self.spare_peer_url(),
-            "--initial-advertise-peer-urls",
-            &self.spare_peer_url(),
-            "--initial-cluster",
-            initial_cluster,
-            "--initial-cluster-state",
-            "existing",
-        ]
-        .iter()
-        .map(std::ffi::OsString::from)
-        .chain(["--data-dir".into(), dir.join("data").into()])
-        .collect();
-        let child = spawn(&dir, &args);
-        let server = EtcdServer {
-            dir,
             client,
-            child,
-            args,
+            peer: &self.spare_peer_url(),
+            initial_cluster,
         };
-        server.wait_healthy();
-        server
+        launch(dir, &member, &["--initial-cluster-state", "existing"])
     }
 
     /// The client URL, `http://…`.
@@ -153,6 +108,48 @@ impl EtcdServer {
         let log = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
         panic!("etcd did not become healthy in {START_WAIT:?}; its log:\n{log}");
     }
+}
+
+/// What names one etcd member on its command line.
+struct Member<'a> {
+    /// `--name`.
+    name: &'a str,
+    /// Where it serves clients.
+    client: SocketAddr,
+    /// Its peer URL.
+    peer: &'a str,
+    /// `--initial-cluster`.
+    initial_cluster: &'a str,
+}
+
+/// Starts `member` in a fresh `dir`, with `flags` added, and waits until
+/// it is healthy.
+fn launch(dir: PathBuf, member: &Member, flags: &[&str]) -> EtcdServer {
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let client_url = format!("http://{}", member.client);
+    let named = [
+        ("--name", member.name),
+        ("--listen-client-urls", &client_url),
+        ("--advertise-client-urls", &client_url),
+        ("--listen-peer-urls", member.peer),
+        ("--initial-advertise-peer-urls", member.peer),
+        ("--initial-cluster", member.initial_cluster),
+    ];
+    let mut args: Vec<std::ffi::OsString> = vec!["--data-dir".into(), dir.join("data").into()];
+    for (flag, value) in named {
+        args.extend([flag.into(), value.into()]);
+    }
+    args.extend(flags.iter().map(std::ffi::OsString::from));
+    let child = spawn(&dir, &args);
+    let server = EtcdServer {
+        dir,
+        client: member.client,
+        child,
+        args,
+    };
+    server.wait_healthy();
+    server
 }
 
 /// Starts `etcd ARGS`, appending to its log in `dir`.

@@ -5,6 +5,7 @@
 
 use super::common::bellwether_binary;
 use super::common::etcdctl::run as etcdctl;
+use super::wait_until;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -118,14 +119,6 @@ fn text(output: &Output) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
-}
-
-fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// The lines of `etcdctl member list` (id, status, name, peer, client,

@@ -24,3 +24,15 @@ fn revision(endpoint: &str) -> i64 {
     let json: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
     json["header"]["revision"].as_i64().expect("a revision")
 }
+
+/// Polls `done` every 100 ms; fails the test after `timeout`.
+fn wait_until(what: &str, timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

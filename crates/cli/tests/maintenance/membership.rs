@@ -8,6 +8,7 @@
 use super::common::etcd_server::EtcdServer;
 use super::common::etcdctl::run as etcdctl;
 use super::common::{bellwether_binary, Cluster};
+use super::wait_until;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -189,14 +190,6 @@ impl Drop for Joiner {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

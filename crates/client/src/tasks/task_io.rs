@@ -182,20 +182,15 @@ async fn read_batch(
                 .flatten()
                 .map(|kv| kv.value)
                 .unwrap_or_default();
-            let Some(record_kv) = record_kv else {
+            // No record, or one older than the assignment: only a
+            // serializable read can be behind it.
+            let Some(record_kv) = record_kv.filter(|kv| kv.mod_revision >= *token) else {
                 return if serializable {
                     TaskRead::Behind
                 } else {
                     TaskRead::Gone
                 };
             };
-            if record_kv.mod_revision < *token {
-                return if serializable {
-                    TaskRead::Behind
-                } else {
-                    TaskRead::Gone
-                };
-            }
             if record_kv.mod_revision > *token {
                 return TaskRead::Gone;
             }
