@@ -14,6 +14,7 @@ pub struct ElectorMetrics {
     algorithm: &'static str,
     kinds: &'static [&'static str],
     sent: Vec<AtomicU64>,
+    sent_to: Vec<(u64, AtomicU64)>,
     received: Vec<AtomicU64>,
     refused: Mutex<Vec<(&'static str, u64)>>,
     elections: AtomicU64,
@@ -27,13 +28,19 @@ pub struct ElectorMetrics {
 }
 
 impl ElectorMetrics {
-    /// Counters for an algorithm whose messages are `kinds`.
-    pub fn new(algorithm: &'static str, kinds: &'static [&'static str]) -> ElectorMetrics {
+    /// Counters for an algorithm whose messages are `kinds`, sent to
+    /// `peers`.
+    pub fn new(
+        algorithm: &'static str,
+        kinds: &'static [&'static str],
+        peers: &[u64],
+    ) -> ElectorMetrics {
         let zeros = || kinds.iter().map(|_| AtomicU64::new(0)).collect();
         ElectorMetrics {
             algorithm,
             kinds,
             sent: zeros(),
+            sent_to: peers.iter().map(|p| (*p, AtomicU64::new(0))).collect(),
             received: zeros(),
             refused: Mutex::new(Vec::new()),
             elections: AtomicU64::new(0),
@@ -67,6 +74,15 @@ impl ElectorMetrics {
     /// Messages sent so far, all kinds.
     pub fn sent_total(&self) -> u64 {
         self.sent.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Messages sent so far to `peer`, all kinds: what the idle-traffic
+    /// bound (one message per peer per heartbeat) is checked against.
+    pub fn sent_to(&self, peer: u64) -> u64 {
+        self.sent_to
+            .iter()
+            .find(|(p, _)| *p == peer)
+            .map_or(0, |(_, c)| c.load(Ordering::Relaxed))
     }
 
     /// This node started an election (became a candidate).
@@ -195,6 +211,16 @@ impl ElectorMetrics {
                 );
             }
         }
+        let name = "peer_messages_sent_total";
+        header(&mut out, name, "counter", "Peer messages by destination.");
+        for (peer, value) in &self.sent_to {
+            let _ = writeln!(
+                out,
+                "bellwether_elector_{name}{{algorithm=\"{}\",peer=\"{peer}\"}} {}",
+                self.algorithm,
+                load(value)
+            );
+        }
         let name = "refused_connections_total";
         header(
             &mut out,
@@ -218,9 +244,12 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 }
 
 impl bellwether_transport::Observer for ElectorMetrics {
-    fn sent(&self, kind: &'static str) {
+    fn sent(&self, peer: u64, kind: &'static str) {
         if let Some(i) = self.slot(kind) {
             self.sent[i].fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some((_, count)) = self.sent_to.iter().find(|(p, _)| *p == peer) {
+            count.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -240,9 +269,9 @@ mod tests {
 
     #[test]
     fn counts_render_under_their_labels() {
-        let metrics = ElectorMetrics::new("bully", &["election", "heartbeat"]);
-        Observer::sent(&metrics, "heartbeat");
-        Observer::sent(&metrics, "heartbeat");
+        let metrics = ElectorMetrics::new("bully", &["election", "heartbeat"], &[2, 3]);
+        Observer::sent(&metrics, 2, "heartbeat");
+        Observer::sent(&metrics, 3, "heartbeat");
         metrics.count_received("election");
         metrics.count_election();
         metrics.set_leader(3, 4, false);
@@ -263,5 +292,9 @@ mod tests {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
         assert_eq!(metrics.sent_total(), 2);
+        assert_eq!((metrics.sent_to(2), metrics.sent_to(3)), (1, 1));
+        let per_peer =
+            "bellwether_elector_peer_messages_sent_total{algorithm=\"bully\",peer=\"2\"} 1";
+        assert!(text.contains(per_peer), "missing {per_peer} in\n{text}");
     }
 }

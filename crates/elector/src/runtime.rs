@@ -68,7 +68,17 @@ where
             address: plan.listen.to_string(),
             error: e.to_string(),
         })?;
-    let metrics = Arc::new(ElectorMetrics::new(P::NAME, P::Message::all_kinds()));
+    let others: Vec<u64> = plan
+        .peers
+        .keys()
+        .copied()
+        .filter(|p| *p != plan.id)
+        .collect();
+    let metrics = Arc::new(ElectorMetrics::new(
+        P::NAME,
+        P::Message::all_kinds(),
+        &others,
+    ));
     let identity = Identity {
         cluster: plan.group.clone(),
         id: plan.id,

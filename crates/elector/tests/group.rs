@@ -285,3 +285,78 @@ async fn raft_rotation_hands_leadership_to_every_node_without_overlap() {
         elector.stop().await.unwrap();
     }
 }
+
+/// The idle-traffic bound: once a leader is agreed, every node sends each
+/// peer at most one message per heartbeat interval (counted per ordered
+/// pair, so a Raft or Paxos follower's answer to the leader's heartbeat is
+/// one message on its own link). Checked with and without leases, which
+/// are what the answers feed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_traffic_is_at_most_one_message_per_peer_per_heartbeat() {
+    let heartbeat = Duration::from_millis(50);
+    for (algorithm, leases) in [
+        ("raft", false),
+        ("raft", true),
+        ("paxos", true),
+        ("bully", false),
+        ("ring", false),
+    ] {
+        let algorithm: Algorithm = algorithm.parse().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let peers = free_addresses(3);
+        let mut electors = Vec::new();
+        for (id, _) in &peers {
+            let elector = Elector::builder()
+                .algorithm(algorithm)
+                .id(*id)
+                .peers(peers.iter().copied())
+                .data_dir(root.path().join(format!("n{id}")))
+                .heartbeat(heartbeat)
+                .leases(leases)
+                .start()
+                .await
+                .unwrap();
+            electors.push(elector);
+        }
+        let before = agreed(&electors.iter().collect::<Vec<_>>()).await;
+        // The election's own exchange (a Raft leader's first appends and
+        // their answers) ends within a few heartbeats; idle starts after.
+        tokio::time::sleep(6 * heartbeat).await;
+        let counts = |electors: &[Elector]| -> Vec<u64> {
+            electors
+                .iter()
+                .flat_map(|e| peers.iter().map(move |(p, _)| e.metrics().sent_to(*p)))
+                .collect()
+        };
+        let start_counts = counts(&electors);
+        let started = Instant::now();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let end_counts = counts(&electors);
+        let heartbeats = started.elapsed().as_secs_f64() / heartbeat.as_secs_f64();
+        let after = agreed(&electors.iter().collect::<Vec<_>>()).await;
+        assert_eq!(
+            (after.leader, after.token),
+            (before.leader, before.token),
+            "{algorithm}: the leadership stayed put while idle"
+        );
+        let sent: Vec<u64> = end_counts
+            .iter()
+            .zip(&start_counts)
+            .map(|(end, start)| end - start)
+            .collect();
+        let busiest = *sent.iter().max().unwrap();
+        println!(
+            "{algorithm} (leases {leases}): {heartbeats:.1} heartbeats, \
+             messages per ordered pair {sent:?}, total {}",
+            sent.iter().sum::<u64>()
+        );
+        assert!(busiest > 0, "{algorithm}: the leader sends heartbeats");
+        assert!(
+            busiest as f64 <= heartbeats.ceil() + 1.0,
+            "{algorithm}: {busiest} messages on one link in {heartbeats:.1} heartbeats"
+        );
+        for elector in electors {
+            elector.stop().await.unwrap();
+        }
+    }
+}

@@ -94,7 +94,7 @@ pub struct Metrics {
 }
 
 impl bellwether_transport::Observer for Metrics {
-    fn sent(&self, kind: &'static str) {
+    fn sent(&self, _peer: u64, kind: &'static str) {
         self.count_sent(kind);
     }
 

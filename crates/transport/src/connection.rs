@@ -145,7 +145,7 @@ async fn outbound<M: WireMessage, O: Observer>(
                 if drain(&mut queue).is_none() {
                     return; // The peer left the membership.
                 }
-                let broke = pump(stream, &mut queue, &*metrics).await;
+                let broke = pump(stream, peer, &mut queue, &*metrics).await;
                 if broke.is_none() {
                     return; // The event loop is gone.
                 }
@@ -221,6 +221,7 @@ async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::R
 /// connection is known broken at once, not at the next failed write.
 async fn pump<M: WireMessage>(
     stream: TcpStream,
+    peer: u64,
     queue: &mut mpsc::Receiver<M>,
     metrics: &impl Observer,
 ) -> Option<()> {
@@ -236,7 +237,7 @@ async fn pump<M: WireMessage>(
         let mut next = Some(first);
         let mut count = 0;
         while let Some(message) = next.take() {
-            metrics.sent(message.kind());
+            metrics.sent(peer, message.kind());
             if !put_frame_with(&mut buffer, |out| message.encode(out)) {
                 tracing::warn!(
                     kind = message.kind(),
@@ -385,7 +386,7 @@ mod tests {
     struct Quiet;
 
     impl Observer for Quiet {
-        fn sent(&self, _: &'static str) {}
+        fn sent(&self, _: u64, _: &'static str) {}
         fn refused(&self, _: &'static str) {}
     }
 

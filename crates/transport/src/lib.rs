@@ -53,8 +53,8 @@ pub trait WireMessage: Sized + Send + 'static {
 
 /// Where the transport reports what it did, for metrics.
 pub trait Observer: Send + Sync + 'static {
-    /// One message of `kind` was written to a connection.
-    fn sent(&self, kind: &'static str);
+    /// One message of `kind` was written to the connection to `peer`.
+    fn sent(&self, peer: u64, kind: &'static str);
     /// One inbound connection was refused, for `reason`
     /// ([`Refusal::as_str`] or `"too_many_connections"`).
     fn refused(&self, reason: &'static str);
