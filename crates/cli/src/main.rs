@@ -13,6 +13,7 @@ mod bench_kv;
 mod bench_raft;
 mod bench_tasks;
 mod bench_tasks_chaos;
+mod certs;
 mod contender;
 mod elect_command;
 mod endpoints;
@@ -53,6 +54,8 @@ enum Command {
     Node(node_command::NodeArgs),
     /// Start a local cluster of member processes on loopback.
     Up(up_command::UpArgs),
+    /// Make a throwaway CA and certificates for a local TLS cluster.
+    Certs(certs::CertsArgs),
     /// Show the members of a running cluster.
     Status(status_command::StatusArgs),
     /// Run a program only while this process leads an election; or, with
@@ -141,6 +144,7 @@ fn main() -> std::process::ExitCode {
             node_command::execute(args)
         }
         Command::Up(args) => up_command::execute(args),
+        Command::Certs(args) => certs::execute(args),
         Command::Status(args) => status_command::execute(args),
         Command::Elect(args) => elect_command::execute_elect(args),
         Command::Lock(args) => elect_command::execute_lock(args),

@@ -79,6 +79,30 @@ pub struct NodeArgs {
     /// With --join: stay a learner (no vote) until `etcdctl member promote`.
     #[arg(long, requires = "join")]
     learner: bool,
+    /// This member's certificate (PEM) for the client port: it then serves
+    /// TLS only (etcd's flag). Needs --key-file and --trusted-ca-file.
+    #[arg(long)]
+    cert_file: Option<PathBuf>,
+    /// The key of --cert-file (PEM).
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// The CA (PEM) that signs client certificates; members also check
+    /// each other's client port with it.
+    #[arg(long)]
+    trusted_ca_file: Option<PathBuf>,
+    /// Refuse clients without a certificate signed by --trusted-ca-file.
+    #[arg(long)]
+    client_cert_auth: bool,
+    /// This member's peer certificate (PEM): members then speak mutual TLS
+    /// and refuse a peer without a certificate from --peer-trusted-ca-file.
+    #[arg(long)]
+    peer_cert_file: Option<PathBuf>,
+    /// The key of --peer-cert-file (PEM).
+    #[arg(long)]
+    peer_key_file: Option<PathBuf>,
+    /// The CA (PEM) that signs every member's peer certificate.
+    #[arg(long)]
+    peer_trusted_ca_file: Option<PathBuf>,
 }
 
 impl NodeArgs {
@@ -100,6 +124,13 @@ impl NodeArgs {
             peer_http: self.peer_http.clone(),
             peer_client: self.peer_client.clone(),
             peer_priority: self.peer_priority.clone(),
+            cert_file: self.cert_file.clone(),
+            key_file: self.key_file.clone(),
+            trusted_ca_file: self.trusted_ca_file.clone(),
+            client_cert_auth: self.client_cert_auth.then_some(true),
+            peer_cert_file: self.peer_cert_file.clone(),
+            peer_key_file: self.peer_key_file.clone(),
+            peer_trusted_ca_file: self.peer_trusted_ca_file.clone(),
         }
     }
 
@@ -157,6 +188,13 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         let revisions = machine.revisions();
         let lessor = machine.lessor();
         lessor.set_takeover_extension(std::time::Duration::from_millis(2 * config.election_ms));
+        let client_tls = match &config.client_tls {
+            Some(files) => Some(
+                bellwether_server::tls::ClientTls::load(files)
+                    .map_err(|e| anyhow::anyhow!("client TLS: {e}"))?,
+            ),
+            None => None,
+        };
         let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;
         let handles = node.handles();
         let client_listener = match config.client_listen {
@@ -182,6 +220,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
             .with_data_dir(config.data_dir.clone())
             .with_quota(config.quota_backend_bytes)
             .with_cluster_name(&config.cluster)
+            .with_member_tls(client_tls.as_ref().map(|t| t.member_client.clone()))
             .with_corruption_check(
                 (config.corrupt_check_ms > 0)
                     .then(|| std::time::Duration::from_millis(config.corrupt_check_ms)),
@@ -190,7 +229,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
                 if let Some(address) = config.client_listen {
                     tokio::spawn(bellwether_server::etcd::member_service::publish_client_url(
                         backend.clone(),
-                        format!("http://{address}"),
+                        format!("{}://{address}", backend.client_scheme()),
                     ));
                 }
             }
@@ -198,6 +237,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
                 listener,
                 backend,
                 lessor,
+                client_tls.map(|t| t.server),
                 async move {
                     let _ = grpc_stopped.await;
                 },

@@ -54,6 +54,9 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
         bail!("`up` runs at most {MEMBERS_MAX} members");
     }
     let first = ConfigLayer::from_file(&args.dir.join("n1.toml"))?;
+    if first.cert_file.is_some() || first.peer_cert_file.is_some() {
+        bail!("`up add` does not add members to a --tls cluster yet; start a larger one with `up --tls --nodes N`");
+    }
     let base = base_port(&first)?;
     let dir = args
         .dir

@@ -48,6 +48,11 @@ pub struct UpArgs {
     /// (unlisted: 0): the leader hands over to the highest caught-up one.
     #[arg(long, value_delimiter = ',')]
     priority: Vec<String>,
+    /// Secure the cluster: a throwaway CA and certificates in DIR/tls
+    /// (`bellwether certs`), TLS on every client port, mutual TLS between
+    /// members, and a client certificate for etcdctl (DIR/tls/client.pem).
+    #[arg(long)]
+    tls: bool,
 }
 
 /// What `bellwether up` can do besides starting a cluster.
@@ -108,6 +113,12 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
         );
     }
     if existing == nodes {
+        if args.tls {
+            bail!(
+                "--tls is set when a cluster is created; {} already holds one",
+                args.dir.display()
+            );
+        }
         if !args.priority.is_empty() {
             bail!(
                 "--priority is written into the configs when a cluster is created; edit peer_priority in {}/n*.toml instead",
@@ -140,9 +151,15 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
         .iter()
         .map(|p| format!("{:?}", p.trim()))
         .collect();
+    let tls_dir = args.dir.join("tls");
+    if args.tls {
+        let mut names: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
+        names.push("client".into());
+        crate::certs::issue(&tls_dir, &names, &["127.0.0.1".into(), "localhost".into()])?;
+    }
     for i in 1..=nodes {
         let data = args.dir.join(format!("n{i}"));
-        let text = format!(
+        let mut text = format!(
             "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\nclient_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\npeer_client = [{}]\npeer_priority = [{}]\n",
             peer_address(args.base_port, i),
             http_address(args.base_port, i),
@@ -155,6 +172,18 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
             list(client_address),
             priorities.join(", "),
         );
+        if args.tls {
+            let tls = tls_dir.canonicalize()?;
+            let file = |name: &str| format!("{:?}", tls.join(name).display().to_string());
+            let (cert, key, ca) = (
+                file(&format!("n{i}.pem")),
+                file(&format!("n{i}-key.pem")),
+                file(crate::certs::CA_FILE),
+            );
+            text.push_str(&format!(
+                "cert_file = {cert}\nkey_file = {key}\ntrusted_ca_file = {ca}\nclient_cert_auth = true\npeer_cert_file = {cert}\npeer_key_file = {key}\npeer_trusted_ca_file = {ca}\n"
+            ));
+        }
         std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;
     }
     Ok(nodes)
@@ -245,10 +274,23 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
     let clients: Vec<String> = (1..=nodes)
         .map(|i| client_address(args.base_port, i))
         .collect();
-    println!(
-        "  etcdctl: etcdctl --endpoints={} put greeting hello",
-        clients.join(",")
-    );
+    let tls_dir = args.dir.join("tls");
+    if tls_dir.join(crate::certs::CA_FILE).exists() {
+        let https: Vec<String> = clients.iter().map(|c| format!("https://{c}")).collect();
+        let file = |name: &str| tls_dir.join(name).display().to_string();
+        println!(
+            "  etcdctl (TLS): etcdctl --endpoints={} --cacert={} --cert={} --key={} put greeting hello",
+            https.join(","),
+            file(crate::certs::CA_FILE),
+            file("client.pem"),
+            file("client-key.pem"),
+        );
+    } else {
+        println!(
+            "  etcdctl: etcdctl --endpoints={} put greeting hello",
+            clients.join(",")
+        );
+    }
     println!(
         "  status: bellwether status --endpoints {}",
         addresses

@@ -88,6 +88,7 @@ where
         wakeups: Arc::new(transport::Wakeups::new(
             &plan.peers.keys().copied().collect::<Vec<_>>(),
         )),
+        tls: None,
     };
     let (events_tx, events) = mpsc::channel(transport::INBOUND_QUEUE_MAX);
     let acceptor = tokio::spawn(transport::accept(

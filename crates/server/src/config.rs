@@ -24,6 +24,14 @@
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
 //! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
 //! peer_priority = ["3=5"]            # every member's priority; unlisted: 0
+//! # TLS (etcd's flags): the client and HTTP ports, then the peer port
+//! cert_file = "tls/n1.pem"
+//! key_file = "tls/n1-key.pem"
+//! trusted_ca_file = "tls/ca.pem"     # with client_cert_auth: clients need a certificate
+//! client_cert_auth = false
+//! peer_cert_file = "tls/n1.pem"      # all three peer files: mutual TLS between members
+//! peer_key_file = "tls/n1-key.pem"
+//! peer_trusted_ca_file = "tls/ca.pem"
 //! ```
 //!
 //! Environment variables: `BELLWETHER_ID`, `BELLWETHER_CLUSTER`,
@@ -34,7 +42,11 @@
 //! `BELLWETHER_QUOTA_BACKEND_BYTES`, `BELLWETHER_CORRUPT_CHECK_MS`,
 //! `BELLWETHER_PEERS`,
 //! `BELLWETHER_PEER_HTTP`, `BELLWETHER_PEER_CLIENT` (comma-separated
-//! `id=address` lists) and `BELLWETHER_PEER_PRIORITY` (`id=priority`).
+//! `id=address` lists), `BELLWETHER_PEER_PRIORITY` (`id=priority`), and
+//! the TLS files `BELLWETHER_CERT_FILE`, `BELLWETHER_KEY_FILE`,
+//! `BELLWETHER_TRUSTED_CA_FILE`, `BELLWETHER_CLIENT_CERT_AUTH` (`true` or
+//! `false`), `BELLWETHER_PEER_CERT_FILE`, `BELLWETHER_PEER_KEY_FILE` and
+//! `BELLWETHER_PEER_TRUSTED_CA_FILE`.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -99,6 +111,24 @@ pub struct ConfigLayer {
     /// members have 0). The same list on every member: a leader hands
     /// over to a caught-up member of higher priority.
     pub peer_priority: Option<Vec<String>>,
+    /// This member's certificate (PEM) for the client and HTTP ports
+    /// (etcd's `--cert-file`); with `key_file`, both serve TLS only.
+    pub cert_file: Option<PathBuf>,
+    /// The key of `cert_file` (etcd's `--key-file`).
+    pub key_file: Option<PathBuf>,
+    /// The CA that signs client certificates (etcd's `--trusted-ca-file`).
+    pub trusted_ca_file: Option<PathBuf>,
+    /// Whether a client must present a certificate signed by
+    /// `trusted_ca_file` (etcd's `--client-cert-auth`).
+    pub client_cert_auth: Option<bool>,
+    /// This member's peer certificate (etcd's `--peer-cert-file`). With
+    /// the peer key and CA, members speak mutual TLS to each other.
+    pub peer_cert_file: Option<PathBuf>,
+    /// The key of `peer_cert_file` (etcd's `--peer-key-file`).
+    pub peer_key_file: Option<PathBuf>,
+    /// The CA that signs every member's peer certificate (etcd's
+    /// `--peer-trusted-ca-file`).
+    pub peer_trusted_ca_file: Option<PathBuf>,
 }
 
 impl ConfigLayer {
@@ -122,6 +152,7 @@ impl ConfigLayer {
                 })
                 .transpose()
         };
+        let path = |name: &str| lookup(name).map(PathBuf::from);
         let list = |name: &str| {
             lookup(name).map(|v| {
                 v.split(',')
@@ -152,6 +183,21 @@ impl ConfigLayer {
             peer_http: list("BELLWETHER_PEER_HTTP"),
             peer_client: list("BELLWETHER_PEER_CLIENT"),
             peer_priority: list("BELLWETHER_PEER_PRIORITY"),
+            cert_file: path("BELLWETHER_CERT_FILE"),
+            key_file: path("BELLWETHER_KEY_FILE"),
+            trusted_ca_file: path("BELLWETHER_TRUSTED_CA_FILE"),
+            client_cert_auth: lookup("BELLWETHER_CLIENT_CERT_AUTH")
+                .map(|v| match v.trim() {
+                    "true" | "1" => Ok(true),
+                    "false" | "0" => Ok(false),
+                    _ => Err(ConfigError(format!(
+                        "BELLWETHER_CLIENT_CERT_AUTH={v:?} is neither true nor false"
+                    ))),
+                })
+                .transpose()?,
+            peer_cert_file: path("BELLWETHER_PEER_CERT_FILE"),
+            peer_key_file: path("BELLWETHER_PEER_KEY_FILE"),
+            peer_trusted_ca_file: path("BELLWETHER_PEER_TRUSTED_CA_FILE"),
         })
     }
 
@@ -174,6 +220,13 @@ impl ConfigLayer {
             peer_http: over.peer_http.or(self.peer_http),
             peer_client: over.peer_client.or(self.peer_client),
             peer_priority: over.peer_priority.or(self.peer_priority),
+            cert_file: over.cert_file.or(self.cert_file),
+            key_file: over.key_file.or(self.key_file),
+            trusted_ca_file: over.trusted_ca_file.or(self.trusted_ca_file),
+            client_cert_auth: over.client_cert_auth.or(self.client_cert_auth),
+            peer_cert_file: over.peer_cert_file.or(self.peer_cert_file),
+            peer_key_file: over.peer_key_file.or(self.peer_key_file),
+            peer_trusted_ca_file: over.peer_trusted_ca_file.or(self.peer_trusted_ca_file),
         }
     }
 }
@@ -224,6 +277,80 @@ pub struct NodeConfig {
     /// voters it was told of. It then starts as a learner of theirs, not
     /// as a voter of `peers`.
     pub join_voters: Vec<u64>,
+    /// TLS on the client and HTTP ports, if set.
+    pub client_tls: Option<ClientTlsFiles>,
+    /// Mutual TLS between members, if set.
+    pub peer_tls: Option<PeerTlsFiles>,
+}
+
+/// The files of the client and HTTP ports' TLS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientTlsFiles {
+    /// This member's certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Its key (PEM).
+    pub key: PathBuf,
+    /// The CA of client certificates, if any.
+    pub trusted_ca: Option<PathBuf>,
+    /// Whether every client must present a certificate the CA signed.
+    pub client_cert_auth: bool,
+}
+
+/// The files of the members' mutual TLS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerTlsFiles {
+    /// This member's peer certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Its key (PEM).
+    pub key: PathBuf,
+    /// The CA that signs every member's peer certificate.
+    pub trusted_ca: PathBuf,
+}
+
+/// The client port's TLS files, checked for completeness.
+fn client_tls(layer: &ConfigLayer) -> Result<Option<ClientTlsFiles>, ConfigError> {
+    let auth = layer.client_cert_auth.unwrap_or(false);
+    match (&layer.cert_file, &layer.key_file) {
+        (Some(cert), Some(key)) => {
+            if layer.trusted_ca_file.is_none() {
+                return Err(ConfigError(
+                    "client TLS needs trusted_ca_file too: members check each other's client port with it, and with client_cert_auth it signs client certificates"
+                        .into(),
+                ));
+            }
+            Ok(Some(ClientTlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                trusted_ca: layer.trusted_ca_file.clone(),
+                client_cert_auth: auth,
+            }))
+        }
+        (None, None) if !auth && layer.trusted_ca_file.is_none() => Ok(None),
+        _ => Err(ConfigError(
+            "client TLS needs both cert_file and key_file (trusted_ca_file and client_cert_auth need them too)"
+                .into(),
+        )),
+    }
+}
+
+/// The peer port's TLS files: all three or none.
+fn peer_tls(layer: &ConfigLayer) -> Result<Option<PeerTlsFiles>, ConfigError> {
+    match (
+        &layer.peer_cert_file,
+        &layer.peer_key_file,
+        &layer.peer_trusted_ca_file,
+    ) {
+        (Some(cert), Some(key), Some(ca)) => Ok(Some(PeerTlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            trusted_ca: ca.clone(),
+        })),
+        (None, None, None) => Ok(None),
+        _ => Err(ConfigError(
+            "peer TLS is mutual: set peer_cert_file, peer_key_file and peer_trusted_ca_file together"
+                .into(),
+        )),
+    }
 }
 
 fn address(setting: &str, value: &str) -> Result<SocketAddr, ConfigError> {
@@ -312,6 +439,8 @@ fn priorities(
 impl NodeConfig {
     /// Validates a merged layer.
     pub fn from_layer(layer: ConfigLayer) -> Result<Self, ConfigError> {
+        let client_tls = client_tls(&layer)?;
+        let peer_tls = peer_tls(&layer)?;
         let id = layer.id.ok_or_else(|| {
             ConfigError("id is missing: set --id, BELLWETHER_ID or `id` in the file".into())
         })?;
@@ -389,6 +518,8 @@ impl NodeConfig {
                 layer.peer_client.as_deref().unwrap_or_default(),
             )?,
             join_voters: Vec::new(),
+            client_tls,
+            peer_tls,
         })
     }
 
@@ -489,6 +620,55 @@ mod tests {
         .unwrap();
         let config = NodeConfig::from_layer(base().merge(env)).unwrap();
         assert_eq!((config.priority, config.priorities[&2]), (2, 7));
+    }
+
+    #[test]
+    fn tls_files_come_complete_or_not_at_all() {
+        let none = NodeConfig::from_layer(base()).unwrap();
+        assert_eq!((none.client_tls, none.peer_tls), (None, None));
+        let env = ConfigLayer::from_env(|name| {
+            let value = match name {
+                "BELLWETHER_CERT_FILE" => "c.pem",
+                "BELLWETHER_KEY_FILE" => "k.pem",
+                "BELLWETHER_TRUSTED_CA_FILE" => "ca.pem",
+                "BELLWETHER_CLIENT_CERT_AUTH" => "true",
+                "BELLWETHER_PEER_CERT_FILE" => "p.pem",
+                "BELLWETHER_PEER_KEY_FILE" => "pk.pem",
+                "BELLWETHER_PEER_TRUSTED_CA_FILE" => "ca.pem",
+                _ => return None,
+            };
+            Some(value.to_string())
+        })
+        .unwrap();
+        let config = NodeConfig::from_layer(base().merge(env)).unwrap();
+        let client = config.client_tls.unwrap();
+        assert!(client.client_cert_auth);
+        assert_eq!(client.trusted_ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(config.peer_tls.unwrap().key, PathBuf::from("pk.pem"));
+        let half = ConfigLayer {
+            cert_file: Some("c.pem".into()),
+            ..base()
+        };
+        let error = NodeConfig::from_layer(half).unwrap_err().0;
+        assert!(error.contains("both cert_file and key_file"), "{error}");
+        let without_ca = ConfigLayer {
+            cert_file: Some("c.pem".into()),
+            key_file: Some("k.pem".into()),
+            ..base()
+        };
+        let error = NodeConfig::from_layer(without_ca).unwrap_err().0;
+        assert!(error.contains("needs trusted_ca_file"), "{error}");
+        let peer_half = ConfigLayer {
+            peer_cert_file: Some("p.pem".into()),
+            peer_key_file: Some("pk.pem".into()),
+            ..base()
+        };
+        let error = NodeConfig::from_layer(peer_half).unwrap_err().0;
+        assert!(error.contains("peer TLS is mutual"), "{error}");
+        let bad = ConfigLayer::from_env(|name| {
+            (name == "BELLWETHER_CLIENT_CERT_AUTH").then(|| "yes".to_string())
+        });
+        assert!(bad.unwrap_err().0.contains("neither true nor false"));
     }
 
     #[test]

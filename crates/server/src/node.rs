@@ -107,6 +107,9 @@ pub enum NodeError {
         /// The storage error.
         error: bellwether_storage::StorageError,
     },
+    /// The peer TLS files cannot be used.
+    #[error(transparent)]
+    PeerTls(#[from] bellwether_transport::TlsError),
 }
 
 /// Handles the rest of the process uses to observe a running node.
@@ -125,6 +128,8 @@ pub struct Node {
     /// The write-ahead log; lent to a blocking thread during each fsync.
     wal: Option<WalStorage>,
     peer_listener: Option<TcpListener>,
+    /// Mutual TLS between members, if configured.
+    peer_tls: Option<Arc<bellwether_transport::PeerTls>>,
     metrics: Arc<Metrics>,
     status_tx: watch::Sender<NodeStatus>,
     /// Address HTTP is bound to (for status).
@@ -213,6 +218,14 @@ impl Node {
         config: NodeConfig,
         mut machine: Box<dyn StateMachine>,
     ) -> Result<Node, NodeError> {
+        let peer_tls = match &config.peer_tls {
+            Some(files) => Some(Arc::new(bellwether_transport::PeerTls::load(
+                &files.cert,
+                &files.key,
+                &files.trusted_ca,
+            )?)),
+            None => None,
+        };
         let (wal, durable) = data_dir::open(&config)?;
         let snapshot_index = durable
             .snapshot
@@ -268,6 +281,7 @@ impl Node {
             raft,
             wal: Some(wal),
             peer_listener: Some(peer_listener),
+            peer_tls,
             metrics,
             status_tx,
             http_address,
@@ -321,6 +335,7 @@ impl Node {
             wakeups: std::sync::Arc::new(transport::Wakeups::new(
                 &self.config.peers.keys().copied().collect::<Vec<_>>(),
             )),
+            tls: self.peer_tls.clone(),
         };
         let (events_tx, mut events) = mpsc::channel(INBOUND_QUEUE_MAX);
         let listener = self.peer_listener.take().expect("run is called once");

@@ -11,6 +11,7 @@
 use crate::frame::HANDSHAKE_BYTES_MAX;
 use crate::frame::{put_frame, put_frame_with, read_frame, read_frame_up_to, FrameError};
 use crate::handshake::{Hello, Refusal};
+use crate::tls::{PeerStream, PeerTls};
 use crate::{Observer, WireMessage};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -68,6 +69,8 @@ pub struct Identity {
     /// Local address outbound connections leave from: the peer listener's
     /// IP, so that a firewall rule on a node's IP cuts all its traffic.
     pub source_ip: std::net::IpAddr,
+    /// Mutual TLS for every connection, or `None` for plain TCP.
+    pub tls: Option<Arc<PeerTls>>,
 }
 
 /// The member ids a node accepts connections from. An open inbound
@@ -180,15 +183,24 @@ fn drain<M>(queue: &mut mpsc::Receiver<M>) -> Option<()> {
     }
 }
 
-async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::Result<TcpStream> {
+async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::Result<PeerStream> {
     let socket = if identity.source_ip.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
         tokio::net::TcpSocket::new_v6()?
     };
     socket.bind(SocketAddr::new(identity.source_ip, 0))?;
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(address)).await??;
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(address)).await??;
     stream.set_nodelay(true)?;
+    let mut stream = match &identity.tls {
+        None => PeerStream::Plain(stream),
+        Some(tls) => {
+            let secured = tokio::time::timeout(CONNECT_TIMEOUT, tls.connect(address.ip(), stream));
+            secured.await?.inspect_err(|error| {
+                tracing::error!(peer, %address, %error, "TLS handshake with peer failed: check that both certificates come from the cluster's CA and that the peer's names its address");
+            })?
+        }
+    };
     let hello = Hello {
         cluster: identity.cluster.clone(),
         from: identity.id,
@@ -198,6 +210,7 @@ async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::R
     let mut frame = Vec::new();
     put_frame(&mut frame, &hello.encode());
     stream.write_all(&frame).await?;
+    stream.flush().await?;
     let mut answer = [0u8; 1];
     tokio::time::timeout(
         CONNECT_TIMEOUT,
@@ -220,7 +233,7 @@ async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::R
 /// after the handshake, so a readable end means it closed or reset: the
 /// connection is known broken at once, not at the next failed write.
 async fn pump<M: WireMessage>(
-    stream: TcpStream,
+    stream: PeerStream,
     peer: u64,
     queue: &mut mpsc::Receiver<M>,
     metrics: &impl Observer,
@@ -249,7 +262,7 @@ async fn pump<M: WireMessage>(
                 next = queue.try_recv().ok();
             }
         }
-        if writer.write_all(&buffer).await.is_err() {
+        if writer.write_all(&buffer).await.is_err() || writer.flush().await.is_err() {
             return Some(());
         }
         if buffer.capacity() > WRITE_BUFFER_KEPT_BYTES_MAX {
@@ -292,13 +305,29 @@ pub async fn accept<M: WireMessage, O: Observer>(
 }
 
 async fn inbound<M: WireMessage>(
-    mut stream: TcpStream,
+    stream: TcpStream,
     identity: &Identity,
     events: &mpsc::Sender<PeerEvent<M>>,
     metrics: &impl Observer,
 ) -> Result<(), FrameError> {
     stream.set_nodelay(true)?;
     let remote = stream.peer_addr()?;
+    let mut stream = match &identity.tls {
+        None => PeerStream::Plain(stream),
+        Some(tls) => match tokio::time::timeout(CONNECT_TIMEOUT, tls.accept(stream)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                metrics.refused("tls");
+                tracing::warn!(%remote, %error, "refused a peer connection: TLS handshake failed (no certificate, or one not from the cluster's CA)");
+                return Ok(());
+            }
+            Err(_) => {
+                metrics.refused("tls");
+                tracing::warn!(%remote, "refused a peer connection: TLS handshake timed out");
+                return Ok(());
+            }
+        },
+    };
     let mut buffer = Vec::new();
     tokio::time::timeout(
         CONNECT_TIMEOUT,
@@ -329,11 +358,13 @@ async fn inbound<M: WireMessage>(
             }
         }
         let _ = stream.write_all(&[refusal as u8]).await;
+        let _ = stream.flush().await;
         return Ok(());
     }
     let from = hello.expect("accepted").from;
     identity.wakeups.wake(from);
     stream.write_all(&[0]).await?;
+    stream.flush().await?;
     // Buffered from here on: a batch of frames costs one read, not two per
     // frame. The handshake above stays unbuffered so nothing it did not
     // consume is left in a buffer it drops.
@@ -398,6 +429,7 @@ mod tests {
             fingerprint: 0,
             wakeups: Arc::new(crate::Wakeups::new(&[1, 2])),
             source_ip: "127.0.0.1".parse().unwrap(),
+            tls: None,
         }
     }
 
@@ -468,6 +500,108 @@ mod tests {
         assert!(
             !matches!(quiet, Ok(Some(PeerEvent::Message(..)))),
             "{quiet:?}"
+        );
+    }
+
+    /// A CA, and one certificate it signs for 127.0.0.1: (CA PEM,
+    /// certificate PEM, key PEM).
+    fn authority() -> (String, String, String) {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        (ca.pem(), cert.pem(), key.serialize_pem())
+    }
+
+    /// Counts refusals by reason.
+    #[derive(Default)]
+    struct Refusals(std::sync::Mutex<Vec<&'static str>>);
+
+    impl Observer for Refusals {
+        fn sent(&self, _: u64, _: &'static str) {}
+        fn refused(&self, reason: &'static str) {
+            self.0.lock().unwrap().push(reason);
+        }
+    }
+
+    /// Sends heartbeats from node 2 to node 1 for `patience`; whether one
+    /// arrived.
+    async fn delivered(
+        outbound: &mpsc::Sender<BullyMessage>,
+        received: &mut mpsc::Receiver<PeerEvent<BullyMessage>>,
+        patience: Duration,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + patience;
+        while tokio::time::Instant::now() < deadline {
+            let _ = outbound.try_send(BullyMessage::Heartbeat { epoch: 1 });
+            let wait = tokio::time::timeout(Duration::from_millis(20), received.recv());
+            if let Ok(Some(PeerEvent::Message(2, _))) = wait.await {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Mutual TLS: a peer certified by the cluster's CA gets through; one
+    /// with a certificate from another CA, and one without TLS, are
+    /// refused at the TLS handshake and counted as `tls` refusals.
+    #[tokio::test]
+    async fn peers_need_a_certificate_from_the_clusters_ca() {
+        let (ca, cert, key) = authority();
+        let ours =
+            Arc::new(PeerTls::from_pem(cert.as_bytes(), key.as_bytes(), ca.as_bytes()).unwrap());
+        let (foreign_ca, foreign_cert, foreign_key) = authority();
+        let foreign = Arc::new(
+            PeerTls::from_pem(
+                foreign_cert.as_bytes(),
+                foreign_key.as_bytes(),
+                foreign_ca.as_bytes(),
+            )
+            .unwrap(),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let members = Members::new(vec![1, 2]);
+        let (events, mut received) = mpsc::channel(64);
+        let refusals = Arc::new(Refusals::default());
+        let server = Identity {
+            tls: Some(ours.clone()),
+            ..identity(1, &members)
+        };
+        tokio::spawn(accept::<BullyMessage, _>(
+            listener,
+            server,
+            events,
+            refusals.clone(),
+        ));
+        for (name, tls, admitted) in [
+            ("plain TCP", None, false),
+            ("another CA", Some(foreign), false),
+            ("the cluster's CA", Some(ours), true),
+        ] {
+            let (dialer_events, _dialer_received) = mpsc::channel(16);
+            let dialer = Identity {
+                tls,
+                ..identity(2, &members)
+            };
+            let outbound = spawn_outbound(dialer, 1, address, dialer_events, Arc::new(Quiet));
+            let patience = Duration::from_millis(if admitted { 5_000 } else { 500 });
+            assert_eq!(
+                delivered(&outbound, &mut received, patience).await,
+                admitted,
+                "{name}"
+            );
+            drop(outbound);
+        }
+        let refused = refusals.0.lock().unwrap().clone();
+        assert!(
+            !refused.is_empty() && refused.iter().all(|r| *r == "tls"),
+            "{refused:?}"
         );
     }
 }

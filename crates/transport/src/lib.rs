@@ -11,6 +11,7 @@
 //!   reconnect and backoff, the inbound side, and the connection-loss hint
 //!   ([`PeerEvent::Lost`]) that lets an election start at once when a
 //!   peer's process dies;
+//! - [`tls`]: optional mutual TLS, both ends certified by the group's CA;
 //! - [`raft_wire`], [`bully_wire`], [`ring_wire`], [`paxos_wire`]: the one
 //!   binary form of each core algorithm's messages.
 //!
@@ -25,6 +26,7 @@ pub mod handshake;
 pub mod paxos_wire;
 pub mod raft_wire;
 pub mod ring_wire;
+pub mod tls;
 pub mod wakeups;
 
 pub use bellwether_storage::codec::Malformed;
@@ -37,6 +39,7 @@ pub use frame::{
     HANDSHAKE_BYTES_MAX,
 };
 pub use handshake::{fingerprint, Hello, Refusal};
+pub use tls::{PeerStream, PeerTls, TlsError};
 pub use wakeups::Wakeups;
 
 /// A message the transport can carry: it names its kind (for the
@@ -56,6 +59,7 @@ pub trait Observer: Send + Sync + 'static {
     /// One message of `kind` was written to the connection to `peer`.
     fn sent(&self, peer: u64, kind: &'static str);
     /// One inbound connection was refused, for `reason`
-    /// ([`Refusal::as_str`] or `"too_many_connections"`).
+    /// ([`Refusal::as_str`], `"too_many_connections"`, or `"tls"` for a
+    /// failed TLS handshake).
     fn refused(&self, reason: &'static str);
 }

@@ -21,6 +21,9 @@ pub struct EtcdServer {
     pub dir: PathBuf,
     /// The client URL's address.
     pub client: SocketAddr,
+    /// Where `/health` answers over plain HTTP: the client port, or with
+    /// TLS a metrics port of its own.
+    health: SocketAddr,
     /// The process; killed on drop.
     child: Child,
     /// The command line, to start it again.
@@ -47,8 +50,42 @@ impl EtcdServer {
             client,
             peer: &peer,
             initial_cluster: &initial_cluster,
+            tls: None,
         };
         launch(dir, &member, flags)
+    }
+
+    /// [`EtcdServer::start`] with TLS on the client port (etcd's
+    /// `--cert-file`, `--key-file`, `--trusted-ca-file`,
+    /// `--client-cert-auth`): clients need a certificate the CA signed.
+    pub fn start_tls(name: &str, cert: &str, key: &str, ca: &str) -> EtcdServer {
+        let net = super::net_for(name);
+        let base = 10_000 + net as u16 * 100;
+        let client: SocketAddr = format!("127.0.0.1:{}", base + 90).parse().unwrap();
+        let peer = format!("http://127.0.0.1:{}", base + 91);
+        let dir = std::env::temp_dir().join(format!("bw-etcd-{name}-{}", std::process::id()));
+        let initial_cluster = format!("etcd1={peer}");
+        let health: SocketAddr = format!("127.0.0.1:{}", base + 92).parse().unwrap();
+        let member = Member {
+            name: "etcd1",
+            client,
+            peer: &peer,
+            initial_cluster: &initial_cluster,
+            tls: Some(health),
+        };
+        let metrics = format!("http://{health}");
+        let flags = [
+            "--cert-file",
+            cert,
+            "--key-file",
+            key,
+            "--trusted-ca-file",
+            ca,
+            "--client-cert-auth",
+            "--listen-metrics-urls",
+            &metrics,
+        ];
+        launch(dir, &member, &flags)
     }
 
     /// Kills etcd and starts it again on its data, waiting until it is
@@ -84,21 +121,27 @@ impl EtcdServer {
             client,
             peer: &self.spare_peer_url(),
             initial_cluster,
+            tls: None,
         };
         launch(dir, &member, &["--initial-cluster-state", "existing"])
     }
 
-    /// The client URL, `http://…`.
+    /// The client URL, `http://…` (`https://…` with TLS).
     pub fn url(&self) -> String {
-        format!("http://{}", self.client)
+        let scheme = if self.health == self.client {
+            "http"
+        } else {
+            "https"
+        };
+        format!("{scheme}://{}", self.client)
     }
 
     /// Waits until `/health` answers healthy.
     fn wait_healthy(&self) {
         let deadline = Instant::now() + START_WAIT;
         while Instant::now() < deadline {
-            if TcpStream::connect_timeout(&self.client, Duration::from_millis(200)).is_ok() {
-                let health = super::get(self.client, "/health").unwrap_or_default();
+            if TcpStream::connect_timeout(&self.health, Duration::from_millis(200)).is_ok() {
+                let health = super::get(self.health, "/health").unwrap_or_default();
                 if health.contains("\"health\":\"true\"") {
                     return;
                 }
@@ -120,6 +163,8 @@ struct Member<'a> {
     peer: &'a str,
     /// `--initial-cluster`.
     initial_cluster: &'a str,
+    /// With TLS: the plain-HTTP address of `/health`.
+    tls: Option<SocketAddr>,
 }
 
 /// Starts `member` in a fresh `dir`, with `flags` added, and waits until
@@ -127,7 +172,12 @@ struct Member<'a> {
 fn launch(dir: PathBuf, member: &Member, flags: &[&str]) -> EtcdServer {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let client_url = format!("http://{}", member.client);
+    let scheme = if member.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let client_url = format!("{scheme}://{}", member.client);
     let named = [
         ("--name", member.name),
         ("--listen-client-urls", &client_url),
@@ -145,6 +195,7 @@ fn launch(dir: PathBuf, member: &Member, flags: &[&str]) -> EtcdServer {
     let server = EtcdServer {
         dir,
         client: member.client,
+        health: member.tls.unwrap_or(member.client),
         child,
         args,
     };

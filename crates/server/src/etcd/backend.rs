@@ -74,6 +74,8 @@ pub struct EtcdBackend {
     /// How often the leader compares members' history hashes; `None`:
     /// never (see `corruption_check.rs`).
     corruption_check: Option<Duration>,
+    /// TLS for calls to other members' client ports, when they serve TLS.
+    member_tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 /// A client error as etcd clients expect it.
@@ -121,6 +123,23 @@ impl EtcdBackend {
             quota_bytes: 0,
             cluster_name: Arc::from(""),
             corruption_check: None,
+            member_tls: None,
+        }
+    }
+
+    /// Calls other members' client ports over TLS with `tls` (members
+    /// whose client port serves TLS).
+    pub fn with_member_tls(mut self, tls: Option<tonic::transport::ClientTlsConfig>) -> Self {
+        self.member_tls = tls;
+        self
+    }
+
+    /// The scheme of this cluster's client URLs: `https` with TLS.
+    pub fn client_scheme(&self) -> &'static str {
+        if self.member_tls.is_some() {
+            "https"
+        } else {
+            "http"
         }
     }
 
@@ -319,10 +338,16 @@ impl EtcdBackend {
                 "etcdserver: not the leader; the leader n{member} has no client address configured"
             ))
         })?;
-        let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        let url = format!("{}://{address}", self.client_scheme());
+        let mut endpoint = tonic::transport::Endpoint::from_shared(url)
             .map_err(|e| Status::internal(e.to_string()))?
             .connect_timeout(FORWARD_CONNECT_TIMEOUT)
             .tcp_nodelay(true);
+        if let Some(tls) = &self.member_tls {
+            endpoint = endpoint
+                .tls_config(tls.clone())
+                .map_err(|e| Status::internal(format!("member TLS: {e}")))?;
+        }
         let channel = endpoint.connect().await.map_err(|e| {
             Status::unavailable(format!(
                 "etcdserver: cannot reach the leader n{member}: {e}"

@@ -47,13 +47,14 @@ pub fn cluster_id(name: &str) -> u64 {
 /// get etcd's "request is too large" before they reach the log.
 pub const GRPC_MESSAGE_BYTES_MAX: usize = bellwether_kv::REQUEST_BYTES_MAX + 512 * 1024;
 
-/// Serves the etcd API on `listener` until `shutdown` completes. `lessor`
-/// is the lease clock the state machine keeps informed
-/// ([`EtcdMachine::lessor`]).
+/// Serves the etcd API on `listener` until `shutdown` completes, over TLS
+/// when `tls` is set. `lessor` is the lease clock the state machine keeps
+/// informed ([`EtcdMachine::lessor`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     backend: EtcdBackend,
     lessor: Lessor,
+    tls: Option<tonic::transport::ServerTlsConfig>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     use bellwether_api::etcdserverpb::{
@@ -82,7 +83,11 @@ pub async fn serve(
         backend: backend.clone(),
     };
     let lease = LeaseService::new(backend.clone(), lessor);
-    let served = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let served = builder
         // HTTP/1.1 too, for the JSON gateway's clients (curl, HTTP libraries).
         .accept_http1(true)
         .layer(json_gateway::JsonGatewayLayer::new(backend.clone()))

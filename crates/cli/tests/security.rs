@@ -1,0 +1,260 @@
+//! The security suite, against real member processes: TLS on the client
+//! port with client certificates (the same etcdctl commands on a real etcd
+//! 3.4 and on bellwether), and mutual TLS between members. Certificates
+//! come from `bellwether certs`.
+
+mod common;
+
+use common::etcd_server::EtcdServer;
+use common::{bellwether_binary, etcdctl, Cluster};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Issues certificates for `names`, valid for `hosts`, into `dir` (with
+/// the CA there, or a new one).
+fn certs(dir: &Path, names: &str, hosts: &str) {
+    let output = std::process::Command::new(bellwether_binary())
+        .args(["certs", "--names", names, "--hosts", hosts, "--dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "bellwether certs: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The files of one certificate in `dir`, as etcdctl flags.
+struct Credentials {
+    ca: Option<PathBuf>,
+    cert: Option<(PathBuf, PathBuf)>,
+}
+
+impl Credentials {
+    fn of(dir: &Path, ca_dir: &Path, name: &str) -> Credentials {
+        Credentials {
+            ca: Some(ca_dir.join("ca.pem")),
+            cert: Some((
+                dir.join(format!("{name}.pem")),
+                dir.join(format!("{name}-key.pem")),
+            )),
+        }
+    }
+
+    fn flags(&self) -> Vec<String> {
+        let mut flags = vec![
+            "--dial-timeout=2s".to_string(),
+            "--command-timeout=3s".into(),
+        ];
+        if let Some(ca) = &self.ca {
+            flags.push(format!("--cacert={}", ca.display()));
+        }
+        if let Some((cert, key)) = &self.cert {
+            flags.push(format!("--cert={}", cert.display()));
+            flags.push(format!("--key={}", key.display()));
+        }
+        flags
+    }
+}
+
+/// Runs etcdctl at `endpoint` with `credentials`.
+fn etcdctl_with(endpoint: &str, credentials: &Credentials, args: &[&str]) -> (bool, String) {
+    let flags = credentials.flags();
+    let mut all: Vec<&str> = flags.iter().map(String::as_str).collect();
+    all.extend_from_slice(args);
+    etcdctl::run(endpoint, &all, None)
+}
+
+/// What a TLS client port must do, on `system` at `https` (its
+/// `https://` URL): serve a client with a certificate from `ours`, and
+/// refuse plain HTTP, a TLS client without a certificate, and one whose
+/// certificate comes from another CA.
+fn client_port_checks(system: &str, https: &str, ours: &Path, foreign: &Path, key: &str) {
+    let good = Credentials::of(ours, ours, "client");
+    let (ok, out) = etcdctl_with(https, &good, &["put", key, "secret"]);
+    assert!(
+        ok,
+        "{system}: a client with the cluster's certificate writes: {out}"
+    );
+    let (ok, out) = etcdctl_with(https, &good, &["get", key, "--print-value-only"]);
+    assert!(ok && out.trim() == "secret", "{system}: and reads: {out}");
+    let plain = https.replace("https://", "http://");
+    let none = Credentials {
+        ca: None,
+        cert: None,
+    };
+    let (ok, out) = etcdctl_with(&plain, &none, &["get", key]);
+    assert!(
+        !ok && !out.contains("secret"),
+        "{system}: plain HTTP is refused: {out}"
+    );
+    let anonymous = Credentials {
+        ca: Some(ours.join("ca.pem")),
+        cert: None,
+    };
+    let (ok, out) = etcdctl_with(https, &anonymous, &["get", key]);
+    assert!(
+        !ok && !out.contains("secret"),
+        "{system}: no client certificate is refused: {out}"
+    );
+    let stranger = Credentials::of(foreign, ours, "client");
+    let (ok, out) = etcdctl_with(https, &stranger, &["get", key]);
+    assert!(
+        !ok && !out.contains("secret"),
+        "{system}: another CA's certificate is refused: {out}"
+    );
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("bw-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_tls_client_port_needs_a_certificate_from_the_clusters_ca_on_etcd_and_here() {
+    etcdctl::require();
+    let name = "tls_client_port";
+    let scratch = Scratch::new(name);
+    let ours = scratch.0.join("ours");
+    let foreign = scratch.0.join("foreign");
+    let net = common::net_for(name);
+    let hosts: Vec<String> = std::iter::once("127.0.0.1".to_string())
+        .chain((1..=3).map(|i| format!("127.0.{net}.{i}")))
+        .collect();
+    certs(&ours, "member,client", &hosts.join(","));
+    certs(&foreign, "client", "127.0.0.1");
+    let file = |name: &str| ours.join(name).display().to_string();
+
+    let etcd = EtcdServer::start_tls(
+        name,
+        &file("member.pem"),
+        &file("member-key.pem"),
+        &file("ca.pem"),
+    );
+    client_port_checks("etcd", &etcd.url(), &ours, &foreign, "etcd-key");
+    drop(etcd);
+
+    let (cert, key, ca) = (file("member.pem"), file("member-key.pem"), file("ca.pem"));
+    let flags = [
+        "--cert-file",
+        &cert,
+        "--key-file",
+        &key,
+        "--trusted-ca-file",
+        &ca,
+        "--client-cert-auth",
+        "--peer-cert-file",
+        &cert,
+        "--peer-key-file",
+        &key,
+        "--peer-trusted-ca-file",
+        &ca,
+    ];
+    let mut cluster = Cluster::start_with_flags(name, 3, 50, 300, &flags);
+    let (leader, _) = cluster.wait_leader(&cluster.all(), Duration::from_secs(15));
+    let follower = if leader == 1 { 2 } else { 1 };
+    // Through a follower: its write reaches the leader over mutual TLS.
+    let https = format!("https://{}", cluster.client(follower));
+    client_port_checks("bellwether", &https, &ours, &foreign, "bellwether-key");
+    // Every member serves the write over TLS.
+    let good = Credentials::of(&ours, &ours, "client");
+    for i in cluster.all() {
+        let https = format!("https://{}", cluster.client(i));
+        let (ok, out) = etcdctl_with(
+            &https,
+            &good,
+            &["get", "bellwether-key", "--print-value-only"],
+        );
+        assert!(ok && out.trim() == "secret", "n{i}: {out}");
+    }
+}
+
+/// Sum of `bellwether_refused_peers_total{reason="tls"}` on member `i`.
+fn tls_refusals(cluster: &Cluster, i: usize) -> u64 {
+    let metrics = common::get(cluster.http(i), "/metrics").unwrap_or_default();
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("bellwether_refused_peers_total") && l.contains("\"tls\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn a_peer_without_a_certificate_from_the_clusters_ca_is_refused() {
+    let name = "tls_peer_port";
+    let scratch = Scratch::new(name);
+    let ours = scratch.0.join("ours");
+    let foreign = scratch.0.join("foreign");
+    let net = common::net_for(name);
+    let hosts: Vec<String> = (1..=4).map(|i| format!("127.0.{net}.{i}")).collect();
+    certs(&ours, "member", &hosts.join(","));
+    certs(&foreign, "member", &hosts.join(","));
+    let file = |dir: &Path, name: &str| dir.join(name).display().to_string();
+    let (cert, key, ca) = (
+        file(&ours, "member.pem"),
+        file(&ours, "member-key.pem"),
+        file(&ours, "ca.pem"),
+    );
+    let flags = [
+        "--peer-cert-file",
+        &cert,
+        "--peer-key-file",
+        &key,
+        "--peer-trusted-ca-file",
+        &ca,
+    ];
+    let mut cluster = Cluster::start_with_flags(name, 3, 50, 300, &flags);
+    // Members certified by the one CA elect a leader over mutual TLS.
+    cluster.wait_leader(&cluster.all(), Duration::from_secs(15));
+    assert_eq!(tls_refusals(&cluster, 1), 0);
+    // An intruder with another CA's certificate dials n1 as member 4.
+    let intruder_dir = scratch.0.join("intruder");
+    let mut intruder = std::process::Command::new(bellwether_binary())
+        .arg("node")
+        .args(["--id", "4", "--cluster", "test"])
+        .arg(format!(
+            "--peers=1={}:{},4=127.0.{net}.4:7000",
+            cluster.ip(1),
+            cluster.peer_port
+        ))
+        .args(["--http-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&intruder_dir)
+        .args(["--peer-cert-file", &file(&foreign, "member.pem")])
+        .args(["--peer-key-file", &file(&foreign, "member-key.pem")])
+        .args(["--peer-trusted-ca-file", &file(&foreign, "ca.pem")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tls_refusals(&cluster, 1) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = intruder.kill();
+    let _ = intruder.wait();
+    assert!(
+        tls_refusals(&cluster, 1) > 0,
+        "n1 counts the intruder's refused TLS handshakes"
+    );
+    let log = cluster.log(1);
+    assert!(
+        log.contains("TLS handshake failed"),
+        "n1 logs the refusal: {log}"
+    );
+    // The cluster itself is unharmed: one leader, agreed by all.
+    cluster.wait_leader(&cluster.all(), Duration::from_secs(5));
+}
