@@ -104,6 +104,38 @@ fn client_port_checks(system: &str, https: &str, ours: &Path, foreign: &Path, ke
         !ok && !out.contains("secret"),
         "{system}: another CA's certificate is refused: {out}"
     );
+    client_crate_checks(system, https, ours, key);
+}
+
+/// The client crate over TLS: with the CA and a client certificate it
+/// reads what etcdctl wrote; without the certificate its call fails.
+fn client_crate_checks(system: &str, https: &str, ours: &Path, key: &str) {
+    use bellwether_client::{Client, Tls};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (ca, cert, cert_key) = (
+            ours.join("ca.pem"),
+            ours.join("client.pem"),
+            ours.join("client-key.pem"),
+        );
+        let tls = Tls::from_files(&ca, Some((&cert, &cert_key))).unwrap();
+        let client = Client::connect_tls([https], tls).unwrap();
+        let value = client.get(key).await.unwrap();
+        assert_eq!(
+            value.as_deref(),
+            Some(&b"secret"[..]),
+            "{system}: the client crate reads over TLS"
+        );
+        let anonymous = Client::connect_tls([https], Tls::from_files(&ca, None).unwrap()).unwrap();
+        let refused = tokio::time::timeout(Duration::from_secs(30), anonymous.get(key)).await;
+        assert!(
+            matches!(refused, Ok(Err(_))),
+            "{system}: without a client certificate the client crate is refused: {refused:?}"
+        );
+    });
 }
 
 /// A scratch directory removed on drop.

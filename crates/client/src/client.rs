@@ -80,6 +80,25 @@ impl Client {
         endpoints: impl IntoIterator<Item = S>,
         retry_deadline: Duration,
     ) -> Result<Client> {
+        Client::connect_with(endpoints, retry_deadline, None)
+    }
+
+    /// [`Client::connect`] over TLS: `host:port` endpoints are taken as
+    /// `https://`, the server's certificate is checked against `tls`'s CA,
+    /// and its client certificate, if any, is presented (etcdctl's
+    /// `--cacert`, `--cert` and `--key`).
+    pub fn connect_tls<S: AsRef<str>>(
+        endpoints: impl IntoIterator<Item = S>,
+        tls: Tls,
+    ) -> Result<Client> {
+        Client::connect_with(endpoints, RETRY_DEADLINE_DEFAULT, Some(tls))
+    }
+
+    fn connect_with<S: AsRef<str>>(
+        endpoints: impl IntoIterator<Item = S>,
+        retry_deadline: Duration,
+        tls: Option<Tls>,
+    ) -> Result<Client> {
         let mut channels = Vec::new();
         let mut names = Vec::new();
         for endpoint in endpoints {
@@ -87,16 +106,21 @@ impl Client {
             if endpoint.is_empty() {
                 continue;
             }
+            let scheme = if tls.is_some() { "https" } else { "http" };
             let url = if endpoint.contains("://") {
                 endpoint.to_string()
             } else {
-                format!("http://{endpoint}")
+                format!("{scheme}://{endpoint}")
             };
-            let channel = Endpoint::from_shared(url)
-                .map_err(|e| Error::BadEndpoint {
-                    endpoint: endpoint.to_string(),
-                    reason: e.to_string(),
-                })?
+            let bad = |e: tonic::transport::Error| Error::BadEndpoint {
+                endpoint: endpoint.to_string(),
+                reason: e.to_string(),
+            };
+            let mut channel = Endpoint::from_shared(url).map_err(bad)?;
+            if let Some(tls) = &tls {
+                channel = channel.tls_config(tls.config.clone()).map_err(bad)?;
+            }
+            let channel = channel
                 .connect_timeout(CONNECT_TIMEOUT)
                 // A peer that vanished without closing the connection is
                 // noticed within a few seconds, and its streams fail over.
@@ -259,4 +283,36 @@ pub(crate) fn is_unavailable(status: &tonic::Status) -> bool {
         tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
     ) || status.message().contains("no leader")
         || status.message().contains("leader changed")
+}
+
+/// What a client needs to reach a TLS client port: the CA that signed the
+/// members' certificates, and a client certificate where the cluster asks
+/// for one (`--client-cert-auth`).
+#[derive(Clone, Debug)]
+pub struct Tls {
+    config: tonic::transport::ClientTlsConfig,
+}
+
+impl Tls {
+    /// From PEM files: the CA, and optionally a certificate and its key.
+    pub fn from_files(
+        ca: &std::path::Path,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<Tls> {
+        let read = |path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| Error::BadEndpoint {
+                endpoint: path.display().to_string(),
+                reason: format!("cannot read this TLS file: {e}"),
+            })
+        };
+        let mut config = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(read(ca)?));
+        if let Some((cert, key)) = identity {
+            config = config.identity(tonic::transport::Identity::from_pem(
+                read(cert)?,
+                read(key)?,
+            ));
+        }
+        Ok(Tls { config })
+    }
 }

@@ -56,7 +56,7 @@ pub mod tasks;
 mod watch_hub;
 
 pub use bellwether_api::etcdserverpb as pb;
-pub use client::Client;
+pub use client::{Client, Tls};
 pub use election::{leader_of, Election, LeaderInfo, Leadership, LeadershipState};
 pub use error::{Error, Result};
 pub use mutex::Mutex;
