@@ -34,6 +34,9 @@ use std::time::Duration;
 const CLIENT_PORT: u16 = 2379;
 /// etcd's default peer port, on each member's own IP.
 const PEER_PORT: u16 = 2380;
+/// With TLS, the plain-HTTP client port each member also listens on, on
+/// its own IP, for the status polls.
+const PLAIN_CLIENT_PORT: u16 = 2382;
 /// Gateway prefixes tried, in order.
 const GATEWAY_PREFIXES: [&str; 2] = ["/v3", "/v3beta"];
 /// Largest status response read.
@@ -100,6 +103,21 @@ pub struct EtcdCluster {
     numbers: BTreeMap<u64, usize>,
     /// Member i is `members[i - 1]`.
     members: Vec<Member>,
+    /// TLS on the client and peer ports, if set.
+    tls: Option<EtcdTls>,
+}
+
+/// The PEM files of a TLS etcd cluster: one certificate every member
+/// uses for clients and peers (it names every member's IP), and the CA
+/// that must sign clients' and peers' certificates.
+#[derive(Clone, Debug)]
+pub struct EtcdTls {
+    /// The members' certificate.
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+    /// The CA.
+    pub ca: PathBuf,
 }
 
 /// The installed etcd's version; installs Debian's `etcd-server` and
@@ -152,6 +170,17 @@ fn effective_uid() -> Option<u32> {
 impl EtcdCluster {
     /// Starts every member of a new cluster; waits for nothing.
     pub fn start(layout: EtcdLayout, version: String) -> Result<EtcdCluster> {
+        EtcdCluster::start_with_tls(layout, version, None)
+    }
+
+    /// [`EtcdCluster::start`], with TLS and client certificates required
+    /// on the client and peer ports when `tls` is set. Status polls then
+    /// go to a second, plain client port.
+    pub fn start_with_tls(
+        layout: EtcdLayout,
+        version: String,
+        tls: Option<EtcdTls>,
+    ) -> Result<EtcdCluster> {
         assert!((1..=MEMBERS_MAX).contains(&layout.nodes));
         std::fs::create_dir_all(&layout.dir)
             .with_context(|| format!("cannot create {}", layout.dir.display()))?;
@@ -168,6 +197,7 @@ impl EtcdCluster {
             gateway: None,
             numbers: BTreeMap::new(),
             members: Vec::new(),
+            tls,
         };
         for i in 1..=cluster.layout.nodes {
             let data = cluster.data_dir(i);
@@ -200,11 +230,16 @@ impl EtcdCluster {
     /// data directory present, etcd ignores the `--initial-*` flags).
     fn command(&self, i: usize) -> Command {
         let layout = &self.layout;
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         let cluster: Vec<String> = (1..=layout.nodes)
-            .map(|j| format!("m{j}=http://{}:{PEER_PORT}", layout.ip(j)))
+            .map(|j| format!("m{j}={scheme}://{}:{PEER_PORT}", layout.ip(j)))
             .collect();
-        let client = format!("http://{}:{CLIENT_PORT}", layout.ip(i));
-        let peer = format!("http://{}:{PEER_PORT}", layout.ip(i));
+        let client = format!("{scheme}://{}:{CLIENT_PORT}", layout.ip(i));
+        let peer = format!("{scheme}://{}:{PEER_PORT}", layout.ip(i));
+        let listen = match &self.tls {
+            None => client.clone(),
+            Some(_) => format!("{client},http://{}:{PLAIN_CLIENT_PORT}", layout.ip(i)),
+        };
         let mut command = Command::new("etcd");
         command
             .args(["--name", &format!("m{i}")])
@@ -212,7 +247,7 @@ impl EtcdCluster {
             .arg(self.data_dir(i))
             .args([
                 "--listen-client-urls",
-                &client,
+                &listen,
                 "--advertise-client-urls",
                 &client,
             ])
@@ -232,6 +267,19 @@ impl EtcdCluster {
             .args(["--heartbeat-interval", &layout.heartbeat_ms.to_string()])
             .args(["--election-timeout", &layout.election_ms.to_string()])
             .current_dir(&layout.dir);
+        if let Some(tls) = &self.tls {
+            for (flag, path) in [
+                ("--cert-file", &tls.cert),
+                ("--key-file", &tls.key),
+                ("--trusted-ca-file", &tls.ca),
+                ("--peer-cert-file", &tls.cert),
+                ("--peer-key-file", &tls.key),
+                ("--peer-trusted-ca-file", &tls.ca),
+            ] {
+                command.arg(flag).arg(path);
+            }
+            command.args(["--client-cert-auth", "--peer-client-cert-auth"]);
+        }
         if let Some(uid) = self.uid(i) {
             command.uid(uid).gid(uid);
         }
@@ -241,7 +289,12 @@ impl EtcdCluster {
     /// Member i's status, if it answers in time. Learns the gateway prefix
     /// and the member's id on the way.
     fn status(&mut self, i: usize) -> Option<EtcdStatus> {
-        let address = SocketAddr::from((self.layout.ip(i), CLIENT_PORT));
+        let port = if self.tls.is_some() {
+            PLAIN_CLIENT_PORT
+        } else {
+            CLIENT_PORT
+        };
+        let address = SocketAddr::from((self.layout.ip(i), port));
         let known = self.gateway;
         let prefixes: &[&'static str] = if known.is_some() {
             known.as_slice()

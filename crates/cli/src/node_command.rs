@@ -93,6 +93,10 @@ pub struct NodeArgs {
     /// Refuse clients without a certificate signed by --trusted-ca-file.
     #[arg(long)]
     client_cert_auth: bool,
+    /// Serve the HTTP port (metrics, status, dashboard) as HTTPS with
+    /// --cert-file; it asks no client certificate.
+    #[arg(long)]
+    http_tls: bool,
     /// This member's peer certificate (PEM): members then speak mutual TLS
     /// and refuse a peer without a certificate from --peer-trusted-ca-file.
     #[arg(long)]
@@ -128,6 +132,7 @@ impl NodeArgs {
             key_file: self.key_file.clone(),
             trusted_ca_file: self.trusted_ca_file.clone(),
             client_cert_auth: self.client_cert_auth.then_some(true),
+            http_tls: self.http_tls.then_some(true),
             peer_cert_file: self.peer_cert_file.clone(),
             peer_key_file: self.peer_key_file.clone(),
             peer_trusted_ca_file: self.peer_trusted_ca_file.clone(),
@@ -195,6 +200,13 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
             ),
             None => None,
         };
+        let http_tls = match &config.client_tls {
+            Some(files) if files.http => Some(
+                bellwether_server::tls::http_server_config(files)
+                    .map_err(|e| anyhow::anyhow!("HTTP TLS: {e}"))?,
+            ),
+            _ => None,
+        };
         let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;
         let handles = node.handles();
         let client_listener = match config.client_listen {
@@ -251,6 +263,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
                 status: handles.status.clone(),
                 metrics: handles.metrics.clone(),
             },
+            http_tls,
             async move {
                 let _ = http_stopped.await;
             },

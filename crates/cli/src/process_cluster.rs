@@ -205,11 +205,22 @@ pub struct ProcessCluster {
     layout: ClusterLayout,
     /// Member i is `members[i - 1]`.
     members: Vec<Member>,
+    /// Added to every member's command line.
+    extra_args: Vec<String>,
 }
 
 impl ProcessCluster {
     /// Starts every member; waits for nothing.
     pub fn start(layout: ClusterLayout) -> Result<ProcessCluster> {
+        ProcessCluster::start_with_args(layout, Vec::new())
+    }
+
+    /// [`ProcessCluster::start`], with `extra_args` on every member's
+    /// command line (TLS files, say).
+    pub fn start_with_args(
+        layout: ClusterLayout,
+        extra_args: Vec<String>,
+    ) -> Result<ProcessCluster> {
         assert!((1..=MEMBERS_MAX).contains(&layout.nodes));
         assert!(layout.base_port as usize + 200 + layout.nodes <= u16::MAX as usize);
         std::fs::create_dir_all(&layout.dir)
@@ -217,6 +228,7 @@ impl ProcessCluster {
         let mut cluster = ProcessCluster {
             layout,
             members: Vec::new(),
+            extra_args,
         };
         for i in 1..=cluster.layout.nodes {
             let member = Member::spawn(
@@ -259,6 +271,7 @@ impl ProcessCluster {
             .arg(layout.dir.join(format!("n{i}")))
             .args(["--heartbeat-ms", &layout.heartbeat_ms.to_string()])
             .args(["--election-ms", &layout.election_ms.to_string()])
+            .args(&self.extra_args)
             .env("BELLWETHER_LOG", "info");
         Ok(command)
     }

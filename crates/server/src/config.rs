@@ -29,6 +29,7 @@
 //! key_file = "tls/n1-key.pem"
 //! trusted_ca_file = "tls/ca.pem"     # with client_cert_auth: clients need a certificate
 //! client_cert_auth = false
+//! http_tls = false                   # the HTTP port serves HTTPS with cert_file
 //! peer_cert_file = "tls/n1.pem"      # all three peer files: mutual TLS between members
 //! peer_key_file = "tls/n1-key.pem"
 //! peer_trusted_ca_file = "tls/ca.pem"
@@ -44,8 +45,8 @@
 //! `BELLWETHER_PEER_HTTP`, `BELLWETHER_PEER_CLIENT` (comma-separated
 //! `id=address` lists), `BELLWETHER_PEER_PRIORITY` (`id=priority`), and
 //! the TLS files `BELLWETHER_CERT_FILE`, `BELLWETHER_KEY_FILE`,
-//! `BELLWETHER_TRUSTED_CA_FILE`, `BELLWETHER_CLIENT_CERT_AUTH` (`true` or
-//! `false`), `BELLWETHER_PEER_CERT_FILE`, `BELLWETHER_PEER_KEY_FILE` and
+//! `BELLWETHER_TRUSTED_CA_FILE`, `BELLWETHER_CLIENT_CERT_AUTH` and
+//! `BELLWETHER_HTTP_TLS` (`true` or `false`), `BELLWETHER_PEER_CERT_FILE`, `BELLWETHER_PEER_KEY_FILE` and
 //! `BELLWETHER_PEER_TRUSTED_CA_FILE`.
 
 use serde::Deserialize;
@@ -121,6 +122,9 @@ pub struct ConfigLayer {
     /// Whether a client must present a certificate signed by
     /// `trusted_ca_file` (etcd's `--client-cert-auth`).
     pub client_cert_auth: Option<bool>,
+    /// Whether the HTTP port serves HTTPS, with `cert_file` and `key_file`
+    /// (no client certificate asked: its routes are read-only).
+    pub http_tls: Option<bool>,
     /// This member's peer certificate (etcd's `--peer-cert-file`). With
     /// the peer key and CA, members speak mutual TLS to each other.
     pub peer_cert_file: Option<PathBuf>,
@@ -153,6 +157,17 @@ impl ConfigLayer {
                 .transpose()
         };
         let path = |name: &str| lookup(name).map(PathBuf::from);
+        let flag = |name: &str| {
+            lookup(name)
+                .map(|v| match v.trim() {
+                    "true" | "1" => Ok(true),
+                    "false" | "0" => Ok(false),
+                    _ => Err(ConfigError(format!(
+                        "{name}={v:?} is neither true nor false"
+                    ))),
+                })
+                .transpose()
+        };
         let list = |name: &str| {
             lookup(name).map(|v| {
                 v.split(',')
@@ -186,15 +201,8 @@ impl ConfigLayer {
             cert_file: path("BELLWETHER_CERT_FILE"),
             key_file: path("BELLWETHER_KEY_FILE"),
             trusted_ca_file: path("BELLWETHER_TRUSTED_CA_FILE"),
-            client_cert_auth: lookup("BELLWETHER_CLIENT_CERT_AUTH")
-                .map(|v| match v.trim() {
-                    "true" | "1" => Ok(true),
-                    "false" | "0" => Ok(false),
-                    _ => Err(ConfigError(format!(
-                        "BELLWETHER_CLIENT_CERT_AUTH={v:?} is neither true nor false"
-                    ))),
-                })
-                .transpose()?,
+            client_cert_auth: flag("BELLWETHER_CLIENT_CERT_AUTH")?,
+            http_tls: flag("BELLWETHER_HTTP_TLS")?,
             peer_cert_file: path("BELLWETHER_PEER_CERT_FILE"),
             peer_key_file: path("BELLWETHER_PEER_KEY_FILE"),
             peer_trusted_ca_file: path("BELLWETHER_PEER_TRUSTED_CA_FILE"),
@@ -224,6 +232,7 @@ impl ConfigLayer {
             key_file: over.key_file.or(self.key_file),
             trusted_ca_file: over.trusted_ca_file.or(self.trusted_ca_file),
             client_cert_auth: over.client_cert_auth.or(self.client_cert_auth),
+            http_tls: over.http_tls.or(self.http_tls),
             peer_cert_file: over.peer_cert_file.or(self.peer_cert_file),
             peer_key_file: over.peer_key_file.or(self.peer_key_file),
             peer_trusted_ca_file: over.peer_trusted_ca_file.or(self.peer_trusted_ca_file),
@@ -294,6 +303,8 @@ pub struct ClientTlsFiles {
     pub trusted_ca: Option<PathBuf>,
     /// Whether every client must present a certificate the CA signed.
     pub client_cert_auth: bool,
+    /// Whether the HTTP port serves HTTPS too.
+    pub http: bool,
 }
 
 /// The files of the members' mutual TLS.
@@ -323,11 +334,14 @@ fn client_tls(layer: &ConfigLayer) -> Result<Option<ClientTlsFiles>, ConfigError
                 key: key.clone(),
                 trusted_ca: layer.trusted_ca_file.clone(),
                 client_cert_auth: auth,
+                http: layer.http_tls.unwrap_or(false),
             }))
         }
-        (None, None) if !auth && layer.trusted_ca_file.is_none() => Ok(None),
+        (None, None) if !auth && !layer.http_tls.unwrap_or(false) && layer.trusted_ca_file.is_none() => {
+            Ok(None)
+        }
         _ => Err(ConfigError(
-            "client TLS needs both cert_file and key_file (trusted_ca_file and client_cert_auth need them too)"
+            "client TLS needs both cert_file and key_file (trusted_ca_file, client_cert_auth and http_tls need them too)"
                 .into(),
         )),
     }

@@ -8,6 +8,7 @@
 //! presenting their own certificate, as etcd's members do.
 
 use crate::config::ClientTlsFiles;
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 
@@ -53,4 +54,28 @@ impl ClientTls {
             member_client,
         })
     }
+}
+
+/// The HTTP port's TLS (`http_tls`): the member's client certificate,
+/// HTTP/1.1, and no client certificate asked, since every route there is
+/// read-only (metrics, health, status, the dashboard).
+pub fn http_server_config(files: &ClientTlsFiles) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let cert = read("certificate (cert_file)", &files.cert)?;
+    let key = read("key (key_file)", &files.key)?;
+    let chain = CertificateDer::pem_slice_iter(&cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cert_file is not PEM: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&key)
+        .map_err(|e| format!("no usable private key in key_file: {e}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("cert_file does not match key_file: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }

@@ -21,7 +21,7 @@
 
 use super::load::{self, KvReport, LoadSpec};
 use crate::contender::{Contender, Leadership};
-use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout};
+use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout, EtcdTls};
 use crate::process_cluster::{ClusterLayout, Member, ProcessCluster};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -65,6 +65,9 @@ pub struct CompareSettings {
     pub base_port: u16,
     /// Data and logs; a temporary directory when `None`.
     pub dir: Option<PathBuf>,
+    /// TLS with client certificates on both systems' client and peer
+    /// ports (a throwaway CA from `bellwether certs`).
+    pub tls: bool,
 }
 
 /// Both sides and their ratios.
@@ -84,6 +87,8 @@ pub struct CompareReport {
     pub heartbeat_ms: u64,
     /// Election timeout, ms (both systems).
     pub election_ms: u64,
+    /// Whether both systems ran with TLS on their client and peer ports.
+    pub tls: bool,
     /// The bellwether cluster.
     pub bellwether: SideReport,
     /// The etcd cluster.
@@ -199,21 +204,74 @@ fn measure_both(
     interrupted: &Arc<AtomicBool>,
 ) -> Result<CompareReport> {
     let (bellwether_net, etcd_net) = nets(settings.base_port);
+    let mut settings = settings.clone();
+    let tls = if settings.tls {
+        let tls_dir = dir.join("tls");
+        let hosts: Vec<String> = std::iter::once("127.0.0.1".to_string())
+            .chain(
+                (1..=NODES)
+                    .flat_map(|i| [bellwether_net, etcd_net].map(|net| format!("127.0.{net}.{i}"))),
+            )
+            .collect();
+        crate::certs::issue(&tls_dir, &["member".into(), "client".into()], &hosts)?;
+        settings.load.tls = Some(super::tls_client_config(
+            &tls_dir.join(crate::certs::CA_FILE),
+            Some((&tls_dir.join("client.pem"), &tls_dir.join("client-key.pem"))),
+        )?);
+        Some(EtcdTls {
+            cert: tls_dir.join("member.pem"),
+            key: tls_dir.join("member-key.pem"),
+            ca: tls_dir.join(crate::certs::CA_FILE),
+        })
+    } else {
+        None
+    };
+    let settings = &settings;
     let bellwether = {
-        let mut cluster = ProcessCluster::start(ClusterLayout {
-            dir: dir.join("bellwether"),
-            net: bellwether_net,
-            base_port: settings.base_port,
-            nodes: NODES,
-            heartbeat_ms: settings.heartbeat_ms,
-            election_ms: settings.election_ms,
-        })?;
+        let args: Vec<String> = match &tls {
+            None => Vec::new(),
+            Some(tls) => {
+                let (cert, key, ca) = (
+                    tls.cert.display().to_string(),
+                    tls.key.display().to_string(),
+                    tls.ca.display().to_string(),
+                );
+                [
+                    "--cert-file",
+                    &cert,
+                    "--key-file",
+                    &key,
+                    "--trusted-ca-file",
+                    &ca,
+                    "--client-cert-auth",
+                    "--peer-cert-file",
+                    &cert,
+                    "--peer-key-file",
+                    &key,
+                    "--peer-trusted-ca-file",
+                    &ca,
+                ]
+                .map(String::from)
+                .to_vec()
+            }
+        };
+        let mut cluster = ProcessCluster::start_with_args(
+            ClusterLayout {
+                dir: dir.join("bellwether"),
+                net: bellwether_net,
+                base_port: settings.base_port,
+                nodes: NODES,
+                heartbeat_ms: settings.heartbeat_ms,
+                election_ms: settings.election_ms,
+            },
+            args,
+        )?;
         measure(&mut cluster, settings, runtime, interrupted)?
         // The members are killed here, before etcd starts.
     };
     let etcd = {
         let version = etcd_cluster::ensure_installed(dir)?;
-        let mut cluster = EtcdCluster::start(
+        let mut cluster = EtcdCluster::start_with_tls(
             EtcdLayout {
                 dir: dir.join("etcd"),
                 net: etcd_net,
@@ -222,6 +280,7 @@ fn measure_both(
                 election_ms: settings.election_ms,
             },
             version,
+            tls,
         )?;
         measure(&mut cluster, settings, runtime, interrupted)?
     };
@@ -234,6 +293,7 @@ fn measure_both(
         target: settings.target,
         heartbeat_ms: settings.heartbeat_ms,
         election_ms: settings.election_ms,
+        tls: settings.tls,
         bellwether,
         etcd,
         ratios,
@@ -471,7 +531,7 @@ impl Drop for ScratchDir {
 /// Prints both sides and the ratios.
 pub fn print_text(report: &CompareReport) {
     println!(
-        "kv compare: {} · {} clients · {} conns · {} s (after {} s warm-up) · {}-byte values · target {:?} · heartbeat {} ms, election {} ms",
+        "kv compare: {} · {} clients · {} conns · {} s (after {} s warm-up) · {}-byte values · target {:?} · heartbeat {} ms, election {} ms{}",
         report.bellwether.load.op,
         report.bellwether.load.clients,
         report.bellwether.load.conns,
@@ -480,7 +540,12 @@ pub fn print_text(report: &CompareReport) {
         report.value_bytes,
         report.target,
         report.heartbeat_ms,
-        report.election_ms
+        report.election_ms,
+        if report.tls {
+            " · TLS with client certificates, clients and peers"
+        } else {
+            ""
+        }
     );
     println!("  one op: {}", report.op_description);
     for side in [&report.bellwether, &report.etcd] {

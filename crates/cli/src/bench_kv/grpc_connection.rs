@@ -36,7 +36,7 @@ const PREFIX_BYTES: usize = 5;
 /// a window update is never waited for with the bench's small messages.
 const WINDOW_BYTES: u32 = 4 << 20;
 
-/// The TCP stream as h2 sees it: without vectored writes.
+/// The TCP (or TLS) stream as h2 sees it: without vectored writes.
 ///
 /// h2 copies a DATA frame into its write buffer only when the payload is
 /// under 256 bytes on a stream that takes vectored writes (1 KiB on one
@@ -46,9 +46,9 @@ const WINDOW_BYTES: u32 = 4 << 20;
 /// (about 27,000 a second at 128 clients, more than one per request). Seen
 /// through this wrapper the requests queued since the last write go out in
 /// one.
-struct UnvectoredTcp(tokio::net::TcpStream);
+struct Unvectored<S>(S);
 
-impl AsyncRead for UnvectoredTcp {
+impl<S: AsyncRead + Unpin> AsyncRead for Unvectored<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut TaskContext<'_>,
@@ -58,7 +58,7 @@ impl AsyncRead for UnvectoredTcp {
     }
 }
 
-impl AsyncWrite for UnvectoredTcp {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Unvectored<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut TaskContext<'_>,
@@ -81,38 +81,69 @@ impl AsyncWrite for UnvectoredTcp {
 pub struct GrpcConnection {
     send: h2::client::SendRequest<Bytes>,
     authority: String,
+    /// `https` over TLS, else `http`.
+    scheme: &'static str,
+}
+
+/// The HTTP/2 handshake over `io`; spawns the task that drives the
+/// connection.
+async fn start_h2<S>(io: S, endpoint: &str) -> Result<h2::client::SendRequest<Bytes>>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, connection) = h2::client::Builder::new()
+        .initial_window_size(WINDOW_BYTES)
+        .initial_connection_window_size(WINDOW_BYTES)
+        .handshake::<_, Bytes>(Unvectored(io))
+        .await
+        .with_context(|| format!("HTTP/2 handshake with {endpoint} failed"))?;
+    tokio::spawn(async move {
+        // The connection ends when every handle is dropped or the peer
+        // goes away; calls in flight then fail with the reason.
+        let _ = connection.await;
+    });
+    Ok(send)
 }
 
 impl GrpcConnection {
-    /// Opens a TCP connection to `endpoint` (host:port), performs the
+    /// Opens a TCP connection to `endpoint` (host:port), over TLS with
+    /// `tls` (the server's certificate must name the host), performs the
     /// HTTP/2 handshake, and spawns the task that drives the connection.
-    pub async fn connect(endpoint: &str, timeout: Duration) -> Result<GrpcConnection> {
+    pub async fn connect(
+        endpoint: &str,
+        timeout: Duration,
+        tls: Option<&std::sync::Arc<rustls::ClientConfig>>,
+    ) -> Result<GrpcConnection> {
         let tcp = tokio::time::timeout(timeout, tokio::net::TcpStream::connect(endpoint))
             .await
             .with_context(|| format!("connecting to {endpoint} timed out"))?
             .with_context(|| format!("cannot connect to {endpoint}"))?;
         tcp.set_nodelay(true)?;
-        let (send, connection) = h2::client::Builder::new()
-            .initial_window_size(WINDOW_BYTES)
-            .initial_connection_window_size(WINDOW_BYTES)
-            .handshake::<_, Bytes>(UnvectoredTcp(tcp))
-            .await
-            .with_context(|| format!("HTTP/2 handshake with {endpoint} failed"))?;
-        tokio::spawn(async move {
-            // The connection ends when every handle is dropped or the peer
-            // goes away; calls in flight then fail with the reason.
-            let _ = connection.await;
-        });
+        let (send, scheme) = match tls {
+            None => (start_h2(tcp, endpoint).await?, "http"),
+            Some(config) => {
+                let host = endpoint.rsplit_once(':').map_or(endpoint, |(host, _)| host);
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .with_context(|| format!("{host:?} is not a host name for TLS"))?;
+                let connector = tokio_rustls::TlsConnector::from(config.clone());
+                let stream = tokio::time::timeout(timeout, connector.connect(name, tcp))
+                    .await
+                    .with_context(|| format!("TLS handshake with {endpoint} timed out"))?
+                    .with_context(|| format!("TLS handshake with {endpoint} failed"))?;
+                (start_h2(stream, endpoint).await?, "https")
+            }
+        };
         Ok(GrpcConnection {
             send,
             authority: endpoint.to_string(),
+            scheme,
         })
     }
 
     /// The URI of method `path` (e.g. `/etcdserverpb.KV/Put`) on this
     /// connection's endpoint; built once per client, not once per call.
     pub fn method_uri(&self, path: &str) -> Result<http::Uri> {
-        format!("http://{}{path}", self.authority)
+        format!("{}://{}{path}", self.scheme, self.authority)
             .parse()
             .with_context(|| format!("{path:?} does not make a URI with {}", self.authority))
     }

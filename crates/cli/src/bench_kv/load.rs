@@ -125,6 +125,8 @@ pub struct LoadSpec {
     pub warmup_seconds: f64,
     /// Value size of puts and campaigns.
     pub value_bytes: usize,
+    /// TLS for every connection (CA and client certificate), if set.
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 impl LoadSpec {
@@ -132,6 +134,9 @@ impl LoadSpec {
     pub fn validate(&self) -> Result<()> {
         if self.endpoints.is_empty() {
             bail!("--endpoints must name at least one host:port");
+        }
+        if self.tls.is_some() && self.op == Op::GatewayPut {
+            bail!("--op gateway-put speaks plain HTTP/1.1; it does not run over TLS");
         }
         if !(1..=CLIENTS_MAX).contains(&self.clients) {
             bail!("--clients must be between 1 and {CLIENTS_MAX}");
@@ -193,6 +198,7 @@ pub async fn load(
         seconds,
         warmup_seconds: 0.0,
         value_bytes,
+        tls: None,
     };
     run(&spec, Arc::new(AtomicBool::new(false))).await
 }
@@ -305,7 +311,8 @@ async fn connect(spec: &LoadSpec) -> Result<Vec<GrpcConnection>> {
     let mut connections = Vec::with_capacity(spec.conns);
     for i in 0..spec.conns {
         let endpoint = &spec.endpoints[i % spec.endpoints.len()];
-        connections.push(GrpcConnection::connect(endpoint, REQUEST_TIMEOUT).await?);
+        connections
+            .push(GrpcConnection::connect(endpoint, REQUEST_TIMEOUT, spec.tls.as_ref()).await?);
     }
     Ok(connections)
 }
@@ -654,6 +661,7 @@ mod tests {
             seconds: 1.0,
             warmup_seconds: 0.0,
             value_bytes: 256,
+            tls: None,
         }
     }
 

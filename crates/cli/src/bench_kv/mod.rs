@@ -15,7 +15,7 @@ mod load;
 
 pub use load::{load, KvReport};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use compare::{CompareSettings, Target};
 use load::{LoadSpec, Op};
 use std::path::PathBuf;
@@ -75,9 +75,57 @@ pub struct KvArgs {
     /// kept). Default: a temporary directory, removed afterwards.
     #[arg(long, requires = "compare_etcd")]
     dir: Option<PathBuf>,
+    /// With --compare-etcd: run both systems with TLS and client
+    /// certificates on their client and peer ports (a throwaway CA).
+    #[arg(long, requires = "compare_etcd")]
+    tls: bool,
+    /// The CA (PEM) of TLS endpoints: connect over TLS (not with
+    /// --compare-etcd, whose --tls makes its own).
+    #[arg(long, conflicts_with = "compare_etcd")]
+    cacert: Option<PathBuf>,
+    /// A client certificate (PEM) to present, with --cacert.
+    #[arg(long, requires_all = ["cacert", "key"])]
+    cert: Option<PathBuf>,
+    /// The key of --cert (PEM).
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// A TLS client set-up for the load: trusts `ca`, presents `identity`
+/// (certificate and key) if given, and speaks HTTP/2 (ALPN `h2`).
+pub fn tls_client_config(
+    ca: &std::path::Path,
+    identity: Option<(&std::path::Path, &std::path::Path)>,
+) -> Result<Arc<rustls::ClientConfig>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_file_iter(ca)
+        .with_context(|| format!("cannot read the CA {}", ca.display()))?
+    {
+        roots.add(certificate.with_context(|| format!("{} is not PEM", ca.display()))?)?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+    let mut config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_file_iter(cert)
+                .with_context(|| format!("cannot read {}", cert.display()))?
+                .collect::<Result<Vec<_>, _>>()
+                .with_context(|| format!("{} is not PEM", cert.display()))?;
+            let key = PrivateKeyDer::from_pem_file(key)
+                .with_context(|| format!("no key in {}", key.display()))?;
+            builder.with_client_auth_cert(chain, key)?
+        }
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
 }
 
 impl KvArgs {
@@ -90,6 +138,7 @@ impl KvArgs {
             seconds: self.seconds,
             warmup_seconds: self.warmup_seconds,
             value_bytes: self.value_bytes,
+            tls: None,
         }
     }
 
@@ -108,6 +157,9 @@ impl KvArgs {
         }
         let load = self.spec();
         load.validate()?;
+        if self.tls && self.op == Op::GatewayPut {
+            bail!("--op gateway-put speaks plain HTTP/1.1; it does not run over --tls");
+        }
         Ok(CompareSettings {
             load,
             target: self.target,
@@ -115,6 +167,7 @@ impl KvArgs {
             election_ms: self.election_ms,
             base_port: self.base_port,
             dir: self.dir.clone(),
+            tls: self.tls,
         })
     }
 }
@@ -130,7 +183,11 @@ pub fn execute(args: KvArgs) -> Result<std::process::ExitCode> {
         }
         return Ok(std::process::ExitCode::SUCCESS);
     }
-    let spec = args.spec();
+    let mut spec = args.spec();
+    if let Some(ca) = &args.cacert {
+        let identity = args.cert.as_deref().zip(args.key.as_deref());
+        spec.tls = Some(tls_client_config(ca, identity)?);
+    }
     spec.validate()?;
     let runtime = load::runtime()?;
     let report = runtime.block_on(load::run(&spec, Arc::new(AtomicBool::new(false))))?;

@@ -7,6 +7,10 @@
 //! job is Raft. Here every accepted stream carries a semaphore permit, and
 //! a stream that moves no byte for `idle_max` fails with `TimedOut`, which
 //! makes hyper drop the connection.
+//!
+//! With TLS, the handshake runs inside the stream on its first read or
+//! write, not in `accept`: a client that stalls its handshake holds only
+//! its own connection (and the idle limit ends it), never the accept loop.
 
 use std::future::Future;
 use std::io;
@@ -22,7 +26,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
 /// Accepts connections only while fewer than `connections_max` are open.
-#[derive(Debug)]
 pub(crate) struct BoundedListener {
     /// The socket connections arrive on.
     listener: TcpListener,
@@ -31,6 +34,18 @@ pub(crate) struct BoundedListener {
     permits: Arc<Semaphore>,
     /// Longest a connection may go without reading or writing.
     idle_max: Duration,
+    /// TLS for every connection, if set.
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for BoundedListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundedListener")
+            .field("listener", &self.listener)
+            .field("idle_max", &self.idle_max)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 impl BoundedListener {
@@ -48,7 +63,14 @@ impl BoundedListener {
             listener,
             permits: Arc::new(Semaphore::new(connections_max)),
             idle_max,
+            tls: None,
         }
+    }
+
+    /// Serves TLS with `config` on every connection.
+    pub(crate) fn with_tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(tokio_rustls::TlsAcceptor::from(config));
+        self
     }
 }
 
@@ -64,6 +86,10 @@ impl axum::serve::Listener for BoundedListener {
             .expect("the connection semaphore is never closed");
         // axum's accept retries transient errors and backs off on EMFILE.
         let (stream, address) = axum::serve::Listener::accept(&mut self.listener).await;
+        let stream = match &self.tls {
+            None => Io::Plain(stream),
+            Some(acceptor) => Io::Handshaking(Box::new(acceptor.accept(stream))),
+        };
         let stream = BoundedStream {
             stream,
             idle_max: self.idle_max,
@@ -78,12 +104,55 @@ impl axum::serve::Listener for BoundedListener {
     }
 }
 
+/// The connection under a [`BoundedStream`].
+enum Io {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// A TLS handshake under way.
+    Handshaking(Box<tokio_rustls::Accept<TcpStream>>),
+    /// TLS, after the handshake.
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// The handshake failed; every call fails.
+    Failed,
+}
+
+impl std::fmt::Debug for Io {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Io::Plain(_) => "Plain",
+            Io::Handshaking(_) => "Handshaking",
+            Io::Tls(_) => "Tls",
+            Io::Failed => "Failed",
+        })
+    }
+}
+
+/// Calls `$poll` on the stream an [`Io`] holds once its handshake is done.
+macro_rules! on_stream {
+    ($this:expr, $cx:expr, |$s:ident| $poll:expr) => {{
+        match $this.finish_handshake($cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Pending => return $this.poll_idle($cx),
+        }
+        let polled = match &mut $this.stream {
+            Io::Plain($s) => $poll,
+            Io::Tls(tls) => {
+                let $s = &mut **tls;
+                $poll
+            }
+            Io::Handshaking(_) | Io::Failed => unreachable!("the handshake finished"),
+        };
+        $this.settle($cx, polled)
+    }};
+}
+
 /// An accepted connection that holds its permit until dropped and fails
 /// once idle for too long.
 #[derive(Debug)]
 pub(crate) struct BoundedStream {
     /// The connection itself.
-    stream: TcpStream,
+    stream: Io,
     /// Idle limit, copied from the listener to re-arm the deadline.
     idle_max: Duration,
     /// Fires `idle_max` after the last byte moved; re-armed on progress.
@@ -93,6 +162,27 @@ pub(crate) struct BoundedStream {
 }
 
 impl BoundedStream {
+    /// Drives a TLS handshake to its end; ready at once for plain TCP.
+    fn finish_handshake(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.stream {
+            Io::Plain(_) | Io::Tls(_) => Poll::Ready(Ok(())),
+            Io::Failed => Poll::Ready(Err(io::Error::other("TLS handshake failed"))),
+            Io::Handshaking(accept) => match Pin::new(&mut **accept).poll(cx) {
+                Poll::Ready(Ok(tls)) => {
+                    self.stream = Io::Tls(Box::new(tls));
+                    self.touch();
+                    Poll::Ready(Ok(()))
+                }
+                Poll::Ready(Err(error)) => {
+                    tracing::debug!(%error, "http: TLS handshake failed");
+                    self.stream = Io::Failed;
+                    Poll::Ready(Err(error))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
     /// Records progress: the connection is not idle.
     fn touch(&mut self) {
         let deadline = Instant::now() + self.idle_max;
@@ -135,8 +225,7 @@ impl AsyncRead for BoundedStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
-        this.settle(cx, polled)
+        on_stream!(this, cx, |s| Pin::new(s).poll_read(cx, buf))
     }
 }
 
@@ -147,8 +236,7 @@ impl AsyncWrite for BoundedStream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
-        this.settle(cx, polled)
+        on_stream!(this, cx, |s| Pin::new(s).poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -157,23 +245,24 @@ impl AsyncWrite for BoundedStream {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        this.settle(cx, polled)
+        on_stream!(this, cx, |s| Pin::new(s).poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
+        match &self.stream {
+            Io::Plain(stream) => stream.is_write_vectored(),
+            Io::Tls(stream) => stream.is_write_vectored(),
+            Io::Handshaking(_) | Io::Failed => false,
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.stream).poll_flush(cx);
-        this.settle(cx, polled)
+        on_stream!(this, cx, |s| Pin::new(s).poll_flush(cx))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.stream).poll_shutdown(cx);
-        this.settle(cx, polled)
+        on_stream!(this, cx, |s| Pin::new(s).poll_shutdown(cx))
     }
 }

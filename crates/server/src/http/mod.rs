@@ -80,14 +80,21 @@ pub fn router(state: HttpState) -> Router {
 ///
 /// The caller binds the listener (tests bind `127.0.0.1:0`) and owns the
 /// shutdown signal, so the same code runs in the node and in tests.
+/// With `tls` set, every connection is HTTPS.
 pub async fn serve(
     listener: TcpListener,
     state: HttpState,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let local_address = listener.local_addr()?;
-    tracing::info!(%local_address, "http: serving metrics, health, status and dashboard");
-    let listener = listener::BoundedListener::new(listener, CONNECTIONS_MAX, CONNECTION_IDLE_MAX);
+    let https = tls.is_some();
+    tracing::info!(%local_address, https, "http: serving metrics, health, status and dashboard");
+    let mut listener =
+        listener::BoundedListener::new(listener, CONNECTIONS_MAX, CONNECTION_IDLE_MAX);
+    if let Some(config) = tls {
+        listener = listener.with_tls(config);
+    }
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await?;

@@ -68,7 +68,7 @@ async fn start(status: NodeStatus) -> Harness {
         metrics: Arc::clone(&metrics),
     };
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, state, async {
+    let server = tokio::spawn(serve(listener, state, None, async {
         let _ = shutdown_rx.await;
     }));
     Harness {
@@ -401,5 +401,89 @@ async fn idle_connections_are_closed() {
     assert!(
         matches!(read, Ok(0) | Err(_)),
         "idle connection got data: {read:?}"
+    );
+}
+
+/// The HTTP port over TLS: a TLS client that trusts the CA gets `/health`;
+/// a plain-HTTP request gets nothing; and a client that connects and
+/// never starts its handshake does not keep others from being served.
+#[tokio::test]
+async fn https_serves_tls_clients_only_and_a_stalled_handshake_holds_no_one_else() {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    use rustls::pki_types::ServerName;
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = crate::config::ClientTlsFiles {
+        cert: dir.path().join("cert.pem"),
+        key: dir.path().join("key.pem"),
+        trusted_ca: None,
+        client_cert_auth: false,
+        http: true,
+    };
+    std::fs::write(&files.cert, cert.pem()).unwrap();
+    std::fs::write(&files.key, key.serialize_pem()).unwrap();
+    let config = crate::tls::http_server_config(&files).unwrap();
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (status_tx, status_rx) = watch::channel(status_fixture());
+    let state = HttpState {
+        status: status_rx,
+        metrics: Arc::new(Metrics::default()),
+    };
+    let listener = BoundedListener::new(listener, 8, Duration::from_secs(30)).with_tls(config);
+    tokio::spawn(async move {
+        let _keep_loop_alive = status_tx;
+        axum::serve(listener, router(state)).await
+    });
+
+    // Connects and sends nothing.
+    let _stalled = TcpStream::connect(address).await.unwrap();
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.der().clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let exchange = async {
+        let tcp = TcpStream::connect(address).await.unwrap();
+        let name = ServerName::IpAddress(std::net::IpAddr::from([127, 0, 0, 1]).into());
+        let mut tls = connector.connect(name, tcp).await.unwrap();
+        tls.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut bytes = Vec::new();
+        let _ = tls.read_to_end(&mut bytes).await;
+        String::from_utf8_lossy(&bytes).to_string()
+    };
+    let answer = tokio::time::timeout(EXCHANGE_TIMEOUT, exchange)
+        .await
+        .expect("an HTTPS answer in time, with a stalled handshake open");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let plain = async {
+        let mut tcp = TcpStream::connect(address).await.unwrap();
+        tcp.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut bytes = Vec::new();
+        let _ = tcp.read_to_end(&mut bytes).await;
+        bytes
+    };
+    let bytes = tokio::time::timeout(EXCHANGE_TIMEOUT, plain).await.unwrap();
+    assert!(
+        !String::from_utf8_lossy(&bytes).contains("HTTP/1.1 200"),
+        "plain HTTP is not served"
     );
 }
