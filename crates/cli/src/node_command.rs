@@ -55,6 +55,10 @@ pub struct NodeArgs {
     /// differs; writes are then refused until it is cleared (0: never).
     #[arg(long)]
     corrupt_check_ms: Option<u64>,
+    /// etcd API connections open at once, at most (0: the default, 1024);
+    /// past it a new connection is closed at once.
+    #[arg(long)]
+    client_connections_max: Option<u64>,
     /// Every member's priority as id=priority, comma-separated (unlisted:
     /// 0); the same list on every member. A leader hands leadership to a
     /// caught-up member of higher priority.
@@ -124,6 +128,7 @@ impl NodeArgs {
             answer_poll_us: self.answer_poll_us,
             quota_backend_bytes: self.quota_backend_bytes,
             corrupt_check_ms: self.corrupt_check_ms,
+            client_connections_max: self.client_connections_max,
             peers: self.peers.clone(),
             peer_http: self.peer_http.clone(),
             peer_client: self.peer_client.clone(),
@@ -250,6 +255,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
                 backend,
                 lessor,
                 client_tls.map(|t| t.server),
+                config.client_connections_max,
                 async move {
                     let _ = grpc_stopped.await;
                 },

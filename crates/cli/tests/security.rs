@@ -290,3 +290,74 @@ fn a_peer_without_a_certificate_from_the_clusters_ca_is_refused() {
     // The cluster itself is unharmed: one leader, agreed by all.
     cluster.wait_leader(&cluster.all(), Duration::from_secs(5));
 }
+
+/// The client port's bounds: past `--client-connections-max` a new
+/// connection is closed at once and etcdctl fails; a freed slot serves
+/// again; and every connection is told it may run at most
+/// `STREAMS_PER_CONNECTION_MAX` calls at once.
+#[test]
+fn client_connections_and_streams_are_bounded() {
+    use std::io::Read;
+    etcdctl::require();
+    let mut cluster = Cluster::start_with_flags(
+        "client_limits",
+        1,
+        50,
+        300,
+        &["--client-connections-max", "8"],
+    );
+    cluster.wait_leader(&[1], Duration::from_secs(15));
+    let endpoint = cluster.client(1).to_string();
+    etcdctl::run_ok(&endpoint, &["put", "k", "v"]);
+    let holders: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| std::net::TcpStream::connect(cluster.client(1)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut extra = std::net::TcpStream::connect(cluster.client(1)).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let closed = matches!(extra.read(&mut byte), Ok(0) | Err(_));
+    assert!(closed, "a connection past the limit is closed at once");
+    let (ok, out) = etcdctl::run(
+        &endpoint,
+        &["--dial-timeout=1s", "--command-timeout=2s", "get", "k"],
+        None,
+    );
+    assert!(!ok, "etcdctl fails while every slot is held: {out}");
+    drop(holders);
+    std::thread::sleep(Duration::from_millis(200));
+    let value = etcdctl::run_ok(&endpoint, &["get", "k", "--print-value-only"]);
+    assert_eq!(value.trim(), "v", "freed slots serve again");
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let max_streams = runtime.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(cluster.client(1))
+            .await
+            .unwrap();
+        let (send, connection) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(connection);
+        let mut send = send.ready().await.unwrap();
+        let request = http::Request::builder()
+            .method("POST")
+            .uri(format!(
+                "http://{}/etcdserverpb.Maintenance/Status",
+                cluster.client(1)
+            ))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (answer, mut body) = send.send_request(request, false).unwrap();
+        body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), true)
+            .unwrap();
+        answer.await.unwrap();
+        send.current_max_send_streams()
+    });
+    let limit = bellwether_server::etcd::client_limits::STREAMS_PER_CONNECTION_MAX;
+    assert_eq!(max_streams, limit as usize, "SETTINGS_MAX_CONCURRENT_STREAMS");
+}

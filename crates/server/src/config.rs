@@ -20,6 +20,7 @@
 //! answer_poll_us = 100
 //! quota_backend_bytes = 2147483648  # the store's size limit (0: this default)
 //! corrupt_check_ms = 0               # the leader compares members' HashKV (0: never)
+//! client_connections_max = 1024      # etcd API connections open at once
 //! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
 //! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
@@ -41,6 +42,7 @@
 //! `BELLWETHER_HEARTBEAT_MS`, `BELLWETHER_ELECTION_MS`,
 //! `BELLWETHER_PRIORITY`, `BELLWETHER_ANSWER_POLL_US`,
 //! `BELLWETHER_QUOTA_BACKEND_BYTES`, `BELLWETHER_CORRUPT_CHECK_MS`,
+//! `BELLWETHER_CLIENT_CONNECTIONS_MAX`,
 //! `BELLWETHER_PEERS`,
 //! `BELLWETHER_PEER_HTTP`, `BELLWETHER_PEER_CLIENT` (comma-separated
 //! `id=address` lists), `BELLWETHER_PEER_PRIORITY` (`id=priority`), and
@@ -100,6 +102,9 @@ pub struct ConfigLayer {
     /// own and raises the CORRUPT alarm for one that differs, in ms (etcd's
     /// `--experimental-corrupt-check-time`). 0 or unset: never.
     pub corrupt_check_ms: Option<u64>,
+    /// etcd API connections open at once, at most; past it a new one is
+    /// closed at once. 0 or unset: the default, 1,024.
+    pub client_connections_max: Option<u64>,
     /// Every member, as `id=host:port` peer addresses (this node included).
     pub peers: Option<Vec<String>>,
     /// HTTP addresses of members, as `id=host:port` (for the dashboard and
@@ -194,6 +199,7 @@ impl ConfigLayer {
             answer_poll_us: number("BELLWETHER_ANSWER_POLL_US")?,
             quota_backend_bytes: number("BELLWETHER_QUOTA_BACKEND_BYTES")?,
             corrupt_check_ms: number("BELLWETHER_CORRUPT_CHECK_MS")?,
+            client_connections_max: number("BELLWETHER_CLIENT_CONNECTIONS_MAX")?,
             peers: list("BELLWETHER_PEERS"),
             peer_http: list("BELLWETHER_PEER_HTTP"),
             peer_client: list("BELLWETHER_PEER_CLIENT"),
@@ -224,6 +230,7 @@ impl ConfigLayer {
             answer_poll_us: over.answer_poll_us.or(self.answer_poll_us),
             quota_backend_bytes: over.quota_backend_bytes.or(self.quota_backend_bytes),
             corrupt_check_ms: over.corrupt_check_ms.or(self.corrupt_check_ms),
+            client_connections_max: over.client_connections_max.or(self.client_connections_max),
             peers: over.peers.or(self.peers),
             peer_http: over.peer_http.or(self.peer_http),
             peer_client: over.peer_client.or(self.peer_client),
@@ -276,6 +283,8 @@ pub struct NodeConfig {
     pub quota_backend_bytes: u64,
     /// The consistency check's interval in ms; 0: it does not run.
     pub corrupt_check_ms: u64,
+    /// etcd API connections open at once, at most; never 0.
+    pub client_connections_max: usize,
     /// Member id → peer address (includes this node).
     pub peers: BTreeMap<u64, SocketAddr>,
     /// Member id → HTTP address, where known.
@@ -525,6 +534,10 @@ impl NodeConfig {
                 Some(bytes) => bytes,
             },
             corrupt_check_ms: layer.corrupt_check_ms.unwrap_or(0),
+            client_connections_max: match layer.client_connections_max {
+                None | Some(0) => crate::etcd::client_limits::CLIENT_CONNECTIONS_MAX_DEFAULT,
+                Some(max) => usize::try_from(max).unwrap_or(usize::MAX).min(1 << 20),
+            },
             peers,
             peer_http: members("peer_http", layer.peer_http.as_deref().unwrap_or_default())?,
             peer_client: members(

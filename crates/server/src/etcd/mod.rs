@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod campaign;
 pub mod channel_stream;
+pub mod client_limits;
 pub mod cluster_service;
 pub mod command;
 pub mod compactor;
@@ -48,13 +49,15 @@ pub fn cluster_id(name: &str) -> u64 {
 pub const GRPC_MESSAGE_BYTES_MAX: usize = bellwether_kv::REQUEST_BYTES_MAX + 512 * 1024;
 
 /// Serves the etcd API on `listener` until `shutdown` completes, over TLS
-/// when `tls` is set. `lessor` is the lease clock the state machine keeps
-/// informed ([`EtcdMachine::lessor`]).
+/// when `tls` is set, holding at most `connections_max` client connections
+/// (see `client_limits.rs`). `lessor` is the lease clock the state machine
+/// keeps informed ([`EtcdMachine::lessor`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     backend: EtcdBackend,
     lessor: Lessor,
     tls: Option<tonic::transport::ServerTlsConfig>,
+    connections_max: usize,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
     use bellwether_api::etcdserverpb::{
@@ -63,7 +66,7 @@ pub async fn serve(
     };
     use bellwether_api::v3electionpb::election_server::ElectionServer;
     use bellwether_api::v3lockpb::lock_server::LockServer;
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = client_limits::LimitedIncoming::new(listener, connections_max);
     // Watch streams never end on their own; they end when shutdown begins,
     // or the graceful shutdown would wait for them forever.
     let (stop_watches, watches_stopped) = tokio::sync::watch::channel(false);
@@ -88,6 +91,7 @@ pub async fn serve(
         builder = builder.tls_config(tls)?;
     }
     let served = builder
+        .max_concurrent_streams(client_limits::STREAMS_PER_CONNECTION_MAX)
         // HTTP/1.1 too, for the JSON gateway's clients (curl, HTTP libraries).
         .accept_http1(true)
         .layer(json_gateway::JsonGatewayLayer::new(backend.clone()))

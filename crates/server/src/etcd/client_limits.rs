@@ -1,0 +1,148 @@
+//! Bounds on what clients of the etcd API can hold open, so that a
+//! client (abusive or broken) cannot exhaust a member's memory or file
+//! descriptors:
+//!
+//! - **Connections**: at most `client_connections_max` open at once
+//!   (default [`CLIENT_CONNECTIONS_MAX_DEFAULT`]). Past it a new connection
+//!   is accepted and closed at once, so its client fails fast (gRPC
+//!   `Unavailable`) and can try another member, instead of hanging in the
+//!   kernel's backlog. The refusal is logged (the first, then every
+//!   thousandth).
+//! - **Streams per connection**: [`STREAMS_PER_CONNECTION_MAX`], announced
+//!   in HTTP/2's `SETTINGS_MAX_CONCURRENT_STREAMS`. Clients queue calls
+//!   past it; a client that ignores the setting gets `REFUSED_STREAM`,
+//!   which gRPC clients report as `Unavailable`.
+//!
+//! The other client bounds live with what they bound: watchers per stream
+//! (`watch_service::WATCHERS_PER_STREAM_MAX`), live leases
+//! (`bellwether_kv::LEASES_MAX`) and request size
+//! (`GRPC_MESSAGE_BYTES_MAX`), each answered with etcd's error.
+
+use futures_core::Stream;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Client connections a member holds open at once, by default.
+pub const CLIENT_CONNECTIONS_MAX_DEFAULT: usize = 1024;
+/// Concurrent gRPC calls (HTTP/2 streams) per client connection.
+pub const STREAMS_PER_CONNECTION_MAX: u32 = 512;
+
+/// The client port's accepted connections, at most `max` open at once.
+pub struct LimitedIncoming {
+    listener: TcpListener,
+    permits: Arc<Semaphore>,
+    max: usize,
+    refused: Arc<AtomicU64>,
+}
+
+impl LimitedIncoming {
+    /// Accepts on `listener`, holding at most `max` connections.
+    pub fn new(listener: TcpListener, max: usize) -> LimitedIncoming {
+        assert!(
+            max > 0,
+            "a client port that holds no connection serves nothing"
+        );
+        LimitedIncoming {
+            listener,
+            permits: Arc::new(Semaphore::new(max)),
+            max,
+            refused: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Connections refused so far for being over the limit.
+    pub fn refused(&self) -> Arc<AtomicU64> {
+        self.refused.clone()
+    }
+}
+
+impl Stream for LimitedIncoming {
+    type Item = io::Result<LimitedConnection>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            let (stream, remote) = match this.listener.poll_accept(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => return Poll::Ready(Some(Err(error))),
+                Poll::Ready(Ok(accepted)) => accepted,
+            };
+            match this.permits.clone().try_acquire_owned() {
+                Ok(permit) => {
+                    let _ = stream.set_nodelay(true);
+                    return Poll::Ready(Some(Ok(LimitedConnection {
+                        stream,
+                        _permit: permit,
+                    })));
+                }
+                Err(_) => {
+                    let refused = this.refused.fetch_add(1, Ordering::Relaxed);
+                    if refused.is_multiple_of(1000) {
+                        tracing::warn!(%remote, limit = this.max, refused = refused + 1, "refused a client connection: too many open (client_connections_max)");
+                    }
+                    drop(stream); // Closed at once: the client fails fast.
+                }
+            }
+        }
+    }
+}
+
+/// An accepted client connection; frees its slot when dropped.
+pub struct LimitedConnection {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl tonic::transport::server::Connected for LimitedConnection {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        <TcpStream as tonic::transport::server::Connected>::connect_info(&self.stream)
+    }
+}
+
+impl AsyncRead for LimitedConnection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for LimitedConnection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
