@@ -359,5 +359,8 @@ fn client_connections_and_streams_are_bounded() {
         send.current_max_send_streams()
     });
     let limit = bellwether_server::etcd::client_limits::STREAMS_PER_CONNECTION_MAX;
-    assert_eq!(max_streams, limit as usize, "SETTINGS_MAX_CONCURRENT_STREAMS");
+    assert_eq!(
+        max_streams, limit as usize,
+        "SETTINGS_MAX_CONCURRENT_STREAMS"
+    );
 }

@@ -753,7 +753,10 @@ impl Node {
     /// client's answer. Nothing in them depends on the order: the `Ready`
     /// writes nothing to disk, and an applied entry is committed already.
     async fn answer_then_send(&mut self, ready: bellwether_core::Ready<RaftNode>) {
-        debug_assert!(ready.persist.is_none());
+        assert!(
+            ready.persist.is_none(),
+            "clients are answered before sends only when nothing awaits the disk"
+        );
         for output in ready.output {
             self.apply_output(output);
         }

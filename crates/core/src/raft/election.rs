@@ -23,7 +23,7 @@ impl RaftNode {
     /// One tick for a non-leader: the election timer and any hint-triggered
     /// campaign.
     pub(super) fn tick_election(&mut self) {
-        debug_assert!(self.role != Role::Leader);
+        assert!(self.role != Role::Leader, "a leader runs no election timer");
         self.election_elapsed_ticks += 1;
         if !self.is_voter() {
             // Learners and removed members never campaign (thesis §4.2.1).

@@ -79,7 +79,7 @@ impl RaftNode {
 
     /// One tick as leader.
     pub(super) fn tick_leader(&mut self) {
-        debug_assert_eq!(self.role, Role::Leader);
+        assert_eq!(self.role, Role::Leader, "only a leader ticks as one");
         if self.config.check_quorum && !self.still_leads() {
             // CheckQuorum: without a quorum this node cannot commit, and a
             // majority elsewhere may soon have a new leader.

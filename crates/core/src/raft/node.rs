@@ -588,7 +588,10 @@ impl Protocol for RaftNode {
             return;
         }
         self.step_message(from, message);
-        debug_assert!(self.role != Role::Leader || self.leader == Some(self.id));
+        assert!(
+            self.role != Role::Leader || self.leader == Some(self.id),
+            "a leader names itself as the leader"
+        );
     }
 
     fn peer_unreachable(&mut self, peer: NodeId) {
