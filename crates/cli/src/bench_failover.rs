@@ -71,9 +71,8 @@ const SETTLE_MIN: Duration = Duration::from_millis(300);
 
 /// Set when SIGINT or SIGTERM reaches the benchmark; every wait checks it
 /// and fails, so guards clean up before the process exits.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-/// Starts the thread that sets `INTERRUPTED`, once per process.
-static WATCH_INTERRUPTION: std::sync::Once = std::sync::Once::new();
+/// Set once per process, by the first run.
+static INTERRUPTED: std::sync::OnceLock<std::sync::Arc<AtomicBool>> = std::sync::OnceLock::new();
 
 /// Flags of `bellwether bench failover`.
 #[derive(clap::Args, Debug, Clone)]
@@ -264,7 +263,7 @@ impl Timing {
 pub fn run(args: &FailoverArgs) -> Result<FailoverReport> {
     validate(args)?;
     watch_for_interruption();
-    let mut scratch = ScratchDir::create(args.dir.as_deref())?;
+    let mut scratch = crate::bench_support::ScratchDir::create(args.dir.as_deref(), "failover")?;
     match measure_all(args, &scratch.path) {
         Ok(report) => Ok(report),
         Err(error) => {
@@ -738,88 +737,15 @@ fn ms(duration: Duration) -> f64 {
     duration.as_micros() as f64 / 1000.0
 }
 
-/// The benchmark's directory. A temporary one is removed on drop; when the
-/// run failed (or panicked) only the member logs are kept.
-struct ScratchDir {
-    /// The directory.
-    path: PathBuf,
-    /// True when the benchmark created it in the temporary directory.
-    temporary: bool,
-    /// Keep `*.log` files on drop, for the error message that names them.
-    keep_logs: bool,
-}
-
-impl ScratchDir {
-    fn create(dir: Option<&Path>) -> Result<ScratchDir> {
-        let (path, temporary) = match dir {
-            Some(dir) => (dir.to_path_buf(), false),
-            None => (
-                std::env::temp_dir()
-                    .join(format!("bellwether-bench-failover-{}", std::process::id())),
-                true,
-            ),
-        };
-        if path.exists() && std::fs::read_dir(&path)?.next().is_some() {
-            bail!(
-                "{} is not empty; pass an empty or new --dir",
-                path.display()
-            );
-        }
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(ScratchDir {
-            path,
-            temporary,
-            keep_logs: false,
-        })
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        if !self.temporary {
-            return;
-        }
-        if !self.keep_logs && !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.path);
-            return;
-        }
-        // Data directories go; logs stay. Two levels: <dir>/<system>/<member>.
-        for system in std::fs::read_dir(&self.path)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for entry in std::fs::read_dir(system.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                if entry.path().is_dir() {
-                    let _ = std::fs::remove_dir_all(entry.path());
-                }
-            }
-        }
-    }
-}
-
 fn watch_for_interruption() {
-    WATCH_INTERRUPTION.call_once(|| {
-        std::thread::spawn(|| {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            runtime.block_on(crate::node_command::termination());
-            INTERRUPTED.store(true, Ordering::SeqCst);
-        });
-    });
+    INTERRUPTED.get_or_init(crate::bench_support::watch_for_interruption);
 }
 
 fn check_interrupted() -> Result<()> {
-    if INTERRUPTED.load(Ordering::SeqCst) {
+    if INTERRUPTED
+        .get()
+        .is_some_and(|flag| flag.load(Ordering::SeqCst))
+    {
         bail!("interrupted; every process the benchmark started is being stopped");
     }
     Ok(())

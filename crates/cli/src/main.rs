@@ -11,6 +11,7 @@ mod bench_elector;
 mod bench_failover;
 mod bench_kv;
 mod bench_raft;
+mod bench_support;
 mod bench_tasks;
 mod bench_tasks_chaos;
 mod certs;

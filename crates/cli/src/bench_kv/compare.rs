@@ -187,8 +187,8 @@ pub fn nets(base_port: u16) -> (u8, u8) {
 
 /// Runs the comparison: bellwether first, then etcd.
 pub fn run(settings: &CompareSettings) -> Result<CompareReport> {
-    let interrupted = watch_for_interruption();
-    let mut scratch = ScratchDir::create(settings.dir.as_deref())?;
+    let interrupted = crate::bench_support::watch_for_interruption();
+    let mut scratch = crate::bench_support::ScratchDir::create(settings.dir.as_deref(), "kv")?;
     let runtime = load::runtime()?;
     let measured = measure_both(settings, &scratch.path, &runtime, &interrupted);
     measured.map_err(|error| {
@@ -425,106 +425,6 @@ impl RssSampler {
     fn stop(self) -> MemoryMaxima {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.join().expect("the sampler does not panic")
-    }
-}
-
-/// A flag set by SIGINT or SIGTERM, from a thread that waits for them.
-fn watch_for_interruption() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let setter = flag.clone();
-    let (installed, ready) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            return;
-        };
-        let signalled = runtime.block_on(async {
-            use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut term), Ok(mut interrupt)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                return false;
-            };
-            // The handlers are in place before any process starts.
-            let _ = installed.send(());
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = interrupt.recv() => {}
-            }
-            true
-        });
-        if signalled {
-            setter.store(true, Ordering::SeqCst);
-        }
-    });
-    let _ = ready.recv_timeout(Duration::from_secs(5));
-    flag
-}
-
-/// The benchmark's directory. A temporary one is removed on drop; when the
-/// run failed only the member logs are kept.
-struct ScratchDir {
-    /// The directory.
-    path: PathBuf,
-    /// True when created in the temporary directory.
-    temporary: bool,
-    /// Keep the logs on drop.
-    keep_logs: bool,
-}
-
-impl ScratchDir {
-    fn create(dir: Option<&Path>) -> Result<ScratchDir> {
-        let (path, temporary) = match dir {
-            Some(dir) => (dir.to_path_buf(), false),
-            None => (
-                std::env::temp_dir().join(format!("bellwether-bench-kv-{}", std::process::id())),
-                true,
-            ),
-        };
-        if path.exists() && std::fs::read_dir(&path)?.next().is_some() {
-            bail!(
-                "{} is not empty; pass an empty or new --dir",
-                path.display()
-            );
-        }
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(ScratchDir {
-            path,
-            temporary,
-            keep_logs: false,
-        })
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        if !self.temporary {
-            return;
-        }
-        if !self.keep_logs && !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.path);
-            return;
-        }
-        // Data directories go, logs stay: <dir>/<system>/<member>/.
-        for system in std::fs::read_dir(&self.path)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for entry in std::fs::read_dir(system.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                if entry.path().is_dir() {
-                    let _ = std::fs::remove_dir_all(entry.path());
-                }
-            }
-        }
     }
 }
 
