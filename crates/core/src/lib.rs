@@ -75,6 +75,8 @@ pub mod protocol;
 pub mod raft;
 pub mod ring;
 pub mod rng;
+#[cfg(test)]
+mod test_cluster;
 pub mod types;
 
 pub use protocol::{Envelope, Message, Protocol, Ready, Role, Status};

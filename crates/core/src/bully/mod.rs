@@ -88,8 +88,6 @@ mod state;
 mod winner;
 
 #[cfg(test)]
-pub(crate) mod harness;
-#[cfg(test)]
 mod tests;
 
 pub use config::{BullyConfig, MEMBERS_MAX};

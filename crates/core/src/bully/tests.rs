@@ -1,9 +1,9 @@
 //! Pure-core scenario tests for Bully (Garcia-Molina, 1982). Each test names
 //! the property it asserts.
 
-use super::harness::Cluster;
 use super::{BullyConfig, BullyMessage, BullyNode, Winner};
 use crate::protocol::{Protocol, Role};
+use crate::test_cluster::Cluster;
 use crate::types::NodeId;
 
 /// The largest one-way latency of a fault-free run, in ticks.

@@ -1,9 +1,9 @@
 //! Pure-core tests of Multi-Paxos. Each test names the property it asserts.
 
 use super::*;
-use crate::bully::harness::Cluster;
 use crate::protocol::{Protocol, Role};
 use crate::rng::Rng;
+use crate::test_cluster::Cluster;
 use crate::types::NodeId;
 
 fn members(size: u64) -> Vec<NodeId> {

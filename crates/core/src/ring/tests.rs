@@ -2,9 +2,9 @@
 //! Each test names the property it asserts.
 
 use super::{RingConfig, RingMessage, RingNode, Winner};
-use crate::bully::harness::Cluster;
 use crate::protocol::{Envelope, Protocol, Role};
 use crate::rng::Rng;
+use crate::test_cluster::Cluster;
 use crate::types::NodeId;
 
 /// The largest one-way latency of a fault-free run, in ticks.

@@ -1,4 +1,5 @@
-//! A tiny deterministic cluster for pure-core tests of Bully and Ring.
+//! A tiny deterministic cluster for pure-core tests of Bully, Ring and
+//! Paxos.
 //!
 //! It routes [`crate::Ready`] messages between nodes of any [`Protocol`],
 //! either instantly (latency 0: delivered in order until the network is
@@ -7,9 +8,6 @@
 //! nodes in the Leader role, so a test can assert that two leaders never
 //! coexisted. It is not the simulator: no loss, no duplication; crashes,
 //! restarts and partitions only.
-//!
-//! It lives in `bully/` because Ring's tests share it; a shared test-support
-//! module would be its natural home.
 
 use crate::protocol::{Message, Protocol, Role, Status};
 use crate::rng::Rng;
