@@ -356,16 +356,7 @@ enum Disk {
 impl Disk {
     fn persist(&mut self, persist: RaftPersist) -> Result<()> {
         let Disk::Wal(wal) = self else { return Ok(()) };
-        if let Some(snapshot) = &persist.snapshot {
-            wal.save_snapshot(snapshot)?;
-        }
-        if !persist.entries.is_empty() {
-            wal.append(&persist.entries)?;
-        }
-        if let Some(hard_state) = &persist.hard_state {
-            wal.save_hard_state(hard_state)?;
-        }
-        wal.sync()?;
+        bellwether_storage::Storage::persist(&mut **wal, &persist)?;
         Ok(())
     }
 }

@@ -1186,16 +1186,7 @@ fn persist_to(
     wal: &mut WalStorage,
     persist: RaftPersist,
 ) -> Result<(), bellwether_storage::StorageError> {
-    if let Some(snapshot) = &persist.snapshot {
-        wal.save_snapshot(snapshot)?;
-    }
-    if !persist.entries.is_empty() {
-        wal.append(&persist.entries)?;
-    }
-    if let Some(hard_state) = &persist.hard_state {
-        wal.save_hard_state(hard_state)?;
-    }
-    wal.sync()
+    wal.persist(&persist)
 }
 
 fn empty_status(config: &NodeConfig, http_address: std::net::SocketAddr) -> NodeStatus {

@@ -8,7 +8,7 @@
 
 use crate::error::StorageError;
 use crate::recovered::Recovered;
-use bellwether_core::raft::{Entry, HardState, Snapshot, SnapshotMeta};
+use bellwether_core::raft::{Entry, HardState, RaftPersist, Snapshot, SnapshotMeta};
 use bellwether_core::LogIndex;
 
 /// The durable sink of a Raft node, and its source on restart.
@@ -113,6 +113,25 @@ pub trait Storage {
     /// Makes every write staged so far durable (fsync). Cheap when nothing is
     /// staged. See "Durability and group commit" above.
     fn sync(&mut self) -> Result<(), StorageError>;
+
+    /// Writes one `Ready`'s persist and makes it durable, in the one order
+    /// every runtime uses: the snapshot first (so entries after it start a
+    /// fresh log), then the entries, then the hard state (whose commit index
+    /// may name the entries just written), then one fsync for all. Returns
+    /// once everything is durable; only then may the runtime send what the
+    /// same `Ready` produced.
+    fn persist(&mut self, persist: &RaftPersist) -> Result<(), StorageError> {
+        if let Some(snapshot) = &persist.snapshot {
+            self.save_snapshot(snapshot)?;
+        }
+        if !persist.entries.is_empty() {
+            self.append(&persist.entries)?;
+        }
+        if let Some(hard_state) = &persist.hard_state {
+            self.save_hard_state(hard_state)?;
+        }
+        self.sync()
+    }
 
     /// Index of the last stored entry, synced or not: the snapshot's last
     /// index when no entry follows it, and 0 for an empty log.
