@@ -108,16 +108,23 @@ pub struct EtcdCluster {
 }
 
 /// The PEM files of a TLS etcd cluster: one certificate every member
-/// uses for clients and peers (it names every member's IP), and the CA
-/// that must sign clients' and peers' certificates.
+/// serves clients with and one it uses with peers (each names every
+/// member's IP), each with the CA that signs the other side's: clients'
+/// and peers' CAs differ, so no client certificate passes as a member.
 #[derive(Clone, Debug)]
 pub struct EtcdTls {
-    /// The members' certificate.
+    /// The members' client-port certificate.
     pub cert: PathBuf,
     /// Its key.
     pub key: PathBuf,
-    /// The CA.
+    /// The CA of client certificates.
     pub ca: PathBuf,
+    /// The members' peer certificate.
+    pub peer_cert: PathBuf,
+    /// Its key.
+    pub peer_key: PathBuf,
+    /// The CA of peer certificates.
+    pub peer_ca: PathBuf,
 }
 
 /// The installed etcd's version; installs Debian's `etcd-server` and
@@ -272,9 +279,9 @@ impl EtcdCluster {
                 ("--cert-file", &tls.cert),
                 ("--key-file", &tls.key),
                 ("--trusted-ca-file", &tls.ca),
-                ("--peer-cert-file", &tls.cert),
-                ("--peer-key-file", &tls.key),
-                ("--peer-trusted-ca-file", &tls.ca),
+                ("--peer-cert-file", &tls.peer_cert),
+                ("--peer-key-file", &tls.peer_key),
+                ("--peer-trusted-ca-file", &tls.peer_ca),
             ] {
                 command.arg(flag).arg(path);
             }

@@ -188,6 +188,7 @@ const GRPC_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 /// Runs one member.
 pub fn execute(args: NodeArgs) -> Result<ExitCode> {
     let config = args.resolve()?;
+    raise_open_files_limit(config.client_connections_max);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -238,6 +239,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
             .with_quota(config.quota_backend_bytes)
             .with_cluster_name(&config.cluster)
             .with_member_tls(client_tls.as_ref().map(|t| t.member_client.clone()))
+            .with_peer_tls(config.peer_tls.is_some())
             .with_corruption_check(
                 (config.corrupt_check_ms > 0)
                     .then(|| std::time::Duration::from_millis(config.corrupt_check_ms)),
@@ -315,4 +317,30 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         tracing::info!(id = config.id, "node stopped");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Raises the soft open-files limit to the hard one: a member holds up to
+/// `client_connections_max` client connections besides its peers, WAL
+/// and HTTP connections, and the usual soft limit (1,024) is the default
+/// connection bound itself. Warns when even the hard limit is too low.
+fn raise_open_files_limit(client_connections_max: usize) {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let raised = Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    if limit.current != limit.maximum {
+        if let Err(error) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!(%error, "cannot raise the open-files limit");
+        }
+    }
+    let now = getrlimit(Resource::Nofile).current;
+    if now.is_some_and(|files| files < client_connections_max as u64 + 256) {
+        tracing::warn!(
+            open_files = now,
+            client_connections_max,
+            "the open-files limit leaves little room beyond client_connections_max; raise it (ulimit -n) or lower client_connections_max"
+        );
+    }
 }

@@ -48,9 +48,10 @@ pub struct UpArgs {
     /// (unlisted: 0): the leader hands over to the highest caught-up one.
     #[arg(long, value_delimiter = ',')]
     priority: Vec<String>,
-    /// Secure the cluster: a throwaway CA and certificates in DIR/tls
+    /// Secure the cluster: throwaway CAs and certificates in DIR/tls
     /// (`bellwether certs`), TLS on every client port, mutual TLS between
-    /// members, and a client certificate for etcdctl (DIR/tls/client.pem).
+    /// members (with a CA of their own, DIR/tls/peer), and a client
+    /// certificate for etcdctl (DIR/tls/client.pem).
     #[arg(long)]
     tls: bool,
 }
@@ -153,9 +154,14 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
         .collect();
     let tls_dir = args.dir.join("tls");
     if args.tls {
-        let mut names: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
+        let members: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
+        let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
+        let mut names = members.clone();
         names.push("client".into());
-        crate::certs::issue(&tls_dir, &names, &["127.0.0.1".into(), "localhost".into()])?;
+        crate::certs::issue(&tls_dir, &names, &hosts)?;
+        // Peers get a CA of their own: a certificate that CA signs can act
+        // as any member, so no client certificate may pass as one.
+        crate::certs::issue(&tls_dir.join("peer"), &members, &hosts)?;
     }
     for i in 1..=nodes {
         let data = args.dir.join(format!("n{i}"));
@@ -174,14 +180,19 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
         );
         if args.tls {
             let tls = tls_dir.canonicalize()?;
-            let file = |name: &str| format!("{:?}", tls.join(name).display().to_string());
-            let (cert, key, ca) = (
-                file(&format!("n{i}.pem")),
-                file(&format!("n{i}-key.pem")),
-                file(crate::certs::CA_FILE),
-            );
+            let file =
+                |dir: &Path, name: &str| format!("{:?}", dir.join(name).display().to_string());
+            let files = |dir: &Path| {
+                (
+                    file(dir, &format!("n{i}.pem")),
+                    file(dir, &format!("n{i}-key.pem")),
+                    file(dir, crate::certs::CA_FILE),
+                )
+            };
+            let (cert, key, ca) = files(&tls);
+            let (peer_cert, peer_key, peer_ca) = files(&tls.join("peer"));
             text.push_str(&format!(
-                "cert_file = {cert}\nkey_file = {key}\ntrusted_ca_file = {ca}\nclient_cert_auth = true\npeer_cert_file = {cert}\npeer_key_file = {key}\npeer_trusted_ca_file = {ca}\n"
+                "cert_file = {cert}\nkey_file = {key}\ntrusted_ca_file = {ca}\nclient_cert_auth = true\npeer_cert_file = {peer_cert}\npeer_key_file = {peer_key}\npeer_trusted_ca_file = {peer_ca}\n"
             ));
         }
         std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;

@@ -112,6 +112,12 @@ impl Client {
             } else {
                 format!("{scheme}://{endpoint}")
             };
+            if tls.is_some() && !url.starts_with("https://") {
+                return Err(Error::BadEndpoint {
+                    endpoint: endpoint.to_string(),
+                    reason: "a TLS client needs https:// endpoints (or host:port)".into(),
+                });
+            }
             let bad = |e: tonic::transport::Error| Error::BadEndpoint {
                 endpoint: endpoint.to_string(),
                 reason: e.to_string(),

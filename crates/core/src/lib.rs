@@ -65,7 +65,7 @@
 //! assert_eq!(leaders.len(), 1, "one leader");
 //! let term = leaders[0].status().term;
 //! assert!(disks.iter().filter(|d| RaftNode::durable_term(d) == term).count() >= 2,
-//!         "a majority persisted the leader's term before it could lead");
+//!         "a majority of the disks hold the leader's term");
 //! ```
 
 pub mod bully;

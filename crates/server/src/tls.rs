@@ -30,11 +30,14 @@ pub struct ClientTls {
 }
 
 impl ClientTls {
-    /// Reads the files; an unreadable or empty one is an error that names
-    /// it.
+    /// Reads the files and checks them: a file that cannot be read or
+    /// parsed, a key that does not match its certificate, or a CA file
+    /// without a certificate is an error that names the file, before the
+    /// member starts (tonic would only find out when it serves).
     pub fn load(files: &ClientTlsFiles) -> Result<ClientTls, String> {
         let cert = read("certificate (cert_file)", &files.cert)?;
         let key = read("key (key_file)", &files.key)?;
+        server_config(&cert, &key)?;
         let identity = Identity::from_pem(&cert, &key);
         let mut server = ServerTlsConfig::new()
             .identity(identity.clone())
@@ -43,7 +46,14 @@ impl ClientTls {
             .identity(identity)
             .timeout(TLS_HANDSHAKE_TIMEOUT);
         if let Some(path) = &files.trusted_ca {
-            let ca = Certificate::from_pem(read("CA file (trusted_ca_file)", path)?);
+            let pem = read("CA file (trusted_ca_file)", path)?;
+            let mut roots = rustls::RootCertStore::empty();
+            for certificate in certificates(&pem, "trusted_ca_file")? {
+                roots
+                    .add(certificate)
+                    .map_err(|e| format!("trusted_ca_file holds an unusable certificate: {e}"))?;
+            }
+            let ca = Certificate::from_pem(pem);
             server = server
                 .client_ca_root(ca.clone())
                 .client_auth_optional(!files.client_cert_auth);
@@ -60,22 +70,40 @@ impl ClientTls {
 /// HTTP/1.1, and no client certificate asked, since every route there is
 /// read-only (metrics, health, status, the dashboard).
 pub fn http_server_config(files: &ClientTlsFiles) -> Result<Arc<rustls::ServerConfig>, String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let cert = read("certificate (cert_file)", &files.cert)?;
     let key = read("key (key_file)", &files.key)?;
-    let chain = CertificateDer::pem_slice_iter(&cert)
+    let mut config = server_config(&cert, &key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// The PEM certificates in `pem`; at least one.
+fn certificates(
+    pem: &[u8],
+    setting: &str,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    let list = rustls::pki_types::CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cert_file is not PEM: {e}"))?;
-    let key = PrivateKeyDer::from_pem_slice(&key)
+        .map_err(|e| format!("{setting} is not PEM: {e}"))?;
+    if list.is_empty() {
+        return Err(format!("{setting} holds no certificate"));
+    }
+    Ok(list)
+}
+
+/// A TLS server set-up (no client certificates) for `cert` and `key`:
+/// parses both and checks that they belong together.
+fn server_config(cert: &[u8], key: &[u8]) -> Result<rustls::ServerConfig, String> {
+    use rustls::pki_types::pem::PemObject;
+    let chain = certificates(cert, "cert_file")?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key)
         .map_err(|e| format!("no usable private key in key_file: {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|e| format!("cert_file does not match key_file: {e}"))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+        .map_err(|e| format!("cert_file does not match key_file: {e}"))
 }

@@ -118,8 +118,10 @@ pub trait Storage {
     /// every runtime uses: the snapshot first (so entries after it start a
     /// fresh log), then the entries, then the hard state (whose commit index
     /// may name the entries just written), then one fsync for all. Returns
-    /// once everything is durable; only then may the runtime send what the
-    /// same `Ready` produced.
+    /// once everything is durable. What the same `Ready` sends waits for
+    /// it, except messages that depend on nothing written here (a leader's
+    /// appends to followers may leave during its own fsync; see the
+    /// member's `sendable_before_persist`).
     fn persist(&mut self, persist: &RaftPersist) -> Result<(), StorageError> {
         if let Some(snapshot) = &persist.snapshot {
             self.save_snapshot(snapshot)?;

@@ -564,6 +564,16 @@ mod tests {
             )
             .unwrap(),
         );
+        // Trusts our CA, so the handshake gets as far as our check of its
+        // certificate.
+        let impostor = Arc::new(
+            PeerTls::from_pem(
+                foreign_cert.as_bytes(),
+                foreign_key.as_bytes(),
+                ca.as_bytes(),
+            )
+            .unwrap(),
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let members = Members::new(vec![1, 2]);
@@ -582,6 +592,11 @@ mod tests {
         for (name, tls, admitted) in [
             ("plain TCP", None, false),
             ("another CA", Some(foreign), false),
+            (
+                "another CA's certificate, our CA trusted",
+                Some(impostor),
+                false,
+            ),
             ("the cluster's CA", Some(ours), true),
         ] {
             let (dialer_events, _dialer_received) = mpsc::channel(16);

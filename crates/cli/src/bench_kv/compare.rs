@@ -214,6 +214,7 @@ fn measure_both(
             )
             .collect();
         crate::certs::issue(&tls_dir, &["member".into(), "client".into()], &hosts)?;
+        crate::certs::issue(&tls_dir.join("peer"), &["member".into()], &hosts)?;
         settings.load.tls = Some(super::tls_client_config(
             &tls_dir.join(crate::certs::CA_FILE),
             Some((&tls_dir.join("client.pem"), &tls_dir.join("client-key.pem"))),
@@ -222,6 +223,9 @@ fn measure_both(
             cert: tls_dir.join("member.pem"),
             key: tls_dir.join("member-key.pem"),
             ca: tls_dir.join(crate::certs::CA_FILE),
+            peer_cert: tls_dir.join("peer/member.pem"),
+            peer_key: tls_dir.join("peer/member-key.pem"),
+            peer_ca: tls_dir.join("peer").join(crate::certs::CA_FILE),
         })
     } else {
         None
@@ -231,10 +235,12 @@ fn measure_both(
         let args: Vec<String> = match &tls {
             None => Vec::new(),
             Some(tls) => {
-                let (cert, key, ca) = (
-                    tls.cert.display().to_string(),
-                    tls.key.display().to_string(),
-                    tls.ca.display().to_string(),
+                let path = |p: &std::path::Path| p.display().to_string();
+                let (cert, key, ca) = (path(&tls.cert), path(&tls.key), path(&tls.ca));
+                let (peer_cert, peer_key, peer_ca) = (
+                    path(&tls.peer_cert),
+                    path(&tls.peer_key),
+                    path(&tls.peer_ca),
                 );
                 [
                     "--cert-file",
@@ -245,11 +251,11 @@ fn measure_both(
                     &ca,
                     "--client-cert-auth",
                     "--peer-cert-file",
-                    &cert,
+                    &peer_cert,
                     "--peer-key-file",
-                    &key,
+                    &peer_key,
                     "--peer-trusted-ca-file",
-                    &ca,
+                    &peer_ca,
                 ]
                 .map(String::from)
                 .to_vec()

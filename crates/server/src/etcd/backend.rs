@@ -76,6 +76,8 @@ pub struct EtcdBackend {
     corruption_check: Option<Duration>,
     /// TLS for calls to other members' client ports, when they serve TLS.
     member_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// Whether members speak TLS to each other (for listed peer URLs).
+    peer_tls: bool,
 }
 
 /// A client error as etcd clients expect it.
@@ -124,6 +126,22 @@ impl EtcdBackend {
             cluster_name: Arc::from(""),
             corruption_check: None,
             member_tls: None,
+            peer_tls: false,
+        }
+    }
+
+    /// Lists peer URLs as `https://` (members speak mutual TLS).
+    pub fn with_peer_tls(mut self, on: bool) -> Self {
+        self.peer_tls = on;
+        self
+    }
+
+    /// The scheme of this cluster's peer URLs: `https` with peer TLS.
+    pub fn peer_scheme(&self) -> &'static str {
+        if self.peer_tls {
+            "https"
+        } else {
+            "http"
         }
     }
 

@@ -7,7 +7,10 @@
 //!   is accepted and closed at once, so its client fails fast (gRPC
 //!   `Unavailable`) and can try another member, instead of hanging in the
 //!   kernel's backlog. The refusal is logged (the first, then every
-//!   thousandth).
+//!   thousandth). A failed accept (no file descriptor left) pauses
+//!   accepting for 50 ms instead of spinning; `bellwether node` raises its
+//!   open-files limit to the hard limit at start. Connections are not
+//!   timed out while idle (etcd does not either): the bound is the count.
 //! - **Streams per connection**: [`STREAMS_PER_CONNECTION_MAX`], announced
 //!   in HTTP/2's `SETTINGS_MAX_CONCURRENT_STREAMS`. Clients queue calls
 //!   past it; a client that ignores the setting gets `REFUSED_STREAM`,
@@ -19,6 +22,7 @@
 //! (`GRPC_MESSAGE_BYTES_MAX`), each answered with etcd's error.
 
 use futures_core::Stream;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,7 +43,13 @@ pub struct LimitedIncoming {
     permits: Arc<Semaphore>,
     max: usize,
     refused: Arc<AtomicU64>,
+    /// After a failed accept (out of file descriptors, say), the next one
+    /// waits for this, so the accept loop does not spin.
+    backoff: Option<Pin<Box<tokio::time::Sleep>>>,
 }
+
+/// How long accepting pauses after an accept error.
+const ACCEPT_ERROR_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl LimitedIncoming {
     /// Accepts on `listener`, holding at most `max` connections.
@@ -53,6 +63,7 @@ impl LimitedIncoming {
             permits: Arc::new(Semaphore::new(max)),
             max,
             refused: Arc::new(AtomicU64::new(0)),
+            backoff: None,
         }
     }
 
@@ -68,9 +79,19 @@ impl Stream for LimitedIncoming {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
+            if let Some(backoff) = &mut this.backoff {
+                if backoff.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.backoff = None;
+            }
             let (stream, remote) = match this.listener.poll_accept(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(error)) => return Poll::Ready(Some(Err(error))),
+                Poll::Ready(Err(error)) => {
+                    tracing::warn!(%error, "client port: accept failed; pausing accepts briefly");
+                    this.backoff = Some(Box::pin(tokio::time::sleep(ACCEPT_ERROR_BACKOFF)));
+                    continue;
+                }
                 Poll::Ready(Ok(accepted)) => accepted,
             };
             match this.permits.clone().try_acquire_owned() {

@@ -199,6 +199,23 @@ fn request_messages(body: &[u8], input: &MessageDescriptor) -> Result<Vec<Vec<u8
     Ok(messages)
 }
 
+/// What the gateway makes of a request body sent to `path` (such as
+/// `/v3/kv/range`): the protobuf requests it would call with, or the error
+/// it would answer; `None` for a path it does not serve. The fuzz tests
+/// feed this untrusted bytes.
+pub fn parse_request(path: &str, body: &[u8]) -> Option<Result<Vec<Vec<u8>>, String>> {
+    let method = PREFIXES
+        .iter()
+        .find_map(|p| path.strip_prefix(p))
+        .and_then(|rest| METHODS.get(rest.trim_end_matches('/')))?;
+    Some(request_messages(body, &method.input()))
+}
+
+/// The gateway paths served (without the `/v3/` prefix).
+pub fn paths() -> impl Iterator<Item = &'static str> {
+    ROUTES.iter().map(|(path, _, _)| *path)
+}
+
 /// A protobuf answer as etcd's gateway writes it.
 fn answer_json(bytes: &[u8], output: &MessageDescriptor) -> Result<Value, String> {
     let message = DynamicMessage::decode(output.clone(), bytes).map_err(|e| e.to_string())?;

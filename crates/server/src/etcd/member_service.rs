@@ -48,16 +48,18 @@ pub fn header(backend: &EtcdBackend) -> pb::ResponseHeader {
 /// one first.
 pub fn members(backend: &EtcdBackend) -> Vec<pb::Member> {
     let status = backend.status.borrow().clone();
-    let url = |address: &str| vec![format!("http://{address}")];
+    let client_scheme = backend.client_scheme();
+    let peer_scheme = backend.peer_scheme();
+    let url = |scheme: &str, address: &str| vec![format!("{scheme}://{address}")];
     let mut out = Vec::new();
     if !status.outside {
         out.push(pb::Member {
             id: status.id,
             name: format!("n{}", status.id),
-            peer_urls: url(&status.peer_address),
+            peer_urls: url(peer_scheme, &status.peer_address),
             client_urls: backend
                 .client_address_of(status.id)
-                .map(|a| url(&a))
+                .map(|a| url(client_scheme, &a))
                 .unwrap_or_default(),
             is_learner: status.learner,
         });
@@ -69,12 +71,12 @@ pub fn members(backend: &EtcdBackend) -> Vec<pb::Member> {
             peer_urls: if member.peer_address.is_empty() {
                 Vec::new()
             } else {
-                url(&member.peer_address)
+                url(peer_scheme, &member.peer_address)
             },
             client_urls: member
                 .client_address
                 .as_deref()
-                .map(url)
+                .map(|a| url(client_scheme, a))
                 .unwrap_or_default(),
             is_learner: member.learner,
         });
