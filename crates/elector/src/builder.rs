@@ -33,6 +33,7 @@ pub struct ElectorBuilder {
     election_timeout: Duration,
     leases: bool,
     rotate_after: Option<Duration>,
+    tls: Option<std::sync::Arc<bellwether_transport::PeerTls>>,
 }
 
 impl Default for ElectorBuilder {
@@ -47,6 +48,7 @@ impl Default for ElectorBuilder {
             election_timeout: Duration::from_millis(150),
             leases: false,
             rotate_after: None,
+            tls: None,
         }
     }
 }
@@ -116,6 +118,16 @@ impl ElectorBuilder {
     /// the group; off by default. At least one election timeout.
     pub fn rotate_after(mut self, period: Duration) -> Self {
         self.rotate_after = Some(period);
+        self
+    }
+
+    /// Mutual TLS between the nodes: each presents `tls`'s certificate and
+    /// accepts only peers whose certificate the same CA signed (see
+    /// [`bellwether_transport::PeerTls::load`]). Off by default. Any
+    /// certificate that CA signs can speak as any node, so give the group
+    /// a CA of its own.
+    pub fn tls(mut self, tls: bellwether_transport::PeerTls) -> Self {
+        self.tls = Some(std::sync::Arc::new(tls));
         self
     }
 
@@ -299,6 +311,7 @@ impl ElectorBuilder {
             group: self.group.clone(),
             fingerprint: bellwether_transport::fingerprint(&settings),
             leases: self.leases,
+            tls: self.tls.clone(),
         })
     }
 }

@@ -58,6 +58,7 @@ mod state_file;
 pub use algorithm::Algorithm;
 pub use bellwether_core::bully::Winner;
 pub use bellwether_core::NodeId;
+pub use bellwether_transport::{PeerTls, TlsError};
 pub use builder::{ElectorBuilder, NODES_MAX, TICK};
 pub use elector::Elector;
 pub use error::ElectorError;

@@ -41,6 +41,7 @@ pub(crate) struct Plan {
     pub group: String,
     pub fingerprint: u32,
     pub leases: bool,
+    pub tls: Option<Arc<transport::PeerTls>>,
 }
 
 /// Opens the data directory and the listener, then starts the loop.
@@ -88,7 +89,7 @@ where
         wakeups: Arc::new(transport::Wakeups::new(
             &plan.peers.keys().copied().collect::<Vec<_>>(),
         )),
-        tls: None,
+        tls: plan.tls.clone(),
     };
     let (events_tx, events) = mpsc::channel(transport::INBOUND_QUEUE_MAX);
     let acceptor = tokio::spawn(transport::accept(

@@ -360,3 +360,62 @@ async fn idle_traffic_is_at_most_one_message_per_peer_per_heartbeat() {
         }
     }
 }
+
+/// A CA (PEM) and certificates it signs for 127.0.0.1, as (cert, key).
+fn authority(count: usize) -> (String, Vec<(String, String)>) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+    let leaves = (0..count)
+        .map(|_| {
+            let key = KeyPair::generate().unwrap();
+            let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+                .unwrap()
+                .signed_by(&key, &ca)
+                .unwrap();
+            (cert.pem(), key.serialize_pem())
+        })
+        .collect();
+    (ca.pem(), leaves)
+}
+
+/// Electors with mutual TLS: two certified by the group's CA elect a
+/// leader; a third whose certificate another CA signed (while it trusts
+/// the group's CA) is refused by both, so it never learns a leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn electors_over_tls_refuse_a_peer_from_another_ca() {
+    use bellwether_elector::PeerTls;
+    let root = tempfile::tempdir().unwrap();
+    let peers = free_addresses(3);
+    let (ca, ours) = authority(2);
+    let (_, theirs) = authority(1);
+    let certified = [&ours[0], &ours[1], &theirs[0]];
+    let mut electors = Vec::new();
+    for ((id, _), (cert, key)) in peers.iter().zip(certified) {
+        let tls = PeerTls::from_pem(cert.as_bytes(), key.as_bytes(), ca.as_bytes()).unwrap();
+        let elector = Elector::builder()
+            .algorithm(Algorithm::Raft)
+            .id(*id)
+            .peers(peers.iter().copied())
+            .data_dir(root.path().join(format!("n{id}")))
+            .tls(tls)
+            .start()
+            .await
+            .unwrap();
+        electors.push(elector);
+    }
+    let leader = agreed(&[&electors[0], &electors[1]]).await;
+    assert!(leader.leader == Some(1) || leader.leader == Some(2));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let outsider = electors[2].current();
+    assert_eq!(outsider.leader, None, "the outsider joined: {outsider:?}");
+    let refused = electors[0].metrics().render();
+    assert!(
+        refused.contains("bellwether_elector_refused_connections_total{reason=\"tls\"}"),
+        "{refused}"
+    );
+    for elector in electors {
+        elector.stop().await.unwrap();
+    }
+}
