@@ -46,12 +46,31 @@ fn run_ok(endpoints: &str, args: &[&str], input: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// A scratch directory.
-fn scratch(name: &str) -> PathBuf {
+/// A scratch directory, removed when dropped (kept when the test failed,
+/// for its logs).
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// A fresh scratch directory.
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("bw-tasks-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 /// A worker process (killed on drop).

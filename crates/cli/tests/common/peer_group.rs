@@ -166,5 +166,9 @@ impl Drop for PeerGroup {
         for i in 1..=self.nodes {
             self.kill(i);
         }
+        // The logs stay when the test failed.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
