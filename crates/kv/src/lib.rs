@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 
 mod alarm;
+mod auth;
 mod codec;
 mod compare;
 mod delete_range;
@@ -55,6 +56,10 @@ mod txn;
 mod txn_check;
 
 pub use alarm::{Alarm, AlarmKind};
+pub use auth::{
+    AuthError, AuthState, KeyPermission, Permission, User, AUTH_NAME_BYTES_MAX, AUTH_ROLES_MAX,
+    AUTH_USERS_MAX, ROLE_PERMISSIONS_MAX, ROOT_ROLE, ROOT_USER, USER_ROLES_MAX,
+};
 pub use compare::{Compare, CompareResult, CompareTarget};
 pub use delete_range::{DeleteRangeRequest, DeleteRangeResponse};
 pub use error::KvError;

@@ -33,7 +33,7 @@ mod write;
 use crate::event_log::EventLog;
 use crate::key_history::KeyHistory;
 use crate::member::MemberRecord;
-use crate::{Alarm, Event, IdMap, KeyRange, KvError, Lease};
+use crate::{Alarm, AuthState, Event, IdMap, KeyRange, KvError, Lease};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The revision of an empty store, as in etcd.
@@ -63,6 +63,8 @@ pub struct KvStore {
     members: BTreeMap<u64, MemberRecord>,
     /// The lowest id a new member may get: above every id recorded.
     next_member_id: u64,
+    /// Users, roles and permissions (see [`crate::auth`]).
+    auth: AuthState,
     /// The retained history's size, kept as writes and compactions happen
     /// (see [`KvStore::size_bytes`]).
     size_bytes: u64,
@@ -87,8 +89,19 @@ impl KvStore {
             alarms: BTreeSet::new(),
             members: BTreeMap::new(),
             next_member_id: 1,
+            auth: AuthState::default(),
             size_bytes: 0,
         }
+    }
+
+    /// Users, roles and permissions.
+    pub fn auth(&self) -> &AuthState {
+        &self.auth
+    }
+
+    /// Users, roles and permissions, to apply an auth request to.
+    pub fn auth_mut(&mut self) -> &mut AuthState {
+        &mut self.auth
     }
 
     /// The revision of the last write.

@@ -21,14 +21,15 @@
 //! together.
 //!
 //! Version 4 adds the raised alarms at the end (see [`crate::alarm`]);
-//! version 5 adds the member directory after them (see [`crate::member`]).
+//! version 5 adds the member directory after them (see [`crate::member`]);
+//! version 6 adds users, roles and permissions last (see [`crate::auth`]).
 
 use super::snapshot_events;
 use super::KvStore;
 use crate::codec::{Decoder, Encoder};
 use crate::key_history::{KeyHistory, KeyRevision};
 use crate::{
-    Alarm, AlarmKind, IdMap, KeyValue, KvError, Lease, MemberIntent, MemberRecord,
+    Alarm, AlarmKind, AuthState, IdMap, KeyValue, KvError, Lease, MemberIntent, MemberRecord,
     LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN, MEMBER_RECORDS_MAX,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,7 +41,7 @@ const SNAPSHOT_MAGIC: &[u8; 4] = b"BWKV";
 /// The encoding version this build writes: version 2 stores the event log
 /// by reference to the key histories (see `snapshot_events.rs`), version 3
 /// also stores the leases as varints (see the module docs).
-pub const SNAPSHOT_VERSION: u32 = 5;
+pub const SNAPSHOT_VERSION: u32 = 6;
 
 /// The first version that stores leases as varints (see the module docs).
 pub(super) const SNAPSHOT_VERSION_VARINT_LEASES: u32 = 3;
@@ -50,6 +51,9 @@ const SNAPSHOT_VERSION_ALARMS: u32 = 4;
 
 /// The first version that stores the member directory.
 const SNAPSHOT_VERSION_MEMBERS: u32 = 5;
+
+/// The first version that stores users, roles and permissions.
+const SNAPSHOT_VERSION_AUTH: u32 = 6;
 
 /// Most alarms a snapshot may hold: one per kind per member, and members
 /// are far fewer than this.
@@ -83,6 +87,7 @@ impl KvStore {
                 }
             }
         }
+        self.auth.encode(&mut out);
         out.bytes
     }
 
@@ -139,6 +144,11 @@ impl KvStore {
         } else {
             (1, BTreeMap::new())
         };
+        let auth = if version >= SNAPSHOT_VERSION_AUTH {
+            AuthState::decode(&mut input)?
+        } else {
+            AuthState::default()
+        };
         if !input.is_done() {
             return Err(input.corrupt("trailing bytes"));
         }
@@ -152,6 +162,7 @@ impl KvStore {
             alarms,
             members,
             next_member_id,
+            auth,
             size_bytes: 0,
         };
         store.size_bytes = store.count_size_bytes();
