@@ -9,7 +9,8 @@ use std::path::Path;
 
 /// The files compiled, relative to the crate root. Order does not matter:
 /// imports are resolved against `PROTO_DIR`.
-const PROTO_FILES: [&str; 4] = [
+const PROTO_FILES: [&str; 5] = [
+    "proto/auth.proto",
     "proto/kv.proto",
     "proto/rpc.proto",
     "proto/v3election.proto",

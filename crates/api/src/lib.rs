@@ -5,8 +5,7 @@
 //! `etcd-client` crate) can talk to bellwether: the package, service, method
 //! and message names and every field number and type follow etcd v3.4,
 //! because those are facts of etcd's wire format rather than anything we are
-//! free to choose. Comments, field names and the subset declared are our own;
-//! the Auth service is not declared because bellwether does not serve it.
+//! free to choose. Comments, field names and the subset declared are our own.
 //!
 //! `build.rs` compiles the files with `protox`, a pure-Rust protobuf compiler,
 //! so building never needs `protoc`. The same generated code gives the server
@@ -22,7 +21,13 @@ pub mod mvccpb {
     include!(concat!(env!("OUT_DIR"), "/mvccpb.rs"));
 }
 
-/// KV, Watch, Lease, Cluster and Maintenance services (etcd's
+/// Auth records: permissions and user options (etcd's `authpb`).
+#[allow(missing_docs, clippy::all)]
+pub mod authpb {
+    include!(concat!(env!("OUT_DIR"), "/authpb.rs"));
+}
+
+/// KV, Watch, Lease, Cluster, Maintenance and Auth services (etcd's
 /// `etcdserverpb`).
 #[allow(missing_docs, clippy::all)]
 pub mod etcdserverpb {

@@ -59,6 +59,10 @@ pub struct NodeArgs {
     /// past it a new connection is closed at once.
     #[arg(long)]
     client_connections_max: Option<u64>,
+    /// Seconds a token from Authenticate is valid (etcd's --auth-token-ttl;
+    /// 0: etcd's default, 300).
+    #[arg(long)]
+    auth_token_ttl: Option<u64>,
     /// Every member's priority as id=priority, comma-separated (unlisted:
     /// 0); the same list on every member. A leader hands leadership to a
     /// caught-up member of higher priority.
@@ -129,6 +133,7 @@ impl NodeArgs {
             quota_backend_bytes: self.quota_backend_bytes,
             corrupt_check_ms: self.corrupt_check_ms,
             client_connections_max: self.client_connections_max,
+            auth_token_ttl: self.auth_token_ttl,
             peers: self.peers.clone(),
             peer_http: self.peer_http.clone(),
             peer_client: self.peer_client.clone(),
@@ -198,6 +203,7 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         let store = machine.store.clone();
         let revisions = machine.revisions();
         let lessor = machine.lessor();
+        let auth_summary = machine.auth_summary();
         lessor.set_takeover_extension(std::time::Duration::from_millis(2 * config.election_ms));
         let client_tls = match &config.client_tls {
             Some(files) => Some(
@@ -240,6 +246,14 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
             .with_cluster_name(&config.cluster)
             .with_member_tls(client_tls.as_ref().map(|t| t.member_client.clone()))
             .with_peer_tls(config.peer_tls.is_some())
+            .with_auth(bellwether_server::etcd::auth_gate::AuthGate {
+                summary: auth_summary,
+                token_ttl: config.auth_token_ttl,
+                client_cert_auth: config
+                    .client_tls
+                    .as_ref()
+                    .is_some_and(|t| t.client_cert_auth),
+            })
             .with_corruption_check(
                 (config.corrupt_check_ms > 0)
                     .then(|| std::time::Duration::from_millis(config.corrupt_check_ms)),

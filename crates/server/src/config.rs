@@ -21,6 +21,7 @@
 //! quota_backend_bytes = 2147483648  # the store's size limit (0: this default)
 //! corrupt_check_ms = 0               # the leader compares members' HashKV (0: never)
 //! client_connections_max = 1024      # etcd API connections open at once
+//! auth_token_ttl = 300               # seconds an Authenticate token is valid
 //! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
 //! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
@@ -42,7 +43,7 @@
 //! `BELLWETHER_HEARTBEAT_MS`, `BELLWETHER_ELECTION_MS`,
 //! `BELLWETHER_PRIORITY`, `BELLWETHER_ANSWER_POLL_US`,
 //! `BELLWETHER_QUOTA_BACKEND_BYTES`, `BELLWETHER_CORRUPT_CHECK_MS`,
-//! `BELLWETHER_CLIENT_CONNECTIONS_MAX`,
+//! `BELLWETHER_CLIENT_CONNECTIONS_MAX`, `BELLWETHER_AUTH_TOKEN_TTL`,
 //! `BELLWETHER_PEERS`,
 //! `BELLWETHER_PEER_HTTP`, `BELLWETHER_PEER_CLIENT` (comma-separated
 //! `id=address` lists), `BELLWETHER_PEER_PRIORITY` (`id=priority`), and
@@ -105,6 +106,9 @@ pub struct ConfigLayer {
     /// etcd API connections open at once, at most; past it a new one is
     /// closed at once. 0 or unset: the default, 1,024.
     pub client_connections_max: Option<u64>,
+    /// Seconds a token from Authenticate is valid (etcd's
+    /// `--auth-token-ttl`). 0 or unset: etcd's default, 300.
+    pub auth_token_ttl: Option<u64>,
     /// Every member, as `id=host:port` peer addresses (this node included).
     pub peers: Option<Vec<String>>,
     /// HTTP addresses of members, as `id=host:port` (for the dashboard and
@@ -200,6 +204,7 @@ impl ConfigLayer {
             quota_backend_bytes: number("BELLWETHER_QUOTA_BACKEND_BYTES")?,
             corrupt_check_ms: number("BELLWETHER_CORRUPT_CHECK_MS")?,
             client_connections_max: number("BELLWETHER_CLIENT_CONNECTIONS_MAX")?,
+            auth_token_ttl: number("BELLWETHER_AUTH_TOKEN_TTL")?,
             peers: list("BELLWETHER_PEERS"),
             peer_http: list("BELLWETHER_PEER_HTTP"),
             peer_client: list("BELLWETHER_PEER_CLIENT"),
@@ -231,6 +236,7 @@ impl ConfigLayer {
             quota_backend_bytes: over.quota_backend_bytes.or(self.quota_backend_bytes),
             corrupt_check_ms: over.corrupt_check_ms.or(self.corrupt_check_ms),
             client_connections_max: over.client_connections_max.or(self.client_connections_max),
+            auth_token_ttl: over.auth_token_ttl.or(self.auth_token_ttl),
             peers: over.peers.or(self.peers),
             peer_http: over.peer_http.or(self.peer_http),
             peer_client: over.peer_client.or(self.peer_client),
@@ -285,6 +291,8 @@ pub struct NodeConfig {
     pub corrupt_check_ms: u64,
     /// etcd API connections open at once, at most; never 0.
     pub client_connections_max: usize,
+    /// How long an Authenticate token is valid; never 0.
+    pub auth_token_ttl: std::time::Duration,
     /// Member id → peer address (includes this node).
     pub peers: BTreeMap<u64, SocketAddr>,
     /// Member id → HTTP address, where known.
@@ -537,6 +545,10 @@ impl NodeConfig {
             client_connections_max: match layer.client_connections_max {
                 None | Some(0) => crate::etcd::client_limits::CLIENT_CONNECTIONS_MAX_DEFAULT,
                 Some(max) => usize::try_from(max).unwrap_or(usize::MAX).min(1 << 20),
+            },
+            auth_token_ttl: match layer.auth_token_ttl {
+                None | Some(0) => crate::etcd::auth_gate::AUTH_TOKEN_TTL_DEFAULT,
+                Some(seconds) => std::time::Duration::from_secs(seconds.min(365 * 24 * 3600)),
             },
             peers,
             peer_http: members("peer_http", layer.peer_http.as_deref().unwrap_or_default())?,

@@ -8,6 +8,7 @@
 //! keeps the forwarding rule (a follower sends the call to the leader it
 //! knows, once) and the response header the same for every service.
 
+use super::auth_gate::{AuthGate, Caller};
 use super::command::{grpc_code, read_answer, Answer, Command, NO_SPACE};
 use crate::client::{ClientError, NodeClient};
 use crate::status::NodeStatus;
@@ -78,6 +79,8 @@ pub struct EtcdBackend {
     member_tls: Option<tonic::transport::ClientTlsConfig>,
     /// Whether members speak TLS to each other (for listed peer URLs).
     peer_tls: bool,
+    /// Who may do what (see `auth_gate.rs`).
+    pub auth: AuthGate,
 }
 
 /// A client error as etcd clients expect it.
@@ -127,7 +130,75 @@ impl EtcdBackend {
             corruption_check: None,
             member_tls: None,
             peer_tls: false,
+            auth: AuthGate::default(),
         }
+    }
+
+    /// Checks callers with `gate` (its summary comes from the state
+    /// machine, [`super::EtcdMachine::auth_summary`]).
+    pub fn with_auth(mut self, gate: AuthGate) -> Self {
+        self.auth = gate;
+        self
+    }
+
+    /// Who is making `request` (see `auth_gate.rs`).
+    pub fn caller<T>(&self, request: &tonic::Request<T>) -> Result<Caller, Status> {
+        self.auth.caller(&self.store, request)
+    }
+
+    /// Refuses `request` unless its caller may make administrative calls
+    /// (membership changes), with etcd's errors.
+    pub fn authorize_admin<T>(&self, request: &tonic::Request<T>) -> Result<(), Status> {
+        let caller = self.caller(request)?;
+        if !caller.enabled {
+            return Ok(());
+        }
+        caller
+            .check_admin(&self.store())
+            .map_err(super::auth_gate::auth_status)
+    }
+
+    /// Refuses `request` unless its caller holds each of `needed` on every
+    /// key under `prefix` (the Election and Lock services' keys).
+    pub fn authorize_prefix<T>(
+        &self,
+        request: &tonic::Request<T>,
+        prefix: &[u8],
+        needed: &[bellwether_kv::Permission],
+    ) -> Result<(), Status> {
+        let caller = self.caller(request)?;
+        if !caller.enabled {
+            return Ok(());
+        }
+        let range = bellwether_kv::KeyRange::prefix(prefix);
+        let store = self.store();
+        for permission in needed {
+            caller.check_range(&store, &range.key, &range.range_end, *permission)?;
+        }
+        Ok(())
+    }
+
+    /// `request` as this member's own call to another member (a forwarded
+    /// membership change, a campaign's txn, the consistency check's
+    /// HashKV): while auth is on it carries a token for `root`, minted
+    /// here with the secret every member shares through the log. Members
+    /// trust each other already (they replicate every write).
+    pub fn as_member<T>(&self, request: T) -> tonic::Request<T> {
+        let caller = Caller {
+            user: Some(bellwether_kv::ROOT_USER.to_string()),
+            auth_revision: 0,
+            enabled: true,
+        };
+        self.forwarded(&caller, request)
+    }
+
+    /// `request` with metadata naming `caller`, to forward to the leader.
+    pub fn forwarded<T>(&self, caller: &Caller, request: T) -> tonic::Request<T> {
+        if !caller.enabled || caller.user.is_none() {
+            return tonic::Request::new(request);
+        }
+        let metadata = caller.forwarding_metadata(&self.store());
+        tonic::Request::from_parts(metadata, Default::default(), request)
     }
 
     /// Lists peer URLs as `https://` (members speak mutual TLS).
@@ -280,8 +351,31 @@ impl EtcdBackend {
     /// NOSPACE alarm through the log; from then on every member refuses
     /// such writes until the alarm is cleared (see `machine.rs`).
     pub async fn write<M: Answer>(&self, command: &Command) -> Result<M, NotHere> {
-        let bytes = command.encode();
-        if bytes.len() > REQUEST_BYTES_MAX {
+        self.write_bytes(command, command.encode(), 0).await
+    }
+
+    /// [`write`](Self::write) for a client's command, checked for `caller`:
+    /// the entry carries the auth revision of the check, and is refused
+    /// when applied if auth has changed since (see `auth_gate.rs`).
+    pub async fn write_as<M: Answer>(
+        &self,
+        caller: &Caller,
+        command: &Command,
+    ) -> Result<M, NotHere> {
+        let bytes = command.encode_checked(caller.auth_revision);
+        self.write_bytes(command, bytes, Command::CHECKED_ENVELOPE_BYTES)
+            .await
+    }
+
+    /// Replicates `bytes`, the encoding of `command` inside an envelope of
+    /// `envelope` bytes (not counted against the request size limit).
+    async fn write_bytes<M: Answer>(
+        &self,
+        command: &Command,
+        bytes: Vec<u8>,
+        envelope: usize,
+    ) -> Result<M, NotHere> {
+        if bytes.len() - envelope > REQUEST_BYTES_MAX {
             // Refused before it reaches the log, as etcd does.
             return Err(NotHere::Fail(Status::invalid_argument(
                 "etcdserver: request is too large",

@@ -136,7 +136,7 @@ pub async fn txn(
         Ok(response) => Ok(response),
         Err(NotHere::Forward(leader)) => {
             let channel = backend.channel_to(leader).await?;
-            match KvClient::new(channel).txn(request).await {
+            match KvClient::new(channel).txn(backend.as_member(request)).await {
                 Ok(response) => Ok(response.into_inner()),
                 Err(status) => Err(forward_failed(backend, leader, status).await),
             }
@@ -161,7 +161,10 @@ pub async fn range(
         }
         Err(NotHere::Forward(leader)) => {
             let channel = backend.channel_to(leader).await?;
-            match KvClient::new(channel).range(request).await {
+            match KvClient::new(channel)
+                .range(backend.as_member(request))
+                .await
+            {
                 Ok(response) => Ok(response.into_inner()),
                 Err(status) => Err(forward_failed(backend, leader, status).await),
             }
@@ -197,7 +200,10 @@ pub async fn session_lease(backend: &EtcdBackend) -> Result<i64, Status> {
         ttl: SESSION_TTL_SECONDS,
         id: 0,
     };
-    match LeaseClient::new(channel).lease_grant(request).await {
+    match LeaseClient::new(channel)
+        .lease_grant(backend.as_member(request))
+        .await
+    {
         Ok(response) => Ok(response.into_inner().id),
         Err(status) if status.code() == Code::Unimplemented => {
             tracing::warn!(

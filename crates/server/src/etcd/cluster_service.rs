@@ -4,6 +4,7 @@
 //! `move-leader` and `member list` ask; membership changes are in
 //! `member_service.rs`.
 
+use super::auth_gate::maintenance_auth_status;
 use super::backend::{EtcdBackend, NotHere};
 use super::channel_stream::ChannelStream;
 use super::command::Command;
@@ -41,6 +42,21 @@ fn alarm_text(alarm: bellwether_kv::Alarm) -> String {
         bellwether_kv::AlarmKind::Corrupt => "CORRUPT",
     };
     format!("memberID:{} alarm:{kind} ", alarm.member_id)
+}
+
+impl ClusterService {
+    /// Refuses an administrative Maintenance call (defragment, hashes,
+    /// snapshot, move-leader) from a caller without `root`, as etcd 3.4
+    /// answers it there.
+    fn admin<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let caller = self.backend.caller(request)?;
+        if !caller.enabled {
+            return Ok(());
+        }
+        caller
+            .check_admin(&self.backend.store())
+            .map_err(maintenance_auth_status)
+    }
 }
 
 #[tonic::async_trait]
@@ -106,8 +122,9 @@ impl Maintenance for ClusterService {
 
     async fn defragment(
         &self,
-        _: Request<pb::DefragmentRequest>,
+        request: Request<pb::DefragmentRequest>,
     ) -> Result<Response<pb::DefragmentResponse>, Status> {
+        self.admin(&request)?;
         // etcd 3.4's Defragment answer carries no header.
         Ok(Response::new(pb::DefragmentResponse { header: None }))
     }
@@ -117,8 +134,9 @@ impl Maintenance for ClusterService {
     /// etcd's, it is for tests: it encodes the store under its lock.
     async fn hash(
         &self,
-        _: Request<pb::HashRequest>,
+        request: Request<pb::HashRequest>,
     ) -> Result<Response<pb::HashResponse>, Status> {
+        self.admin(&request)?;
         let backend = self.backend.clone();
         let (hash, header) = tokio::task::spawn_blocking(move || {
             let (data, header) = {
@@ -144,6 +162,7 @@ impl Maintenance for ClusterService {
         &self,
         request: Request<pb::HashKvRequest>,
     ) -> Result<Response<pb::HashKvResponse>, Status> {
+        self.admin(&request)?;
         let revision = request.into_inner().revision;
         let backend = self.backend.clone();
         let answer = tokio::task::spawn_blocking(move || {
@@ -177,8 +196,9 @@ impl Maintenance for ClusterService {
     /// `bellwether snapshot restore` starts a new cluster from it.
     async fn snapshot(
         &self,
-        _: Request<pb::SnapshotRequest>,
+        request: Request<pb::SnapshotRequest>,
     ) -> Result<Response<Self::SnapshotStream>, Status> {
+        self.admin(&request)?;
         let backend = self.backend.clone();
         let (file, header) = tokio::task::spawn_blocking(move || {
             // Only the store's own encoding holds its lock (and with it the
@@ -219,6 +239,7 @@ impl Maintenance for ClusterService {
         &self,
         request: Request<pb::MoveLeaderRequest>,
     ) -> Result<Response<pb::MoveLeaderResponse>, Status> {
+        self.admin(&request)?;
         let target = request.into_inner().target_id;
         let voter = {
             let status = self.backend.status.borrow();
@@ -258,6 +279,7 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberAddRequest>,
     ) -> Result<Response<pb::MemberAddResponse>, Status> {
+        self.backend.authorize_admin(&request)?;
         super::member_service::member_add(&self.backend, request.into_inner())
             .await
             .map(Response::new)
@@ -267,6 +289,7 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberRemoveRequest>,
     ) -> Result<Response<pb::MemberRemoveResponse>, Status> {
+        self.backend.authorize_admin(&request)?;
         super::member_service::member_remove(&self.backend, request.into_inner())
             .await
             .map(Response::new)
@@ -276,6 +299,7 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberUpdateRequest>,
     ) -> Result<Response<pb::MemberUpdateResponse>, Status> {
+        self.backend.authorize_admin(&request)?;
         super::member_service::member_update(&self.backend, request.into_inner())
             .await
             .map(Response::new)
@@ -295,6 +319,7 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberPromoteRequest>,
     ) -> Result<Response<pb::MemberPromoteResponse>, Status> {
+        self.backend.authorize_admin(&request)?;
         super::member_service::member_promote(&self.backend, request.into_inner())
             .await
             .map(Response::new)

@@ -17,6 +17,69 @@ const MEMBER_ADD: u8 = 8;
 const MEMBER_UPDATE: u8 = 9;
 const MEMBER_PROMOTE: u8 = 10;
 const MEMBER_REMOVE: u8 = 11;
+const AUTH: u8 = 12;
+/// Wraps a client's write with the auth revision its permissions were
+/// checked at: `[CHECKED, revision as 8 bytes little-endian, command...]`.
+const CHECKED: u8 = 13;
+
+/// What an [`AuthChange`] does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
+#[repr(i32)]
+pub enum AuthOp {
+    /// `Auth/AuthEnable`, with the token secret.
+    Enable = 0,
+    /// `Auth/AuthDisable`.
+    Disable = 1,
+    /// `Auth/UserAdd`, with the password hash.
+    UserAdd = 2,
+    /// `Auth/UserDelete`.
+    UserDelete = 3,
+    /// `Auth/UserChangePassword`, with the new hash.
+    UserChangePassword = 4,
+    /// `Auth/UserGrantRole`.
+    UserGrantRole = 5,
+    /// `Auth/UserRevokeRole`.
+    UserRevokeRole = 6,
+    /// `Auth/RoleAdd`.
+    RoleAdd = 7,
+    /// `Auth/RoleDelete`.
+    RoleDelete = 8,
+    /// `Auth/RoleGrantPermission`.
+    RoleGrantPermission = 9,
+    /// `Auth/RoleRevokePermission`.
+    RoleRevokePermission = 10,
+}
+
+/// A change to users, roles or permissions (`bellwether_kv::AuthState`),
+/// as the log holds it: passwords only as hashes, made by the member that
+/// took the request (`credentials.rs`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AuthChange {
+    /// What to do.
+    #[prost(enumeration = "AuthOp", tag = "1")]
+    pub op: i32,
+    /// The user (user ops) or the role (role ops).
+    #[prost(string, tag = "2")]
+    pub name: String,
+    /// The role granted to or revoked from a user.
+    #[prost(string, tag = "3")]
+    pub role: String,
+    /// A password hash (add, change password; empty: no password).
+    #[prost(bytes = "vec", tag = "4")]
+    pub password_hash: Vec<u8>,
+    /// A permission's kind (etcd's numbers).
+    #[prost(int32, tag = "5")]
+    pub perm_kind: i32,
+    /// A permission's key.
+    #[prost(bytes = "vec", tag = "6")]
+    pub key: Vec<u8>,
+    /// A permission's range end.
+    #[prost(bytes = "vec", tag = "7")]
+    pub range_end: Vec<u8>,
+    /// The token secret (enable).
+    #[prost(bytes = "vec", tag = "8")]
+    pub secret: Vec<u8>,
+}
 
 /// A change to the member directory (`bellwether_kv::member`), as the log
 /// holds it. The `Cluster` service fills in what the store cannot know by
@@ -80,6 +143,8 @@ pub enum Command {
     MemberPromote(MemberChange),
     /// `Cluster/MemberRemove`.
     MemberRemove(MemberChange),
+    /// An `Auth` service change.
+    Auth(AuthChange),
 }
 
 impl Command {
@@ -97,6 +162,7 @@ impl Command {
             Command::MemberUpdate(r) => (MEMBER_UPDATE, r.encode_to_vec()),
             Command::MemberPromote(r) => (MEMBER_PROMOTE, r.encode_to_vec()),
             Command::MemberRemove(r) => (MEMBER_REMOVE, r.encode_to_vec()),
+            Command::Auth(r) => (AUTH, r.encode_to_vec()),
         };
         let mut out = Vec::with_capacity(1 + body.len());
         out.push(tag);
@@ -119,8 +185,38 @@ impl Command {
             MEMBER_UPDATE => Command::MemberUpdate(MemberChange::decode(body).ok()?),
             MEMBER_PROMOTE => Command::MemberPromote(MemberChange::decode(body).ok()?),
             MEMBER_REMOVE => Command::MemberRemove(MemberChange::decode(body).ok()?),
+            AUTH => Command::Auth(AuthChange::decode(body).ok()?),
             _ => return None,
         })
+    }
+
+    /// What [`encode_checked`](Self::encode_checked) adds to the command.
+    pub const CHECKED_ENVELOPE_BYTES: usize = 9;
+
+    /// The log entry bytes of a client's write whose permissions were
+    /// checked at `auth_revision`: applied only if the auth state has not
+    /// changed since (see `machine.rs`).
+    pub fn encode_checked(&self, auth_revision: u64) -> Vec<u8> {
+        let inner = self.encode();
+        let mut out = Vec::with_capacity(9 + inner.len());
+        out.push(CHECKED);
+        out.extend_from_slice(&auth_revision.to_le_bytes());
+        out.extend_from_slice(&inner);
+        out
+    }
+
+    /// Parses any log entry: the command, and the auth revision it was
+    /// checked at if it came from a client (`None`: the member's own).
+    pub fn decode_entry(bytes: &[u8]) -> Option<(Option<u64>, Command)> {
+        match bytes.split_first() {
+            Some((&CHECKED, rest)) if rest.len() > 8 => {
+                let (revision, inner) = rest.split_at(8);
+                let revision = u64::from_le_bytes(revision.try_into().ok()?);
+                Some((Some(revision), Command::decode(inner)?))
+            }
+            Some((&CHECKED, _)) => None,
+            _ => Some((None, Command::decode(bytes)?)),
+        }
     }
 
     /// True for the client writes every member refuses while the CORRUPT
@@ -148,7 +244,8 @@ impl Command {
             | Command::MemberAdd(_)
             | Command::MemberUpdate(_)
             | Command::MemberPromote(_)
-            | Command::MemberRemove(_) => 0,
+            | Command::MemberRemove(_)
+            | Command::Auth(_) => 0,
         }
     }
 }
@@ -209,6 +306,7 @@ answers!(
     pb::LeaseRevokeResponse,
     pb::AlarmResponse,
     pb::MemberAddResponse,
+    pb::AuthEnableResponse,
 );
 
 /// An answer: `[0] + protobuf` on success, `[1, code] + message` on error.
@@ -317,7 +415,13 @@ mod tests {
             taken_peer_urls: vec!["http://127.0.0.1:7001".into()],
             ..Default::default()
         });
-        assert_eq!(Command::decode(&add.encode()), Some(add));
+        assert_eq!(Command::decode(&add.encode()), Some(add.clone()));
+        assert_eq!(
+            Command::decode_entry(&add.encode_checked(42)),
+            Some((Some(42), add.clone()))
+        );
+        assert_eq!(Command::decode_entry(&add.encode()), Some((None, add)));
+        assert_eq!(Command::decode_entry(&[CHECKED, 1, 2]), None);
         let error = answer_error(tonic::Code::OutOfRange, "compacted");
         let status = read_answer::<pb::PutResponse>(&error).unwrap_err();
         assert_eq!(

@@ -115,7 +115,7 @@ async fn ask(backend: &EtcdBackend, member: u64, revision: i64) -> Option<pb::Ha
     let channel = backend.channel_to(member).await.ok()?;
     let request = pb::HashKvRequest { revision };
     let mut client = MaintenanceClient::new(channel);
-    match tokio::time::timeout(ANSWER_WAIT, client.hash_kv(request)).await {
+    match tokio::time::timeout(ANSWER_WAIT, client.hash_kv(backend.as_member(request))).await {
         Ok(Ok(answer)) => Some(answer.into_inner()),
         Ok(Err(status)) => {
             tracing::debug!(member, %status, "consistency check: no comparable hash this round");

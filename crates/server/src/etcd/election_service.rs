@@ -28,6 +28,7 @@ use super::leader_observer::LeaderObserver;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::v3electionpb as epb;
 use bellwether_api::v3electionpb::election_server::Election;
+use bellwether_kv::Permission;
 use tokio::sync::mpsc;
 use tonic::codegen::tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -117,6 +118,9 @@ impl Election for ElectionService {
         &self,
         request: Request<epb::CampaignRequest>,
     ) -> Result<Response<epb::CampaignResponse>, Status> {
+        let prefix = campaign::prefix(&request.get_ref().name);
+        self.backend
+            .authorize_prefix(&request, &prefix, &[Permission::Read, Permission::Write])?;
         let request = request.into_inner();
         self.backend
             .app_elections
@@ -158,6 +162,10 @@ impl Election for ElectionService {
         &self,
         request: Request<epb::ProclaimRequest>,
     ) -> Result<Response<epb::ProclaimResponse>, Status> {
+        let name = request.get_ref().leader.as_ref().map(|l| l.name.clone());
+        let prefix = campaign::prefix(&name.unwrap_or_default());
+        self.backend
+            .authorize_prefix(&request, &prefix, &[Permission::Write])?;
         let request = request.into_inner();
         let leader = request
             .leader
@@ -175,6 +183,9 @@ impl Election for ElectionService {
         &self,
         request: Request<epb::LeaderRequest>,
     ) -> Result<Response<epb::LeaderResponse>, Status> {
+        let prefix = campaign::prefix(&request.get_ref().name);
+        self.backend
+            .authorize_prefix(&request, &prefix, &[Permission::Read])?;
         let name = request.into_inner().name;
         let prefix = campaign::prefix(&name);
         let response = campaign::range(&self.backend, first_created_request(&prefix))
@@ -196,6 +207,9 @@ impl Election for ElectionService {
         &self,
         request: Request<epb::LeaderRequest>,
     ) -> Result<Response<Self::ObserveStream>, Status> {
+        let prefix = campaign::prefix(&request.get_ref().name);
+        self.backend
+            .authorize_prefix(&request, &prefix, &[Permission::Read])?;
         let name = request.into_inner().name;
         let prefix = campaign::prefix(&name);
         let first = campaign::range(&self.backend, first_created_request(&prefix))
@@ -229,6 +243,10 @@ impl Election for ElectionService {
         &self,
         request: Request<epb::ResignRequest>,
     ) -> Result<Response<epb::ResignResponse>, Status> {
+        let name = request.get_ref().leader.as_ref().map(|l| l.name.clone());
+        let prefix = campaign::prefix(&name.unwrap_or_default());
+        self.backend
+            .authorize_prefix(&request, &prefix, &[Permission::Write])?;
         let leader = request
             .into_inner()
             .leader

@@ -406,6 +406,15 @@ where
     if request.method() != http::Method::POST {
         return plain(http::StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
     }
+    // Who is calling goes with the call: a token (etcd's gateway takes it
+    // in `Authorization`) and the TLS session's client certificate.
+    let credentials = Credentials {
+        headers: ["authorization", "token"]
+            .iter()
+            .filter_map(|name| Some((*name, request.headers().get(*name)?.clone())))
+            .collect(),
+        extensions: request.extensions().clone(),
+    };
     let body = match http_body_util::Limited::new(request.into_body(), GRPC_MESSAGE_BYTES_MAX)
         .collect()
         .await
@@ -428,7 +437,13 @@ where
         Err(error) => return error_response(tonic::Code::InvalidArgument, &error),
     };
     let grpc_path = format!("/{}/{}", method.parent_service().full_name(), method.name());
-    call_grpc(inner, &grpc_path, &method, messages).await
+    call_grpc(inner, &grpc_path, &method, messages, credentials).await
+}
+
+/// What names the caller of a gateway request.
+struct Credentials {
+    headers: Vec<(&'static str, http::HeaderValue)>,
+    extensions: http::Extensions,
 }
 
 /// One gRPC message with its 5-byte prefix.
@@ -482,6 +497,7 @@ async fn call_grpc<S>(
     path: &str,
     method: &MethodDescriptor,
     messages: Vec<Vec<u8>>,
+    credentials: Credentials,
 ) -> http::Response<Body>
 where
     S: GrpcRoutes,
@@ -495,7 +511,7 @@ where
         frames.extend_from_slice(&framed(message));
     }
     let body = Body::new(http_body_util::Full::new(frames.freeze()));
-    let grpc_request = http::Request::builder()
+    let mut grpc_request = http::Request::builder()
         .method(http::Method::POST)
         .uri(path)
         .version(http::Version::HTTP_2)
@@ -503,6 +519,10 @@ where
         .header("te", "trailers")
         .body(body)
         .expect("a valid request");
+    for (name, value) in credentials.headers {
+        grpc_request.headers_mut().insert(name, value);
+    }
+    *grpc_request.extensions_mut() = credentials.extensions;
     let mut inner = inner;
     let Ok(response) = inner.call(grpc_request).await;
     if let Some((code, text)) = grpc_status(response.headers()) {

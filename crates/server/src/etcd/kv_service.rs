@@ -2,14 +2,17 @@
 //! node's log and store. Writes go through Raft; a linearizable Range, or
 //! a Txn that only reads, first waits for a ReadIndex barrier, a
 //! serializable one reads locally. A follower forwards what only the
-//! leader can serve.
+//! leader can serve. Every call is checked against the caller's
+//! permissions first (`auth_gate.rs`).
 
+use super::auth_gate::Caller;
 use super::backend::{status_of_kv, EtcdBackend, NotHere};
 use super::command::Command;
 use super::convert;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::kv_client::KvClient;
 use bellwether_api::etcdserverpb::kv_server::Kv;
+use bellwether_kv::Permission;
 use tonic::{Request, Response, Status};
 
 /// The KV service of one node.
@@ -32,21 +35,26 @@ impl KvService {
     /// a serializable read), from this member's store.
     async fn read_only_txn(
         &self,
+        caller: Caller,
         request: pb::TxnRequest,
     ) -> Result<Response<pb::TxnResponse>, Status> {
         if !is_serializable(&request) {
             match self.backend.read_barrier().await {
                 Ok(()) => {}
                 Err(NotHere::Forward(leader)) => {
+                    let request = self.backend.forwarded(&caller, request);
                     return Box::pin(async move { self.leader(leader).await?.txn(request).await })
                         .await;
                 }
                 Err(NotHere::Fail(status)) => return Err(status),
             }
         }
+        let mut store = self.backend.store();
+        caller.check_txn(&store, &request)?;
         let txn = convert::txn_request(request)
             .ok_or_else(|| Status::invalid_argument("etcdserver: invalid txn request"))?;
-        let result = self.backend.store().read_txn(&txn);
+        let result = store.read_txn(&txn);
+        drop(store);
         let result = result.map_err(|e| status_of_kv(&e))?;
         // The revision read at: a write applied since must not show in
         // the header of data read before it.
@@ -81,14 +89,19 @@ fn is_serializable(request: &pb::TxnRequest) -> bool {
 /// and the forwarding call, a large future, is boxed so that only calls
 /// that forward pay for its state.
 macro_rules! write_or_forward {
-    ($self:ident, $request:ident, $command:path, $method:ident, $response:ty) => {{
+    ($self:ident, $caller:ident, $request:ident, $command:path, $method:ident, $response:ty) => {{
         let command = $command($request);
-        match $self.backend.write::<$response>(&command).await {
+        match $self
+            .backend
+            .write_as::<$response>(&$caller, &command)
+            .await
+        {
             Ok(response) => Ok(Response::new(response)),
             Err(NotHere::Forward(leader)) => {
                 let $command(request) = command else {
                     unreachable!("the command was built from the request above")
                 };
+                let request = $self.backend.forwarded(&$caller, request);
                 Box::pin(async move { $self.leader(leader).await?.$method(request).await }).await
             }
             Err(NotHere::Fail(status)) => Err(status),
@@ -102,11 +115,13 @@ impl Kv for KvService {
         &self,
         request: Request<pb::RangeRequest>,
     ) -> Result<Response<pb::RangeResponse>, Status> {
+        let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
         if !request.serializable {
             match self.backend.read_barrier().await {
                 Ok(()) => {}
                 Err(NotHere::Forward(leader)) => {
+                    let request = self.backend.forwarded(&caller, request);
                     return Box::pin(
                         async move { self.leader(leader).await?.range(request).await },
                     )
@@ -115,7 +130,10 @@ impl Kv for KvService {
                 Err(NotHere::Fail(status)) => return Err(status),
             }
         }
-        let result = self.backend.store().range(&convert::range_request(request));
+        let store = self.backend.store();
+        caller.check_range(&store, &request.key, &request.range_end, Permission::Read)?;
+        let result = store.range(&convert::range_request(request));
+        drop(store);
         let result = result.map_err(|e| status_of_kv(&e))?;
         // The store's revision at the read (etcd's header revision), not
         // one published by an apply since.
@@ -129,17 +147,26 @@ impl Kv for KvService {
         &self,
         request: Request<pb::PutRequest>,
     ) -> Result<Response<pb::PutResponse>, Status> {
+        let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
-        write_or_forward!(self, request, Command::Put, put, pb::PutResponse)
+        if caller.enabled {
+            caller.check_put(&self.backend.store(), &request)?;
+        }
+        write_or_forward!(self, caller, request, Command::Put, put, pb::PutResponse)
     }
 
     async fn delete_range(
         &self,
         request: Request<pb::DeleteRangeRequest>,
     ) -> Result<Response<pb::DeleteRangeResponse>, Status> {
+        let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
+        if caller.enabled {
+            caller.check_delete(&self.backend.store(), &request)?;
+        }
         write_or_forward!(
             self,
+            caller,
             request,
             Command::DeleteRange,
             delete_range,
@@ -151,20 +178,27 @@ impl Kv for KvService {
         &self,
         request: Request<pb::TxnRequest>,
     ) -> Result<Response<pb::TxnResponse>, Status> {
+        let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
         if is_read_only(&request) {
-            return self.read_only_txn(request).await;
+            return self.read_only_txn(caller, request).await;
         }
-        write_or_forward!(self, request, Command::Txn, txn, pb::TxnResponse)
+        if caller.enabled {
+            caller.check_txn(&self.backend.store(), &request)?;
+        }
+        write_or_forward!(self, caller, request, Command::Txn, txn, pb::TxnResponse)
     }
 
     async fn compact(
         &self,
         request: Request<pb::CompactionRequest>,
     ) -> Result<Response<pb::CompactionResponse>, Status> {
+        // etcd 3.4 lets any caller compact, authenticated or not.
+        let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
         write_or_forward!(
             self,
+            caller,
             request,
             Command::Compact,
             compact,

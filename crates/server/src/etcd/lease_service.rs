@@ -12,7 +12,7 @@ use super::lessor::{Lessor, Renewal};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::lease_client::LeaseClient;
 use bellwether_api::etcdserverpb::lease_server::Lease;
-use bellwether_kv::KvError;
+use bellwether_kv::{KvError, Permission};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -213,14 +213,24 @@ impl Lease for LeaseService {
         &self,
         request: Request<pb::LeaseRevokeRequest>,
     ) -> Result<Response<pb::LeaseRevokeResponse>, Status> {
+        let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
+        if caller.enabled {
+            // etcd's rule: revoking deletes the lease's keys, so the caller
+            // needs write permission on each of them.
+            let store = self.backend.store();
+            for key in store.lease_keys(request.id).unwrap_or_default() {
+                caller.check_range(&store, &key, &[], Permission::Write)?;
+            }
+        }
         match self
             .backend
-            .write::<pb::LeaseRevokeResponse>(&Command::LeaseRevoke(request))
+            .write_as::<pb::LeaseRevokeResponse>(&caller, &Command::LeaseRevoke(request))
             .await
         {
             Ok(response) => Ok(Response::new(response)),
             Err(NotHere::Forward(leader)) => {
+                let request = self.backend.forwarded(&caller, request);
                 Box::pin(async move {
                     self.leader_client(leader)
                         .await?

@@ -20,6 +20,7 @@ use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::kv_client::KvClient;
 use bellwether_api::v3lockpb as lpb;
 use bellwether_api::v3lockpb::lock_server::Lock;
+use bellwether_kv::Permission;
 use tonic::{Request, Response, Status};
 
 /// The Lock service of one node.
@@ -45,7 +46,9 @@ impl LockService {
             Ok(response) => Ok(response),
             Err(NotHere::Forward(leader)) => {
                 let channel = self.backend.channel_to(leader).await?;
-                let response = KvClient::new(channel).delete_range(request).await;
+                let response = KvClient::new(channel)
+                    .delete_range(self.backend.as_member(request))
+                    .await;
                 if let Err(status) = &response {
                     if status.code() == tonic::Code::Unavailable {
                         self.backend.drop_channel(leader).await;
@@ -64,6 +67,9 @@ impl Lock for LockService {
         &self,
         request: Request<lpb::LockRequest>,
     ) -> Result<Response<lpb::LockResponse>, Status> {
+        let prefix = campaign::prefix(&request.get_ref().name);
+        self.backend
+            .authorize_prefix(&request, &prefix, &[Permission::Read, Permission::Write])?;
         let request = request.into_inner();
         self.backend.app_elections.campaigned(&request.name, "lock");
         let lease = match request.lease {
@@ -106,6 +112,9 @@ impl Lock for LockService {
         &self,
         request: Request<lpb::UnlockRequest>,
     ) -> Result<Response<lpb::UnlockResponse>, Status> {
+        let key = request.get_ref().key.clone();
+        self.backend
+            .authorize_prefix(&request, &key, &[Permission::Write])?;
         let key = request.into_inner().key;
         let response = self.delete(key).await.map_err(as_etcd)?;
         Ok(Response::new(lpb::UnlockResponse {

@@ -2,15 +2,20 @@
 //! Shared with the gRPC services, which read it directly (after a read
 //! barrier for linearizable reads).
 
+use super::auth_gate::{auth_code, AuthSummary};
 use super::command::{
-    answer_error, answer_ok, grpc_code, Command, MemberChange, CORRUPT, NO_SPACE,
+    answer_error, answer_ok, grpc_code, AuthChange, AuthOp, Command, MemberChange, CORRUPT,
+    NO_SPACE,
 };
 use super::convert;
 use super::lessor::Lessor;
 use crate::state_machine::StateMachine;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_core::LogIndex;
-use bellwether_kv::{Alarm, AlarmKind, KvStore, MemberError, MemberIntent, MemberRecord};
+use bellwether_kv::{
+    Alarm, AlarmKind, AuthError, KeyPermission, KvStore, MemberError, MemberIntent, MemberRecord,
+    Permission,
+};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
@@ -27,6 +32,8 @@ pub struct EtcdMachine {
     lessor: Lessor,
     /// Bumped on every apply of a membership command and on restore.
     directory_version: u64,
+    /// Whether auth is on, for the services' checks (see `auth_gate.rs`).
+    auth: AuthSummary,
 }
 
 impl Default for EtcdMachine {
@@ -38,6 +45,7 @@ impl Default for EtcdMachine {
             revisions,
             lessor: Lessor::default(),
             directory_version: 1,
+            auth: AuthSummary::default(),
         }
     }
 }
@@ -53,6 +61,15 @@ impl EtcdMachine {
     /// the expiry task use it.
     pub fn lessor(&self) -> Lessor {
         self.lessor.clone()
+    }
+
+    /// Whether auth is on and its revision, kept current by every apply.
+    pub fn auth_summary(&self) -> AuthSummary {
+        self.auth.clone()
+    }
+
+    fn publish_auth(&self, store: &KvStore) {
+        self.auth.publish(store);
     }
 
     fn publish_revision(&self, revision: i64) {
@@ -124,6 +141,40 @@ fn apply_member(store: &mut KvStore, command: Command) -> Result<Vec<u8>, Member
     Ok(answer_ok(response, store.revision()))
 }
 
+/// Applies a change to users, roles or permissions.
+fn apply_auth(store: &mut KvStore, change: AuthChange) -> Result<Vec<u8>, AuthError> {
+    let auth = store.auth_mut();
+    let op = AuthOp::try_from(change.op).map_err(|_| AuthError::PermissionDenied)?;
+    match op {
+        AuthOp::Enable => auth.enable(change.secret),
+        AuthOp::Disable => auth.disable(),
+        AuthOp::UserAdd => auth.user_add(&change.name, change.password_hash),
+        AuthOp::UserDelete => auth.user_delete(&change.name),
+        AuthOp::UserChangePassword => auth.user_change_password(&change.name, change.password_hash),
+        AuthOp::UserGrantRole => auth.user_grant_role(&change.name, &change.role),
+        AuthOp::UserRevokeRole => auth.user_revoke_role(&change.name, &change.role),
+        AuthOp::RoleAdd => auth.role_add(&change.name),
+        AuthOp::RoleDelete => auth.role_delete(&change.name),
+        AuthOp::RoleGrantPermission => {
+            let kind =
+                Permission::from_number(change.perm_kind).ok_or(AuthError::PermissionDenied)?;
+            let permission = KeyPermission {
+                key: change.key,
+                range_end: change.range_end,
+                kind,
+            };
+            auth.role_grant_permission(&change.name, permission)
+        }
+        AuthOp::RoleRevokePermission => {
+            auth.role_revoke_permission(&change.name, &change.key, &change.range_end)
+        }
+    }?;
+    Ok(answer_ok(
+        pb::AuthEnableResponse { header: None },
+        store.revision(),
+    ))
+}
+
 /// A directory record as etcd's `Member` (its learner flag: what it was
 /// asked to be; the member list reports Raft's view instead).
 pub fn member_of(record: &MemberRecord) -> pb::Member {
@@ -158,7 +209,7 @@ pub fn alarm_member(alarm: Alarm) -> pb::AlarmMember {
 
 impl StateMachine for EtcdMachine {
     fn apply(&mut self, _index: LogIndex, command: &[u8]) -> Vec<u8> {
-        let Some(command) = Command::decode(command) else {
+        let Some((checked_at, command)) = Command::decode_entry(command) else {
             return answer_error(
                 tonic::Code::InvalidArgument,
                 "bellwether: unknown command in the log",
@@ -168,6 +219,17 @@ impl StateMachine for EtcdMachine {
         let mut granted: Option<(i64, i64)> = None;
         let mut revoked: Option<i64> = None;
         let mut store = self.store.lock().expect("store lock");
+        // A client's write whose permissions were checked against auth
+        // state that has changed since (a role revoked, auth enabled) is
+        // refused, on every member at the same entry: a revoke takes effect
+        // at once, whichever member checked the write.
+        if let Some(checked_at) = checked_at {
+            let auth = store.auth();
+            if auth.is_enabled() && checked_at < auth.revision() {
+                let error = AuthError::OldRevision;
+                return answer_error(auth_code(error), &error.to_string());
+            }
+        }
         // While the NOSPACE alarm is raised, every write that would take
         // space is refused, on every member at the same log entry, as
         // etcd's capped applier does; deletes and compactions still pass.
@@ -225,6 +287,12 @@ impl StateMachine for EtcdMachine {
                 answer_ok(response, store.revision())
             }),
             Command::Alarm(r) => Ok(answer_ok(apply_alarm(&mut store, &r), store.revision())),
+            Command::Auth(change) => {
+                let answer = apply_auth(&mut store, change)
+                    .unwrap_or_else(|e| answer_error(auth_code(e), &e.to_string()));
+                self.publish_auth(&store);
+                return answer;
+            }
             Command::MemberAdd(_)
             | Command::MemberUpdate(_)
             | Command::MemberPromote(_)
@@ -268,6 +336,7 @@ impl StateMachine for EtcdMachine {
         let mut store = self.store.lock().expect("store lock");
         *store = restored;
         self.publish_revision(revision);
+        self.publish_auth(&store);
         drop(store);
         self.directory_version += 1;
         self.lessor.restored();

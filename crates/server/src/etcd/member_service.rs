@@ -238,7 +238,7 @@ pub async fn member_add(
     let Some((id, member)) = write(backend, &command).await? else {
         let answer = leader_client(backend)
             .await?
-            .member_add(request)
+            .member_add(backend.as_member(request))
             .await?
             .into_inner();
         // Answer once this member knows of the new one too, so that the
@@ -288,7 +288,7 @@ pub async fn member_remove(
     if write(backend, &command).await?.is_none() {
         return Ok(leader_client(backend)
             .await?
-            .member_remove(request)
+            .member_remove(backend.as_member(request))
             .await?
             .into_inner());
     }
@@ -322,7 +322,7 @@ pub async fn member_update(
     if write(backend, &command).await?.is_none() {
         return Ok(leader_client(backend)
             .await?
-            .member_update(request)
+            .member_update(backend.as_member(request))
             .await?
             .into_inner());
     }
@@ -351,7 +351,7 @@ pub async fn member_promote(
     if backend.status.borrow().role != "leader" {
         return Ok(leader_client(backend)
             .await?
-            .member_promote(request)
+            .member_promote(backend.as_member(request))
             .await?
             .into_inner());
     }
@@ -408,7 +408,7 @@ pub async fn member_promote(
     if write(backend, &command).await?.is_none() {
         return Ok(leader_client(backend)
             .await?
-            .member_promote(request)
+            .member_promote(backend.as_member(request))
             .await?
             .into_inner());
     }

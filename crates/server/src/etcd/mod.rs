@@ -4,6 +4,8 @@
 //! asks for a serializable read. Every service is a thin layer over one
 //! [`EtcdBackend`]; lease expiry is the leader's [`Lessor`].
 
+pub mod auth_gate;
+pub mod auth_service;
 pub mod backend;
 pub mod campaign;
 pub mod channel_stream;
@@ -13,6 +15,7 @@ pub mod command;
 pub mod compactor;
 pub mod convert;
 pub mod corruption_check;
+pub mod credentials;
 pub mod election_service;
 pub mod json_gateway;
 pub mod kv_service;
@@ -112,6 +115,11 @@ pub async fn serve(
             backend: backend.clone(),
         }))
         .add_service(LeaseServer::new(lease))
+        .add_service(bellwether_api::etcdserverpb::auth_server::AuthServer::new(
+            auth_service::AuthService {
+                backend: backend.clone(),
+            },
+        ))
         .add_service(
             bellwether_api::etcdserverpb::watch_server::WatchServer::new(
                 watch_service::WatchService::new(backend.clone(), watches_stopped),

@@ -141,15 +141,28 @@ async fn serve(
             )));
         }
     }
-    let message = read_message(request.into_body(), GRPC_MESSAGE_BYTES_MAX).await?;
+    let (parts, body) = request.into_parts();
+    let message = read_message(body, GRPC_MESSAGE_BYTES_MAX).await?;
+    // The headers (a token) and extensions (the client's certificate) go
+    // with the message, for the services' auth checks.
+    let context = CallContext {
+        metadata: tonic::metadata::MetadataMap::from_headers(parts.headers),
+        extensions: parts.extensions,
+    };
     match call {
-        Call::Put => encoded(kv.put(decoded(message)?).await?),
-        Call::Range => encoded(kv.range(decoded(message)?).await?),
-        Call::DeleteRange => encoded(kv.delete_range(decoded(message)?).await?),
-        Call::Txn => encoded(kv.txn(decoded(message)?).await?),
-        Call::LeaseGrant => encoded(lease.lease_grant(decoded(message)?).await?),
-        Call::LeaseRevoke => encoded(lease.lease_revoke(decoded(message)?).await?),
+        Call::Put => encoded(kv.put(decoded(message, context)?).await?),
+        Call::Range => encoded(kv.range(decoded(message, context)?).await?),
+        Call::DeleteRange => encoded(kv.delete_range(decoded(message, context)?).await?),
+        Call::Txn => encoded(kv.txn(decoded(message, context)?).await?),
+        Call::LeaseGrant => encoded(lease.lease_grant(decoded(message, context)?).await?),
+        Call::LeaseRevoke => encoded(lease.lease_revoke(decoded(message, context)?).await?),
     }
+}
+
+/// What a request carries besides its message.
+struct CallContext {
+    metadata: tonic::metadata::MetadataMap,
+    extensions: http::Extensions,
 }
 
 /// Reads the one message of a unary call: its prefix, then exactly as many
@@ -202,9 +215,12 @@ async fn read_message(mut body: Body, limit: usize) -> Result<Bytes, Status> {
     }
 }
 
-fn decoded<M: prost::Message + Default>(message: Bytes) -> Result<Request<M>, Status> {
+fn decoded<M: prost::Message + Default>(
+    message: Bytes,
+    context: CallContext,
+) -> Result<Request<M>, Status> {
     M::decode(message)
-        .map(Request::new)
+        .map(|message| Request::from_parts(context.metadata, context.extensions, message))
         .map_err(|error| Status::internal(format!("failed to decode Protobuf message: {error}")))
 }
 

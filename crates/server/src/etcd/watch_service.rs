@@ -29,10 +29,11 @@ pub use session::{
 };
 pub use watcher::READ_SCAN_BYTES_MAX;
 
+use super::auth_gate::Caller;
 use super::backend::EtcdBackend;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::watch_server::Watch;
-use bellwether_kv::KvStore;
+use bellwether_kv::{KvStore, Permission};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -100,8 +101,10 @@ impl Watch for WatchService {
         if requires_leader && self.backend.status.borrow().leader.is_none() {
             return Err(Status::unavailable("etcdserver: no leader"));
         }
+        let caller = self.backend.caller(&request)?;
         let status = self.backend.status.clone();
         let context = StreamContext {
+            caller,
             store: self.backend.store.clone(),
             revisions: self.backend.revisions.clone(),
             stop: self.stop.clone(),
@@ -123,6 +126,9 @@ impl Watch for WatchService {
 /// Everything one stream's task needs, apart from its two ends. Separate
 /// from the backend so tests can run a stream over a bare store.
 pub struct StreamContext {
+    /// Who opened the stream: each watcher it creates needs read
+    /// permission on its range.
+    pub caller: Caller,
     /// The store the watchers read.
     pub store: Arc<Mutex<KvStore>>,
     /// The store's revision after each applied write.
@@ -159,6 +165,9 @@ impl StreamContext {
         loop {
             let has_work = session.has_work(known_revision);
             let accepts = reading && session.accepts_requests();
+            // A watcher refused for lack of permission, answered after the
+            // select (its branch cannot wait for room in the channel).
+            let mut refused = None;
             tokio::select! {
                 biased;
                 _ = self.stop.wait_for(|stop| *stop) => {
@@ -169,7 +178,16 @@ impl StreamContext {
                 request = requests.next(), if accepts => match request {
                     Some(Ok(request)) => {
                         session.set_raft_term((self.raft_term)());
-                        session.receive(request, &lock(&self.store));
+                        let term = (self.raft_term)();
+                        let refusal = {
+                            let store = lock(&self.store);
+                            let refusal = denied(&self.caller, self.header, term, &request, &store);
+                            if refusal.is_none() {
+                                session.receive(request, &store);
+                            }
+                            refusal
+                        };
+                        refused = refusal;
                     }
                     None => reading = false,
                     Some(Err(status)) => {
@@ -197,8 +215,45 @@ impl StreamContext {
                     session.progress_tick(&lock(&self.store));
                 }
             }
+            if let Some(refusal) = refused {
+                if responses.send(Ok(refusal)).await.is_err() {
+                    break;
+                }
+            }
         }
         tracing::debug!(watchers = session.watchers_count(), "watch stream ended");
+    }
+}
+
+/// etcd's answer to a watcher `caller` may not read: created and canceled
+/// at once, with the reason.
+fn denied(
+    caller: &Caller,
+    header: pb::ResponseHeader,
+    raft_term: u64,
+    request: &pb::WatchRequest,
+    store: &KvStore,
+) -> Option<pb::WatchResponse> {
+    let Some(pb::watch_request::RequestUnion::CreateRequest(create)) = &request.request_union
+    else {
+        return None;
+    };
+    let refusal = caller
+        .check_range(store, &create.key, &create.range_end, Permission::Read)
+        .err()?;
+    {
+        Some(pb::WatchResponse {
+            header: Some(pb::ResponseHeader {
+                revision: store.revision(),
+                raft_term,
+                ..header
+            }),
+            watch_id: -1,
+            created: true,
+            canceled: true,
+            cancel_reason: refusal.message().to_string(),
+            ..Default::default()
+        })
     }
 }
 

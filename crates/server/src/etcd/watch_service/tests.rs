@@ -349,6 +349,7 @@ impl Harness {
         let (requests, requests_receiver) = mpsc::channel(4);
         let (responses_sender, responses) = mpsc::channel(RESPONSES_BUFFERED_MAX);
         let context = StreamContext {
+            caller: Default::default(),
             store: store.clone(),
             revisions: revisions_receiver,
             stop: stop_receiver,

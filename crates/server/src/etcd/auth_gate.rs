@@ -1,0 +1,299 @@
+//! Who is calling, and what they may do: the check every etcd RPC passes
+//! before it reads or writes.
+//!
+//! A caller is named by a token (the `token` metadata etcd's clients send,
+//! or `authorization` from the JSON gateway), or, with
+//! `--client-cert-auth` and no token, by its client certificate's common
+//! name, as in etcd. While auth is disabled every call passes, and the
+//! check costs one atomic load ([`AuthSummary`]).
+//!
+//! Reads are checked on the member that serves them, after the read
+//! barrier, so they see every change acknowledged before they began.
+//! Writes are checked on the member that takes them, and the log entry
+//! records the auth revision of that check (`Command::encode_checked`);
+//! the state machine refuses it if auth changed in between. Together a
+//! revoke takes effect at once, wherever the next call lands.
+
+use super::credentials;
+use bellwether_api::etcdserverpb as pb;
+use bellwether_kv::{AuthError, KvStore, Permission};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::metadata::MetadataMap;
+use tonic::Status;
+
+/// etcd's default token lifetime (`--auth-token-ttl`).
+pub const AUTH_TOKEN_TTL_DEFAULT: Duration = Duration::from_secs(300);
+
+/// How long a token minted to forward a call to the leader lives.
+const FORWARD_TOKEN_TTL: Duration = Duration::from_secs(30);
+
+/// Whether auth is on and its revision, published by the state machine
+/// after every auth change so the hot path need not lock the store.
+#[derive(Clone, Debug, Default)]
+pub struct AuthSummary(Arc<AtomicU64>);
+
+impl AuthSummary {
+    /// Records the store's auth state (called with the store locked).
+    pub fn publish(&self, store: &KvStore) {
+        let auth = store.auth();
+        let packed = (auth.revision() << 1) | u64::from(auth.is_enabled());
+        self.0.store(packed, Ordering::Release);
+    }
+
+    /// (enabled, revision) as last published.
+    pub fn get(&self) -> (bool, u64) {
+        let packed = self.0.load(Ordering::Acquire);
+        (packed & 1 == 1, packed >> 1)
+    }
+}
+
+/// The member's auth settings.
+#[derive(Clone, Debug)]
+pub struct AuthGate {
+    /// Published by the state machine.
+    pub summary: AuthSummary,
+    /// How long an issued token is valid.
+    pub token_ttl: Duration,
+    /// A client certificate's common name names the user when no token is
+    /// sent (`--client-cert-auth`).
+    pub client_cert_auth: bool,
+}
+
+impl Default for AuthGate {
+    fn default() -> Self {
+        AuthGate {
+            summary: AuthSummary::default(),
+            token_ttl: AUTH_TOKEN_TTL_DEFAULT,
+            client_cert_auth: false,
+        }
+    }
+}
+
+/// The identity of one call, as checked. The default names no one, with
+/// auth off: every check then consults the store's current state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// The user; `None` when the call named none.
+    pub user: Option<String>,
+    /// The auth revision the identity was read at (see the module docs).
+    pub auth_revision: u64,
+    /// Whether auth was on then.
+    pub enabled: bool,
+}
+
+/// etcd's gRPC code for an auth error.
+pub fn auth_code(error: AuthError) -> tonic::Code {
+    use tonic::Code;
+    match error {
+        AuthError::PermissionDenied => Code::PermissionDenied,
+        AuthError::InvalidToken => Code::Unauthenticated,
+        AuthError::UserEmpty
+        | AuthError::RoleEmpty
+        | AuthError::AuthFailed
+        | AuthError::OldRevision
+        | AuthError::InvalidAuthMgmt => Code::InvalidArgument,
+        AuthError::TooMany => Code::ResourceExhausted,
+        AuthError::RootUserNotExist
+        | AuthError::RootRoleNotExist
+        | AuthError::UserAlreadyExist
+        | AuthError::UserNotFound
+        | AuthError::RoleAlreadyExist
+        | AuthError::RoleNotFound
+        | AuthError::PermissionNotGranted
+        | AuthError::RoleNotGranted
+        | AuthError::NotEnabled => Code::FailedPrecondition,
+    }
+}
+
+/// An auth error as the status etcd answers with.
+pub fn auth_status(error: AuthError) -> Status {
+    Status::new(auth_code(error), error.to_string())
+}
+
+/// An auth error on an administrative Maintenance call, as etcd 3.4
+/// answers it there (code Unknown, "auth: ..."): etcdctl prints exactly it.
+pub fn maintenance_auth_status(error: AuthError) -> Status {
+    let message = error.to_string();
+    let message = message.strip_prefix("etcdserver: ").unwrap_or(&message);
+    Status::unknown(format!("auth: {message}"))
+}
+
+/// The token a call carries, if any.
+fn token_of(metadata: &MetadataMap) -> Option<&str> {
+    ["token", "authorization"]
+        .iter()
+        .find_map(|key| metadata.get(*key))
+        .and_then(|value| value.to_str().ok())
+        .map(|token| token.strip_prefix("Bearer ").unwrap_or(token))
+}
+
+/// The common name of the first (leaf) certificate.
+fn common_name(certs: &[tonic::transport::CertificateDer<'static>]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(certs.first()?.as_ref()).ok()?;
+    let name = cert.subject().iter_common_name().next()?.as_str().ok()?;
+    Some(name.to_string())
+}
+
+impl AuthGate {
+    /// Who a call is: by token, else by certificate (when allowed). A
+    /// token that does not check out is refused, as etcd refuses it.
+    pub fn caller<T>(
+        &self,
+        store: &std::sync::Mutex<KvStore>,
+        request: &tonic::Request<T>,
+    ) -> Result<Caller, Status> {
+        let (enabled, revision) = self.summary.get();
+        if !enabled {
+            return Ok(Caller {
+                user: None,
+                auth_revision: revision,
+                enabled,
+            });
+        }
+        let certs = if self.client_cert_auth {
+            request.peer_certs()
+        } else {
+            None
+        };
+        let store = store.lock().expect("store lock");
+        self.caller_at(
+            &store,
+            request.metadata(),
+            certs.as_deref().map(Vec::as_slice),
+        )
+    }
+
+    /// [`caller`](Self::caller) against a locked store.
+    pub fn caller_at(
+        &self,
+        store: &KvStore,
+        metadata: &MetadataMap,
+        certs: Option<&[tonic::transport::CertificateDer<'static>]>,
+    ) -> Result<Caller, Status> {
+        let auth = store.auth();
+        let mut caller = Caller {
+            user: None,
+            auth_revision: auth.revision(),
+            enabled: auth.is_enabled(),
+        };
+        if !caller.enabled {
+            return Ok(caller);
+        }
+        if let Some(token) = token_of(metadata) {
+            let claims =
+                credentials::verify_token(auth.secret(), token, credentials::now_unix_ms())
+                    .map_err(auth_status)?;
+            match auth.user(&claims.user) {
+                Some(user) if user.since == claims.since => caller.user = Some(claims.user),
+                _ => return Err(auth_status(AuthError::InvalidToken)),
+            }
+        } else if let Some(name) = certs.and_then(common_name) {
+            caller.user = Some(name);
+        }
+        Ok(caller)
+    }
+
+    /// A token for `user`, valid for the configured TTL.
+    pub fn issue(&self, store: &KvStore, user: &str) -> Result<String, AuthError> {
+        let auth = store.auth();
+        let since = auth.user(user).ok_or(AuthError::AuthFailed)?.since;
+        let expires = credentials::now_unix_ms() + self.token_ttl.as_millis() as u64;
+        Ok(credentials::issue_token(
+            auth.secret(),
+            user,
+            since,
+            expires,
+        ))
+    }
+}
+
+impl Caller {
+    /// Whether the caller may do `needed` on `[key, range_end)`.
+    pub fn check_range(
+        &self,
+        store: &KvStore,
+        key: &[u8],
+        range_end: &[u8],
+        needed: Permission,
+    ) -> Result<(), Status> {
+        if !self.enabled && !store.auth().is_enabled() {
+            return Ok(());
+        }
+        store
+            .auth()
+            .check_range(self.user.as_deref(), key, range_end, needed)
+            .map_err(auth_status)
+    }
+
+    /// Whether the caller may make administrative calls.
+    pub fn check_admin(&self, store: &KvStore) -> Result<(), AuthError> {
+        store.auth().check_admin(self.user.as_deref())
+    }
+
+    /// What a put needs: write, and read when it asks for the previous
+    /// value.
+    pub fn check_put(&self, store: &KvStore, put: &pb::PutRequest) -> Result<(), Status> {
+        self.check_range(store, &put.key, &[], Permission::Write)?;
+        if put.prev_kv {
+            self.check_range(store, &put.key, &[], Permission::Read)?;
+        }
+        Ok(())
+    }
+
+    /// What a delete needs: write on the range, and read for `prev_kv`.
+    pub fn check_delete(
+        &self,
+        store: &KvStore,
+        delete: &pb::DeleteRangeRequest,
+    ) -> Result<(), Status> {
+        self.check_range(store, &delete.key, &delete.range_end, Permission::Write)?;
+        if delete.prev_kv {
+            self.check_range(store, &delete.key, &delete.range_end, Permission::Read)?;
+        }
+        Ok(())
+    }
+
+    /// What a txn needs: read for every compare, and what each operation
+    /// of both branches needs, nested txns included.
+    pub fn check_txn(&self, store: &KvStore, txn: &pb::TxnRequest) -> Result<(), Status> {
+        use pb::request_op::Request;
+        for compare in &txn.compare {
+            self.check_range(store, &compare.key, &compare.range_end, Permission::Read)?;
+        }
+        for op in txn.success.iter().chain(&txn.failure) {
+            match &op.request {
+                Some(Request::RequestRange(r)) => {
+                    self.check_range(store, &r.key, &r.range_end, Permission::Read)?
+                }
+                Some(Request::RequestPut(r)) => self.check_put(store, r)?,
+                Some(Request::RequestDeleteRange(r)) => self.check_delete(store, r)?,
+                Some(Request::RequestTxn(r)) => self.check_txn(store, r)?,
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Metadata that names this caller to the leader when the call is
+    /// forwarded: a short-lived token minted here (the secret is shared
+    /// through the log), so a caller named by its certificate keeps its
+    /// identity on the way.
+    pub fn forwarding_metadata(&self, store: &KvStore) -> MetadataMap {
+        let mut metadata = MetadataMap::new();
+        let auth = store.auth();
+        let Some(user) = self.user.as_deref().filter(|_| auth.is_enabled()) else {
+            return metadata;
+        };
+        let Some(since) = auth.user(user).map(|u| u.since) else {
+            return metadata;
+        };
+        let expires = credentials::now_unix_ms() + FORWARD_TOKEN_TTL.as_millis() as u64;
+        let token = credentials::issue_token(auth.secret(), user, since, expires);
+        if let Ok(value) = token.parse() {
+            metadata.insert("token", value);
+        }
+        metadata
+    }
+}
