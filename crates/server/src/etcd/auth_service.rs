@@ -37,7 +37,7 @@ async fn hashed(password: String) -> Result<Vec<u8>, Status> {
 /// header of the write.
 macro_rules! change_or_forward {
     ($self:ident, $caller:ident, $request:ident, $change:expr, $method:ident, $response:ty) => {{
-        $self.admin(&$caller)?;
+        $self.admin(&$caller).await?;
         let command = Command::Auth($change);
         match $self
             .backend
@@ -89,10 +89,12 @@ impl AuthService {
         Ok(AuthClient::new(self.backend.channel_to(leader).await?))
     }
 
-    fn admin(&self, caller: &Caller) -> Result<(), Status> {
-        caller
-            .check_admin(&self.backend.store())
-            .map_err(auth_status)
+    async fn admin(&self, caller: &Caller) -> Result<(), Status> {
+        self.backend
+            .authorize(caller, |store| {
+                caller.check_admin(store).map_err(auth_status)
+            })
+            .await
     }
 
     fn change(op: AuthOp, name: &str) -> AuthChange {
@@ -195,7 +197,7 @@ impl Auth for AuthService {
     ) -> Result<Response<pb::AuthUserAddResponse>, Status> {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
-        self.admin(&caller)?;
+        self.admin(&caller).await?;
         let no_password = request.options.as_ref().is_some_and(|o| o.no_password);
         let mut change = Self::change(AuthOp::UserAdd, &request.name);
         if !no_password {
@@ -275,7 +277,7 @@ impl Auth for AuthService {
     ) -> Result<Response<pb::AuthUserChangePasswordResponse>, Status> {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
-        self.admin(&caller)?;
+        self.admin(&caller).await?;
         let mut change = Self::change(AuthOp::UserChangePassword, &request.name);
         change.password_hash = hashed(request.password.clone()).await?;
         change_or_forward!(

@@ -9,7 +9,7 @@
 //! knows, once) and the response header the same for every service.
 
 use super::auth_gate::{AuthGate, Caller};
-use super::command::{grpc_code, read_answer, Answer, Command, NO_SPACE};
+use super::command::{grpc_code, read_answer, Answer, Checked, Command, NO_SPACE};
 use crate::client::{ClientError, NodeClient};
 use crate::status::NodeStatus;
 use bellwether_api::etcdserverpb as pb;
@@ -146,36 +146,50 @@ impl EtcdBackend {
         self.auth.caller(&self.store, request)
     }
 
-    /// Refuses `request` unless its caller may make administrative calls
-    /// (membership changes), with etcd's errors.
-    pub fn authorize_admin<T>(&self, request: &tonic::Request<T>) -> Result<(), Status> {
-        let caller = self.caller(request)?;
-        if !caller.enabled {
+    /// Checks a call of `caller` with `check`. A refusal is confirmed after
+    /// a read barrier: this member may not have applied yet a grant
+    /// acknowledged through another. (A stale approval is safe: the write
+    /// is checked again when applied, see `machine.rs`.)
+    pub async fn authorize(
+        &self,
+        caller: &Caller,
+        check: impl Fn(&KvStore) -> Result<(), Status>,
+    ) -> Result<(), Status> {
+        if !caller.enabled || check(&self.store()).is_ok() {
             return Ok(());
         }
-        caller
-            .check_admin(&self.store())
-            .map_err(super::auth_gate::auth_status)
+        let _ = self.read_barrier().await;
+        check(&self.store())
+    }
+
+    /// Refuses `request` unless its caller may make administrative calls
+    /// (membership changes), with etcd's errors.
+    pub async fn authorize_admin<T>(&self, request: &tonic::Request<T>) -> Result<(), Status> {
+        let caller = self.caller(request)?;
+        self.authorize(&caller, |store| {
+            caller
+                .check_admin(store)
+                .map_err(super::auth_gate::auth_status)
+        })
+        .await
     }
 
     /// Refuses `request` unless its caller holds each of `needed` on every
     /// key under `prefix` (the Election and Lock services' keys).
-    pub fn authorize_prefix<T>(
+    pub async fn authorize_prefix<T>(
         &self,
         request: &tonic::Request<T>,
         prefix: &[u8],
         needed: &[bellwether_kv::Permission],
     ) -> Result<(), Status> {
         let caller = self.caller(request)?;
-        if !caller.enabled {
-            return Ok(());
-        }
         let range = bellwether_kv::KeyRange::prefix(prefix);
-        let store = self.store();
-        for permission in needed {
-            caller.check_range(&store, &range.key, &range.range_end, *permission)?;
-        }
-        Ok(())
+        self.authorize(&caller, |store| {
+            needed.iter().try_for_each(|permission| {
+                caller.check_range(store, &range.key, &range.range_end, *permission)
+            })
+        })
+        .await
     }
 
     /// `request` as this member's own call to another member (a forwarded
@@ -355,16 +369,21 @@ impl EtcdBackend {
     }
 
     /// [`write`](Self::write) for a client's command, checked for `caller`:
-    /// the entry carries the auth revision of the check, and is refused
-    /// when applied if auth has changed since (see `auth_gate.rs`).
+    /// the entry carries the auth revision of the check and the user, and
+    /// is checked again when applied if auth has changed since (see
+    /// `auth_gate.rs`).
     pub async fn write_as<M: Answer>(
         &self,
         caller: &Caller,
         command: &Command,
     ) -> Result<M, NotHere> {
-        let bytes = command.encode_checked(caller.auth_revision);
-        self.write_bytes(command, bytes, Command::CHECKED_ENVELOPE_BYTES)
-            .await
+        let checked = Checked {
+            auth_revision: caller.auth_revision,
+            user: caller.user.clone().unwrap_or_default(),
+        };
+        let envelope = Command::CHECKED_ENVELOPE_BYTES + checked.user.len();
+        let bytes = command.encode_checked(&checked);
+        self.write_bytes(command, bytes, envelope).await
     }
 
     /// Replicates `bytes`, the encoding of `command` inside an envelope of

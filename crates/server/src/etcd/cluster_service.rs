@@ -279,7 +279,7 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberAddRequest>,
     ) -> Result<Response<pb::MemberAddResponse>, Status> {
-        self.backend.authorize_admin(&request)?;
+        self.backend.authorize_admin(&request).await?;
         super::member_service::member_add(&self.backend, request.into_inner())
             .await
             .map(Response::new)
@@ -289,7 +289,7 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberRemoveRequest>,
     ) -> Result<Response<pb::MemberRemoveResponse>, Status> {
-        self.backend.authorize_admin(&request)?;
+        self.backend.authorize_admin(&request).await?;
         super::member_service::member_remove(&self.backend, request.into_inner())
             .await
             .map(Response::new)
@@ -299,7 +299,7 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberUpdateRequest>,
     ) -> Result<Response<pb::MemberUpdateResponse>, Status> {
-        self.backend.authorize_admin(&request)?;
+        self.backend.authorize_admin(&request).await?;
         super::member_service::member_update(&self.backend, request.into_inner())
             .await
             .map(Response::new)
@@ -319,7 +319,7 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberPromoteRequest>,
     ) -> Result<Response<pb::MemberPromoteResponse>, Status> {
-        self.backend.authorize_admin(&request)?;
+        self.backend.authorize_admin(&request).await?;
         super::member_service::member_promote(&self.backend, request.into_inner())
             .await
             .map(Response::new)

@@ -19,8 +19,18 @@ const MEMBER_PROMOTE: u8 = 10;
 const MEMBER_REMOVE: u8 = 11;
 const AUTH: u8 = 12;
 /// Wraps a client's write with the auth revision its permissions were
-/// checked at: `[CHECKED, revision as 8 bytes little-endian, command...]`.
+/// checked at and the user it was checked for: `[CHECKED, revision as 8
+/// bytes little-endian, user length as 2, user, command...]`.
 const CHECKED: u8 = 13;
+
+/// How a client's write was checked (see `auth_gate.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// The auth revision of the check.
+    pub auth_revision: u64,
+    /// The caller; empty for none.
+    pub user: String,
+}
 
 /// What an [`AuthChange`] does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, prost::Enumeration)]
@@ -190,33 +200,40 @@ impl Command {
         })
     }
 
-    /// What [`encode_checked`](Self::encode_checked) adds to the command.
-    pub const CHECKED_ENVELOPE_BYTES: usize = 9;
+    /// What [`encode_checked`](Self::encode_checked) adds to the command
+    /// (not counted against the request size limit): `user` plus this.
+    pub const CHECKED_ENVELOPE_BYTES: usize = 11;
 
     /// The log entry bytes of a client's write whose permissions were
-    /// checked at `auth_revision`: applied only if the auth state has not
-    /// changed since (see `machine.rs`).
-    pub fn encode_checked(&self, auth_revision: u64) -> Vec<u8> {
+    /// checked for `user` at `auth_revision`: if auth has changed by the
+    /// time it is applied, it is checked again there (see `machine.rs`).
+    pub fn encode_checked(&self, checked: &Checked) -> Vec<u8> {
         let inner = self.encode();
-        let mut out = Vec::with_capacity(9 + inner.len());
+        let user = checked.user.as_bytes();
+        let user_len = u16::try_from(user.len()).expect("user names are bounded");
+        let mut out = Vec::with_capacity(Self::CHECKED_ENVELOPE_BYTES + user.len() + inner.len());
         out.push(CHECKED);
-        out.extend_from_slice(&auth_revision.to_le_bytes());
+        out.extend_from_slice(&checked.auth_revision.to_le_bytes());
+        out.extend_from_slice(&user_len.to_le_bytes());
+        out.extend_from_slice(user);
         out.extend_from_slice(&inner);
         out
     }
 
-    /// Parses any log entry: the command, and the auth revision it was
-    /// checked at if it came from a client (`None`: the member's own).
-    pub fn decode_entry(bytes: &[u8]) -> Option<(Option<u64>, Command)> {
-        match bytes.split_first() {
-            Some((&CHECKED, rest)) if rest.len() > 8 => {
-                let (revision, inner) = rest.split_at(8);
-                let revision = u64::from_le_bytes(revision.try_into().ok()?);
-                Some((Some(revision), Command::decode(inner)?))
-            }
-            Some((&CHECKED, _)) => None,
-            _ => Some((None, Command::decode(bytes)?)),
-        }
+    /// Parses any log entry: the command, and how it was checked if it came
+    /// from a client (`None`: the member's own).
+    pub fn decode_entry(bytes: &[u8]) -> Option<(Option<Checked>, Command)> {
+        let Some((&CHECKED, rest)) = bytes.split_first() else {
+            return Some((None, Command::decode(bytes)?));
+        };
+        let revision = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
+        let user_len = u16::from_le_bytes(rest.get(8..10)?.try_into().ok()?) as usize;
+        let user = std::str::from_utf8(rest.get(10..10 + user_len)?).ok()?;
+        let checked = Checked {
+            auth_revision: revision,
+            user: user.to_string(),
+        };
+        Some((Some(checked), Command::decode(rest.get(10 + user_len..)?)?))
     }
 
     /// True for the client writes every member refuses while the CORRUPT
@@ -416,9 +433,13 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(Command::decode(&add.encode()), Some(add.clone()));
+        let checked = Checked {
+            auth_revision: 42,
+            user: "alice".into(),
+        };
         assert_eq!(
-            Command::decode_entry(&add.encode_checked(42)),
-            Some((Some(42), add.clone()))
+            Command::decode_entry(&add.encode_checked(&checked)),
+            Some((Some(checked), add.clone()))
         );
         assert_eq!(Command::decode_entry(&add.encode()), Some((None, add)));
         assert_eq!(Command::decode_entry(&[CHECKED, 1, 2]), None);

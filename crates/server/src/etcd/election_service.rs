@@ -120,7 +120,8 @@ impl Election for ElectionService {
     ) -> Result<Response<epb::CampaignResponse>, Status> {
         let prefix = campaign::prefix(&request.get_ref().name);
         self.backend
-            .authorize_prefix(&request, &prefix, &[Permission::Read, Permission::Write])?;
+            .authorize_prefix(&request, &prefix, &[Permission::Read, Permission::Write])
+            .await?;
         let request = request.into_inner();
         self.backend
             .app_elections
@@ -165,7 +166,8 @@ impl Election for ElectionService {
         let name = request.get_ref().leader.as_ref().map(|l| l.name.clone());
         let prefix = campaign::prefix(&name.unwrap_or_default());
         self.backend
-            .authorize_prefix(&request, &prefix, &[Permission::Write])?;
+            .authorize_prefix(&request, &prefix, &[Permission::Write])
+            .await?;
         let request = request.into_inner();
         let leader = request
             .leader
@@ -185,7 +187,8 @@ impl Election for ElectionService {
     ) -> Result<Response<epb::LeaderResponse>, Status> {
         let prefix = campaign::prefix(&request.get_ref().name);
         self.backend
-            .authorize_prefix(&request, &prefix, &[Permission::Read])?;
+            .authorize_prefix(&request, &prefix, &[Permission::Read])
+            .await?;
         let name = request.into_inner().name;
         let prefix = campaign::prefix(&name);
         let response = campaign::range(&self.backend, first_created_request(&prefix))
@@ -209,7 +212,8 @@ impl Election for ElectionService {
     ) -> Result<Response<Self::ObserveStream>, Status> {
         let prefix = campaign::prefix(&request.get_ref().name);
         self.backend
-            .authorize_prefix(&request, &prefix, &[Permission::Read])?;
+            .authorize_prefix(&request, &prefix, &[Permission::Read])
+            .await?;
         let name = request.into_inner().name;
         let prefix = campaign::prefix(&name);
         let first = campaign::range(&self.backend, first_created_request(&prefix))
@@ -246,7 +250,8 @@ impl Election for ElectionService {
         let name = request.get_ref().leader.as_ref().map(|l| l.name.clone());
         let prefix = campaign::prefix(&name.unwrap_or_default());
         self.backend
-            .authorize_prefix(&request, &prefix, &[Permission::Write])?;
+            .authorize_prefix(&request, &prefix, &[Permission::Write])
+            .await?;
         let leader = request
             .into_inner()
             .leader

@@ -149,9 +149,9 @@ impl Kv for KvService {
     ) -> Result<Response<pb::PutResponse>, Status> {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
-        if caller.enabled {
-            caller.check_put(&self.backend.store(), &request)?;
-        }
+        self.backend
+            .authorize(&caller, |store| caller.check_put(store, &request))
+            .await?;
         write_or_forward!(self, caller, request, Command::Put, put, pb::PutResponse)
     }
 
@@ -161,9 +161,9 @@ impl Kv for KvService {
     ) -> Result<Response<pb::DeleteRangeResponse>, Status> {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
-        if caller.enabled {
-            caller.check_delete(&self.backend.store(), &request)?;
-        }
+        self.backend
+            .authorize(&caller, |store| caller.check_delete(store, &request))
+            .await?;
         write_or_forward!(
             self,
             caller,
@@ -183,9 +183,9 @@ impl Kv for KvService {
         if is_read_only(&request) {
             return self.read_only_txn(caller, request).await;
         }
-        if caller.enabled {
-            caller.check_txn(&self.backend.store(), &request)?;
-        }
+        self.backend
+            .authorize(&caller, |store| caller.check_txn(store, &request))
+            .await?;
         write_or_forward!(self, caller, request, Command::Txn, txn, pb::TxnResponse)
     }
 

@@ -215,14 +215,17 @@ impl Lease for LeaseService {
     ) -> Result<Response<pb::LeaseRevokeResponse>, Status> {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
-        if caller.enabled {
-            // etcd's rule: revoking deletes the lease's keys, so the caller
-            // needs write permission on each of them.
-            let store = self.backend.store();
-            for key in store.lease_keys(request.id).unwrap_or_default() {
-                caller.check_range(&store, &key, &[], Permission::Write)?;
-            }
-        }
+        // etcd's rule: revoking deletes the lease's keys, so the caller
+        // needs write permission on each of them.
+        self.backend
+            .authorize(&caller, |store| {
+                store
+                    .lease_keys(request.id)
+                    .unwrap_or_default()
+                    .iter()
+                    .try_for_each(|key| caller.check_range(store, key, &[], Permission::Write))
+            })
+            .await?;
         match self
             .backend
             .write_as::<pb::LeaseRevokeResponse>(&caller, &Command::LeaseRevoke(request))

@@ -69,7 +69,8 @@ impl Lock for LockService {
     ) -> Result<Response<lpb::LockResponse>, Status> {
         let prefix = campaign::prefix(&request.get_ref().name);
         self.backend
-            .authorize_prefix(&request, &prefix, &[Permission::Read, Permission::Write])?;
+            .authorize_prefix(&request, &prefix, &[Permission::Read, Permission::Write])
+            .await?;
         let request = request.into_inner();
         self.backend.app_elections.campaigned(&request.name, "lock");
         let lease = match request.lease {
@@ -114,7 +115,8 @@ impl Lock for LockService {
     ) -> Result<Response<lpb::UnlockResponse>, Status> {
         let key = request.get_ref().key.clone();
         self.backend
-            .authorize_prefix(&request, &key, &[Permission::Write])?;
+            .authorize_prefix(&request, &key, &[Permission::Write])
+            .await?;
         let key = request.into_inner().key;
         let response = self.delete(key).await.map_err(as_etcd)?;
         Ok(Response::new(lpb::UnlockResponse {

@@ -2,10 +2,10 @@
 //! Shared with the gRPC services, which read it directly (after a read
 //! barrier for linearizable reads).
 
-use super::auth_gate::{auth_code, AuthSummary};
+use super::auth_gate::{auth_code, auth_status, AuthSummary, Caller};
 use super::command::{
-    answer_error, answer_ok, grpc_code, AuthChange, AuthOp, Command, MemberChange, CORRUPT,
-    NO_SPACE,
+    answer_error, answer_ok, grpc_code, AuthChange, AuthOp, Checked, Command, MemberChange,
+    CORRUPT, NO_SPACE,
 };
 use super::convert;
 use super::lessor::Lessor;
@@ -141,6 +141,34 @@ fn apply_member(store: &mut KvStore, command: Command) -> Result<Vec<u8>, Member
     Ok(answer_ok(response, store.revision()))
 }
 
+/// Whether the user `checked` names may make `command` now (the services
+/// check the same rules when they take a call; see `auth_gate.rs`).
+fn permitted(store: &KvStore, checked: &Checked, command: &Command) -> Result<(), tonic::Status> {
+    let caller = Caller {
+        user: Some(checked.user.clone()).filter(|user| !user.is_empty()),
+        auth_revision: store.auth().revision(),
+        enabled: true,
+    };
+    let admin = || caller.check_admin(store).map_err(auth_status);
+    match command {
+        Command::Put(r) => caller.check_put(store, r),
+        Command::DeleteRange(r) => caller.check_delete(store, r),
+        Command::Txn(r) => caller.check_txn(store, r),
+        Command::LeaseRevoke(r) => store
+            .lease_keys(r.id)
+            .unwrap_or_default()
+            .iter()
+            .try_for_each(|key| caller.check_range(store, key, &[], Permission::Write)),
+        Command::Auth(_)
+        | Command::MemberAdd(_)
+        | Command::MemberUpdate(_)
+        | Command::MemberPromote(_)
+        | Command::MemberRemove(_) => admin(),
+        // etcd checks none of these.
+        Command::Compact(_) | Command::LeaseGrant(_) | Command::Alarm(_) => Ok(()),
+    }
+}
+
 /// Applies a change to users, roles or permissions.
 fn apply_auth(store: &mut KvStore, change: AuthChange) -> Result<Vec<u8>, AuthError> {
     let auth = store.auth_mut();
@@ -209,7 +237,7 @@ pub fn alarm_member(alarm: Alarm) -> pb::AlarmMember {
 
 impl StateMachine for EtcdMachine {
     fn apply(&mut self, _index: LogIndex, command: &[u8]) -> Vec<u8> {
-        let Some((checked_at, command)) = Command::decode_entry(command) else {
+        let Some((checked, command)) = Command::decode_entry(command) else {
             return answer_error(
                 tonic::Code::InvalidArgument,
                 "bellwether: unknown command in the log",
@@ -220,14 +248,16 @@ impl StateMachine for EtcdMachine {
         let mut revoked: Option<i64> = None;
         let mut store = self.store.lock().expect("store lock");
         // A client's write whose permissions were checked against auth
-        // state that has changed since (a role revoked, auth enabled) is
-        // refused, on every member at the same entry: a revoke takes effect
-        // at once, whichever member checked the write.
-        if let Some(checked_at) = checked_at {
+        // state that has changed since (a role granted or revoked, auth
+        // enabled) is checked again here, on every member at the same
+        // entry: a change takes effect at once, whichever member took the
+        // write.
+        if let Some(checked) = checked {
             let auth = store.auth();
-            if auth.is_enabled() && checked_at < auth.revision() {
-                let error = AuthError::OldRevision;
-                return answer_error(auth_code(error), &error.to_string());
+            if auth.is_enabled() && checked.auth_revision < auth.revision() {
+                if let Err(status) = permitted(&store, &checked, &command) {
+                    return answer_error(status.code(), status.message());
+                }
             }
         }
         // While the NOSPACE alarm is raised, every write that would take
