@@ -7,6 +7,7 @@
 #[path = "../../../cli/tests/common/mod.rs"]
 mod common;
 
+mod auth;
 mod bad_input;
 mod election;
 mod lease;
