@@ -100,6 +100,34 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("election/resign", "v3electionpb.Election", "Resign"),
     ("lock/lock", "v3lockpb.Lock", "Lock"),
     ("lock/unlock", "v3lockpb.Lock", "Unlock"),
+    ("auth/enable", "etcdserverpb.Auth", "AuthEnable"),
+    ("auth/disable", "etcdserverpb.Auth", "AuthDisable"),
+    ("auth/authenticate", "etcdserverpb.Auth", "Authenticate"),
+    ("auth/user/add", "etcdserverpb.Auth", "UserAdd"),
+    ("auth/user/get", "etcdserverpb.Auth", "UserGet"),
+    ("auth/user/list", "etcdserverpb.Auth", "UserList"),
+    ("auth/user/delete", "etcdserverpb.Auth", "UserDelete"),
+    (
+        "auth/user/changepw",
+        "etcdserverpb.Auth",
+        "UserChangePassword",
+    ),
+    ("auth/user/grant", "etcdserverpb.Auth", "UserGrantRole"),
+    ("auth/user/revoke", "etcdserverpb.Auth", "UserRevokeRole"),
+    ("auth/role/add", "etcdserverpb.Auth", "RoleAdd"),
+    ("auth/role/get", "etcdserverpb.Auth", "RoleGet"),
+    ("auth/role/list", "etcdserverpb.Auth", "RoleList"),
+    ("auth/role/delete", "etcdserverpb.Auth", "RoleDelete"),
+    (
+        "auth/role/grant",
+        "etcdserverpb.Auth",
+        "RoleGrantPermission",
+    ),
+    (
+        "auth/role/revoke",
+        "etcdserverpb.Auth",
+        "RoleRevokePermission",
+    ),
 ];
 
 /// The prefixes etcd 3.4 serves the gateway under.
@@ -144,6 +172,7 @@ fn etcd_name(message: &str, field: &str) -> Option<&'static str> {
         ("etcdserverpb.StatusResponse", "db_size_in_use") => "dbSizeInUse",
         ("etcdserverpb.StatusResponse", "is_learner") => "isLearner",
         ("etcdserverpb.MoveLeaderRequest", "target_id") => "targetID",
+        ("authpb.Permission", "perm_type") => "permType",
         _ => return None,
     })
 }
