@@ -6,6 +6,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod allocator;
+mod bench_abuse;
 mod bench_election;
 mod bench_elector;
 mod bench_failover;
@@ -104,6 +105,9 @@ enum BenchCommand {
     Failover(bench_failover::FailoverArgs),
     /// Load over the etcd v3 API (works against bellwether or etcd).
     Kv(bench_kv::KvArgs),
+    /// An abusive client against a member's limits (connections, watchers,
+    /// leases) while a well-behaved client measures its latency.
+    Abuse(bench_abuse::AbuseArgs),
     /// Leadership moving between application instances (handover, crash,
     /// observers, campaign cycles), optionally against a real etcd.
     Election(bench_election::ElectionArgs),
@@ -169,6 +173,7 @@ fn main() -> std::process::ExitCode {
 fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
     match command {
         BenchCommand::Kv(args) => bench_kv::execute(args),
+        BenchCommand::Abuse(args) => bench_abuse::execute(args),
         BenchCommand::Election(args) => bench_election::execute(args),
         BenchCommand::Tasks(args) => bench_tasks::execute(args),
         BenchCommand::Elector(args) => bench_elector::execute(args),

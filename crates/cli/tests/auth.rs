@@ -446,6 +446,72 @@ fn every_rpc_checks_the_callers_permissions() {
                 ))
                 .await,
         );
+        // Proclaim and Resign name the key they write: another's key is
+        // refused whatever election the call names.
+        let forged = epb::LeaderKey {
+            name: "mine".into(),
+            key: "/theirs/k".into(),
+            rev: 0,
+            lease: 0,
+        };
+        assert_denied(
+            "proclaim on another's key",
+            election
+                .proclaim(with_token(
+                    epb::ProclaimRequest {
+                        leader: Some(forged.clone()),
+                        value: "overwritten".into(),
+                    },
+                    &alice,
+                ))
+                .await,
+        );
+        assert_denied(
+            "resign of another's key",
+            election
+                .resign(with_token(
+                    epb::ResignRequest {
+                        leader: Some(forged),
+                    },
+                    &alice,
+                ))
+                .await,
+        );
+        // A lease's keys are another's: alice may neither list them nor
+        // attach her key to that lease.
+        let mut leases = LeaseClient::new(channel.clone());
+        assert_denied(
+            "lease time-to-live listing another's keys",
+            leases
+                .lease_time_to_live(with_token(
+                    pb::LeaseTimeToLiveRequest {
+                        id: lease,
+                        keys: true,
+                    },
+                    &alice,
+                ))
+                .await,
+        );
+        leases
+            .lease_time_to_live(with_token(
+                pb::LeaseTimeToLiveRequest {
+                    id: lease,
+                    keys: false,
+                },
+                &alice,
+            ))
+            .await
+            .expect("without the keys, a lease's TTL is anyone's to read");
+        let onto_their_lease = pb::PutRequest {
+            key: "/mine/leased".into(),
+            value: "v".into(),
+            lease,
+            ..Default::default()
+        };
+        assert_denied(
+            "a put onto a lease holding another's key",
+            kv.put(with_token(onto_their_lease, &alice)).await,
+        );
         let mut lock = LockClient::new(channel.clone());
         let lock_request = |name: &str| lpb::LockRequest {
             name: name.into(),
@@ -513,6 +579,7 @@ fn every_rpc_checks_the_callers_permissions() {
             .unwrap()
             .into_inner();
         assert_eq!(read.kvs.len(), 1);
+        assert_eq!(read.kvs[0].value, b"v");
     });
 }
 

@@ -154,6 +154,9 @@ pub enum AuthError {
     /// Authenticate while auth is disabled.
     #[error("etcdserver: authentication is not enabled")]
     NotEnabled,
+    /// An enable without a token secret (never from a member of ours).
+    #[error("bellwether: auth enable without a token secret")]
+    NoSecret,
     /// A name, role or permission count past its bound (see the `*_MAX`
     /// constants).
     #[error("etcdserver: too many users, roles or permissions")]
@@ -239,7 +242,11 @@ impl AuthState {
         if !root.roles.contains(ROOT_ROLE) {
             return Err(AuthError::RootRoleNotExist);
         }
-        assert!(!secret.is_empty(), "auth needs a token secret");
+        if secret.is_empty() {
+            // Members always draw one; an entry without is refused alike
+            // on every member rather than crashing them all.
+            return Err(AuthError::NoSecret);
+        }
         self.enabled = true;
         self.secret = secret;
         self.changed(())
@@ -462,7 +469,11 @@ impl AuthState {
         let name = |input: &mut Decoder| {
             String::from_utf8(input.bytes()?).map_err(|_| input.corrupt("a name that is not UTF-8"))
         };
-        let enabled = input.u8()? == 1;
+        let enabled = match input.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(input.corrupt("an auth flag that is neither 0 nor 1")),
+        };
         let revision = input.varint()?;
         let secret = input.bytes()?;
         let mut users = BTreeMap::new();

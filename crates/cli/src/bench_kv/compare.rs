@@ -352,7 +352,10 @@ fn measure(
 }
 
 /// Waits until every member follows one leader with its commit index.
-fn wait_agreement(contender: &mut dyn Contender, interrupted: &AtomicBool) -> Result<Leadership> {
+pub(crate) fn wait_agreement(
+    contender: &mut dyn Contender,
+    interrupted: &AtomicBool,
+) -> Result<Leadership> {
     let deadline = Instant::now() + AGREEMENT_TIME_MAX;
     loop {
         if let Some(leadership) = contender.agreed_leader() {
@@ -392,10 +395,10 @@ fn resident_kib(pid: u32) -> Option<(u64, u64)> {
 }
 
 /// The largest RSS and the largest anonymous memory seen per process, KiB.
-type MemoryMaxima = (Vec<Option<u64>>, Vec<Option<u64>>);
+pub(crate) type MemoryMaxima = (Vec<Option<u64>>, Vec<Option<u64>>);
 
 /// A thread that keeps the largest RSS seen per process until stopped.
-struct RssSampler {
+pub(crate) struct RssSampler {
     /// Set to end the sampling.
     stop: Arc<AtomicBool>,
     /// The thread; it returns the maxima.
@@ -403,7 +406,7 @@ struct RssSampler {
 }
 
 impl RssSampler {
-    fn start(pids: Vec<Option<u32>>) -> RssSampler {
+    pub(crate) fn start(pids: Vec<Option<u32>>) -> RssSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -428,7 +431,7 @@ impl RssSampler {
 
     /// Stops sampling; returns the largest RSS and anonymous memory seen
     /// per process.
-    fn stop(self) -> MemoryMaxima {
+    pub(crate) fn stop(self) -> MemoryMaxima {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.join().expect("the sampler does not panic")
     }

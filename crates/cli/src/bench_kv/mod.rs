@@ -8,10 +8,10 @@
 //! 3-member etcd 3.4 cluster itself and runs the same load against each
 //! (see [`compare`]).
 
-mod compare;
+pub(crate) mod compare;
 mod grpc_connection;
 mod http1_connection;
-mod load;
+pub(crate) mod load;
 
 pub use load::{load, KvReport};
 

@@ -1,8 +1,8 @@
 //! A differential test of the etcd API through etcd's gRPC-JSON gateway,
 //! with curl: the same transcript of HTTP calls (KV, txn, lease and
 //! keep-alive, watch as streamed JSON, compaction, Election, Lock, alarms,
-//! defragment, hash, leader transfer, membership changes, `/version`,
-//! `/health`, and bad requests) goes to a real etcd 3.4 and to bellwether
+//! defragment, hash, leader transfer, membership changes, auth with
+//! tokens in `Authorization`, `/version`, `/health`, and bad requests) goes to a real etcd 3.4 and to bellwether
 //! (through a follower, and through the leader), and the answers must
 //! match: HTTP status and every JSON field, with member and cluster ids,
 //! terms, lease ids, hashes and sizes normalised. Revisions are compared
@@ -25,6 +25,8 @@ struct Call {
     code_only: bool,
     /// A streaming call: read for this long, then hang up.
     stream_for: Option<Duration>,
+    /// Sent with `Authorization:` and this captured token.
+    token: Option<&'static str>,
 }
 
 const fn call(method: &'static str, path: &'static str, body: &'static str) -> Call {
@@ -34,6 +36,15 @@ const fn call(method: &'static str, path: &'static str, body: &'static str) -> C
         body,
         code_only: false,
         stream_for: None,
+        token: None,
+    }
+}
+
+/// [`call`], as the user whose token was captured under `token`.
+const fn call_as(token: &'static str, path: &'static str, body: &'static str) -> Call {
+    Call {
+        token: Some(token),
+        ..call("POST", path, body)
     }
 }
 
@@ -164,6 +175,59 @@ fn transcript() -> Vec<Call> {
         call("POST", "/v3/maintenance/status", "{}"),
         call("GET", "/v3/kv/range", ""),
         call("POST", "/v3/no/such/path", "{}"),
+        // Auth, last: once it is on, every call needs a token.
+        call(
+            "POST",
+            "/v3/auth/user/add",
+            r#"{"name":"root","password":"rootpw"}"#,
+        ),
+        call(
+            "POST",
+            "/v3/auth/user/grant",
+            r#"{"user":"root","role":"root"}"#,
+        ),
+        call("POST", "/v3/auth/role/add", r#"{"name":"app"}"#),
+        call(
+            "POST",
+            "/v3/auth/role/grant",
+            r#"{"name":"app","perm":{"permType":"READWRITE","key":"YQ==","range_end":"Yg=="}}"#,
+        ),
+        call("POST", "/v3/auth/role/get", r#"{"role":"app"}"#),
+        call(
+            "POST",
+            "/v3/auth/user/add",
+            r#"{"name":"u","password":"upw"}"#,
+        ),
+        call(
+            "POST",
+            "/v3/auth/user/grant",
+            r#"{"user":"u","role":"app"}"#,
+        ),
+        call("POST", "/v3/auth/enable", "{}"),
+        call("POST", "/v3/kv/range", r#"{"key":"YQ=="}"#),
+        call(
+            "POST",
+            "/v3/auth/authenticate",
+            r#"{"name":"u","password":"bad"}"#,
+        ),
+        call(
+            "POST",
+            "/v3/auth/authenticate",
+            r#"{"name":"u","password":"upw"}"#,
+        ),
+        call(
+            "POST",
+            "/v3/auth/authenticate",
+            r#"{"name":"root","password":"rootpw"}"#,
+        ),
+        call_as("TOKEN", "/v3/kv/put", r#"{"key":"YQ==","value":"eA=="}"#),
+        call_as("TOKEN", "/v3/kv/range", r#"{"key":"YQ=="}"#),
+        call_as("TOKEN", "/v3/kv/put", r#"{"key":"Zm9v","value":"eA=="}"#),
+        call_as("TOKEN", "/v3/auth/user/list", "{}"),
+        call_as("ROOTTOKEN", "/v3/auth/user/list", "{}"),
+        call_as("ROOTTOKEN", "/v3/auth/user/get", r#"{"name":"u"}"#),
+        call_as("ROOTTOKEN", "/v3/auth/disable", "{}"),
+        call("POST", "/v3/kv/range", r#"{"key":"YQ=="}"#),
     ]
 }
 
@@ -175,7 +239,7 @@ fn normalise(value: &mut Value) {
                 match key.as_str() {
                     "cluster_id" | "member_id" | "raft_term" | "ID" | "TTL" | "grantedTTL"
                     | "dbSize" | "dbSizeInUse" | "leader" | "raftIndex" | "raftTerm"
-                    | "raftAppliedIndex" | "etcdserver" | "hash" => {
+                    | "raftAppliedIndex" | "etcdserver" | "hash" | "token" => {
                         if !inner.is_object() {
                             *inner = Value::String("*".into());
                         }
@@ -211,6 +275,13 @@ fn run(base: &str) -> Vec<String> {
         if call.method == "POST" {
             command.args(["-d", &body]);
         }
+        if let Some(name) = call.token {
+            let (_, token) = captured
+                .iter()
+                .find(|(captured, _)| *captured == name)
+                .expect("the token was captured before");
+            command.args(["-H", &format!("Authorization: {token}")]);
+        }
         if let Some(duration) = call.stream_for {
             command.args(["-m", &format!("{}", duration.as_secs_f64())]);
         }
@@ -233,6 +304,14 @@ fn run(base: &str) -> Vec<String> {
                         }
                         "/v3/cluster/member/add" => {
                             Some(("MEMBER", value["member"]["ID"].as_str().map(String::from)))
+                        }
+                        "/v3/auth/authenticate" => {
+                            let name = if body.contains("root") {
+                                "ROOTTOKEN"
+                            } else {
+                                "TOKEN"
+                            };
+                            Some((name, value["token"].as_str().map(String::from)))
                         }
                         _ => None,
                     };

@@ -26,8 +26,9 @@ use tonic::Status;
 /// etcd's default token lifetime (`--auth-token-ttl`).
 pub const AUTH_TOKEN_TTL_DEFAULT: Duration = Duration::from_secs(300);
 
-/// How long a token minted to forward a call to the leader lives.
-const FORWARD_TOKEN_TTL: Duration = Duration::from_secs(30);
+/// How long a token minted to forward a call to another member lives: it
+/// is checked against that member's clock, so it allows for skew.
+const FORWARD_TOKEN_TTL: Duration = Duration::from_secs(600);
 
 /// Whether auth is on and its revision, published by the state machine
 /// after every auth change so the hot path need not lock the store.
@@ -93,7 +94,8 @@ pub fn auth_code(error: AuthError) -> tonic::Code {
         | AuthError::RoleEmpty
         | AuthError::AuthFailed
         | AuthError::OldRevision
-        | AuthError::InvalidAuthMgmt => Code::InvalidArgument,
+        | AuthError::InvalidAuthMgmt
+        | AuthError::NoSecret => Code::InvalidArgument,
         AuthError::TooMany => Code::ResourceExhausted,
         AuthError::RootUserNotExist
         | AuthError::RootRoleNotExist
@@ -195,10 +197,13 @@ impl AuthGate {
         Ok(caller)
     }
 
-    /// A token for `user`, valid for the configured TTL.
-    pub fn issue(&self, store: &KvStore, user: &str) -> Result<String, AuthError> {
+    /// A token for `user` as of `since` (when its password was checked),
+    /// valid for the configured TTL.
+    pub fn issue(&self, store: &KvStore, user: &str, since: u64) -> Result<String, AuthError> {
         let auth = store.auth();
-        let since = auth.user(user).ok_or(AuthError::AuthFailed)?.since;
+        if !auth.is_enabled() {
+            return Err(AuthError::NotEnabled);
+        }
         let expires = credentials::now_unix_ms() + self.token_ttl.as_millis() as u64;
         Ok(credentials::issue_token(
             auth.secret(),
@@ -232,14 +237,33 @@ impl Caller {
         store.auth().check_admin(self.user.as_deref())
     }
 
-    /// What a put needs: write, and read when it asks for the previous
-    /// value.
+    /// What a put needs: write, read when it asks for the previous value,
+    /// and, with a lease, write on every key the lease holds already
+    /// (etcd's rule: otherwise a user could attach a key to a lease whose
+    /// owner could then no longer revoke it).
     pub fn check_put(&self, store: &KvStore, put: &pb::PutRequest) -> Result<(), Status> {
         self.check_range(store, &put.key, &[], Permission::Write)?;
         if put.prev_kv {
             self.check_range(store, &put.key, &[], Permission::Read)?;
         }
+        if put.lease != 0 && store.auth().is_enabled() {
+            self.check_lease_keys(store, put.lease, Permission::Write)?;
+        }
         Ok(())
+    }
+
+    /// `needed` on every key attached to `lease` (none for an unknown one).
+    pub fn check_lease_keys(
+        &self,
+        store: &KvStore,
+        lease: i64,
+        needed: Permission,
+    ) -> Result<(), Status> {
+        store
+            .lease_keys(lease)
+            .unwrap_or_default()
+            .iter()
+            .try_for_each(|key| self.check_range(store, key, &[], needed))
     }
 
     /// What a delete needs: write on the range, and read for `prev_kv`.

@@ -163,27 +163,33 @@ impl Auth for AuthService {
             }
             Err(NotHere::Fail(status)) => return Err(status),
         }
+        // The hash and `since` are read together: a token is issued for the
+        // password that was checked, and dies if it has changed since.
         let stored = {
             let store = self.backend.store();
             if !store.auth().is_enabled() {
                 return Err(auth_status(AuthError::NotEnabled));
             }
-            store.auth().user(&request.name).map(|u| u.password.clone())
+            store
+                .auth()
+                .user(&request.name)
+                .map(|u| (u.password.clone(), u.since))
         };
         let password = request.password;
+        let since = stored.as_ref().map(|(_, since)| *since);
         let matches = tokio::task::spawn_blocking(move || {
-            stored.is_some_and(|stored| credentials::password_matches(&stored, &password))
+            stored.is_some_and(|(stored, _)| credentials::password_matches(&stored, &password))
         })
         .await
         .unwrap_or(false);
-        if !matches {
+        let (true, Some(since)) = (matches, since) else {
             return Err(auth_status(AuthError::AuthFailed));
-        }
+        };
         let store = self.backend.store();
         let token = self
             .backend
             .auth
-            .issue(&store, &request.name)
+            .issue(&store, &request.name, since)
             .map_err(auth_status)?;
         Ok(Response::new(pb::AuthenticateResponse {
             header: Some(self.backend.header_at(store.revision())),

@@ -164,32 +164,57 @@ impl EtcdBackend {
 
     /// Refuses `request` unless its caller may make administrative calls
     /// (membership changes), with etcd's errors.
-    pub async fn authorize_admin<T>(&self, request: &tonic::Request<T>) -> Result<(), Status> {
+    /// Answers the caller, for the write the call makes (checked again
+    /// when applied). The check follows a read barrier: this member may not
+    /// have applied an enable or a revoke acknowledged elsewhere yet.
+    pub async fn authorize_admin<T>(&self, request: &tonic::Request<T>) -> Result<Caller, Status> {
         let caller = self.caller(request)?;
-        self.authorize(&caller, |store| {
-            caller
-                .check_admin(store)
-                .map_err(super::auth_gate::auth_status)
-        })
-        .await
+        let _ = self.read_barrier().await;
+        caller
+            .check_admin(&self.store())
+            .map_err(super::auth_gate::auth_status)?;
+        Ok(caller)
     }
 
     /// Refuses `request` unless its caller holds each of `needed` on every
-    /// key under `prefix` (the Election and Lock services' keys).
+    /// key under `prefix` (the Election and Lock services' keys); answers
+    /// the caller, for the writes the call makes.
     pub async fn authorize_prefix<T>(
         &self,
         request: &tonic::Request<T>,
         prefix: &[u8],
         needed: &[bellwether_kv::Permission],
-    ) -> Result<(), Status> {
-        let caller = self.caller(request)?;
+    ) -> Result<Caller, Status> {
         let range = bellwether_kv::KeyRange::prefix(prefix);
+        self.authorize_range(request, &range.key, &range.range_end, needed)
+            .await
+    }
+
+    /// [`authorize_prefix`](Self::authorize_prefix) for the one key `key`.
+    pub async fn authorize_key<T>(
+        &self,
+        request: &tonic::Request<T>,
+        key: &[u8],
+        needed: &[bellwether_kv::Permission],
+    ) -> Result<Caller, Status> {
+        self.authorize_range(request, key, &[], needed).await
+    }
+
+    async fn authorize_range<T>(
+        &self,
+        request: &tonic::Request<T>,
+        key: &[u8],
+        range_end: &[u8],
+        needed: &[bellwether_kv::Permission],
+    ) -> Result<Caller, Status> {
+        let caller = self.caller(request)?;
         self.authorize(&caller, |store| {
-            needed.iter().try_for_each(|permission| {
-                caller.check_range(store, &range.key, &range.range_end, *permission)
-            })
+            needed
+                .iter()
+                .try_for_each(|permission| caller.check_range(store, key, range_end, *permission))
         })
-        .await
+        .await?;
+        Ok(caller)
     }
 
     /// `request` as this member's own call to another member (a forwarded

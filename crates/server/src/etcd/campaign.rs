@@ -31,6 +31,7 @@
 //! client cancels or its deadline passes. There is no other timeout: etcd
 //! blocks for as long as the client waits, and so do we.
 
+use super::auth_gate::Caller;
 use super::backend::{EtcdBackend, NotHere};
 use super::command::Command;
 use super::convert;
@@ -123,20 +124,25 @@ pub fn as_etcd(status: Status) -> Status {
     }
 }
 
-/// A txn, run here when this member leads or forwarded to the leader
-/// through its KV service.
+/// A txn for `caller`, run here when this member leads or forwarded to the
+/// leader through its KV service; checked again when applied if auth
+/// changed since the call was checked (see `auth_gate.rs`).
 pub async fn txn(
     backend: &EtcdBackend,
+    caller: &Caller,
     request: pb::TxnRequest,
 ) -> Result<pb::TxnResponse, Status> {
     match backend
-        .write::<pb::TxnResponse>(&Command::Txn(request.clone()))
+        .write_as::<pb::TxnResponse>(caller, &Command::Txn(request.clone()))
         .await
     {
         Ok(response) => Ok(response),
         Err(NotHere::Forward(leader)) => {
             let channel = backend.channel_to(leader).await?;
-            match KvClient::new(channel).txn(backend.as_member(request)).await {
+            match KvClient::new(channel)
+                .txn(backend.forwarded(caller, request))
+                .await
+            {
                 Ok(response) => Ok(response.into_inner()),
                 Err(status) => Err(forward_failed(backend, leader, status).await),
             }
@@ -314,12 +320,13 @@ pub fn read_claim(key: &[u8], response: pb::TxnResponse) -> Result<Claim, Status
 /// Claims a place in line for `lease` under `name`.
 pub async fn claim(
     backend: &EtcdBackend,
+    caller: &Caller,
     name: &[u8],
     lease: i64,
     value: &[u8],
 ) -> Result<Claim, Status> {
     let key = participant_key(name, lease);
-    let response = txn(backend, claim_request(name, &key, value, lease)).await?;
+    let response = txn(backend, caller, claim_request(name, &key, value, lease)).await?;
     read_claim(&key, response)
 }
 
@@ -327,6 +334,7 @@ pub async fn claim(
 /// (etcd's resign). Deleting nothing is not an error.
 pub async fn withdraw(
     backend: &EtcdBackend,
+    caller: &Caller,
     key: &[u8],
     create_revision: i64,
 ) -> Result<pb::TxnResponse, Status> {
@@ -343,7 +351,7 @@ pub async fn withdraw(
         success: vec![delete],
         failure: vec![],
     };
-    txn(backend, request).await
+    txn(backend, caller, request).await
 }
 
 /// What a wait found in the local store.
@@ -400,15 +408,18 @@ pub async fn wait_turn(backend: &EtcdBackend, name: &[u8], claim: &Claim) -> Res
 pub struct WithdrawOnDrop {
     /// Used to send the delete after the call is gone.
     backend: EtcdBackend,
+    /// Who made the call.
+    caller: Caller,
     /// The claim to withdraw; `None` once disarmed.
     claim: Option<(Vec<u8>, i64)>,
 }
 
 impl WithdrawOnDrop {
     /// Armed for `claim`.
-    pub fn new(backend: &EtcdBackend, claim: &Claim) -> Self {
+    pub fn new(backend: &EtcdBackend, caller: &Caller, claim: &Claim) -> Self {
         WithdrawOnDrop {
             backend: backend.clone(),
+            caller: caller.clone(),
             claim: Some((claim.key.clone(), claim.create_revision)),
         }
     }
@@ -427,9 +438,9 @@ impl Drop for WithdrawOnDrop {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let backend = self.backend.clone();
+        let (backend, caller) = (self.backend.clone(), self.caller.clone());
         runtime.spawn(async move {
-            if let Err(status) = withdraw(&backend, &key, create_revision).await {
+            if let Err(status) = withdraw(&backend, &caller, &key, create_revision).await {
                 tracing::warn!(
                     member_id = backend.member_id,
                     key = %String::from_utf8_lossy(&key),

@@ -48,11 +48,11 @@ impl ClusterService {
     /// Refuses an administrative Maintenance call (defragment, hashes,
     /// snapshot, move-leader) from a caller without `root`, as etcd 3.4
     /// answers it there.
-    fn admin<T>(&self, request: &Request<T>) -> Result<(), Status> {
+    async fn admin<T>(&self, request: &Request<T>) -> Result<(), Status> {
         let caller = self.backend.caller(request)?;
-        if !caller.enabled {
-            return Ok(());
-        }
+        // Not the published summary: this member may not have applied an
+        // enable acknowledged elsewhere yet. After a barrier it has.
+        let _ = self.backend.read_barrier().await;
         caller
             .check_admin(&self.backend.store())
             .map_err(maintenance_auth_status)
@@ -124,7 +124,7 @@ impl Maintenance for ClusterService {
         &self,
         request: Request<pb::DefragmentRequest>,
     ) -> Result<Response<pb::DefragmentResponse>, Status> {
-        self.admin(&request)?;
+        self.admin(&request).await?;
         // etcd 3.4's Defragment answer carries no header.
         Ok(Response::new(pb::DefragmentResponse { header: None }))
     }
@@ -136,7 +136,7 @@ impl Maintenance for ClusterService {
         &self,
         request: Request<pb::HashRequest>,
     ) -> Result<Response<pb::HashResponse>, Status> {
-        self.admin(&request)?;
+        self.admin(&request).await?;
         let backend = self.backend.clone();
         let (hash, header) = tokio::task::spawn_blocking(move || {
             let (data, header) = {
@@ -162,7 +162,7 @@ impl Maintenance for ClusterService {
         &self,
         request: Request<pb::HashKvRequest>,
     ) -> Result<Response<pb::HashKvResponse>, Status> {
-        self.admin(&request)?;
+        self.admin(&request).await?;
         let revision = request.into_inner().revision;
         let backend = self.backend.clone();
         let answer = tokio::task::spawn_blocking(move || {
@@ -198,7 +198,7 @@ impl Maintenance for ClusterService {
         &self,
         request: Request<pb::SnapshotRequest>,
     ) -> Result<Response<Self::SnapshotStream>, Status> {
-        self.admin(&request)?;
+        self.admin(&request).await?;
         let backend = self.backend.clone();
         let (file, header) = tokio::task::spawn_blocking(move || {
             // Only the store's own encoding holds its lock (and with it the
@@ -239,7 +239,7 @@ impl Maintenance for ClusterService {
         &self,
         request: Request<pb::MoveLeaderRequest>,
     ) -> Result<Response<pb::MoveLeaderResponse>, Status> {
-        self.admin(&request)?;
+        self.admin(&request).await?;
         let target = request.into_inner().target_id;
         let voter = {
             let status = self.backend.status.borrow();
@@ -279,8 +279,8 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberAddRequest>,
     ) -> Result<Response<pb::MemberAddResponse>, Status> {
-        self.backend.authorize_admin(&request).await?;
-        super::member_service::member_add(&self.backend, request.into_inner())
+        let caller = self.backend.authorize_admin(&request).await?;
+        super::member_service::member_add(&self.backend, &caller, request.into_inner())
             .await
             .map(Response::new)
     }
@@ -289,8 +289,8 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberRemoveRequest>,
     ) -> Result<Response<pb::MemberRemoveResponse>, Status> {
-        self.backend.authorize_admin(&request).await?;
-        super::member_service::member_remove(&self.backend, request.into_inner())
+        let caller = self.backend.authorize_admin(&request).await?;
+        super::member_service::member_remove(&self.backend, &caller, request.into_inner())
             .await
             .map(Response::new)
     }
@@ -299,8 +299,8 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberUpdateRequest>,
     ) -> Result<Response<pb::MemberUpdateResponse>, Status> {
-        self.backend.authorize_admin(&request).await?;
-        super::member_service::member_update(&self.backend, request.into_inner())
+        let caller = self.backend.authorize_admin(&request).await?;
+        super::member_service::member_update(&self.backend, &caller, request.into_inner())
             .await
             .map(Response::new)
     }
@@ -319,8 +319,8 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::MemberPromoteRequest>,
     ) -> Result<Response<pb::MemberPromoteResponse>, Status> {
-        self.backend.authorize_admin(&request).await?;
-        super::member_service::member_promote(&self.backend, request.into_inner())
+        let caller = self.backend.authorize_admin(&request).await?;
+        super::member_service::member_promote(&self.backend, &caller, request.into_inner())
             .await
             .map(Response::new)
     }

@@ -21,6 +21,7 @@
 //! Errors carry etcd's messages and, as etcd's server returns them, code
 //! `Unknown` (see [`as_etcd`]).
 
+use super::auth_gate::Caller;
 use super::backend::EtcdBackend;
 use super::campaign::{self, as_etcd, first_created_request, Claim, WithdrawOnDrop};
 use super::convert;
@@ -61,6 +62,7 @@ impl ElectionService {
     /// created at `create_revision`.
     async fn proclaim_value(
         &self,
+        caller: &Caller,
         key: &[u8],
         create_revision: i64,
         lease: i64,
@@ -79,7 +81,7 @@ impl ElectionService {
             success: vec![put],
             failure: vec![],
         };
-        let response = campaign::txn(&self.backend, request).await?;
+        let response = campaign::txn(&self.backend, caller, request).await?;
         if !response.succeeded {
             return Err(Status::unknown(NOT_LEADER));
         }
@@ -89,15 +91,22 @@ impl ElectionService {
     /// Makes the claim's value `value` (a campaign by a key that already
     /// existed with another value); on failure, withdraws the claim, as
     /// etcd does.
-    async fn adopt_value(&self, claim: &Claim, lease: i64, value: &[u8]) -> Result<(), Status> {
+    async fn adopt_value(
+        &self,
+        caller: &Caller,
+        claim: &Claim,
+        lease: i64,
+        value: &[u8],
+    ) -> Result<(), Status> {
         if claim.value == value {
             return Ok(());
         }
         let proclaimed = self
-            .proclaim_value(&claim.key, claim.create_revision, lease, value)
+            .proclaim_value(caller, &claim.key, claim.create_revision, lease, value)
             .await;
         if let Err(status) = proclaimed {
-            let _ = campaign::withdraw(&self.backend, &claim.key, claim.create_revision).await;
+            let _ =
+                campaign::withdraw(&self.backend, caller, &claim.key, claim.create_revision).await;
             return Err(status);
         }
         Ok(())
@@ -119,7 +128,8 @@ impl Election for ElectionService {
         request: Request<epb::CampaignRequest>,
     ) -> Result<Response<epb::CampaignResponse>, Status> {
         let prefix = campaign::prefix(&request.get_ref().name);
-        self.backend
+        let caller = self
+            .backend
             .authorize_prefix(&request, &prefix, &[Permission::Read, Permission::Write])
             .await?;
         let request = request.into_inner();
@@ -132,12 +142,14 @@ impl Election for ElectionService {
                 .map_err(as_etcd)?,
             lease => lease,
         };
-        let claim = campaign::claim(&self.backend, &request.name, lease, &request.value)
+        let claim = campaign::claim(&self.backend, &caller, &request.name, lease, &request.value)
             .await
             .map_err(as_etcd)?;
         // Dropped with the call if the client goes away while we wait.
-        let withdraw_on_cancel = WithdrawOnDrop::new(&self.backend, &claim);
-        let mut outcome = self.adopt_value(&claim, lease, &request.value).await;
+        let withdraw_on_cancel = WithdrawOnDrop::new(&self.backend, &caller, &claim);
+        let mut outcome = self
+            .adopt_value(&caller, &claim, lease, &request.value)
+            .await;
         if outcome.is_ok() && !claim.holds() {
             outcome = campaign::wait_turn(&self.backend, &request.name, &claim).await;
         }
@@ -163,17 +175,29 @@ impl Election for ElectionService {
         &self,
         request: Request<epb::ProclaimRequest>,
     ) -> Result<Response<epb::ProclaimResponse>, Status> {
-        let name = request.get_ref().leader.as_ref().map(|l| l.name.clone());
-        let prefix = campaign::prefix(&name.unwrap_or_default());
-        self.backend
-            .authorize_prefix(&request, &prefix, &[Permission::Write])
+        // The call names the key it writes: that key is checked (read for
+        // the compare, write for the put), whatever election it claims.
+        let key = request.get_ref().leader.as_ref().map(|l| l.key.clone());
+        let caller = self
+            .backend
+            .authorize_key(
+                &request,
+                &key.unwrap_or_default(),
+                &[Permission::Read, Permission::Write],
+            )
             .await?;
         let request = request.into_inner();
         let leader = request
             .leader
             .ok_or_else(|| Status::unknown(MISSING_LEADER_KEY))?;
         let response = self
-            .proclaim_value(&leader.key, leader.rev, leader.lease, &request.value)
+            .proclaim_value(
+                &caller,
+                &leader.key,
+                leader.rev,
+                leader.lease,
+                &request.value,
+            )
             .await
             .map_err(as_etcd)?;
         Ok(Response::new(epb::ProclaimResponse {
@@ -247,16 +271,21 @@ impl Election for ElectionService {
         &self,
         request: Request<epb::ResignRequest>,
     ) -> Result<Response<epb::ResignResponse>, Status> {
-        let name = request.get_ref().leader.as_ref().map(|l| l.name.clone());
-        let prefix = campaign::prefix(&name.unwrap_or_default());
-        self.backend
-            .authorize_prefix(&request, &prefix, &[Permission::Write])
+        // The key deleted is the one the call names: it is checked.
+        let key = request.get_ref().leader.as_ref().map(|l| l.key.clone());
+        let caller = self
+            .backend
+            .authorize_key(
+                &request,
+                &key.unwrap_or_default(),
+                &[Permission::Read, Permission::Write],
+            )
             .await?;
         let leader = request
             .into_inner()
             .leader
             .ok_or_else(|| Status::unknown(MISSING_LEADER_KEY))?;
-        let response = campaign::withdraw(&self.backend, &leader.key, leader.rev)
+        let response = campaign::withdraw(&self.backend, &caller, &leader.key, leader.rev)
             .await
             .map_err(as_etcd)?;
         Ok(Response::new(epb::ResignResponse {

@@ -219,11 +219,7 @@ impl Lease for LeaseService {
         // needs write permission on each of them.
         self.backend
             .authorize(&caller, |store| {
-                store
-                    .lease_keys(request.id)
-                    .unwrap_or_default()
-                    .iter()
-                    .try_for_each(|key| caller.check_range(store, key, &[], Permission::Write))
+                caller.check_lease_keys(store, request.id, Permission::Write)
             })
             .await?;
         match self
@@ -308,12 +304,22 @@ impl Lease for LeaseService {
         &self,
         request: Request<pb::LeaseTimeToLiveRequest>,
     ) -> Result<Response<pb::LeaseTimeToLiveResponse>, Status> {
+        let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
+        if request.keys {
+            // The answer names the lease's keys: the caller must be allowed
+            // to read each of them (etcd's fix for CVE-2023-32082).
+            self.backend
+                .authorize(&caller, |store| {
+                    caller.check_lease_keys(store, request.id, Permission::Read)
+                })
+                .await?;
+        }
         if let LeaseClock::Leader(leader) = self.lease_clock().await? {
             let mut answer = self
                 .leader_client(leader)
                 .await?
-                .lease_time_to_live(request)
+                .lease_time_to_live(self.backend.forwarded(&caller, request))
                 .await?;
             // etcd fills a relayed answer's header in as the member that
             // answers the client.

@@ -13,6 +13,7 @@
 //! Errors carry etcd's messages and, as etcd's server returns them, code
 //! `Unknown` (see [`as_etcd`]).
 
+use super::auth_gate::Caller;
 use super::backend::{EtcdBackend, NotHere};
 use super::campaign::{self, as_etcd, WithdrawOnDrop};
 use super::command::Command;
@@ -31,8 +32,13 @@ pub struct LockService {
 }
 
 impl LockService {
-    /// Deletes `key`, here when this member leads or on the leader.
-    async fn delete(&self, key: Vec<u8>) -> Result<pb::DeleteRangeResponse, Status> {
+    /// Deletes `key` for `caller`, here when this member leads or on the
+    /// leader.
+    async fn delete(
+        &self,
+        caller: &Caller,
+        key: Vec<u8>,
+    ) -> Result<pb::DeleteRangeResponse, Status> {
         let request = pb::DeleteRangeRequest {
             key,
             ..Default::default()
@@ -40,14 +46,14 @@ impl LockService {
         let command = Command::DeleteRange(request.clone());
         match self
             .backend
-            .write::<pb::DeleteRangeResponse>(&command)
+            .write_as::<pb::DeleteRangeResponse>(caller, &command)
             .await
         {
             Ok(response) => Ok(response),
             Err(NotHere::Forward(leader)) => {
                 let channel = self.backend.channel_to(leader).await?;
                 let response = KvClient::new(channel)
-                    .delete_range(self.backend.as_member(request))
+                    .delete_range(self.backend.forwarded(caller, request))
                     .await;
                 if let Err(status) = &response {
                     if status.code() == tonic::Code::Unavailable {
@@ -68,7 +74,8 @@ impl Lock for LockService {
         request: Request<lpb::LockRequest>,
     ) -> Result<Response<lpb::LockResponse>, Status> {
         let prefix = campaign::prefix(&request.get_ref().name);
-        self.backend
+        let caller = self
+            .backend
             .authorize_prefix(&request, &prefix, &[Permission::Read, Permission::Write])
             .await?;
         let request = request.into_inner();
@@ -79,7 +86,7 @@ impl Lock for LockService {
                 .map_err(as_etcd)?,
             lease => lease,
         };
-        let claim = campaign::claim(&self.backend, &request.name, lease, b"")
+        let claim = campaign::claim(&self.backend, &caller, &request.name, lease, b"")
             .await
             .map_err(as_etcd)?;
         if claim.holds() {
@@ -92,12 +99,13 @@ impl Lock for LockService {
             }));
         }
         // Dropped with the call if the client goes away while we wait.
-        let withdraw_on_cancel = WithdrawOnDrop::new(&self.backend, &claim);
+        let withdraw_on_cancel = WithdrawOnDrop::new(&self.backend, &caller, &claim);
         let waited = campaign::wait_turn(&self.backend, &request.name, &claim).await;
         withdraw_on_cancel.disarm();
         if let Err(status) = waited {
             // As etcd: a lock that could not be acquired leaves no key.
-            let _ = campaign::withdraw(&self.backend, &claim.key, claim.create_revision).await;
+            let _ =
+                campaign::withdraw(&self.backend, &caller, &claim.key, claim.create_revision).await;
             return Err(as_etcd(status));
         }
         self.backend
@@ -114,11 +122,12 @@ impl Lock for LockService {
         request: Request<lpb::UnlockRequest>,
     ) -> Result<Response<lpb::UnlockResponse>, Status> {
         let key = request.get_ref().key.clone();
-        self.backend
-            .authorize_prefix(&request, &key, &[Permission::Write])
+        let caller = self
+            .backend
+            .authorize_key(&request, &key, &[Permission::Write])
             .await?;
         let key = request.into_inner().key;
-        let response = self.delete(key).await.map_err(as_etcd)?;
+        let response = self.delete(&caller, key).await.map_err(as_etcd)?;
         Ok(Response::new(lpb::UnlockResponse {
             header: response.header,
         }))

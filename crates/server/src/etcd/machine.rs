@@ -154,11 +154,7 @@ fn permitted(store: &KvStore, checked: &Checked, command: &Command) -> Result<()
         Command::Put(r) => caller.check_put(store, r),
         Command::DeleteRange(r) => caller.check_delete(store, r),
         Command::Txn(r) => caller.check_txn(store, r),
-        Command::LeaseRevoke(r) => store
-            .lease_keys(r.id)
-            .unwrap_or_default()
-            .iter()
-            .try_for_each(|key| caller.check_range(store, key, &[], Permission::Write)),
+        Command::LeaseRevoke(r) => caller.check_lease_keys(store, r.id, Permission::Write),
         Command::Auth(_)
         | Command::MemberAdd(_)
         | Command::MemberUpdate(_)
@@ -247,14 +243,13 @@ impl StateMachine for EtcdMachine {
         let mut granted: Option<(i64, i64)> = None;
         let mut revoked: Option<i64> = None;
         let mut store = self.store.lock().expect("store lock");
-        // A client's write whose permissions were checked against auth
-        // state that has changed since (a role granted or revoked, auth
-        // enabled) is checked again here, on every member at the same
-        // entry: a change takes effect at once, whichever member took the
-        // write.
+        // While auth is on, a client's write is checked again here, on
+        // every member at the same entry, against the state it will change:
+        // a grant or revoke (or auth enabled) since the member that took it
+        // checked it takes effect at once, and so does a key attached to a
+        // lease since a revoke was checked.
         if let Some(checked) = checked {
-            let auth = store.auth();
-            if auth.is_enabled() && checked.auth_revision < auth.revision() {
+            if store.auth().is_enabled() {
                 if let Err(status) = permitted(&store, &checked, &command) {
                     return answer_error(status.code(), status.message());
                 }

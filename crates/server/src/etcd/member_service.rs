@@ -16,6 +16,7 @@
 //! member has, an unknown or removed id, removing the last voter,
 //! promoting a member that is not a learner or is not caught up.
 
+use super::auth_gate::Caller;
 use super::backend::{EtcdBackend, NotHere};
 use super::command::{Command, MemberChange};
 use crate::roster::url_address;
@@ -131,9 +132,13 @@ fn check_urls(urls: &[String]) -> Result<(), Status> {
 /// must go there.
 async fn write(
     backend: &EtcdBackend,
+    caller: &Caller,
     command: &Command,
 ) -> Result<Option<(u64, pb::Member)>, Status> {
-    match backend.write::<pb::MemberAddResponse>(command).await {
+    match backend
+        .write_as::<pb::MemberAddResponse>(caller, command)
+        .await
+    {
         Ok(response) => {
             let member = response.member.unwrap_or_default();
             Ok(Some((member.id, member)))
@@ -204,6 +209,7 @@ fn is_learner_or_added(backend: &EtcdBackend, id: u64) -> Option<bool> {
 /// `Cluster/MemberAdd`.
 pub async fn member_add(
     backend: &EtcdBackend,
+    caller: &Caller,
     request: pb::MemberAddRequest,
 ) -> Result<pb::MemberAddResponse, Status> {
     check_urls(&request.peer_urls)?;
@@ -235,10 +241,10 @@ pub async fn member_add(
         taken_peer_urls,
         ..Default::default()
     });
-    let Some((id, member)) = write(backend, &command).await? else {
+    let Some((id, member)) = write(backend, caller, &command).await? else {
         let answer = leader_client(backend)
             .await?
-            .member_add(backend.as_member(request))
+            .member_add(backend.forwarded(caller, request))
             .await?
             .into_inner();
         // Answer once this member knows of the new one too, so that the
@@ -263,6 +269,7 @@ pub async fn member_add(
 /// `Cluster/MemberRemove`.
 pub async fn member_remove(
     backend: &EtcdBackend,
+    caller: &Caller,
     request: pb::MemberRemoveRequest,
 ) -> Result<pb::MemberRemoveResponse, Status> {
     let id = request.id;
@@ -285,10 +292,10 @@ pub async fn member_remove(
         known,
         ..Default::default()
     });
-    if write(backend, &command).await?.is_none() {
+    if write(backend, caller, &command).await?.is_none() {
         return Ok(leader_client(backend)
             .await?
-            .member_remove(backend.as_member(request))
+            .member_remove(backend.forwarded(caller, request))
             .await?
             .into_inner());
     }
@@ -307,6 +314,7 @@ pub async fn member_remove(
 /// `Cluster/MemberUpdate`: a member's peer URLs.
 pub async fn member_update(
     backend: &EtcdBackend,
+    caller: &Caller,
     request: pb::MemberUpdateRequest,
 ) -> Result<pb::MemberUpdateResponse, Status> {
     check_urls(&request.peer_urls)?;
@@ -319,10 +327,10 @@ pub async fn member_update(
         learner,
         ..Default::default()
     });
-    if write(backend, &command).await?.is_none() {
+    if write(backend, caller, &command).await?.is_none() {
         return Ok(leader_client(backend)
             .await?
-            .member_update(backend.as_member(request))
+            .member_update(backend.forwarded(caller, request))
             .await?
             .into_inner());
     }
@@ -345,13 +353,14 @@ pub async fn member_update(
 /// so a follower passes the call on.
 pub async fn member_promote(
     backend: &EtcdBackend,
+    caller: &Caller,
     request: pb::MemberPromoteRequest,
 ) -> Result<pb::MemberPromoteResponse, Status> {
     let id = request.id;
     if backend.status.borrow().role != "leader" {
         return Ok(leader_client(backend)
             .await?
-            .member_promote(backend.as_member(request))
+            .member_promote(backend.forwarded(caller, request))
             .await?
             .into_inner());
     }
@@ -405,10 +414,10 @@ pub async fn member_promote(
             "etcdserver: can only promote a learner member",
         ));
     };
-    if write(backend, &command).await?.is_none() {
+    if write(backend, caller, &command).await?.is_none() {
         return Ok(leader_client(backend)
             .await?
-            .member_promote(backend.as_member(request))
+            .member_promote(backend.forwarded(caller, request))
             .await?
             .into_inner());
     }

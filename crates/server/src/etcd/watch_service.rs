@@ -24,8 +24,8 @@ mod session;
 mod watcher;
 
 pub use session::{
-    WatchSession, CONTROL_RESPONSES_MAX, REASON_DUPLICATE_ID, REASON_EMPTY_RANGE,
-    WATCHERS_PER_STREAM_MAX, WATCH_ID_NONE,
+    WatchSession, WatcherBudget, CONTROL_RESPONSES_MAX, REASON_DUPLICATE_ID, REASON_EMPTY_RANGE,
+    WATCHERS_MAX, WATCHERS_PER_STREAM_MAX, WATCH_ID_NONE,
 };
 pub use watcher::READ_SCAN_BYTES_MAX;
 
@@ -65,6 +65,8 @@ pub struct WatchService {
     stop: watch::Receiver<bool>,
     /// The progress notification interval.
     progress_interval: Duration,
+    /// Watchers on this member, over every stream.
+    budget: WatcherBudget,
 }
 
 impl WatchService {
@@ -75,6 +77,7 @@ impl WatchService {
             backend,
             stop,
             progress_interval: PROGRESS_INTERVAL_DEFAULT,
+            budget: WatcherBudget::default(),
         }
     }
 
@@ -105,6 +108,7 @@ impl Watch for WatchService {
         let status = self.backend.status.clone();
         let context = StreamContext {
             caller,
+            budget: self.budget.clone(),
             store: self.backend.store.clone(),
             revisions: self.backend.revisions.clone(),
             stop: self.stop.clone(),
@@ -129,6 +133,8 @@ pub struct StreamContext {
     /// Who opened the stream: each watcher it creates needs read
     /// permission on its range.
     pub caller: Caller,
+    /// The member's watcher count.
+    pub budget: WatcherBudget,
     /// The store the watchers read.
     pub store: Arc<Mutex<KvStore>>,
     /// The store's revision after each applied write.
@@ -156,7 +162,7 @@ impl StreamContext {
         R: Stream<Item = Result<pb::WatchRequest, Status>> + Send + Unpin,
     {
         let mut requests = requests;
-        let mut session = WatchSession::new(self.header);
+        let mut session = WatchSession::new(self.header).with_budget(self.budget.clone());
         let mut known_revision = *self.revisions.borrow_and_update();
         let start = tokio::time::Instant::now() + self.progress_interval;
         let mut ticker = tokio::time::interval_at(start, self.progress_interval);

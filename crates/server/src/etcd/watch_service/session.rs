@@ -30,6 +30,8 @@ use bellwether_api::etcdserverpb as pb;
 use bellwether_kv::{KeyRange, KvStore};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Most control responses waiting on one stream. While the queue is full
 /// the stream stops reading requests, so a client that sends creates
@@ -40,6 +42,61 @@ pub const CONTROL_RESPONSES_MAX: usize = 64;
 /// every watcher is looked at on every write. A client that needs more
 /// opens another stream.
 pub const WATCHERS_PER_STREAM_MAX: usize = 4096;
+
+/// Most watchers one member serves over all its streams: with the bounds
+/// on connections and streams alone, a client could still hold billions.
+/// etcd has no limit. Past it a create is refused, and the client learns
+/// why from the cancel reason.
+pub const WATCHERS_MAX: usize = 65_536;
+
+/// The member-wide count of watchers, shared by every stream and bounded
+/// by its maximum ([`WATCHERS_MAX`] unless set).
+#[derive(Clone, Debug)]
+pub struct WatcherBudget {
+    used: Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl Default for WatcherBudget {
+    fn default() -> Self {
+        WatcherBudget::new(WATCHERS_MAX)
+    }
+}
+
+impl WatcherBudget {
+    /// A budget of `max` watchers.
+    pub fn new(max: usize) -> Self {
+        WatcherBudget {
+            used: Arc::default(),
+            max,
+        }
+    }
+
+    /// Takes one watcher's place; false when none is left.
+    fn take(&self) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                (used < self.max).then_some(used + 1)
+            })
+            .is_ok()
+    }
+
+    /// Returns `count` places.
+    fn give_back(&self, count: usize) {
+        let before = self.used.fetch_sub(count, Ordering::AcqRel);
+        assert!(before >= count, "more watchers returned than taken");
+    }
+
+    /// Watchers alive on the member now.
+    pub fn in_use(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// The most watchers allowed.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
 
 /// etcd's watch id for "no watcher": rejected creates and progress
 /// responses, which concern the whole stream.
@@ -70,6 +127,14 @@ pub struct WatchSession {
     /// Cluster id, member id and term for response headers; the revision
     /// is filled per response.
     header: pb::ResponseHeader,
+    /// The member's watcher count this stream's watchers are part of.
+    budget: WatcherBudget,
+}
+
+impl Drop for WatchSession {
+    fn drop(&mut self) {
+        self.budget.give_back(self.watchers.len());
+    }
 }
 
 impl WatchSession {
@@ -83,7 +148,18 @@ impl WatchSession {
             progress_requested: false,
             last_served: WATCH_ID_NONE,
             header,
+            budget: WatcherBudget::default(),
         }
+    }
+
+    /// Counts this stream's watchers in the member-wide `budget`.
+    pub fn with_budget(mut self, budget: WatcherBudget) -> Self {
+        assert!(
+            self.watchers.is_empty(),
+            "the budget is set before any watcher"
+        );
+        self.budget = budget;
+        self
     }
 
     /// Updates the term in later headers.
@@ -152,6 +228,13 @@ impl WatchSession {
             }
             id => id,
         };
+        if !self.budget.take() {
+            let reason = format!(
+                "bellwether: too many watchers on this member (at most {})",
+                self.budget.max()
+            );
+            return self.reject(reason, store);
+        }
         let next_revision = match request.start_revision {
             0 => store.revision() + 1,
             start => start,
@@ -195,6 +278,7 @@ impl WatchSession {
         if self.watchers.remove(&watch_id).is_none() {
             return;
         }
+        self.budget.give_back(1);
         self.control.push_back(pb::WatchResponse {
             header: Some(self.header_at(store.revision())),
             watch_id,
@@ -283,6 +367,7 @@ impl WatchSession {
                 }
                 Read::Compacted(compact_revision) => {
                     self.watchers.remove(&watch_id);
+                    self.budget.give_back(1);
                     self.last_served = watch_id;
                     // etcd sends this one with a header revision of 0.
                     return Some(pb::WatchResponse {

@@ -106,6 +106,40 @@ fn watch_ids_count_from_zero_skip_ids_in_use_and_reject_duplicates() {
 }
 
 #[test]
+fn the_member_wide_watcher_budget_refuses_past_its_bound_and_refills() {
+    let store = KvStore::new();
+    let budget = WatcherBudget::new(3);
+    let mut first = WatchSession::new(HEADER).with_budget(budget.clone());
+    let mut second = WatchSession::new(HEADER).with_budget(budget.clone());
+    for _ in 0..2 {
+        first.receive(watch_prefix("a", 0), &store);
+        second.receive(watch_prefix("b", 0), &store);
+    }
+    drain(&mut first, &store).iter().for_each(|r| {
+        created(r);
+    });
+    let answers = drain(&mut second, &store);
+    created(&answers[0]);
+    assert!(answers[1].canceled && answers[1].watch_id == WATCH_ID_NONE);
+    assert!(
+        answers[1]
+            .cancel_reason
+            .contains("too many watchers on this member (at most 3)"),
+        "{:?}",
+        answers[1]
+    );
+    assert_eq!(budget.in_use(), 3);
+    // A cancel and a closed stream give their places back.
+    first.receive(cancel(0), &store);
+    assert_eq!(budget.in_use(), 2);
+    drop(first);
+    assert_eq!(budget.in_use(), 1);
+    second.receive(watch_prefix("b", 0), &store);
+    assert!(!drain(&mut second, &store)[0].canceled);
+    assert_eq!(budget.in_use(), 2);
+}
+
+#[test]
 fn an_empty_range_is_rejected_and_an_empty_key_watches_the_zero_key() {
     let mut store = KvStore::new();
     let mut session = WatchSession::new(HEADER);
@@ -350,6 +384,7 @@ impl Harness {
         let (responses_sender, responses) = mpsc::channel(RESPONSES_BUFFERED_MAX);
         let context = StreamContext {
             caller: Default::default(),
+            budget: Default::default(),
             store: store.clone(),
             revisions: revisions_receiver,
             stop: stop_receiver,
