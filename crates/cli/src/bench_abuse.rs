@@ -42,6 +42,18 @@ const WATCHERS_PER_STREAM: usize = bellwether_server::etcd::watch_service::WATCH
 /// Concurrent lease grants of the abuser.
 const GRANTERS: usize = 128;
 
+/// What the abuser is doing, for labelling the well-behaved client's
+/// windows.
+static PHASE: std::sync::Mutex<&str> = std::sync::Mutex::new("connections");
+
+fn set_phase(phase: &'static str) {
+    *PHASE.lock().expect("phase lock") = phase;
+}
+
+fn phase() -> &'static str {
+    *PHASE.lock().expect("phase lock")
+}
+
 /// `bench abuse` options.
 #[derive(clap::Args, Debug)]
 pub struct AbuseArgs {
@@ -73,6 +85,19 @@ pub struct AbuseArgs {
     json: bool,
 }
 
+/// One window of the well-behaved load under abuse.
+#[derive(Debug, Serialize)]
+pub struct Window {
+    /// The abuser's phases at its start and end.
+    pub during: String,
+    /// Its p99, ms.
+    pub p99_ms: f64,
+    /// Its puts per second.
+    pub per_second: f64,
+    /// Its errors.
+    pub errors: u64,
+}
+
 /// What the bench measured.
 #[derive(Debug, Serialize)]
 pub struct AbuseReport {
@@ -80,8 +105,8 @@ pub struct AbuseReport {
     pub baseline_p50_ms: f64,
     /// See `baseline_p50_ms`.
     pub baseline_p99_ms: f64,
-    /// p99 of each window under abuse, ms.
-    pub window_p99_ms: Vec<f64>,
+    /// The well-behaved load under abuse, window by window.
+    pub windows: Vec<Window>,
     /// The worst window's p99 over the baseline's.
     pub worst_p99_over_baseline: f64,
     /// Errors the well-behaved client saw under abuse.
@@ -105,6 +130,8 @@ pub struct AbuseReport {
     pub lease_refusal: Option<String>,
     /// See `leases_granted`.
     pub lease_seconds: f64,
+    /// Grants that failed for another reason and were asked again.
+    pub lease_errors: u64,
     /// Peak VmRSS per member during the abuse, KiB.
     pub rss_kib_max: Vec<Option<u64>>,
     /// Peak anonymous RSS per member during the abuse, KiB.
@@ -155,13 +182,23 @@ pub fn execute(args: AbuseArgs) -> Result<std::process::ExitCode> {
         let abusing = abusing.clone();
         let interrupted = interrupted.clone();
         let spec = victim(WINDOW_SECONDS);
-        std::thread::spawn(move || -> Result<Vec<(f64, u64)>> {
+        std::thread::spawn(move || -> Result<Vec<Window>> {
             let runtime = load::runtime()?;
             let mut windows = Vec::new();
             while abusing.load(Ordering::SeqCst) && !interrupted.load(Ordering::SeqCst) {
+                let during = phase();
                 let report = runtime.block_on(load::run(&spec, interrupted.clone()))?;
-                eprintln!("  under abuse: p99 {:.2} ms", report.latency_ms_p99);
-                windows.push((report.latency_ms_p99, report.errors));
+                let window = Window {
+                    during: format!("{during}..{}", phase()),
+                    p99_ms: report.latency_ms_p99,
+                    per_second: report.per_second,
+                    errors: report.errors,
+                };
+                eprintln!(
+                    "  under abuse ({}): p99 {:.2} ms",
+                    window.during, window.p99_ms
+                );
+                windows.push(window);
             }
             Ok(windows)
         })
@@ -176,14 +213,13 @@ pub fn execute(args: AbuseArgs) -> Result<std::process::ExitCode> {
             .check_running()
             .context("a member died under abuse")?;
     }
-    let window_p99_ms: Vec<f64> = windows.iter().map(|(p99, _)| *p99).collect();
-    let worst = window_p99_ms.iter().copied().fold(0.0, f64::max);
+    let worst = windows.iter().map(|w| w.p99_ms).fold(0.0, f64::max);
     let report = AbuseReport {
         baseline_p50_ms: baseline.latency_ms_p50,
         baseline_p99_ms: baseline.latency_ms_p99,
         worst_p99_over_baseline: worst / baseline.latency_ms_p99,
-        window_p99_ms,
-        victim_errors: windows.iter().map(|(_, errors)| errors).sum(),
+        victim_errors: windows.iter().map(|w| w.errors).sum(),
+        windows,
         connections_held: outcome.connections_held,
         connections_closed: outcome.connections_closed,
         watchers_created: outcome.watchers_created,
@@ -193,6 +229,7 @@ pub fn execute(args: AbuseArgs) -> Result<std::process::ExitCode> {
         leases_refused: outcome.leases_refused,
         lease_refusal: outcome.lease_refusal,
         lease_seconds: outcome.lease_seconds,
+        lease_errors: outcome.lease_errors,
         rss_kib_max,
         anon_kib_max,
     };
@@ -219,11 +256,12 @@ fn print_text(report: &AbuseReport) {
         report.watch_refusal.as_deref().unwrap_or("-")
     );
     println!(
-        "  leases: {} granted in {:.1} s, {} refused ({})",
+        "  leases: {} granted in {:.1} s, {} refused ({}), {} other errors asked again",
         report.leases_granted,
         report.lease_seconds,
         report.leases_refused,
-        report.lease_refusal.as_deref().unwrap_or("-")
+        report.lease_refusal.as_deref().unwrap_or("-"),
+        report.lease_errors
     );
     println!(
         "  peak RSS per member: {} MiB (anonymous: {} MiB)",
@@ -241,13 +279,18 @@ fn print_text(report: &AbuseReport) {
             .join(" / ")
     );
     println!(
-        "  well-behaved puts: baseline p50 {:.2} ms, p99 {:.2} ms; under abuse p99 per {WINDOW_SECONDS} s window {:?} ms; worst {:.2}x the baseline; {} errors",
+        "  well-behaved puts: baseline p50 {:.2} ms, p99 {:.2} ms; worst window under abuse {:.2}x the baseline p99; {} errors",
         report.baseline_p50_ms,
         report.baseline_p99_ms,
-        report.window_p99_ms.iter().map(|p| (p * 100.0).round() / 100.0).collect::<Vec<_>>(),
         report.worst_p99_over_baseline,
         report.victim_errors
     );
+    for window in &report.windows {
+        println!(
+            "    {WINDOW_SECONDS} s during {}: p99 {:.2} ms, {:.0} puts/s",
+            window.during, window.p99_ms, window.per_second
+        );
+    }
 }
 
 /// What the abuser achieved.
@@ -261,6 +304,7 @@ struct Outcome {
     leases_granted: u64,
     leases_refused: u64,
     lease_refusal: Option<String>,
+    lease_errors: u64,
     lease_seconds: f64,
 }
 
@@ -278,12 +322,18 @@ fn abuse(args: &AbuseArgs, endpoints: &[String]) -> Result<Outcome> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
+        set_phase("watchers");
         let streams = hold_watchers(&endpoints[1], args.watches, &mut outcome).await?;
+        set_phase("holding");
+        tokio::time::sleep(Duration::from_secs_f64(WINDOW_SECONDS * 2.0)).await;
+        set_phase("leases");
         eprintln!(
             "watchers: {} created, {} refused",
             outcome.watchers_created, outcome.watchers_refused
         );
-        grant_leases(endpoints, args.leases, &mut outcome).await?;
+        // Not through member 1: its connection slots are full.
+        grant_leases(&endpoints[1..], args.leases, &mut outcome).await?;
+        set_phase("done");
         eprintln!(
             "leases: {} granted, {} refused",
             outcome.leases_granted, outcome.leases_refused
@@ -381,8 +431,10 @@ async fn hold_watchers(
             if answer.canceled {
                 outcome.watchers_refused += 1;
                 outcome.watch_refusal.get_or_insert(answer.cancel_reason);
-            } else {
+            } else if answer.created {
                 outcome.watchers_created += 1;
+            } else {
+                eprintln!("unexpected watch answer: {answer:?}");
             }
         }
         feeder.await?;
@@ -413,15 +465,17 @@ async fn grant_leases(endpoints: &[String], count: usize, outcome: &mut Outcome)
     let asked = Arc::new(AtomicU64::new(0));
     let granted = Arc::new(AtomicU64::new(0));
     let refused = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
     let refusal = Arc::new(std::sync::Mutex::new(None::<String>));
     let mut tasks = Vec::new();
     for g in 0..GRANTERS {
         let mut client = clients[g % clients.len()].clone();
-        let (asked, granted, refused, refusal) = (
+        let (asked, granted, refused, refusal, errors) = (
             asked.clone(),
             granted.clone(),
             refused.clone(),
             refusal.clone(),
+            errors.clone(),
         );
         tasks.push(tokio::spawn(async move {
             while asked.fetch_add(1, Ordering::SeqCst) < count as u64 {
@@ -430,12 +484,20 @@ async fn grant_leases(endpoints: &[String], count: usize, outcome: &mut Outcome)
                     Ok(_) => {
                         granted.fetch_add(1, Ordering::SeqCst);
                     }
-                    Err(status) => {
+                    Err(status) if status.code() == tonic::Code::ResourceExhausted => {
                         refused.fetch_add(1, Ordering::SeqCst);
                         let mut first = refusal.lock().expect("refusal lock");
                         first.get_or_insert_with(|| status.message().to_string());
-                        if status.code() == tonic::Code::ResourceExhausted {
-                            // The bound is reached: stop asking.
+                        // The bound is reached: stop asking.
+                        asked.store(u64::MAX / 2, Ordering::SeqCst);
+                    }
+                    Err(status) => {
+                        // Anything else (a leader change) is not the
+                        // bound: counted, and the grant is asked again.
+                        asked.fetch_sub(1, Ordering::SeqCst);
+                        if errors.fetch_add(1, Ordering::SeqCst) > 10_000 {
+                            let mut first = refusal.lock().expect("refusal lock");
+                            first.get_or_insert_with(|| status.message().to_string());
                             asked.store(u64::MAX / 2, Ordering::SeqCst);
                         }
                     }
@@ -449,6 +511,7 @@ async fn grant_leases(endpoints: &[String], count: usize, outcome: &mut Outcome)
     outcome.leases_granted = granted.load(Ordering::SeqCst);
     outcome.leases_refused = refused.load(Ordering::SeqCst);
     outcome.lease_refusal = refusal.lock().expect("refusal lock").clone();
+    outcome.lease_errors = errors.load(Ordering::SeqCst);
     outcome.lease_seconds = started.elapsed().as_secs_f64();
     Ok(())
 }
