@@ -121,6 +121,11 @@ pub struct AbuseReport {
     pub watchers_refused: usize,
     /// See `watchers_created`.
     pub watch_refusal: Option<String>,
+    /// Watchers the member cancelled on the stream being filled: they fell
+    /// behind a compaction (each gives its place back). Cancels on streams
+    /// filled earlier are not read, so creates accepted can exceed the
+    /// member's bound while live watchers stay within it.
+    pub watchers_compacted: usize,
     /// Leases granted and refused, the first refusal, and the seconds the
     /// grants took.
     pub leases_granted: u64,
@@ -225,6 +230,7 @@ pub fn execute(args: AbuseArgs) -> Result<std::process::ExitCode> {
         watchers_created: outcome.watchers_created,
         watchers_refused: outcome.watchers_refused,
         watch_refusal: outcome.watch_refusal,
+        watchers_compacted: outcome.watchers_compacted,
         leases_granted: outcome.leases_granted,
         leases_refused: outcome.leases_refused,
         lease_refusal: outcome.lease_refusal,
@@ -250,10 +256,11 @@ fn print_text(report: &AbuseReport) {
         report.connections_held, report.connections_closed
     );
     println!(
-        "  watchers on n2: {} created, {} refused ({})",
+        "  watchers on n2: {} created, {} refused ({}), {} seen cancelled by compaction",
         report.watchers_created,
         report.watchers_refused,
-        report.watch_refusal.as_deref().unwrap_or("-")
+        report.watch_refusal.as_deref().unwrap_or("-"),
+        report.watchers_compacted
     );
     println!(
         "  leases: {} granted in {:.1} s, {} refused ({}), {} other errors asked again",
@@ -301,6 +308,7 @@ struct Outcome {
     watchers_created: usize,
     watchers_refused: usize,
     watch_refusal: Option<String>,
+    watchers_compacted: usize,
     leases_granted: u64,
     leases_refused: u64,
     lease_refusal: Option<String>,
@@ -328,8 +336,8 @@ fn abuse(args: &AbuseArgs, endpoints: &[String]) -> Result<Outcome> {
         tokio::time::sleep(Duration::from_secs_f64(WINDOW_SECONDS * 2.0)).await;
         set_phase("leases");
         eprintln!(
-            "watchers: {} created, {} refused",
-            outcome.watchers_created, outcome.watchers_refused
+            "watchers: {} created, {} refused, {} cancelled by compaction",
+            outcome.watchers_created, outcome.watchers_refused, outcome.watchers_compacted
         );
         // Not through member 1: its connection slots are full.
         grant_leases(&endpoints[1..], args.leases, &mut outcome).await?;
@@ -423,18 +431,24 @@ async fn hold_watchers(
                 }
             })
         };
-        for _ in 0..batch {
+        // Read until every create has its answer; a watcher cancelled by a
+        // compaction meanwhile (it fell behind) is counted apart.
+        let mut answered = 0;
+        while answered < batch {
             let answer = tokio::time::timeout(Duration::from_secs(30), answers.message())
                 .await
                 .context("no watch answer within 30 s")??
                 .context("the watch stream ended")?;
-            if answer.canceled {
-                outcome.watchers_refused += 1;
-                outcome.watch_refusal.get_or_insert(answer.cancel_reason);
-            } else if answer.created {
-                outcome.watchers_created += 1;
-            } else {
-                eprintln!("unexpected watch answer: {answer:?}");
+            if answer.created {
+                answered += 1;
+                if answer.canceled {
+                    outcome.watchers_refused += 1;
+                    outcome.watch_refusal.get_or_insert(answer.cancel_reason);
+                } else {
+                    outcome.watchers_created += 1;
+                }
+            } else if answer.canceled {
+                outcome.watchers_compacted += 1;
             }
         }
         feeder.await?;
