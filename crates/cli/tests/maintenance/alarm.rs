@@ -45,7 +45,20 @@ fn fill_refuse_free_and_disarm(system: &str, writer: &str, every: &str) {
     );
     // Free the space: delete, compact, defragment, then disarm.
     let (ok, out) = etcdctl(writer, &["del", "--prefix", "k"], None);
-    assert!(ok && out.trim() == accepted.to_string(), "{system}: {out}");
+    let deleted: usize = out.trim().parse().unwrap_or(usize::MAX);
+    // On etcd the refused put can have landed too: etcdctl retries a put
+    // whose first attempt timed out, and the retry meets the full quota
+    // (seen once in CI: 17 deleted after 16 accepted). bellwether refuses
+    // before the log, so its count is exact.
+    let landed = if system == "etcd" {
+        accepted..=accepted + 1
+    } else {
+        accepted..=accepted
+    };
+    assert!(
+        ok && landed.contains(&deleted),
+        "{system}: {out} deleted after {accepted} accepted"
+    );
     let now = revision(writer).to_string();
     let (ok, out) = etcdctl(writer, &["compact", &now, "--physical"], None);
     assert!(ok, "{system}: {out}");
