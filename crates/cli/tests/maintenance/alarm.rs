@@ -48,7 +48,8 @@ fn fill_refuse_free_and_disarm(system: &str, writer: &str, every: &str) {
     let deleted: usize = out.trim().parse().unwrap_or(usize::MAX);
     // On etcd the refused put can have landed too: etcdctl retries a put
     // whose first attempt timed out, and the retry meets the full quota
-    // (seen once in CI: 17 deleted after 16 accepted). bellwether refuses
+    // (seen once in CI: etcd deleted 17 keys, not the count of accepted
+    // puts; the accepted count was not printed then). bellwether refuses
     // before the log, so its count is exact.
     let landed = if system == "etcd" {
         accepted..=accepted + 1
