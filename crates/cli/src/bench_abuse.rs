@@ -146,7 +146,10 @@ pub struct AbuseReport {
 /// Runs the bench.
 pub fn execute(args: AbuseArgs) -> Result<std::process::ExitCode> {
     let interrupted = watch_for_interruption();
-    raise_open_files_limit();
+    // The abuser needs more open files than the usual soft limit allows.
+    if let Err(error) = crate::node_command::raise_soft_open_files_limit() {
+        eprintln!("cannot raise the open-files limit: {error}");
+    }
     let scratch = ScratchDir::create(args.dir.as_deref(), "abuse")?;
     let mut cluster = ProcessCluster::start(ClusterLayout {
         dir: scratch.path.join("bellwether"),
@@ -528,17 +531,4 @@ async fn grant_leases(endpoints: &[String], count: usize, outcome: &mut Outcome)
     outcome.lease_errors = errors.load(Ordering::SeqCst);
     outcome.lease_seconds = started.elapsed().as_secs_f64();
     Ok(())
-}
-
-/// The abuser needs more open files than the usual soft limit allows.
-fn raise_open_files_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let raised = Rlimit {
-        current: limit.maximum,
-        maximum: limit.maximum,
-    };
-    if let Err(error) = setrlimit(Resource::Nofile, raised) {
-        eprintln!("cannot raise the open-files limit: {error}");
-    }
 }
