@@ -21,6 +21,7 @@
 //! the stream opens).
 
 mod session;
+mod synced_group;
 mod watcher;
 
 pub use session::{
@@ -277,5 +278,7 @@ fn lock(store: &Mutex<KvStore>) -> std::sync::MutexGuard<'_, KvStore> {
     store.lock().expect("store lock")
 }
 
+#[cfg(test)]
+mod synced_group_tests;
 #[cfg(test)]
 mod tests;

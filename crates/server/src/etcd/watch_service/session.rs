@@ -25,10 +25,11 @@
 //! - a watcher whose start revision is gone gets `canceled` with the
 //!   `compact_revision` and a header revision of 0, after its `created`.
 
+use super::synced_group::{Advance, SyncedGroup};
 use super::watcher::{Read, Watcher};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_kv::{KeyRange, KvStore};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -38,9 +39,10 @@ use std::sync::Arc;
 /// faster than it reads answers is slowed down instead of buffered.
 pub const CONTROL_RESPONSES_MAX: usize = 64;
 
-/// Most watchers on one stream. etcd has no limit; we bound it because
-/// every watcher is looked at on every write. A client that needs more
-/// opens another stream.
+/// Most watchers on one stream. etcd has no limit; we bound it so that
+/// one stream's index, and the watchers that catch up alone after falling
+/// behind, stay a bounded amount of work for the stream's task. A client
+/// that needs more opens another stream.
 pub const WATCHERS_PER_STREAM_MAX: usize = 4096;
 
 /// Most watchers one member serves over all its streams: with the bounds
@@ -113,6 +115,14 @@ pub struct WatchSession {
     /// Live watchers by id. A `BTreeMap` so that the order in which they
     /// are served is the same on every run.
     watchers: BTreeMap<i64, Watcher>,
+    /// The watchers that stand at the same revision and are read together
+    /// (see `synced_group.rs`). A member's own `next_revision` is not
+    /// used while it is in the group.
+    group: SyncedGroup,
+    /// The watchers not in the group, which read the event log each for
+    /// itself: those catching up from an old revision, and those the group
+    /// found events for. Every watcher is in exactly one of the two.
+    solo: BTreeSet<i64>,
     /// The next id to try for a create without one, as etcd counts.
     next_watch_id: i64,
     /// Answers to creates and cancels, and progress notifications, in the
@@ -143,6 +153,8 @@ impl WatchSession {
     pub fn new(header: pb::ResponseHeader) -> Self {
         WatchSession {
             watchers: BTreeMap::new(),
+            group: SyncedGroup::default(),
+            solo: BTreeSet::new(),
             next_watch_id: 0,
             control: VecDeque::new(),
             progress_requested: false,
@@ -180,9 +192,27 @@ impl WatchSession {
     /// True when [`next_response`](Self::next_response) may have something
     /// to send, given that the store is at `store_revision`.
     pub fn has_work(&self, store_revision: i64) -> bool {
-        !self.control.is_empty()
-            || self.progress_requested
-            || self.watchers.values().any(|w| w.is_behind(store_revision))
+        !self.control.is_empty() || self.progress_requested || self.is_behind(store_revision)
+    }
+
+    /// True while some watcher has not been sent every event up to
+    /// `store_revision`.
+    fn is_behind(&self, store_revision: i64) -> bool {
+        self.group.is_behind(store_revision)
+            || self
+                .solo
+                .iter()
+                .any(|id| self.watchers[id].is_behind(store_revision))
+    }
+
+    /// True while the watcher `id` has not been sent every event up to
+    /// `store_revision`.
+    fn watcher_is_behind(&self, id: i64, store_revision: i64) -> bool {
+        if self.group.contains(id) {
+            self.group.is_behind(store_revision)
+        } else {
+            self.watchers[&id].is_behind(store_revision)
+        }
     }
 
     /// Handles one request from the client.
@@ -241,6 +271,8 @@ impl WatchSession {
         };
         self.watchers
             .insert(id, Watcher::new(&request, range, next_revision));
+        self.solo.insert(id);
+        self.try_join(id);
         let created = pb::WatchResponse {
             header: Some(self.header_at(store.revision())),
             watch_id: id,
@@ -278,6 +310,8 @@ impl WatchSession {
         if self.watchers.remove(&watch_id).is_none() {
             return;
         }
+        self.group.leave(watch_id);
+        self.solo.remove(&watch_id);
         self.budget.give_back(1);
         self.control.push_back(pb::WatchResponse {
             header: Some(self.header_at(store.revision())),
@@ -296,7 +330,9 @@ impl WatchSession {
         let due: Vec<i64> = self
             .watchers
             .iter()
-            .filter(|(_, w)| w.progress_notify && !w.sent_since_tick && !w.is_behind(revision))
+            .filter(|(id, w)| {
+                w.progress_notify && !w.sent_since_tick && !self.watcher_is_behind(**id, revision)
+            })
             .map(|(id, _)| *id)
             .collect();
         for watch_id in due {
@@ -328,8 +364,7 @@ impl WatchSession {
             return Some(response);
         }
         let revision = store.revision();
-        let caught_up = !self.watchers.values().any(|w| w.is_behind(revision));
-        if self.progress_requested && caught_up {
+        if self.progress_requested && !self.is_behind(revision) {
             self.progress_requested = false;
             return Some(pb::WatchResponse {
                 header: Some(self.header_at(revision)),
@@ -341,25 +376,29 @@ impl WatchSession {
     }
 
     /// Events (or a compaction) for the first watcher after the last one
-    /// served that has any.
+    /// served that has any. The group reads one page first, so that only
+    /// the watchers it found events for read for themselves.
     fn next_events(&mut self, store: &KvStore) -> Option<pb::WatchResponse> {
+        self.advance_group(store);
+        let revision = store.revision();
         let after = self.last_served;
         let order: Vec<i64> = self
-            .watchers
+            .solo
             .range((Bound::Excluded(after), Bound::Unbounded))
-            .chain(self.watchers.range(..=after))
-            .filter(|(_, w)| w.is_behind(store.revision()))
-            .map(|(id, _)| *id)
+            .chain(self.solo.range(..=after))
+            .copied()
+            .filter(|id| self.watchers[id].is_behind(revision))
             .collect();
+        let mut response = None;
         for watch_id in order {
             let watcher = self.watchers.get_mut(&watch_id).expect("listed watcher");
             match watcher.read(store) {
-                Read::Events(events) if events.is_empty() => continue,
+                Read::Events(events) if events.is_empty() => {}
                 Read::Events(events) => {
                     watcher.sent_since_tick = true;
                     self.last_served = watch_id;
-                    return Some(pb::WatchResponse {
-                        header: Some(self.header_at(store.revision())),
+                    response = Some(pb::WatchResponse {
+                        header: Some(self.header_at(revision)),
                         watch_id,
                         events,
                         ..Default::default()
@@ -367,20 +406,72 @@ impl WatchSession {
                 }
                 Read::Compacted(compact_revision) => {
                     self.watchers.remove(&watch_id);
+                    self.solo.remove(&watch_id);
                     self.budget.give_back(1);
                     self.last_served = watch_id;
                     // etcd sends this one with a header revision of 0.
-                    return Some(pb::WatchResponse {
+                    response = Some(pb::WatchResponse {
                         header: Some(self.header_at(0)),
                         watch_id,
                         canceled: true,
                         compact_revision,
                         ..Default::default()
                     });
+                    break;
                 }
             }
+            self.try_join(watch_id);
+            if response.is_some() {
+                break;
+            }
         }
-        None
+        self.join_caught_up(revision);
+        assert_eq!(
+            self.group.len() + self.solo.len(),
+            self.watchers.len(),
+            "every watcher is in the group or reads alone"
+        );
+        response
+    }
+
+    /// Moves the group past one page; the members it found events for (or
+    /// all of them, if the page was compacted) read alone from where the
+    /// group stood.
+    fn advance_group(&mut self, store: &KvStore) {
+        let (left, from) = match self.group.advance(store) {
+            Advance::CaughtUp => return,
+            Advance::Moved { left, from } | Advance::Compacted { left, from } => (left, from),
+        };
+        for id in left {
+            self.watchers
+                .get_mut(&id)
+                .expect("a group member is a live watcher")
+                .next_revision = from;
+            self.solo.insert(id);
+        }
+    }
+
+    /// Puts a lone watcher into the group if it stands where the group does.
+    fn try_join(&mut self, id: i64) {
+        let watcher = &self.watchers[&id];
+        if self.solo.contains(&id) && self.group.can_join(watcher.next_revision) {
+            self.group.join(id, &watcher.range, watcher.next_revision);
+            self.solo.remove(&id);
+        }
+    }
+
+    /// Puts every lone watcher that has read all the store holds into the
+    /// group, when the group has read as far.
+    fn join_caught_up(&mut self, store_revision: i64) {
+        let ready: Vec<i64> = self
+            .solo
+            .iter()
+            .copied()
+            .filter(|id| !self.watchers[id].is_behind(store_revision))
+            .collect();
+        for id in ready {
+            self.try_join(id);
+        }
     }
 
     fn header_at(&self, revision: i64) -> pb::ResponseHeader {

@@ -1,8 +1,9 @@
 //! One watcher: a key range, the next revision it has not seen yet, and
 //! what it asked to see of each event.
 //!
-//! A watcher reads the store's event log itself, a bounded page at a time,
-//! from its own `next_revision`. Nothing is pushed to it, so a watcher that
+//! A watcher that has events to send reads the store's event log itself,
+//! a bounded page at a time, from its own `next_revision`; while it has
+//! none, its stream's synced group reads for it (`synced_group.rs`). Nothing is pushed to it, so a watcher that
 //! is not read (its client is slow) costs no memory; if the log drops the
 //! revisions it still needs, its next read says so and the stream cancels
 //! it with the compact revision, as etcd cancels a watcher whose start
