@@ -6,7 +6,7 @@
 //! itself lost there is still time to stop the program, TERM then KILL,
 //! before the server can expire the lease and let anyone else lead.
 
-use crate::endpoints;
+use crate::endpoints::ClientArgs;
 use crate::supervisor::{self, Ending, Signals};
 use anyhow::{bail, Context};
 use bellwether_client::{
@@ -45,10 +45,9 @@ pub struct LeaseArgs {
     /// Campaign again after leadership is lost, instead of exiting 3.
     #[arg(long)]
     pub restart: bool,
-    /// Comma-separated client endpoints (default: BELLWETHER_ENDPOINTS,
-    /// then ETCDCTL_ENDPOINTS, then the cluster `bellwether up` starts).
-    #[arg(long)]
-    pub endpoints: Option<String>,
+    /// Where the cluster is and how to reach it.
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 /// `bellwether elect`.
@@ -118,8 +117,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// A client of the chosen endpoints.
 fn connect(lease: &LeaseArgs) -> anyhow::Result<Client> {
-    let endpoints = endpoints::resolve(lease.endpoints.as_deref());
-    Ok(Client::connect(&endpoints)?)
+    lease.client.connect()
 }
 
 /// `hostname:pid`.

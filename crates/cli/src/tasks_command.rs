@@ -6,13 +6,13 @@
 //! retried until the task runs out of attempts. Every worker also
 //! campaigns to lead the queue: whichever leads assigns the tasks.
 
-use crate::endpoints;
+use crate::endpoints::ClientArgs;
 use anyhow::{bail, Context};
 use bellwether_client::tasks::{
     GroupOptions, Queue, SubmitOptions, Task, TaskRecord, TaskState, Worker, WorkerOptions,
     MAX_ATTEMPTS_DEFAULT,
 };
-use bellwether_client::{Client, SessionOptions};
+use bellwether_client::SessionOptions;
 use clap::{Args, Subcommand};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -39,15 +39,6 @@ pub enum TasksCommand {
     Result(ResultArgs),
     /// Wait for a group's aggregated result and print it.
     Wait(WaitArgs),
-}
-
-/// Where the cluster is.
-#[derive(Args, Clone)]
-pub struct ClusterArgs {
-    /// Comma-separated client endpoints (default: BELLWETHER_ENDPOINTS,
-    /// then ETCDCTL_ENDPOINTS, then the cluster `bellwether up` starts).
-    #[arg(long)]
-    pub endpoints: Option<String>,
 }
 
 /// `bellwether tasks submit`.
@@ -79,7 +70,7 @@ pub struct SubmitArgs {
     /// The payload, or `-` for stdin.
     pub data: Vec<String>,
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub cluster: ClientArgs,
 }
 
 /// `bellwether tasks worker`.
@@ -113,7 +104,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub cluster: ClientArgs,
     /// The program to run for each task, after `--`.
     #[arg(last = true, value_name = "CMD", required = true)]
     pub command: Vec<String>,
@@ -128,7 +119,7 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub cluster: ClientArgs,
 }
 
 /// `bellwether tasks result`.
@@ -142,7 +133,7 @@ pub struct ResultArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub cluster: ClientArgs,
 }
 
 /// `bellwether tasks wait`.
@@ -156,7 +147,7 @@ pub struct WaitArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub cluster: ClientArgs,
 }
 
 /// Runs `bellwether tasks …`.
@@ -185,8 +176,8 @@ pub fn execute(command: TasksCommand) -> anyhow::Result<ExitCode> {
 }
 
 /// The queue on the chosen cluster.
-fn queue(cluster: &ClusterArgs, name: &str) -> anyhow::Result<Queue> {
-    let client = Client::connect(endpoints::resolve(cluster.endpoints.as_deref()))?;
+fn queue(cluster: &ClientArgs, name: &str) -> anyhow::Result<Queue> {
+    let client = cluster.connect()?;
     Ok(Queue::new(&client, name)?)
 }
 

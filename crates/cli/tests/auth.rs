@@ -835,3 +835,135 @@ fn a_client_certificate_names_the_user_under_client_cert_auth_on_etcd_and_here()
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `bellwether elect` and `bellwether tasks` as alice (`--user`), with a
+/// 2 s token TTL that the run outlives: the client must ask for a new
+/// token when the cluster refuses the old one. Without a user, or with a
+/// wrong password, they fail with the cluster's reason.
+fn elect_and_tasks_as_a_user(system: &str, endpoints: &str) {
+    runtime().block_on(async {
+        let address = endpoints.split(',').next().unwrap().parse().unwrap();
+        let channel = channel(address).await;
+        set_up_auth(&channel).await;
+        let root = token(&channel, "root", "rootpw").await;
+        // A queue also registers its name, outside its own prefix.
+        AuthClient::new(channel.clone())
+            .role_grant_permission(with_token(
+                pb::AuthRoleGrantPermissionRequest {
+                    name: "mine".into(),
+                    perm: Some(bellwether_api::authpb::Permission {
+                        perm_type: 2,
+                        key: "__bellwether/queues/mine".into(),
+                        range_end: Vec::new(),
+                    }),
+                },
+                &root,
+            ))
+            .await
+            .unwrap();
+    });
+    let run = |args: &[&str]| {
+        let out = common::bellwether(endpoints, args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).to_string();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let alice = "alice:alicepw";
+
+    let (code, _, stderr) = run(&["elect", "mine", "--", "true"]);
+    assert_ne!(code, Some(0), "{system}: elect without a user");
+    assert!(stderr.contains("user name is empty"), "{system}: {stderr}");
+    let (code, _, stderr) = run(&["elect", "mine", "--user", "alice:wrong", "--", "true"]);
+    assert_ne!(code, Some(0), "{system}: elect with a wrong password");
+    assert!(
+        stderr.contains("authentication failed"),
+        "{system}: {stderr}"
+    );
+
+    // The program runs past the token's TTL; resigning afterwards needs a
+    // new token, and must happen at once (the lease's TTL is 10 s).
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run(&[
+        "elect",
+        "mine",
+        "--user",
+        alice,
+        "--",
+        "sh",
+        "-c",
+        "sleep 3; echo led",
+    ]);
+    assert_eq!(code, Some(0), "{system}: {stderr}");
+    assert_eq!(stdout.trim(), "led", "{system}");
+    runtime().block_on(async {
+        let address = endpoints.split(',').next().unwrap().parse().unwrap();
+        let channel = channel(address).await;
+        let root = token(&channel, "root", "rootpw").await;
+        let left = KvClient::new(channel)
+            .range(with_token(
+                pb::RangeRequest {
+                    key: "mine/".into(),
+                    range_end: "mine0".into(),
+                    count_only: true,
+                    ..Default::default()
+                },
+                &root,
+            ))
+            .await
+            .unwrap()
+            .into_inner()
+            .count;
+        assert_eq!(
+            left, 0,
+            "{system}: the leader's key is gone when elect ends"
+        );
+    });
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "{system}: resigned, not expired"
+    );
+
+    let (code, stdout, stderr) = run(&[
+        "tasks", "submit", "mine", "--id", "t1", "--user", alice, "hello",
+    ]);
+    assert_eq!(code, Some(0), "{system}: {stderr}");
+    assert_eq!(stdout.trim(), "t1", "{system}");
+    let mut worker = common::bellwether(
+        endpoints,
+        &[
+            "tasks", "worker", "mine", "--user", alice, "--", "tr", "a-z", "A-Z",
+        ],
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let (code, stdout, stderr) = run(&["tasks", "result", "mine", "t1", "--user", alice]);
+    // Past the token's TTL, the worker still takes and reports tasks.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let (code2, _, stderr2) = run(&[
+        "tasks", "submit", "mine", "--id", "t2", "--user", alice, "late",
+    ]);
+    let (code3, stdout3, stderr3) = run(&["tasks", "result", "mine", "t2", "--user", alice]);
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(code, Some(0), "{system}: {stderr}");
+    assert!(stdout.contains("HELLO"), "{system}: {stdout}");
+    assert_eq!(code2, Some(0), "{system}: {stderr2}");
+    assert_eq!(code3, Some(0), "{system}: {stderr3}");
+    assert!(stdout3.contains("LATE"), "{system}: {stdout3}");
+}
+
+#[test]
+fn elect_and_tasks_run_as_a_user_past_the_token_ttl_on_etcd_and_here() {
+    let name = "auth_cli_user";
+    let etcd = EtcdServer::start_with_flags(name, &["--auth-token-ttl", "2"]);
+    elect_and_tasks_as_a_user("etcd", &etcd.client.to_string());
+    drop(etcd);
+    let mut cluster = Cluster::start_with_flags(name, 3, 50, 300, &["--auth-token-ttl", "2"]);
+    cluster.wait_leader(&cluster.all(), Duration::from_secs(15));
+    elect_and_tasks_as_a_user("bellwether", &cluster.client_endpoints());
+}

@@ -7,6 +7,7 @@
 //! by a compare that makes a second run a no-op. A lease grant repeated
 //! after a lost answer leaves at most an unused lease, which expires.
 
+use crate::credentials::{is_invalid_token, Credentials, TokenInterceptor};
 use crate::error::{Error, Result};
 use crate::watch_hub::WatchHub;
 use bellwether_api::etcdserverpb as pb;
@@ -17,7 +18,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+
+/// A channel to one member, with the token calls on it carry.
+pub(crate) type Authed = InterceptedService<Channel, TokenInterceptor>;
 
 /// How long a call is retried across endpoints by default.
 pub const RETRY_DEADLINE_DEFAULT: Duration = Duration::from_secs(5);
@@ -65,6 +71,72 @@ pub(crate) struct Inner {
     current: Mutex<usize>,
     /// How long a call is retried across endpoints.
     retry_deadline: Duration,
+    /// The user calls are made as, on a cluster with auth enabled.
+    credentials: Option<Credentials>,
+}
+
+/// The channel to one endpoint and the token to send on it.
+#[derive(Clone)]
+pub(crate) struct Link {
+    channel: Channel,
+    token: Option<AsciiMetadataValue>,
+}
+
+impl Link {
+    /// The token calls on this link carry, if any.
+    pub(crate) fn token(&self) -> Option<AsciiMetadataValue> {
+        self.token.clone()
+    }
+}
+
+/// How to reach a cluster: endpoints, and optionally TLS, a user and a
+/// retry deadline. Made by [`Client::builder`].
+///
+/// ```no_run
+/// # fn run() -> Result<(), bellwether_client::Error> {
+/// let client = bellwether_client::Client::builder(["127.0.0.1:7201"])
+///     .user("alice", "secret")
+///     .connect()?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct ClientBuilder {
+    endpoints: Vec<String>,
+    retry_deadline: Duration,
+    tls: Option<Tls>,
+    user: Option<(String, String)>,
+}
+
+impl ClientBuilder {
+    /// Retries calls that find a member unavailable for this long
+    /// (default [`RETRY_DEADLINE_DEFAULT`]).
+    pub fn retry_deadline(mut self, retry_deadline: Duration) -> ClientBuilder {
+        self.retry_deadline = retry_deadline;
+        self
+    }
+
+    /// Connects over TLS (see [`Client::connect_tls`]).
+    pub fn tls(mut self, tls: Tls) -> ClientBuilder {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Calls as this user, on a cluster with etcd's auth enabled: a token
+    /// is asked for on the first call and again whenever the cluster
+    /// refuses it (etcdctl's `--user`).
+    pub fn user(mut self, name: impl Into<String>, password: impl Into<String>) -> ClientBuilder {
+        self.user = Some((name.into(), password.into()));
+        self
+    }
+
+    /// The client. Connections are made on first use, so this fails only
+    /// on an empty list or a malformed endpoint.
+    pub fn connect(self) -> Result<Client> {
+        let credentials = self
+            .user
+            .map(|(name, password)| Credentials::new(name, password));
+        Client::connect_with(self.endpoints, self.retry_deadline, self.tls, credentials)
+    }
 }
 
 impl Client {
@@ -80,7 +152,22 @@ impl Client {
         endpoints: impl IntoIterator<Item = S>,
         retry_deadline: Duration,
     ) -> Result<Client> {
-        Client::connect_with(endpoints, retry_deadline, None)
+        Client::builder(endpoints)
+            .retry_deadline(retry_deadline)
+            .connect()
+    }
+
+    /// A builder, for TLS, a user or a retry deadline.
+    pub fn builder<S: AsRef<str>>(endpoints: impl IntoIterator<Item = S>) -> ClientBuilder {
+        ClientBuilder {
+            endpoints: endpoints
+                .into_iter()
+                .map(|e| e.as_ref().to_string())
+                .collect(),
+            retry_deadline: RETRY_DEADLINE_DEFAULT,
+            tls: None,
+            user: None,
+        }
     }
 
     /// [`Client::connect`] over TLS: `host:port` endpoints are taken as
@@ -91,18 +178,19 @@ impl Client {
         endpoints: impl IntoIterator<Item = S>,
         tls: Tls,
     ) -> Result<Client> {
-        Client::connect_with(endpoints, RETRY_DEADLINE_DEFAULT, Some(tls))
+        Client::builder(endpoints).tls(tls).connect()
     }
 
-    fn connect_with<S: AsRef<str>>(
-        endpoints: impl IntoIterator<Item = S>,
+    fn connect_with(
+        endpoints: Vec<String>,
         retry_deadline: Duration,
         tls: Option<Tls>,
+        credentials: Option<Credentials>,
     ) -> Result<Client> {
         let mut channels = Vec::new();
         let mut names = Vec::new();
-        for endpoint in endpoints {
-            let endpoint = endpoint.as_ref().trim();
+        for endpoint in &endpoints {
+            let endpoint = endpoint.trim();
             if endpoint.is_empty() {
                 continue;
             }
@@ -147,6 +235,7 @@ impl Client {
                 endpoints: names,
                 current: Mutex::new(0),
                 retry_deadline,
+                credentials,
             }),
             hub: Arc::new(OnceLock::new()),
         })
@@ -164,8 +253,29 @@ impl Client {
     }
 
     /// The channel to the endpoint in use, and its index.
-    pub(crate) fn channel(&self) -> (usize, Channel) {
+    pub(crate) fn channel(&self) -> (usize, Link) {
         self.inner.channel()
+    }
+
+    /// See [`Inner::call_once`].
+    pub(crate) async fn call_once<T, F, Fut>(&self, call: F) -> Result<T>
+    where
+        F: FnMut(Link) -> Fut,
+        Fut: Future<Output = std::result::Result<T, tonic::Status>>,
+    {
+        self.inner.call_once(call).await
+    }
+
+    /// Forgets a token a watch create was refused with (see
+    /// [`Inner::watch_refused`]).
+    pub(crate) fn watch_refused(&self, sent: &Option<AsciiMetadataValue>, reason: &str) {
+        self.inner.watch_refused(sent, reason)
+    }
+
+    /// Makes sure a token is held when the client calls as a user (for
+    /// calls that are not made through [`retry`](Self::retry): streams).
+    pub(crate) async fn ensure_token(&self) -> Result<()> {
+        self.inner.ensure_token().await
     }
 
     /// Moves to the endpoint after `failed`, unless another call already
@@ -176,50 +286,30 @@ impl Client {
 
     /// Runs `call` on the current endpoint, moving on to the next one on
     /// each unavailable failure until the retry deadline passes.
-    pub(crate) async fn retry<T, F, Fut>(&self, mut call: F) -> Result<T>
+    pub(crate) async fn retry<T, F, Fut>(&self, call: F) -> Result<T>
     where
-        F: FnMut(Channel) -> Fut,
+        F: FnMut(Link) -> Fut,
         Fut: Future<Output = std::result::Result<T, tonic::Status>>,
     {
-        let deadline = Instant::now() + self.inner.retry_deadline;
-        let mut attempts = 0usize;
-        loop {
-            let (index, channel) = self.channel();
-            let last = match call(channel).await {
-                Ok(value) => return Ok(value),
-                Err(status) if is_unavailable(&status) => status,
-                Err(status) => return Err(Error::Status(status)),
-            };
-            self.rotate(index);
-            attempts += 1;
-            if Instant::now() >= deadline {
-                return Err(Error::Unavailable {
-                    endpoints: self.inner.endpoints.join(","),
-                    waited: self.inner.retry_deadline,
-                    last: last.message().to_string(),
-                });
-            }
-            if attempts.is_multiple_of(self.inner.channels.len()) {
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-        }
+        self.inner.retry(call).await
     }
 
-    /// A KV client on `channel`.
-    pub(crate) fn kv(channel: Channel) -> KvClient<Channel> {
+    /// A KV client on `link`.
+    pub(crate) fn kv(link: Link) -> KvClient<Authed> {
         // Reads of many keys (a task queue's records, batched task reads)
         // may pass gRPC's default 4 MiB answer bound.
-        KvClient::new(channel).max_decoding_message_size(ANSWER_BYTES_MAX)
+        KvClient::with_interceptor(link.channel, TokenInterceptor::new(link.token))
+            .max_decoding_message_size(ANSWER_BYTES_MAX)
     }
 
-    /// A Lease client on `channel`.
-    pub(crate) fn lease(channel: Channel) -> LeaseClient<Channel> {
-        LeaseClient::new(channel)
+    /// A Lease client on `link`.
+    pub(crate) fn lease(link: Link) -> LeaseClient<Authed> {
+        LeaseClient::with_interceptor(link.channel, TokenInterceptor::new(link.token))
     }
 
-    /// A Watch client on `channel`.
-    pub(crate) fn watch(channel: Channel) -> WatchClient<Channel> {
-        WatchClient::new(channel)
+    /// A Watch client on `link`.
+    pub(crate) fn watch(link: Link) -> WatchClient<Authed> {
+        WatchClient::with_interceptor(link.channel, TokenInterceptor::new(link.token))
     }
 
     /// Runs a txn, retried across endpoints while unavailable. Use only
@@ -254,22 +344,137 @@ impl Client {
     /// Writes one key (not retried after an unavailable failure: a put is
     /// not safe to repeat blindly).
     pub async fn put(&self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Result<i64> {
-        let (_, channel) = self.channel();
         let request = pb::PutRequest {
             key: key.into(),
             value: value.into(),
             ..pb::PutRequest::default()
         };
-        let response = Client::kv(channel).put(request).await?.into_inner();
+        let response = self
+            .inner
+            .call_once(|link| {
+                let request = request.clone();
+                async move { Ok(Client::kv(link).put(request).await?.into_inner()) }
+            })
+            .await?;
         Ok(response.header.map_or(0, |h| h.revision))
     }
 }
 
 impl Inner {
     /// The channel to the endpoint in use, and its index.
-    pub(crate) fn channel(&self) -> (usize, Channel) {
+    pub(crate) fn channel(&self) -> (usize, Link) {
         let index = *self.current.lock().expect("endpoint lock");
-        (index, self.channels[index].clone())
+        let token = self.credentials.as_ref().and_then(Credentials::token);
+        let link = Link {
+            channel: self.channels[index].clone(),
+            token,
+        };
+        (index, link)
+    }
+
+    /// Forgets `sent`, the token a watch create was refused with, when
+    /// `reason` says the token is not valid, so that the next stream opened
+    /// carries a new one.
+    pub(crate) fn watch_refused(&self, sent: &Option<AsciiMetadataValue>, reason: &str) {
+        if let Some(credentials) = &self.credentials {
+            if reason.contains(crate::credentials::INVALID_TOKEN) {
+                credentials.forget(sent);
+            }
+        }
+    }
+
+    /// Runs `call` once on the current endpoint (for writes that are not
+    /// safe to repeat after a lost answer), asking for a token first when
+    /// one is needed, and again if the cluster refuses the one sent: a
+    /// refused call did nothing, so it is safe to make again.
+    pub(crate) async fn call_once<T, F, Fut>(&self, mut call: F) -> Result<T>
+    where
+        F: FnMut(Link) -> Fut,
+        Fut: Future<Output = std::result::Result<T, tonic::Status>>,
+    {
+        for _ in 0..3 {
+            self.ensure_token().await?;
+            let (_, link) = self.channel();
+            let sent = link.token.clone();
+            match call(link).await {
+                Ok(value) => return Ok(value),
+                Err(status) if is_invalid_token(&status) && self.credentials.is_some() => {
+                    self.credentials
+                        .as_ref()
+                        .expect("checked above")
+                        .forget(&sent);
+                }
+                Err(status) => return Err(Error::Status(status)),
+            }
+        }
+        Err(Error::Status(tonic::Status::unauthenticated(
+            "the cluster refused three fresh tokens in a row",
+        )))
+    }
+
+    /// See [`Client::ensure_token`].
+    pub(crate) async fn ensure_token(&self) -> Result<()> {
+        if self.credentials.is_none() {
+            return Ok(());
+        }
+        self.retry(|_| async { Ok(()) }).await
+    }
+
+    /// See [`Client::retry`]. With credentials, a token is asked for
+    /// before the first call, and again (at most twice a call) when the
+    /// cluster refuses the one sent.
+    pub(crate) async fn retry<T, F, Fut>(&self, mut call: F) -> Result<T>
+    where
+        F: FnMut(Link) -> Fut,
+        Fut: Future<Output = std::result::Result<T, tonic::Status>>,
+    {
+        const REAUTHENTICATIONS_MAX: usize = 2;
+        let deadline = Instant::now() + self.retry_deadline;
+        let mut attempts = 0usize;
+        let mut reauthentications = 0;
+        loop {
+            let (index, link) = self.channel();
+            let last = match (&self.credentials, &link.token) {
+                (Some(credentials), None) => {
+                    match credentials.authenticate(link.channel.clone()).await {
+                        Ok(()) => continue,
+                        Err(status) if is_unavailable(&status) => status,
+                        Err(status) => return Err(Error::Status(status)),
+                    }
+                }
+                _ => {
+                    let sent = link.token.clone();
+                    match call(link).await {
+                        Ok(value) => return Ok(value),
+                        Err(status)
+                            if is_invalid_token(&status)
+                                && reauthentications < REAUTHENTICATIONS_MAX =>
+                        {
+                            if let Some(credentials) = &self.credentials {
+                                credentials.forget(&sent);
+                                reauthentications += 1;
+                                continue;
+                            }
+                            return Err(Error::Status(status));
+                        }
+                        Err(status) if is_unavailable(&status) => status,
+                        Err(status) => return Err(Error::Status(status)),
+                    }
+                }
+            };
+            self.rotate(index);
+            attempts += 1;
+            if Instant::now() >= deadline {
+                return Err(Error::Unavailable {
+                    endpoints: self.endpoints.join(","),
+                    waited: self.retry_deadline,
+                    last: last.message().to_string(),
+                });
+            }
+            if attempts.is_multiple_of(self.channels.len()) {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
     }
 
     /// Moves to the endpoint after `failed`, unless another call already

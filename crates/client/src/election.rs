@@ -322,7 +322,6 @@ impl Leadership {
     /// Runs `operations` only while this campaign's key stands; returns
     /// whether they ran.
     pub async fn guarded(&self, operations: Vec<pb::RequestOp>) -> Result<bool> {
-        let (_, channel) = self.shared.client.channel();
         // A txn of reads only (none at all, or serializable ones) may be
         // answered from a member's own store, on etcd as here; a
         // linearizable read in the other branch makes the answer current.
@@ -331,7 +330,14 @@ impl Leadership {
             success: operations,
             failure: vec![keys::get_op(&self.shared.key)],
         };
-        let response = Client::kv(channel).txn(txn).await?.into_inner();
+        let response = self
+            .shared
+            .client
+            .call_once(|link| {
+                let txn = txn.clone();
+                async move { Ok(Client::kv(link).txn(txn).await?.into_inner()) }
+            })
+            .await?;
         Ok(response.succeeded)
     }
 

@@ -46,6 +46,7 @@
 //! ```
 
 pub mod client;
+mod credentials;
 pub mod election;
 pub mod error;
 pub mod keys;
@@ -56,7 +57,7 @@ pub mod tasks;
 mod watch_hub;
 
 pub use bellwether_api::etcdserverpb as pb;
-pub use client::{Client, Tls};
+pub use client::{Client, ClientBuilder, Tls};
 pub use election::{leader_of, Election, LeaderInfo, Leadership, LeadershipState};
 pub use error::{Error, Result};
 pub use mutex::Mutex;

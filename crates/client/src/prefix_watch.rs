@@ -31,6 +31,8 @@ pub(crate) struct PrefixWatch {
     endpoint: usize,
     /// The client, to move to another endpoint when the stream breaks.
     client: Client,
+    /// The token the stream was opened with, forgotten if refused.
+    token: Option<tonic::metadata::AsciiMetadataValue>,
 }
 
 impl PrefixWatch {
@@ -40,7 +42,9 @@ impl PrefixWatch {
         prefix: &[u8],
         start_revision: i64,
     ) -> Result<PrefixWatch> {
+        client.ensure_token().await?;
         let (endpoint, channel) = client.channel();
+        let token = channel.token();
         let (requests, receiver) = mpsc::channel(1);
         let create = pb::WatchRequest {
             request_union: Some(pb::watch_request::RequestUnion::CreateRequest(
@@ -68,6 +72,7 @@ impl PrefixWatch {
                     answers: answers.into_inner(),
                     endpoint,
                     client: client.clone(),
+                    token,
                 };
                 watch.wait_created().await?;
                 Ok(watch)
@@ -89,6 +94,8 @@ impl PrefixWatch {
             match self.answers.message().await {
                 Ok(Some(answer)) if answer.created && !answer.canceled => return Ok(()),
                 Ok(Some(answer)) if answer.canceled || answer.compact_revision > 0 => {
+                    self.client
+                        .watch_refused(&self.token, &answer.cancel_reason);
                     return Err(Error::WatchEnded("the server refused the watch"));
                 }
                 Ok(Some(_)) => continue,

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::AsciiMetadataValue;
 
 /// Commands queued to the hub, at most.
 const COMMANDS_MAX: usize = 1024;
@@ -91,6 +92,11 @@ struct Stream {
     pending: VecDeque<oneshot::Sender<WatchEnd>>,
     /// Created watches by server id.
     active: BTreeMap<i64, oneshot::Sender<WatchEnd>>,
+    /// The token the stream was opened with.
+    token: Option<AsciiMetadataValue>,
+    /// A create was refused for its token: the stream must be reopened
+    /// with a new one, since a stream's token is fixed when it opens.
+    token_refused: Option<String>,
 }
 
 impl Stream {
@@ -128,6 +134,7 @@ impl Stream {
                 return;
             };
             if answer.canceled {
+                self.token_refused = Some(answer.cancel_reason);
                 let _ = end.send(WatchEnd::Broken);
                 return;
             }
@@ -170,7 +177,12 @@ impl Stream {
 /// Opens a stream on the client's current endpoint, with `first` as its
 /// first request (etcd sends the stream's headers only with an answer).
 async fn open(client: &Inner, first: pb::WatchRequest) -> Option<Stream> {
+    if let Err(error) = client.ensure_token().await {
+        tracing::debug!(%error, "watch hub: no token for a new stream");
+        return None;
+    }
     let (endpoint, channel) = client.channel();
+    let token = channel.token();
     let (requests, receiver) = mpsc::channel(STREAM_REQUESTS_MAX);
     requests
         .send(first)
@@ -186,6 +198,8 @@ async fn open(client: &Inner, first: pb::WatchRequest) -> Option<Stream> {
             endpoint,
             pending: VecDeque::new(),
             active: BTreeMap::new(),
+            token,
+            token_refused: None,
         }),
         Err(status) => {
             tracing::debug!(%status, "watch hub: cannot open a stream");
@@ -245,7 +259,19 @@ async fn run(client: Arc<Inner>, mut commands: mpsc::Receiver<Watch>) {
             }
             answer = answer => match answer {
                 Ok(Some(answer)) => {
-                    stream.as_mut().expect("answers come from an open stream").answer(answer);
+                    let open = stream.as_mut().expect("answers come from an open stream");
+                    open.answer(answer);
+                    if let Some(reason) = open.token_refused.take() {
+                        let before = open.token.clone();
+                        client.watch_refused(&before, &reason);
+                        if client.channel().1.token() != before {
+                            // The token was forgotten: the next watch
+                            // opens a stream that carries a new one.
+                            if let Some(stale) = stream.take() {
+                                stale.break_all();
+                            }
+                        }
+                    }
                 }
                 Ok(None) | Err(_) => {
                     let broken = stream.take().expect("answers come from an open stream");
