@@ -19,10 +19,12 @@
 use anyhow::{bail, Context, Result};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_client::ClusterClient;
-use bellwether_server::config::ConfigLayer;
+use bellwether_server::config::{ClientTlsFiles, ConfigLayer};
+use bellwether_server::tls::ClientTls;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
+use tonic::transport::ClientTlsConfig;
 
 /// File name of the join record in the data directory.
 pub const JOINED_FILE: &str = "joined.toml";
@@ -91,15 +93,21 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
         bail!("--peer-listen {peer_listen} must name the host and port other members dial");
     }
     let cluster = layer.cluster.clone().unwrap_or_else(|| "bellwether".into());
+    let peer_scheme = if layer.peer_cert_file.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let tls = member_client_tls(layer)?;
     let request = pb::MemberAddRequest {
-        peer_urls: vec![format!("http://{peer_address}")],
+        peer_urls: vec![format!("{peer_scheme}://{peer_address}")],
         is_learner: learner,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let expected = bellwether_server::etcd::cluster_id(&cluster);
-    let response = runtime.block_on(add(endpoints, request, expected, &cluster))?;
+    let response = runtime.block_on(add(endpoints, request, expected, &cluster, tls))?;
     let id = response
         .member
         .as_ref()
@@ -152,6 +160,39 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
     Ok(joined)
 }
 
+/// How a member with client TLS calls another member's client port: over
+/// TLS, trusting `trusted_ca_file` and presenting its own certificate, as
+/// the members of a running cluster call each other. `None` without TLS.
+pub fn member_client_tls(layer: &ConfigLayer) -> Result<Option<ClientTlsConfig>> {
+    let (Some(cert), Some(key)) = (&layer.cert_file, &layer.key_file) else {
+        return Ok(None);
+    };
+    let files = ClientTlsFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        trusted_ca: layer.trusted_ca_file.clone(),
+        client_cert_auth: layer.client_cert_auth.unwrap_or(false),
+        http: false,
+    };
+    let tls = ClientTls::load(&files).map_err(anyhow::Error::msg)?;
+    Ok(Some(tls.member_client))
+}
+
+/// A connection to the client port at `endpoint`, over TLS with `tls`.
+pub async fn member_channel(
+    endpoint: &str,
+    tls: Option<&ClientTlsConfig>,
+) -> Result<tonic::transport::Channel> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", host_port(endpoint));
+    let mut channel =
+        tonic::transport::Endpoint::from_shared(url)?.connect_timeout(Duration::from_secs(2));
+    if let Some(tls) = tls {
+        channel = channel.tls_config(tls.clone())?;
+    }
+    Ok(channel.connect().await?)
+}
+
 /// Asks each endpoint in turn until one adds the member; first checks, by
 /// its member list's cluster id, that the endpoint's cluster is `cluster`
 /// (so a wrong `--cluster` adds nothing).
@@ -160,15 +201,12 @@ async fn add(
     request: pb::MemberAddRequest,
     expected_id: u64,
     cluster: &str,
+    tls: Option<ClientTlsConfig>,
 ) -> Result<pb::MemberAddResponse> {
     let mut errors = Vec::new();
     for endpoint in endpoints {
-        let url = format!("http://{}", host_port(endpoint));
         let attempt = async {
-            let channel = tonic::transport::Endpoint::from_shared(url.clone())?
-                .connect_timeout(Duration::from_secs(2))
-                .connect()
-                .await?;
+            let channel = member_channel(endpoint, tls.as_ref()).await?;
             let mut client = ClusterClient::new(channel);
             let list = client
                 .member_list(pb::MemberListRequest::default())

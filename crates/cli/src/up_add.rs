@@ -54,15 +54,12 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
         bail!("`up` runs at most {MEMBERS_MAX} members");
     }
     let first = ConfigLayer::from_file(&args.dir.join("n1.toml"))?;
-    if first.cert_file.is_some() || first.peer_cert_file.is_some() {
-        bail!("`up add` does not add members to a --tls cluster yet; start a larger one with `up --tls --nodes N`");
-    }
     let base = base_port(&first)?;
     let dir = args
         .dir
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", args.dir.display()))?;
-    let layer = ConfigLayer {
+    let mut layer = ConfigLayer {
         cluster: first.cluster.clone(),
         peer_listen: Some(peer_address(base, k)),
         http_listen: Some(http_address(base, k)),
@@ -72,6 +69,9 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
         election_ms: first.election_ms,
         ..ConfigLayer::default()
     };
+    if first.cert_file.is_some() || first.peer_cert_file.is_some() {
+        secure(&dir, k, &first, &mut layer)?;
+    }
     let endpoints: Vec<String> = (1..k).map(|i| client_address(base, i)).collect();
     let joined = crate::join::joined(&layer, &endpoints, args.learner)?;
     write_config(&dir.join(format!("n{k}.toml")), &layer)?;
@@ -92,8 +92,9 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
     let http: SocketAddr = http_address(base, k).parse()?;
     let client = client_address(base, k);
     let timeout = Duration::from_secs(args.wait_seconds);
+    let tls = crate::join::member_client_tls(&layer)?;
     wait_for_role(http, args.learner, timeout)
-        .and_then(|()| wait_until_started(&client, joined.id, timeout))
+        .and_then(|()| wait_until_started(&client, joined.id, tls, timeout))
         .with_context(|| format!("see {}", dir.join(format!("n{k}.log")).display()))?;
     println!("member n{k} caught up and is a {role}");
     Ok(ExitCode::SUCCESS)
@@ -159,6 +160,27 @@ fn write_config(path: &Path, layer: &ConfigLayer) -> Result<()> {
     if let Some(ms) = layer.election_ms {
         text.push_str(&format!("election_ms = {ms}\n"));
     }
+    let files = [
+        ("cert_file", &layer.cert_file),
+        ("key_file", &layer.key_file),
+        ("trusted_ca_file", &layer.trusted_ca_file),
+        ("peer_cert_file", &layer.peer_cert_file),
+        ("peer_key_file", &layer.peer_key_file),
+        ("peer_trusted_ca_file", &layer.peer_trusted_ca_file),
+    ];
+    for (name, file) in files {
+        if let Some(file) = file {
+            text.push_str(&format!("{name} = {:?}\n", file.display().to_string()));
+        }
+    }
+    for (name, flag) in [
+        ("client_cert_auth", layer.client_cert_auth),
+        ("http_tls", layer.http_tls),
+    ] {
+        if let Some(flag) = flag {
+            text.push_str(&format!("{name} = {flag}\n"));
+        }
+    }
     let temporary = path.with_extension("toml.tmp");
     std::fs::write(&temporary, text)
         .with_context(|| format!("cannot write {}", temporary.display()))?;
@@ -192,19 +214,54 @@ fn wait_for_role(http: SocketAddr, learner: bool, timeout: Duration) -> Result<(
     }
 }
 
+/// Gives member `k` of a `--tls` cluster certificates from the cluster's
+/// CAs in `DIR/tls` (client port) and `DIR/tls/peer` (members), and the
+/// same TLS settings as member 1.
+fn secure(dir: &Path, k: usize, first: &ConfigLayer, layer: &mut ConfigLayer) -> Result<()> {
+    let name = format!("n{k}");
+    let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
+    let tls = dir.join("tls");
+    let peer = tls.join("peer");
+    for ca_dir in [&tls, &peer] {
+        if !ca_dir.join(crate::certs::CA_FILE).exists() {
+            bail!(
+                "{} has no CA to sign n{k}'s certificate: `up add` grows clusters made by `up --tls`",
+                ca_dir.display()
+            );
+        }
+        crate::certs::issue(ca_dir, std::slice::from_ref(&name), &hosts)?;
+    }
+    layer.cert_file = Some(tls.join(format!("{name}.pem")));
+    layer.key_file = Some(tls.join(format!("{name}-key.pem")));
+    layer.trusted_ca_file = first.trusted_ca_file.clone();
+    layer.client_cert_auth = first.client_cert_auth;
+    layer.http_tls = first.http_tls;
+    if first.peer_cert_file.is_some() {
+        layer.peer_cert_file = Some(peer.join(format!("{name}.pem")));
+        layer.peer_key_file = Some(peer.join(format!("{name}-key.pem")));
+        layer.peer_trusted_ca_file = first.peer_trusted_ca_file.clone();
+    }
+    Ok(())
+}
+
 /// Waits until the member list at `client` shows member `id` started (with
 /// a name and client URLs, published by the member once it runs).
-fn wait_until_started(client: &str, id: u64, timeout: Duration) -> Result<()> {
+fn wait_until_started(
+    client: &str,
+    id: u64,
+    tls: Option<tonic::transport::ClientTlsConfig>,
+    timeout: Duration,
+) -> Result<()> {
     use bellwether_api::etcdserverpb::{cluster_client::ClusterClient, MemberListRequest};
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let url = format!("http://{client}");
     runtime.block_on(async {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let listed = async {
-                let mut cluster = ClusterClient::connect(url.clone()).await?;
+                let channel = crate::join::member_channel(client, tls.as_ref()).await?;
+                let mut cluster = ClusterClient::new(channel);
                 let list = cluster.member_list(MemberListRequest::default()).await?;
                 anyhow::Ok(
                     list.into_inner()

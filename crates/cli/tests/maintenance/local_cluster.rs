@@ -23,14 +23,20 @@ struct Up {
 
 impl Up {
     fn start(dir: &Path) -> Up {
+        Up::start_with(dir, BASE_PORT, &[])
+    }
+
+    fn start_with(dir: &Path, base_port: u16, extra: &[&str]) -> Up {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(dir.with_extension("log"))
             .unwrap();
         let child = Command::new(bellwether_binary())
-            .args(["up", "--base-port", &BASE_PORT.to_string()])
-            .args(["--heartbeat-ms", "50", "--election-ms", "500", "--dir"])
+            .args(["up", "--base-port", &base_port.to_string()])
+            .args(["--heartbeat-ms", "50", "--election-ms", "500"])
+            .args(extra)
+            .arg("--dir")
             .arg(dir)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -240,6 +246,58 @@ fn up_adds_members_to_the_cluster_it_runs() {
     );
     assert_eq!(member_lines(&client(4)).len(), 5);
     drop(up_again);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("log"));
+}
+
+/// Another base port, for the TLS cluster, clear of the other test's.
+const TLS_BASE_PORT: u16 = 32_400;
+
+#[test]
+fn up_adds_a_member_to_a_tls_cluster_with_certificates_from_its_cas() {
+    super::common::etcdctl::require();
+    let dir = std::env::temp_dir().join(format!("bw-test-up-add-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _up = Up::start_with(&dir, TLS_BASE_PORT, &["--tls"]);
+    let tls = |file: &str| dir.join("tls").join(file).display().to_string();
+    let (ca, cert, key) = (tls("ca.pem"), tls("client.pem"), tls("client-key.pem"));
+    let secure = |i: u16, args: &[&str]| {
+        let endpoint = format!("https://127.0.0.1:{}", TLS_BASE_PORT + 200 + i);
+        let mut all = vec!["--cacert", &ca, "--cert", &cert, "--key", &key];
+        all.extend_from_slice(args);
+        etcdctl(&endpoint, &all, None)
+    };
+    wait_until(
+        "the TLS cluster takes writes",
+        Duration::from_secs(20),
+        || secure(1, &["put", "before", "tls"]).0,
+    );
+    let added = up_add(&dir, &[]);
+    assert!(added.status.success(), "{}", text(&added));
+    assert!(
+        text(&added).contains("member n4 caught up and is a voter"),
+        "{}",
+        text(&added)
+    );
+    // n4 serves TLS with a certificate from the cluster's CA, and holds
+    // what was written before it joined.
+    let (ok, out) = secure(
+        4,
+        &["get", "before", "--print-value-only", "--consistency=s"],
+    );
+    assert!(ok && out.trim() == "tls", "{out}");
+    let (ok, out) = secure(4, &["member", "list"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().count(), 4, "{out}");
+    assert!(
+        out.contains(&format!("n4, https://127.0.0.1:{}", TLS_BASE_PORT + 4)),
+        "n4's peer URL says TLS: {out}"
+    );
+    // A plaintext client is still refused on the new member's port.
+    let plain = format!("127.0.0.1:{}", TLS_BASE_PORT + 204);
+    let (ok, _) = etcdctl(&plain, &["get", "before", "--dial-timeout=1s"], None);
+    assert!(!ok, "a plaintext client was served by n4");
+    drop(_up);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(dir.with_extension("log"));
 }
