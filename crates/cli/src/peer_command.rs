@@ -9,7 +9,7 @@
 //! named in `--group-http` for its `/status`).
 
 use anyhow::{bail, Context, Result};
-use bellwether_elector::{Algorithm, Elector, ElectorMetrics, Leadership};
+use bellwether_elector::{Algorithm, Elector, ElectorMetrics, Leadership, PeerTls};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::io::Write;
@@ -90,6 +90,17 @@ struct RunArgs {
     /// group page.
     #[arg(long, value_delimiter = ',')]
     group_http: Vec<String>,
+    /// Mutual TLS between the peers (with the two flags below; all three
+    /// or none): this node's certificate (PEM).
+    #[arg(long, value_name = "FILE")]
+    peer_cert_file: Option<PathBuf>,
+    /// The certificate's key (PEM).
+    #[arg(long, value_name = "FILE")]
+    peer_key_file: Option<PathBuf>,
+    /// The CA the other peers' certificates must come from; a peer without
+    /// one is refused before it can say anything.
+    #[arg(long, value_name = "FILE")]
+    peer_trusted_ca_file: Option<PathBuf>,
 }
 
 /// Flags of `bellwether peer up`.
@@ -106,6 +117,10 @@ struct UpArgs {
     /// Directory for the peers' data.
     #[arg(long, default_value = "bellwether-peers")]
     dir: PathBuf,
+    /// Mutual TLS between the peers, with a throwaway CA and certificates
+    /// made in DIR/tls.
+    #[arg(long)]
+    tls: bool,
 }
 
 /// Runs `bellwether peer ...`.
@@ -167,6 +182,19 @@ async fn run_peer(args: RunArgs) -> Result<ExitCode> {
         .leases(args.group.leases);
     if args.group.rotate_after_ms != 0 {
         builder = builder.rotate_after(Duration::from_millis(args.group.rotate_after_ms));
+    }
+    match (
+        &args.peer_cert_file,
+        &args.peer_key_file,
+        &args.peer_trusted_ca_file,
+    ) {
+        (None, None, None) => {}
+        (Some(cert), Some(key), Some(ca)) => {
+            builder = builder.tls(PeerTls::load(cert, key, ca).map_err(|e| anyhow::anyhow!(e.0))?);
+        }
+        _ => bail!(
+            "peer TLS needs all three of --peer-cert-file, --peer-key-file and --peer-trusted-ca-file"
+        ),
     }
     let mut elector = builder.start().await?;
     tracing::info!(id, %algorithm, group = %args.group.group, "peer started");
@@ -317,6 +345,12 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
         .map(|i| format!("{i}=127.0.0.1:{}", args.base_port as usize + 100 + i))
         .collect();
     let binary = std::env::current_exe().context("cannot find the bellwether binary")?;
+    let tls_dir = args.dir.join("tls");
+    if args.tls {
+        let names: Vec<String> = (1..=args.nodes).map(|i| format!("n{i}")).collect();
+        let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
+        crate::certs::issue(&tls_dir, &names, &hosts)?;
+    }
     let mut children: Vec<Child> = Vec::new();
     let (lines_tx, mut lines) = tokio::sync::mpsc::channel::<String>(1024);
     for i in 1..=args.nodes {
@@ -345,6 +379,15 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
         }
         if group.leases {
             command.arg("--leases");
+        }
+        if args.tls {
+            command
+                .arg("--peer-cert-file")
+                .arg(tls_dir.join(format!("n{i}.pem")))
+                .arg("--peer-key-file")
+                .arg(tls_dir.join(format!("n{i}-key.pem")))
+                .arg("--peer-trusted-ca-file")
+                .arg(tls_dir.join(crate::certs::CA_FILE));
         }
         let mut child = command.spawn().context("cannot start a peer process")?;
         let stdout = child.stdout.take().expect("piped");

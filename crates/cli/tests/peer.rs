@@ -273,3 +273,110 @@ fn bad_input_gets_a_clear_error() {
     assert!(error.contains("--data-dir is required"), "{error}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn strs(owned: &[String]) -> Vec<&str> {
+    owned.iter().map(String::as_str).collect()
+}
+
+/// Peer TLS refusals counted by node `i`.
+fn tls_refusals(group: &PeerGroup, i: usize) -> u64 {
+    group
+        .metrics(i)
+        .lines()
+        .filter(|l| l.starts_with("bellwether_elector_refused_connections_total"))
+        .filter(|l| l.contains("reason=\"tls\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn peers_with_mutual_tls_refuse_a_node_with_a_foreign_certificate() {
+    let name = "peer-tls";
+    let dir = std::env::temp_dir().join(format!("bw-peer-tls-certs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let net = common::net_for(name);
+    let hosts: Vec<String> = (1..=3).map(|i| format!("127.0.{net}.{i}")).collect();
+    let issue = |ca_dir: &std::path::Path| {
+        let output = Command::new(common::bellwether_binary())
+            .args([
+                "certs",
+                "--names",
+                "node",
+                "--hosts",
+                &hosts.join(","),
+                "--dir",
+            ])
+            .arg(ca_dir)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+    };
+    let (ours, foreign) = (dir.join("ours"), dir.join("foreign"));
+    issue(&ours);
+    issue(&foreign);
+    let file = |d: &std::path::Path, f: &str| d.join(f).display().to_string();
+    let flags = |d: &std::path::Path| {
+        vec![
+            "--peer-cert-file".to_string(),
+            file(d, "node.pem"),
+            "--peer-key-file".to_string(),
+            file(d, "node-key.pem"),
+            "--peer-trusted-ca-file".to_string(),
+            file(&ours, "ca.pem"),
+        ]
+    };
+    let ours_flags = flags(&ours);
+    let mut group = PeerGroup::start(name, "raft", 3, &strs(&ours_flags));
+    // Certified by the one CA, the three elect a leader over mutual TLS.
+    group.wait_agreed(&group.all(), PATIENCE);
+    assert_eq!(tls_refusals(&group, 1), 0);
+
+    // Node 3 comes back with another CA's certificate: the others refuse
+    // it, count and log the refusal, and carry on without it.
+    group.kill(3);
+    group.spawn_with(3, &strs(&flags(&foreign)));
+    let deadline = Instant::now() + PATIENCE;
+    while tls_refusals(&group, 1) + tls_refusals(&group, 2) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(tls_refusals(&group, 1) + tls_refusals(&group, 2) > 0);
+    let (leader, _) = group.wait_agreed(&[1, 2], PATIENCE);
+    std::thread::sleep(Duration::from_secs(1));
+    let outside = group.status(3).expect("node 3 answers on HTTP");
+    assert_ne!(outside["is_leader"], true, "{outside}");
+    assert_ne!(
+        outside["leader"].as_u64(),
+        Some(leader as u64),
+        "node 3 heard the leader through TLS it should have failed: {outside}"
+    );
+    let log = std::fs::read_to_string(
+        group
+            .dir
+            .join(format!("n{}.log", if leader == 1 { 2 } else { 1 })),
+    )
+    .unwrap_or_default()
+        + &std::fs::read_to_string(group.dir.join(format!("n{leader}.log"))).unwrap_or_default();
+    assert!(log.contains("TLS handshake failed"), "{log}");
+
+    // Missing files are a clear error.
+    let output = Command::new(common::bellwether_binary())
+        .args([
+            "peer",
+            "--id",
+            "1",
+            "--peers",
+            "1=127.0.0.1:1",
+            "--data-dir",
+        ])
+        .arg(dir.join("half"))
+        .args(["--peer-cert-file", &file(&ours, "node.pem")])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("needs all three"),
+        "{output:?}"
+    );
+    drop(group);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -88,6 +88,16 @@ impl PeerGroup {
         self.children[i - 1] = Some(child);
     }
 
+    /// Starts node i (again) with `extra` in place of the group's flags.
+    pub fn spawn_with(&mut self, i: usize, extra: &[&str]) {
+        let shared = std::mem::replace(
+            &mut self.extra,
+            extra.iter().map(|s| s.to_string()).collect(),
+        );
+        self.spawn(i);
+        self.extra = shared;
+    }
+
     /// SIGKILLs node i and reaps it.
     pub fn kill(&mut self, i: usize) {
         if let Some(mut child) = self.children[i - 1].take() {
