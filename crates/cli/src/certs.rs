@@ -88,7 +88,7 @@ pub fn issue(dir: &Path, names: &[String], hosts: &[String]) -> Result<()> {
         let key = KeyPair::generate()?;
         let certificate = ca_params()?.self_signed(&key)?;
         write(&dir.join(CA_FILE), &certificate.pem())?;
-        write(&ca_key_path, &key.serialize_pem())?;
+        write_key(&ca_key_path, &key.serialize_pem())?;
         key
     };
     let issuer = Issuer::new(ca_params()?, ca_key);
@@ -101,13 +101,28 @@ pub fn issue(dir: &Path, names: &[String], hosts: &[String]) -> Result<()> {
             .push(DnType::CommonName, name.as_str());
         let certificate = params.signed_by(&key, &issuer)?;
         write(&dir.join(format!("{name}.pem")), &certificate.pem())?;
-        write(&dir.join(format!("{name}-key.pem")), &key.serialize_pem())?;
+        write_key(&dir.join(format!("{name}-key.pem")), &key.serialize_pem())?;
     }
     Ok(())
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Writes a private key readable by its owner only.
+fn write_key(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

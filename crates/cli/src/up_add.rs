@@ -214,31 +214,37 @@ fn wait_for_role(http: SocketAddr, learner: bool, timeout: Duration) -> Result<(
     }
 }
 
-/// Gives member `k` of a `--tls` cluster certificates from the cluster's
-/// CAs in `DIR/tls` (client port) and `DIR/tls/peer` (members), and the
-/// same TLS settings as member 1.
+/// Gives member `k` of a `--tls` cluster what member 1 has: client TLS
+/// with a certificate from the CA in `DIR/tls`, and peer TLS with one from
+/// `DIR/tls/peer`. Its HTTP port stays plain, as `up` makes them (`up add`
+/// polls it).
 fn secure(dir: &Path, k: usize, first: &ConfigLayer, layer: &mut ConfigLayer) -> Result<()> {
     let name = format!("n{k}");
     let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
-    let tls = dir.join("tls");
-    let peer = tls.join("peer");
-    for ca_dir in [&tls, &peer] {
+    let issue = |ca_dir: &Path| -> Result<(PathBuf, PathBuf)> {
         if !ca_dir.join(crate::certs::CA_FILE).exists() {
             bail!(
-                "{} has no CA to sign n{k}'s certificate: `up add` grows clusters made by `up --tls`",
+                "{} has no CA to sign {name}'s certificate: `up add` grows clusters made by `up --tls`",
                 ca_dir.display()
             );
         }
         crate::certs::issue(ca_dir, std::slice::from_ref(&name), &hosts)?;
+        Ok((
+            ca_dir.join(format!("{name}.pem")),
+            ca_dir.join(format!("{name}-key.pem")),
+        ))
+    };
+    if first.cert_file.is_some() {
+        let (cert, key) = issue(&dir.join("tls"))?;
+        layer.cert_file = Some(cert);
+        layer.key_file = Some(key);
+        layer.trusted_ca_file = first.trusted_ca_file.clone();
+        layer.client_cert_auth = first.client_cert_auth;
     }
-    layer.cert_file = Some(tls.join(format!("{name}.pem")));
-    layer.key_file = Some(tls.join(format!("{name}-key.pem")));
-    layer.trusted_ca_file = first.trusted_ca_file.clone();
-    layer.client_cert_auth = first.client_cert_auth;
-    layer.http_tls = first.http_tls;
     if first.peer_cert_file.is_some() {
-        layer.peer_cert_file = Some(peer.join(format!("{name}.pem")));
-        layer.peer_key_file = Some(peer.join(format!("{name}-key.pem")));
+        let (cert, key) = issue(&dir.join("tls").join("peer"))?;
+        layer.peer_cert_file = Some(cert);
+        layer.peer_key_file = Some(key);
         layer.peer_trusted_ca_file = first.peer_trusted_ca_file.clone();
     }
     Ok(())

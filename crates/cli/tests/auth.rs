@@ -841,6 +841,16 @@ fn a_client_certificate_names_the_user_under_client_cert_auth_on_etcd_and_here()
 /// token when the cluster refuses the old one. Without a user, or with a
 /// wrong password, they fail with the cluster's reason.
 fn elect_and_tasks_as_a_user(system: &str, endpoints: &str) {
+    // With auth off, a client given a user calls without a token, as
+    // etcd's clients do.
+    let off = common::bellwether(
+        endpoints,
+        &["elect", "mine", "--user", "nobody:pw", "--", "true"],
+    )
+    .stdin(std::process::Stdio::null())
+    .output()
+    .unwrap();
+    assert!(off.status.success(), "{system}: {off:?}");
     runtime().block_on(async {
         let address = endpoints.split(',').next().unwrap().parse().unwrap();
         let channel = channel(address).await;

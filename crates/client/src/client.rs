@@ -7,7 +7,7 @@
 //! by a compare that makes a second run a no-op. A lease grant repeated
 //! after a lost answer leaves at most an unused lease, which expires.
 
-use crate::credentials::{is_invalid_token, Credentials, TokenInterceptor};
+use crate::credentials::{is_old_auth_revision, wants_new_token, Credentials, TokenInterceptor};
 use crate::error::{Error, Result};
 use crate::watch_hub::WatchHub;
 use bellwether_api::etcdserverpb as pb;
@@ -37,6 +37,10 @@ const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(3);
 
 /// The largest answer the client accepts (gRPC's default is 4 MiB).
 pub const ANSWER_BYTES_MAX: usize = 256 * 1024 * 1024;
+
+/// Tokens asked for (and writes made again after a change of
+/// permissions) in one call, at most.
+const AUTH_ROUNDS_MAX: usize = 3;
 
 /// The pause between two rounds over every endpoint.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -80,6 +84,8 @@ pub(crate) struct Inner {
 pub(crate) struct Link {
     channel: Channel,
     token: Option<AsciiMetadataValue>,
+    /// A token must be asked for before calling.
+    ask_first: bool,
 }
 
 impl Link {
@@ -266,9 +272,9 @@ impl Client {
         self.inner.call_once(call).await
     }
 
-    /// Forgets a token a watch create was refused with (see
+    /// Forgets a token a watch was refused with (see
     /// [`Inner::watch_refused`]).
-    pub(crate) fn watch_refused(&self, sent: &Option<AsciiMetadataValue>, reason: &str) {
+    pub(crate) fn watch_refused(&self, sent: &Option<AsciiMetadataValue>, reason: &str) -> bool {
         self.inner.watch_refused(sent, reason)
     }
 
@@ -365,51 +371,63 @@ impl Inner {
     pub(crate) fn channel(&self) -> (usize, Link) {
         let index = *self.current.lock().expect("endpoint lock");
         let token = self.credentials.as_ref().and_then(Credentials::token);
+        let ask_first = self.credentials.as_ref().is_some_and(Credentials::must_ask);
         let link = Link {
             channel: self.channels[index].clone(),
             token,
+            ask_first,
         };
         (index, link)
     }
 
-    /// Forgets `sent`, the token a watch create was refused with, when
-    /// `reason` says the token is not valid, so that the next stream opened
-    /// carries a new one.
-    pub(crate) fn watch_refused(&self, sent: &Option<AsciiMetadataValue>, reason: &str) {
-        if let Some(credentials) = &self.credentials {
-            if reason.contains(crate::credentials::INVALID_TOKEN) {
+    /// Forgets `sent`, the token a watch (or its stream) was refused
+    /// with, when `reason` says a new one is needed, so that the next
+    /// stream opened carries a new one. Returns whether it was forgotten.
+    pub(crate) fn watch_refused(&self, sent: &Option<AsciiMetadataValue>, reason: &str) -> bool {
+        match &self.credentials {
+            Some(credentials) if wants_new_token(reason) => {
                 credentials.forget(sent);
+                true
             }
+            _ => false,
         }
     }
 
     /// Runs `call` once on the current endpoint (for writes that are not
     /// safe to repeat after a lost answer), asking for a token first when
-    /// one is needed, and again if the cluster refuses the one sent: a
-    /// refused call did nothing, so it is safe to make again.
+    /// one is needed, and again if the cluster refuses the one sent. A
+    /// call refused for its token, or for a change of permissions before
+    /// it was applied, did nothing, so it is safe to make again.
     pub(crate) async fn call_once<T, F, Fut>(&self, mut call: F) -> Result<T>
     where
         F: FnMut(Link) -> Fut,
         Fut: Future<Output = std::result::Result<T, tonic::Status>>,
     {
-        for _ in 0..3 {
+        let mut last = None;
+        for _ in 0..AUTH_ROUNDS_MAX {
             self.ensure_token().await?;
             let (_, link) = self.channel();
+            if link.ask_first {
+                // Another call forgot the token in between: ask again.
+                continue;
+            }
             let sent = link.token.clone();
             match call(link).await {
                 Ok(value) => return Ok(value),
-                Err(status) if is_invalid_token(&status) && self.credentials.is_some() => {
+                Err(status) if self.credentials.is_some() && wants_new_token(status.message()) => {
                     self.credentials
                         .as_ref()
                         .expect("checked above")
                         .forget(&sent);
+                    last = Some(status);
                 }
+                Err(status) if is_old_auth_revision(&status) => last = Some(status),
                 Err(status) => return Err(Error::Status(status)),
             }
         }
-        Err(Error::Status(tonic::Status::unauthenticated(
-            "the cluster refused three fresh tokens in a row",
-        )))
+        Err(Error::Status(last.unwrap_or_else(|| {
+            tonic::Status::unauthenticated("the cluster refused every token given to this client")
+        })))
     }
 
     /// See [`Client::ensure_token`].
@@ -421,45 +439,58 @@ impl Inner {
     }
 
     /// See [`Client::retry`]. With credentials, a token is asked for
-    /// before the first call, and again (at most twice a call) when the
-    /// cluster refuses the one sent.
+    /// before the first call and again when the cluster refuses the one
+    /// sent; a write refused for a change of permissions is made again.
+    /// Both at most [`AUTH_ROUNDS_MAX`] times a call.
     pub(crate) async fn retry<T, F, Fut>(&self, mut call: F) -> Result<T>
     where
         F: FnMut(Link) -> Fut,
         Fut: Future<Output = std::result::Result<T, tonic::Status>>,
     {
-        const REAUTHENTICATIONS_MAX: usize = 2;
         let deadline = Instant::now() + self.retry_deadline;
         let mut attempts = 0usize;
-        let mut reauthentications = 0;
+        let mut auth_rounds = 0;
         loop {
             let (index, link) = self.channel();
-            let last = match (&self.credentials, &link.token) {
-                (Some(credentials), None) => {
-                    match credentials.authenticate(link.channel.clone()).await {
-                        Ok(()) => continue,
-                        Err(status) if is_unavailable(&status) => status,
-                        Err(status) => return Err(Error::Status(status)),
-                    }
+            let last = if link.ask_first {
+                let credentials = self
+                    .credentials
+                    .as_ref()
+                    .expect("asked only with credentials");
+                auth_rounds += 1;
+                if auth_rounds > AUTH_ROUNDS_MAX {
+                    return Err(Error::Status(tonic::Status::unauthenticated(
+                        "the cluster refused every token given to this client",
+                    )));
                 }
-                _ => {
-                    let sent = link.token.clone();
-                    match call(link).await {
-                        Ok(value) => return Ok(value),
-                        Err(status)
-                            if is_invalid_token(&status)
-                                && reauthentications < REAUTHENTICATIONS_MAX =>
-                        {
-                            if let Some(credentials) = &self.credentials {
-                                credentials.forget(&sent);
-                                reauthentications += 1;
-                                continue;
-                            }
-                            return Err(Error::Status(status));
-                        }
-                        Err(status) if is_unavailable(&status) => status,
-                        Err(status) => return Err(Error::Status(status)),
+                match credentials.authenticate(link.channel.clone()).await {
+                    Ok(()) => continue,
+                    Err(status) if is_unavailable(&status) => status,
+                    Err(status) => return Err(Error::Status(status)),
+                }
+            } else {
+                let sent = link.token.clone();
+                match call(link).await {
+                    Ok(value) => return Ok(value),
+                    Err(status)
+                        if self.credentials.is_some()
+                            && wants_new_token(status.message())
+                            && auth_rounds < AUTH_ROUNDS_MAX =>
+                    {
+                        self.credentials
+                            .as_ref()
+                            .expect("checked above")
+                            .forget(&sent);
+                        continue;
                     }
+                    Err(status)
+                        if is_old_auth_revision(&status) && auth_rounds < AUTH_ROUNDS_MAX =>
+                    {
+                        auth_rounds += 1;
+                        continue;
+                    }
+                    Err(status) if is_unavailable(&status) => status,
+                    Err(status) => return Err(Error::Status(status)),
                 }
             };
             self.rotate(index);

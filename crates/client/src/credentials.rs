@@ -15,13 +15,32 @@ use tonic::service::Interceptor;
 use tonic::transport::Channel;
 
 /// What etcd answers a call whose token is not (or no longer) valid.
-pub(crate) const INVALID_TOKEN: &str = "invalid auth token";
+const INVALID_TOKEN: &str = "invalid auth token";
+/// What etcd answers a call without a token while auth is on.
+const NO_USER: &str = "user name is empty";
+/// What etcd answers Authenticate while auth is off.
+const AUTH_OFF: &str = "authentication is not enabled";
+/// What etcd answers a write checked against permissions that changed
+/// before it was applied; it did nothing and may be made again.
+const OLD_AUTH_REVISION: &str = "revision of auth store is old";
+
+/// Where the client stands with the cluster's auth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TokenState {
+    /// Not asked yet, or the last token was refused: ask before calling.
+    Unknown,
+    /// The cluster said auth is off: call without a token (etcd's clients
+    /// do the same), until a call is refused for lack of one.
+    AuthOff,
+    /// The token to send.
+    Issued(AsciiMetadataValue),
+}
 
 /// A user's name and password, and the token last issued for them.
 pub(crate) struct Credentials {
     name: String,
     password: String,
-    token: Mutex<Option<AsciiMetadataValue>>,
+    state: Mutex<TokenState>,
 }
 
 impl Credentials {
@@ -29,16 +48,29 @@ impl Credentials {
         Credentials {
             name,
             password,
-            token: Mutex::new(None),
+            state: Mutex::new(TokenState::Unknown),
         }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, TokenState> {
+        self.state.lock().expect("token lock")
     }
 
     /// The token to send, if one was issued and not forgotten.
     pub(crate) fn token(&self) -> Option<AsciiMetadataValue> {
-        self.token.lock().expect("token lock").clone()
+        match &*self.state() {
+            TokenState::Issued(token) => Some(token.clone()),
+            TokenState::Unknown | TokenState::AuthOff => None,
+        }
     }
 
-    /// Asks the member behind `channel` for a token and keeps it.
+    /// True when a call must wait for [`authenticate`](Self::authenticate).
+    pub(crate) fn must_ask(&self) -> bool {
+        *self.state() == TokenState::Unknown
+    }
+
+    /// Asks the member behind `channel` for a token and keeps it (or
+    /// notes that auth is off there).
     pub(crate) async fn authenticate(&self, channel: Channel) -> Result<(), tonic::Status> {
         let request = pb::AuthenticateRequest {
             name: self.name.clone(),
@@ -46,28 +78,48 @@ impl Credentials {
         };
         let answer = pb::auth_client::AuthClient::new(channel)
             .authenticate(request)
-            .await?
-            .into_inner();
-        let token = AsciiMetadataValue::try_from(answer.token.as_str()).map_err(|_| {
-            tonic::Status::internal("the cluster issued a token that is not ASCII metadata")
-        })?;
-        *self.token.lock().expect("token lock") = Some(token);
+            .await;
+        let state = match answer {
+            Ok(answer) => {
+                let token = answer.into_inner().token;
+                let token = AsciiMetadataValue::try_from(token.as_str()).map_err(|_| {
+                    tonic::Status::internal("the cluster issued a token that is not ASCII metadata")
+                })?;
+                TokenState::Issued(token)
+            }
+            Err(status) if status.message().contains(AUTH_OFF) => TokenState::AuthOff,
+            Err(status) => return Err(status),
+        };
+        *self.state() = state;
         Ok(())
     }
 
-    /// Forgets `stale`, the token a call was refused with (unless another
-    /// call already replaced it), so that the next call authenticates.
-    pub(crate) fn forget(&self, stale: &Option<AsciiMetadataValue>) {
-        let mut token = self.token.lock().expect("token lock");
-        if *token == *stale {
-            *token = None;
+    /// Forgets `sent`, the token a call was refused with (`None`: the call
+    /// went without one, auth being off), unless another call already
+    /// replaced it, so that the next call asks again.
+    pub(crate) fn forget(&self, sent: &Option<AsciiMetadataValue>) {
+        let mut state = self.state();
+        let same = match (&*state, sent) {
+            (TokenState::Issued(token), Some(sent)) => token == sent,
+            (TokenState::AuthOff, None) => true,
+            _ => false,
+        };
+        if same {
+            *state = TokenState::Unknown;
         }
     }
 }
 
-/// True when a call was refused because its token is not valid.
-pub(crate) fn is_invalid_token(status: &tonic::Status) -> bool {
-    status.message().contains(INVALID_TOKEN)
+/// True when a refusal means "ask for a token and call again": the token
+/// sent is not valid, or none was sent and auth is on.
+pub(crate) fn wants_new_token(message: &str) -> bool {
+    message.contains(INVALID_TOKEN) || message.contains(NO_USER)
+}
+
+/// True when a write was refused because permissions changed before it
+/// was applied: it did nothing, and may be made again as it is.
+pub(crate) fn is_old_auth_revision(status: &tonic::Status) -> bool {
+    status.message().contains(OLD_AUTH_REVISION)
 }
 
 /// Puts the token, when there is one, into every request's metadata.

@@ -78,7 +78,9 @@ impl PrefixWatch {
                 Ok(watch)
             }
             Err(status) => {
-                if is_unavailable(&status) {
+                // A stream refused for its token gets a new one next
+                // time, on the same member.
+                if !client.watch_refused(&token, status.message()) && is_unavailable(&status) {
                     client.rotate(endpoint);
                 }
                 Err(Error::Status(status))

@@ -203,7 +203,11 @@ async fn open(client: &Inner, first: pb::WatchRequest) -> Option<Stream> {
         }),
         Err(status) => {
             tracing::debug!(%status, "watch hub: cannot open a stream");
-            client.rotate(endpoint);
+            // A stream refused for its token gets a new one next time, on
+            // the same member.
+            if !client.watch_refused(&token, status.message()) {
+                client.rotate(endpoint);
+            }
             None
         }
     }
@@ -263,8 +267,7 @@ async fn run(client: Arc<Inner>, mut commands: mpsc::Receiver<Watch>) {
                     open.answer(answer);
                     if let Some(reason) = open.token_refused.take() {
                         let before = open.token.clone();
-                        client.watch_refused(&before, &reason);
-                        if client.channel().1.token() != before {
+                        if client.watch_refused(&before, &reason) {
                             // The token was forgotten: the next watch
                             // opens a stream that carries a new one.
                             if let Some(stale) = stream.take() {

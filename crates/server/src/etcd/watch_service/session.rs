@@ -272,7 +272,11 @@ impl WatchSession {
         self.watchers
             .insert(id, Watcher::new(&request, range, next_revision));
         self.solo.insert(id);
-        self.try_join(id);
+        // A watcher that starts in the future would move an empty group
+        // there, out of reach of the watchers created "now" after it.
+        if next_revision <= store.revision() + 1 {
+            self.try_join(id);
+        }
         let created = pb::WatchResponse {
             header: Some(self.header_at(store.revision())),
             watch_id: id,
