@@ -145,3 +145,51 @@ impl Interceptor for TokenInterceptor {
         Ok(request)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(text: &str) -> AsciiMetadataValue {
+        AsciiMetadataValue::try_from(text).unwrap()
+    }
+
+    #[test]
+    fn a_refused_token_is_forgotten_unless_a_newer_one_replaced_it() {
+        let credentials = Credentials::new("alice".into(), "pw".into());
+        assert!(credentials.must_ask() && credentials.token().is_none());
+        *credentials.state() = TokenState::Issued(token("t1"));
+        assert!(!credentials.must_ask());
+        // A call refused with an older token leaves the newer one.
+        credentials.forget(&Some(token("t0")));
+        assert_eq!(credentials.token(), Some(token("t1")));
+        credentials.forget(&None);
+        assert_eq!(credentials.token(), Some(token("t1")));
+        credentials.forget(&Some(token("t1")));
+        assert!(credentials.must_ask() && credentials.token().is_none());
+        // With auth off nothing is sent; a refusal of that (auth was
+        // turned on since) makes the next call ask.
+        *credentials.state() = TokenState::AuthOff;
+        assert!(!credentials.must_ask() && credentials.token().is_none());
+        credentials.forget(&Some(token("t1")));
+        assert!(!credentials.must_ask());
+        credentials.forget(&None);
+        assert!(credentials.must_ask());
+    }
+
+    #[test]
+    fn only_token_refusals_ask_for_a_new_token() {
+        assert!(wants_new_token("etcdserver: invalid auth token"));
+        assert!(wants_new_token("etcdserver: user name is empty"));
+        assert!(!wants_new_token("etcdserver: permission denied"));
+        assert!(!wants_new_token(
+            "etcdserver: authentication failed, invalid user ID or password"
+        ));
+        assert!(is_old_auth_revision(&tonic::Status::failed_precondition(
+            "etcdserver: revision of auth store is old"
+        )));
+        assert!(!is_old_auth_revision(&tonic::Status::unavailable(
+            "no leader"
+        )));
+    }
+}
