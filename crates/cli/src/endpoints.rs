@@ -9,7 +9,7 @@
 use anyhow::{bail, Context};
 use bellwether_client::{Client, Tls};
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// How a command that acts as a client reaches the cluster.
 #[derive(Args, Clone, Debug, Default)]
@@ -56,9 +56,9 @@ impl ClientArgs {
         let key = file(&self.key, "KEY");
         match (cacert, cert, key) {
             (None, None, None) => {}
-            (Some(ca), None, None) => builder = builder.tls(tls(&ca, None)?),
+            (Some(ca), None, None) => builder = builder.tls(Tls::from_files(&ca, None)?),
             (Some(ca), Some(cert), Some(key)) => {
-                builder = builder.tls(tls(&ca, Some((&cert, &key)))?)
+                builder = builder.tls(Tls::from_files(&ca, Some((&cert, &key)))?)
             }
             (None, _, _) => bail!(
                 "--cert and --key need --cacert: the CA that signed the members' certificates"
@@ -81,11 +81,6 @@ impl ClientArgs {
         }
         Ok(builder.connect()?)
     }
-}
-
-/// The TLS settings from PEM files.
-fn tls(ca: &Path, identity: Option<(&Path, &Path)>) -> anyhow::Result<Tls> {
-    Ok(Tls::from_files(ca, identity)?)
 }
 
 /// A setting from its flag, then `BELLWETHER_{name}`, then `ETCDCTL_{name}`.

@@ -19,7 +19,7 @@
 use anyhow::{bail, Context, Result};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_client::ClusterClient;
-use bellwether_server::config::{ClientTlsFiles, ConfigLayer};
+use bellwether_server::config::{client_tls, ConfigLayer};
 use bellwether_server::tls::ClientTls;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -164,15 +164,8 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
 /// TLS, trusting `trusted_ca_file` and presenting its own certificate, as
 /// the members of a running cluster call each other. `None` without TLS.
 pub fn member_client_tls(layer: &ConfigLayer) -> Result<Option<ClientTlsConfig>> {
-    let (Some(cert), Some(key)) = (&layer.cert_file, &layer.key_file) else {
+    let Some(files) = client_tls(layer).map_err(|e| anyhow::anyhow!("{e}"))? else {
         return Ok(None);
-    };
-    let files = ClientTlsFiles {
-        cert: cert.clone(),
-        key: key.clone(),
-        trusted_ca: layer.trusted_ca_file.clone(),
-        client_cert_auth: layer.client_cert_auth.unwrap_or(false),
-        http: false,
     };
     let tls = ClientTls::load(&files).map_err(anyhow::Error::msg)?;
     Ok(Some(tls.member_client))

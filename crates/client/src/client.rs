@@ -394,40 +394,15 @@ impl Inner {
     }
 
     /// Runs `call` once on the current endpoint (for writes that are not
-    /// safe to repeat after a lost answer), asking for a token first when
-    /// one is needed, and again if the cluster refuses the one sent. A
-    /// call refused for its token, or for a change of permissions before
-    /// it was applied, did nothing, so it is safe to make again.
-    pub(crate) async fn call_once<T, F, Fut>(&self, mut call: F) -> Result<T>
+    /// safe to repeat after a lost answer). Only a call refused for its
+    /// token, or for a change of permissions before it was applied, is
+    /// made again: it did nothing.
+    pub(crate) async fn call_once<T, F, Fut>(&self, call: F) -> Result<T>
     where
         F: FnMut(Link) -> Fut,
         Fut: Future<Output = std::result::Result<T, tonic::Status>>,
     {
-        let mut last = None;
-        for _ in 0..AUTH_ROUNDS_MAX {
-            self.ensure_token().await?;
-            let (_, link) = self.channel();
-            if link.ask_first {
-                // Another call forgot the token in between: ask again.
-                continue;
-            }
-            let sent = link.token.clone();
-            match call(link).await {
-                Ok(value) => return Ok(value),
-                Err(status) if self.credentials.is_some() && wants_new_token(status.message()) => {
-                    self.credentials
-                        .as_ref()
-                        .expect("checked above")
-                        .forget(&sent);
-                    last = Some(status);
-                }
-                Err(status) if is_old_auth_revision(&status) => last = Some(status),
-                Err(status) => return Err(Error::Status(status)),
-            }
-        }
-        Err(Error::Status(last.unwrap_or_else(|| {
-            tonic::Status::unauthenticated("the cluster refused every token given to this client")
-        })))
+        self.run(call, false).await
     }
 
     /// See [`Client::ensure_token`].
@@ -442,7 +417,18 @@ impl Inner {
     /// before the first call and again when the cluster refuses the one
     /// sent; a write refused for a change of permissions is made again.
     /// Both at most [`AUTH_ROUNDS_MAX`] times a call.
-    pub(crate) async fn retry<T, F, Fut>(&self, mut call: F) -> Result<T>
+    pub(crate) async fn retry<T, F, Fut>(&self, call: F) -> Result<T>
+    where
+        F: FnMut(Link) -> Fut,
+        Fut: Future<Output = std::result::Result<T, tonic::Status>>,
+    {
+        self.run(call, true).await
+    }
+
+    /// [`retry`](Self::retry) and [`call_once`](Self::call_once): one loop
+    /// for tokens and for moving between endpoints; an unavailable failure
+    /// of the call itself moves on only if `repeatable`.
+    async fn run<T, F, Fut>(&self, mut call: F, repeatable: bool) -> Result<T>
     where
         F: FnMut(Link) -> Fut,
         Fut: Future<Output = std::result::Result<T, tonic::Status>>,
@@ -489,7 +475,7 @@ impl Inner {
                         auth_rounds += 1;
                         continue;
                     }
-                    Err(status) if is_unavailable(&status) => status,
+                    Err(status) if repeatable && is_unavailable(&status) => status,
                     Err(status) => return Err(Error::Status(status)),
                 }
             };

@@ -336,7 +336,7 @@ pub struct PeerTlsFiles {
 }
 
 /// The client port's TLS files, checked for completeness.
-fn client_tls(layer: &ConfigLayer) -> Result<Option<ClientTlsFiles>, ConfigError> {
+pub fn client_tls(layer: &ConfigLayer) -> Result<Option<ClientTlsFiles>, ConfigError> {
     let auth = layer.client_cert_auth.unwrap_or(false);
     match (&layer.cert_file, &layer.key_file) {
         (Some(cert), Some(key)) => {

@@ -141,6 +141,9 @@ impl SyncedGroup {
         if let Some(ids) = self.single.get(key) {
             found.extend(ids);
         }
+        if self.ranges.is_empty() {
+            return;
+        }
         let upper = (key.to_vec(), i64::MAX);
         for ((_, id), range) in self.ranges.range(..=upper) {
             if range.contains(key) {
