@@ -31,10 +31,17 @@
 //! Lookups are a `BTreeMap` search over pages (one per 64 entries) and a
 //! binary search inside one page; an insert or remove moves at most a page
 //! of entries.
+//!
+//! Pages are shared between clones and copied when written (`Arc`), so a
+//! clone costs one pointer per page, not the entries: a member clones its
+//! million leases under the store's lock and encodes them into a snapshot
+//! on another thread while writes go on (the first write to a page still
+//! shared copies that page, at most 64 entries).
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Bound::{Excluded, Unbounded};
+use std::sync::Arc;
 
 /// Most entries one page holds. An insert or remove moves at most this many
 /// entries, and a page is the unit of allocation.
@@ -48,11 +55,14 @@ const PAGE_ENTRIES_MERGE_BELOW: usize = PAGE_ENTRIES_MAX / 4;
 /// [`PAGE_ENTRIES_MAX`], so a page that stays small stays cheap.
 const PAGE_ENTRIES_FIRST: usize = 4;
 
+/// One page: sorted entries, shared by clones until one writes to it.
+type Page<V> = Arc<Vec<(i64, V)>>;
+
 /// A page holding one entry.
-fn new_page<V>(id: i64, value: V) -> Vec<(i64, V)> {
+fn new_page<V>(id: i64, value: V) -> Page<V> {
     let mut page = Vec::with_capacity(PAGE_ENTRIES_FIRST);
     page.push((id, value));
-    page
+    Arc::new(page)
 }
 
 /// Makes room in `page` for `extra` more entries: its capacity doubles,
@@ -75,7 +85,7 @@ pub struct IdMap<V> {
     /// Pages keyed by a lower bound of their ids: every id in a page is at
     /// least its key and below the next page's key. No page is empty, and
     /// each is sorted by id.
-    pages: BTreeMap<i64, Vec<(i64, V)>>,
+    pages: BTreeMap<i64, Page<V>>,
     /// Entries in all pages.
     len: usize,
 }
@@ -89,7 +99,7 @@ impl<V> Default for IdMap<V> {
     }
 }
 
-impl<V> IdMap<V> {
+impl<V: Clone> IdMap<V> {
     /// An empty map.
     pub fn new() -> Self {
         Self::default()
@@ -124,7 +134,7 @@ impl<V> IdMap<V> {
 
     /// The value for `id`, to change in place.
     pub fn get_mut(&mut self, id: i64) -> Option<&mut V> {
-        let page = self.pages.range_mut(..=id).next_back()?.1;
+        let page = Arc::make_mut(self.pages.range_mut(..=id).next_back()?.1);
         let at = page.binary_search_by_key(&id, |(id, _)| *id).ok()?;
         Some(&mut page[at].1)
     }
@@ -141,7 +151,7 @@ impl<V> IdMap<V> {
             self.len = 1;
             return None;
         };
-        let page = self.pages.get_mut(&key).expect("page_key names a page");
+        let page = Arc::make_mut(self.pages.get_mut(&key).expect("page_key names a page"));
         let at = match page.binary_search_by_key(&id, |(id, _)| *id) {
             Ok(at) => return Some(std::mem::replace(&mut page[at].1, value)),
             Err(at) => at,
@@ -169,7 +179,7 @@ impl<V> IdMap<V> {
                 .map(|(next_key, next)| (*next_key, next.len()));
             match next {
                 Some((next_key, next_len)) if next_len < PAGE_ENTRIES_MAX => {
-                    let next = self.pages.get_mut(&next_key).expect("just seen");
+                    let next = Arc::make_mut(self.pages.get_mut(&next_key).expect("just seen"));
                     make_room(next, 1);
                     next.insert(0, (id, value));
                     self.rekey(next_key, id);
@@ -203,7 +213,7 @@ impl<V> IdMap<V> {
         } else {
             upper.insert(at - split_at, (id, value));
         }
-        self.pages.insert(upper_key, upper);
+        self.pages.insert(upper_key, Arc::new(upper));
         None
     }
 
@@ -216,8 +226,9 @@ impl<V> IdMap<V> {
 
     /// Removes `id`; returns its value.
     pub fn remove(&mut self, id: i64) -> Option<V> {
-        let (&key, page) = self.pages.range_mut(..=id).next_back()?;
+        let (&key, page) = self.pages.range(..=id).next_back()?;
         let at = page.binary_search_by_key(&id, |(id, _)| *id).ok()?;
+        let page = Arc::make_mut(self.pages.get_mut(&key).expect("just found"));
         let (_, value) = page.remove(at);
         self.len -= 1;
         if page.is_empty() {
@@ -255,7 +266,7 @@ impl<V> IdMap<V> {
                 return;
             }
         }
-        let page = self.pages.get_mut(&key).expect("just seen");
+        let page = Arc::make_mut(self.pages.get_mut(&key).expect("just seen"));
         page.shrink_to(2 * page.len());
     }
 
@@ -263,9 +274,9 @@ impl<V> IdMap<V> {
     /// before it, at `lower`.
     fn merge_into(&mut self, lower: i64, upper: i64) {
         let moved = self.pages.remove(&upper).expect("a page to merge");
-        let page = self.pages.get_mut(&lower).expect("a page to merge into");
+        let page = Arc::make_mut(self.pages.get_mut(&lower).expect("a page to merge into"));
         make_room(page, moved.len());
-        page.extend(moved);
+        page.extend(moved.iter().cloned());
     }
 
     /// Every entry, in ascending id order.
@@ -300,7 +311,7 @@ impl<V> IdMap<V> {
             if page.is_empty() || page.len() > PAGE_ENTRIES_MAX || page[0].0 < *key {
                 return false;
             }
-            for (id, _) in page {
+            for (id, _) in page.iter() {
                 if previous.is_some_and(|previous| previous >= *id) {
                     return false;
                 }
@@ -317,21 +328,21 @@ impl<V> IdMap<V> {
     }
 }
 
-impl<V: PartialEq> PartialEq for IdMap<V> {
+impl<V: PartialEq + Clone> PartialEq for IdMap<V> {
     fn eq(&self, other: &Self) -> bool {
         self.len == other.len && self.iter().eq(other.iter())
     }
 }
 
-impl<V: Eq> Eq for IdMap<V> {}
+impl<V: Eq + Clone> Eq for IdMap<V> {}
 
-impl<V: fmt::Debug> fmt::Debug for IdMap<V> {
+impl<V: fmt::Debug + Clone> fmt::Debug for IdMap<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
 }
 
-impl<V> FromIterator<(i64, V)> for IdMap<V> {
+impl<V: Clone> FromIterator<(i64, V)> for IdMap<V> {
     fn from_iter<I: IntoIterator<Item = (i64, V)>>(entries: I) -> Self {
         let mut map = IdMap::new();
         for (id, value) in entries {
@@ -378,6 +389,37 @@ mod tests {
             }
             assert_eq!(map.len(), model.len());
             assert!(map.iter().eq(model.iter().map(|(id, v)| (*id, v))));
+        }
+    }
+
+    #[test]
+    fn a_clone_keeps_its_entries_while_the_original_changes() {
+        let mut random = Xorshift(0x5eed);
+        let mut map: IdMap<u64> = (0..2_000).map(|id| (id, id as u64)).collect();
+        for round in 0..20u64 {
+            let frozen = map.clone();
+            let model: BTreeMap<i64, u64> = map.iter().map(|(id, v)| (id, *v)).collect();
+            for step in 0..300u64 {
+                let id = (random.next() % 3_000) as i64;
+                match random.next() % 3 {
+                    0 => {
+                        map.remove(id);
+                    }
+                    1 => {
+                        map.insert(id, round * 1_000 + step);
+                    }
+                    _ => {
+                        if let Some(value) = map.get_mut(id) {
+                            *value += 1;
+                        }
+                    }
+                }
+            }
+            assert!(
+                frozen.iter().eq(model.iter().map(|(id, v)| (*id, v))),
+                "round {round}"
+            );
+            assert!(frozen.is_consistent() && map.is_consistent());
         }
     }
 

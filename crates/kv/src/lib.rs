@@ -76,6 +76,7 @@ pub use member::{MemberError, MemberIntent, MemberRecord, MEMBER_RECORDS_MAX};
 pub use put::{PutRequest, PutResponse};
 pub use range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
 pub use store::{
-    KvStore, RetainedWrite, REVISION_INITIAL, REVISION_OVERHEAD_BYTES, SNAPSHOT_VERSION,
+    KvStore, PendingSnapshot, RetainedWrite, REVISION_INITIAL, REVISION_OVERHEAD_BYTES,
+    SNAPSHOT_VERSION,
 };
 pub use txn::{RequestOp, ResponseOp, TxnRequest, TxnResponse};

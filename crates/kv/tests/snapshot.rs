@@ -38,6 +38,30 @@ fn snapshot_round_trip_restores_an_equal_store() {
 }
 
 #[test]
+fn a_pending_snapshot_encodes_the_store_as_it_was_taken() {
+    let mut store = store();
+    for id in 100..5_000 {
+        store.lease_grant(id, 60).unwrap();
+    }
+    let then = store.clone();
+    let pending = store.snapshot_pending();
+    // The store goes on changing while the snapshot waits to be encoded:
+    // leases granted and revoked in the pages the snapshot shares, keys
+    // written.
+    for id in (100..5_000).step_by(3) {
+        store.lease_revoke(id).unwrap();
+    }
+    for id in 10_000..12_000 {
+        store.lease_grant(id, 90).unwrap();
+    }
+    store.put(&PutRequest::new("d", "later")).unwrap();
+    let encoded = pending.encode();
+    assert_eq!(encoded, then.snapshot());
+    assert_eq!(KvStore::restore(&encoded).unwrap(), then);
+    assert_ne!(store, then);
+}
+
+#[test]
 fn restored_store_serves_the_same_reads_events_and_revokes() {
     let mut original = store();
     let mut restored = KvStore::restore(&original.snapshot()).unwrap();

@@ -12,6 +12,16 @@ pub trait StateMachine: Send + 'static {
     fn apply(&mut self, index: LogIndex, command: &[u8]) -> Vec<u8>;
     /// The whole state, for a snapshot taken after the last applied index.
     fn snapshot(&self) -> Vec<u8>;
+    /// The same snapshot, as a job that finishes encoding it. The node
+    /// calls this on its loop, between applies, and runs the job on
+    /// another thread: a machine with a large state does only what must
+    /// see the state as it is now here (copying what changes), and the
+    /// rest in the job, so the loop is not stalled for the whole encoding.
+    /// By default everything is encoded here.
+    fn snapshot_later(&self) -> Box<dyn FnOnce() -> Vec<u8> + Send> {
+        let data = self.snapshot();
+        Box::new(move || data)
+    }
     /// Replaces the state with a snapshot taken at `applied`.
     fn restore(&mut self, applied: LogIndex, data: &[u8]);
     /// Changes whenever the member directory may have changed (an apply of

@@ -26,7 +26,7 @@ mod snapshot_events;
 pub(crate) use alarm::revision_bytes;
 pub use alarm::REVISION_OVERHEAD_BYTES;
 pub use read::RetainedWrite;
-pub use snapshot::SNAPSHOT_VERSION;
+pub use snapshot::{PendingSnapshot, SNAPSHOT_VERSION};
 mod txn;
 mod write;
 
