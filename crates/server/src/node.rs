@@ -23,10 +23,10 @@ use bellwether_transport::{self as transport, Identity, INBOUND_QUEUE_MAX};
 type PeerEvent = transport::PeerEvent<PeerMessage>;
 use bellwether_core::raft::{
     ClusterConfig, MembershipChange, Payload, ProposeError, RaftConfig, RaftMessage, RaftNode,
-    RaftOutput, RaftPersist, ReadError,
+    RaftOutput, RaftPersist, ReadError, SnapshotMeta,
 };
 use bellwether_core::{LogIndex, NodeId, Protocol, Rng, Role, Term};
-use bellwether_storage::{Storage, WalStorage};
+use bellwether_storage::{SnapshotWriter, Storage, StorageError, WalStorage};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -166,6 +166,15 @@ pub struct Node {
     /// thread (see [`StateMachine::snapshot_later`]): its index, and where
     /// its data arrives.
     encoding_snapshot: Option<(LogIndex, oneshot::Receiver<Vec<u8>>)>,
+    /// Writes this member's own snapshots beside the log, on a blocking
+    /// thread (see `SnapshotWriter`): the log's appends do not wait for
+    /// a snapshot's write and fsync.
+    snapshot_writer: SnapshotWriter,
+    /// A snapshot being written by it: its metadata, and the outcome.
+    writing_snapshot: Option<(SnapshotMeta, oneshot::Receiver<Result<(), StorageError>>)>,
+    /// A snapshot written, for the log to record (and delete the segments
+    /// it covers) at its next persist.
+    snapshot_to_record: Option<SnapshotMeta>,
     /// Whether this member's appends come one at a time (see
     /// [`Node::persists_inline`]).
     lone_writes: LoneWrites,
@@ -283,6 +292,9 @@ impl Node {
         Ok(Node {
             config,
             raft,
+            snapshot_writer: wal.snapshot_writer(),
+            writing_snapshot: None,
+            snapshot_to_record: None,
             wal: Some(wal),
             peer_listener: Some(peer_listener),
             peer_tls,
@@ -796,6 +808,7 @@ impl Node {
     /// running meanwhile.
     fn persists_inline(&mut self, persist: &RaftPersist) -> bool {
         let small = persist.snapshot.is_none()
+            && self.snapshot_to_record.is_none()
             && persist.entries.len() <= INLINE_PERSIST_ENTRIES_MAX
             && persist
                 .entries
@@ -827,7 +840,7 @@ impl Node {
             .wal
             .as_mut()
             .expect("the log is back after every fsync");
-        persist_to(wal, persist).map_err(|error| NodeError::Persist {
+        persist_to(wal, persist, None).map_err(|error| NodeError::Persist {
             path: self.config.data_dir.display().to_string(),
             error,
         })
@@ -839,8 +852,9 @@ impl Node {
     /// queue for the next batch (group commit).
     fn start_persist(&mut self, persist: RaftPersist) -> tokio::task::JoinHandle<PersistDone> {
         let mut wal = self.wal.take().expect("the log is back after every fsync");
+        let record = self.snapshot_to_record.take();
         tokio::task::spawn_blocking(move || {
-            let result = persist_to(&mut wal, persist);
+            let result = persist_to(&mut wal, persist, record);
             (wal, result)
         })
     }
@@ -1095,7 +1109,11 @@ impl Node {
     /// no other is taken meanwhile.
     fn maybe_snapshot(&mut self) {
         self.collect_encoded_snapshot();
-        if self.encoding_snapshot.is_some() {
+        self.collect_written_snapshot();
+        if self.encoding_snapshot.is_some()
+            || self.writing_snapshot.is_some()
+            || self.snapshot_to_record.is_some()
+        {
             return;
         }
         let applied = self.raft.applied_index();
@@ -1126,10 +1144,41 @@ impl Node {
         }
         let (index, data) = self.held_snapshot.take().expect("held above");
         let bytes = data.len() as u64;
-        if self.raft.compact(index, data).is_ok() {
+        if let Ok(snapshot) = self.raft.compact_unpersisted(index, data) {
             tracing::debug!(index = index.0, bytes, waited, "snapshot taken");
             self.snapshot_index = index;
             self.snapshot_bytes = bytes;
+            let writer = self.snapshot_writer.clone();
+            let (done, written) = oneshot::channel();
+            let meta = snapshot.meta.clone();
+            tokio::task::spawn_blocking(move || {
+                let _ = done.send(writer.write(&snapshot));
+            });
+            self.writing_snapshot = Some((meta, written));
+        }
+    }
+
+    /// Once this member's snapshot is written, has the log record it at
+    /// the next persist. A snapshot that could not be written is only
+    /// logged: the log keeps the entries it would have replaced, and the
+    /// next snapshot tries again.
+    fn collect_written_snapshot(&mut self) {
+        let Some((meta, written)) = &mut self.writing_snapshot else {
+            return;
+        };
+        match written.try_recv() {
+            Ok(Ok(())) => {
+                self.snapshot_to_record = Some(meta.clone());
+                self.writing_snapshot = None;
+            }
+            Ok(Err(error)) => {
+                tracing::error!(%error, index = meta.last_index.0, "could not write a snapshot");
+                self.writing_snapshot = None;
+            }
+            Err(oneshot::error::TryRecvError::Empty) => {}
+            Err(oneshot::error::TryRecvError::Closed) => {
+                panic!("writing a snapshot does not panic")
+            }
         }
     }
 
@@ -1236,11 +1285,23 @@ fn send_all(
     }
 }
 
+/// Writes `persist` to the log, after recording this member's own
+/// snapshot `record` if one was written since the last persist. A snapshot
+/// from the leader, saved in the log's order, deletes the segments it
+/// covers too: without that, a member's log only shrank when it restarted.
 fn persist_to(
     wal: &mut WalStorage,
     persist: RaftPersist,
-) -> Result<(), bellwether_storage::StorageError> {
-    wal.persist(&persist)
+    record: Option<SnapshotMeta>,
+) -> Result<(), StorageError> {
+    if let Some(meta) = record {
+        wal.record_snapshot(&meta)?;
+    }
+    wal.persist(&persist)?;
+    if let Some(snapshot) = &persist.snapshot {
+        wal.compact(snapshot.meta.last_index)?;
+    }
+    Ok(())
 }
 
 fn empty_status(config: &NodeConfig, http_address: std::net::SocketAddr) -> NodeStatus {

@@ -466,5 +466,19 @@ async fn a_member_that_missed_a_compaction_catches_up_from_the_leaders_snapshot(
         .await
         .expect("applied");
     assert_eq!(u64::from_le_bytes(answer.try_into().unwrap()), writes + 1);
+    // The old leader restarts from its own snapshot, written beside its
+    // log, and the entries after it.
+    let leader_dir = dirs[leader as usize - 1].path();
+    assert!(!snapshot_files(leader_dir).is_empty());
+    cluster.stop_member(leader).await;
+    cluster.restart(leader).await;
+    let mut status = cluster.statuses[leader as usize - 1].clone();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        status.wait_for(|s| s.applied > target),
+    )
+    .await
+    .expect("the restarted leader catches up within 20 s")
+    .unwrap();
     cluster.stop().await;
 }

@@ -69,4 +69,4 @@ pub use fs::{FileSystem, RealFileSystem, SimFault, SimFileSystem, UnsyncedData, 
 pub use memory::{MemoryStorage, PENDING_WRITES_MAX};
 pub use recovered::Recovered;
 pub use storage::Storage;
-pub use wal::{WalOptions, WalStorage};
+pub use wal::{SnapshotWriter, WalOptions, WalStorage};

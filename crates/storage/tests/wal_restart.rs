@@ -344,6 +344,84 @@ fn compaction_deletes_covered_segments_and_restart_still_works() {
 }
 
 #[test]
+fn a_snapshot_written_beside_the_log_is_recovered_whether_recorded_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = small_segments();
+    let (mut wal, _) = reopen(dir.path(), &options);
+    let writer = wal.snapshot_writer();
+    for first in (1..=120).step_by(6) {
+        wal.append(&bulky(first, 6, 1)).unwrap();
+        wal.sync().unwrap();
+    }
+    // Written on another thread while the log goes on appending.
+    let written = std::thread::spawn({
+        let writer = writer.clone();
+        move || writer.write(&snapshot(60, 1))
+    });
+    wal.append(&bulky(121, 6, 1)).unwrap();
+    wal.sync().unwrap();
+    written.join().unwrap().unwrap();
+    // A crash before it is recorded: recovery takes the newest snapshot
+    // file and the entries after it.
+    let before = segment_files(dir.path()).len();
+    drop(wal);
+    let (mut wal, recovered) = reopen(dir.path(), &options);
+    let recovered = recovered.unwrap();
+    assert_eq!(recovered.snapshot, Some(snapshot(60, 1)));
+    assert_eq!(recovered.entries, bulky(61, 66, 1));
+    // Recorded: the segments it covers are deleted, and a restart agrees.
+    writer.write(&snapshot(100, 1)).unwrap();
+    wal.record_snapshot(&snapshot(100, 1).meta).unwrap();
+    let after = segment_files(dir.path()).len();
+    assert!(
+        after < before && after == wal.segment_count(),
+        "{before} -> {after}"
+    );
+    drop(wal);
+    let recovered = reopen(dir.path(), &options).1.unwrap();
+    assert_eq!(recovered.snapshot, Some(snapshot(100, 1)));
+    assert_eq!(recovered.entries, bulky(101, 26, 1));
+}
+
+#[test]
+fn a_snapshot_recorded_after_a_newer_one_was_saved_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = WalOptions::default();
+    let (mut wal, _) = reopen(dir.path(), &options);
+    let writer = wal.snapshot_writer();
+    wal.append(&commands(1, 10, 1)).unwrap();
+    wal.sync().unwrap();
+    writer.write(&snapshot(4, 1)).unwrap();
+    // The leader's snapshot arrived while ours was being written.
+    wal.save_snapshot(&snapshot(8, 1)).unwrap();
+    wal.record_snapshot(&snapshot(4, 1).meta).unwrap();
+    let snapshots: Vec<String> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".snap"))
+        .collect();
+    assert_eq!(snapshots, vec!["0000000000000008.snap"]);
+    drop(wal);
+    let recovered = reopen(dir.path(), &options).1.unwrap();
+    assert_eq!(recovered.snapshot, Some(snapshot(8, 1)));
+}
+
+#[test]
+fn recording_a_snapshot_whose_file_is_missing_fails_and_keeps_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = WalOptions::default();
+    let (mut wal, _) = reopen(dir.path(), &options);
+    wal.append(&commands(1, 10, 1)).unwrap();
+    wal.sync().unwrap();
+    let error = wal.record_snapshot(&snapshot(6, 1).meta).unwrap_err();
+    assert!(error.to_string().contains(".snap"), "{error}");
+    drop(wal);
+    let recovered = reopen(dir.path(), &options).1.unwrap();
+    assert_eq!(recovered.snapshot, None);
+    assert_eq!(recovered.entries, commands(1, 10, 1));
+}
+
+#[test]
 fn snapshot_leftovers_are_cleaned_and_only_the_newest_snapshot_is_kept() {
     let dir = tempfile::tempdir().unwrap();
     let options = WalOptions::default();

@@ -537,6 +537,39 @@ fn snapshots_compact_the_log_and_a_lagging_follower_installs_one_in_chunks() {
 }
 
 #[test]
+fn a_snapshot_the_caller_persists_is_not_in_a_ready_and_is_still_sent() {
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    let lagging = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    router.isolate(lagging.0);
+    for k in 0..20u8 {
+        propose(&mut router, leader, &[k]);
+    }
+    router.run(3);
+    let disk_before = router.disk[&leader].snapshot.clone();
+    let node = router.nodes.get_mut(&leader).unwrap();
+    let applied = node.applied_index();
+    let snapshot = node
+        .compact_unpersisted(applied, b"kept-by-the-caller".to_vec())
+        .unwrap();
+    assert_eq!(snapshot.meta.last_index, applied);
+    assert_eq!(node.log().snapshot_index(), applied);
+    assert!(node.compact_unpersisted(applied, Vec::new()).is_err());
+    router.settle();
+    assert_eq!(
+        router.disk[&leader].snapshot, disk_before,
+        "no Ready persisted the caller's snapshot"
+    );
+    router.heal();
+    router.run(20);
+    let restored = router.outputs[&lagging].iter().find_map(|o| match o {
+        RaftOutput::Restore(snapshot) => Some(snapshot.data.to_vec()),
+        _ => None,
+    });
+    assert_eq!(restored, Some(b"kept-by-the-caller".to_vec()));
+}
+
+#[test]
 fn restart_from_disk_restores_log_and_reapplies_committed_entries() {
     let mut router = Router::new(3, config());
     let leader = router.elect();

@@ -55,6 +55,23 @@ impl RaftNode {
     /// Records the application's snapshot of its state after applying
     /// `last_index`, persists it, and drops the log up to there.
     pub fn compact(&mut self, last_index: LogIndex, data: Vec<u8>) -> Result<(), CompactError> {
+        let snapshot = self.compact_unpersisted(last_index, data)?;
+        self.snapshot_to_persist = Some(snapshot);
+        Ok(())
+    }
+
+    /// [`compact`](Self::compact), except that the snapshot is not handed
+    /// to a `Ready` to persist: it is returned, and the caller writes it
+    /// durably itself, beside the log rather than in its order. Safe
+    /// because a snapshot of applied entries only replaces entries the
+    /// storage still holds until the caller records the snapshot there; a
+    /// crash before that recovers from the older snapshot and those
+    /// entries. The snapshot is sent to lagging followers at once.
+    pub fn compact_unpersisted(
+        &mut self,
+        last_index: LogIndex,
+        data: Vec<u8>,
+    ) -> Result<Snapshot, CompactError> {
         if last_index > self.applied {
             return Err(CompactError::NotApplied {
                 index: last_index,
@@ -77,9 +94,8 @@ impl RaftNode {
             meta,
             data: std::sync::Arc::new(data),
         };
-        self.snapshot_to_persist = Some(snapshot.clone());
-        self.snapshot = Some(snapshot);
-        Ok(())
+        self.snapshot = Some(snapshot.clone());
+        Ok(snapshot)
     }
 
     /// Switches `peer` to receiving the snapshot.

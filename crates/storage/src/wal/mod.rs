@@ -54,8 +54,10 @@ mod segment_header;
 mod segment_log;
 mod segment_scan;
 mod snapshot_file;
+mod snapshot_writer;
 mod storage;
 mod term_runs;
 
 pub use options::{WalOptions, FORMAT_RECORD_BYTES_MAX, FORMAT_SEGMENT_BYTES_MAX};
+pub use snapshot_writer::SnapshotWriter;
 pub use storage::WalStorage;

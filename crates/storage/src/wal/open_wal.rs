@@ -184,6 +184,40 @@ impl<F: FileSystem> OpenWal<F> {
         // that a crash never keeps the snapshot and loses earlier writes.
         self.log.sync()?;
         write_snapshot(self.log.fs(), self.log.dir(), snapshot)?;
+        self.make_current(meta)
+    }
+
+    /// Takes over the snapshot file for `meta` that a
+    /// [`SnapshotWriter`](super::SnapshotWriter) wrote beside the log, and
+    /// deletes the segments it covers. A snapshot saved meanwhile at or past
+    /// it (one from the leader) wins: this file is then deleted.
+    pub(crate) fn record_snapshot(&mut self, meta: &SnapshotMeta) -> Result<(), StorageError> {
+        let path = self.log.dir().join(snapshot_name(meta.last_index));
+        if meta.last_index <= self.snapshot_index() {
+            if meta.last_index < self.snapshot_index() {
+                match self.log.fs().remove_file(&path) {
+                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(StorageError::io("remove", &path, error));
+                    }
+                    _ => self.log.mark_dir_dirty(),
+                }
+            }
+            return self.log.sync();
+        }
+        // The segments this file replaces are deleted below: it must exist.
+        self.log
+            .fs()
+            .file_len(&path)
+            .map_err(|error| StorageError::io("stat", &path, error))?;
+        self.log.sync()?;
+        self.make_current(meta)?;
+        self.compact(meta.last_index)
+    }
+
+    /// Records the durable snapshot file for `meta` as the current one,
+    /// deletes the previous one, and resets the log if it does not contain
+    /// the snapshot's last entry.
+    fn make_current(&mut self, meta: &SnapshotMeta) -> Result<(), StorageError> {
         let previous = self.snapshot_meta.replace(meta.clone());
         if let Some(previous) = previous.filter(|previous| previous.last_index != meta.last_index) {
             let path = self.log.dir().join(snapshot_name(previous.last_index));
@@ -207,6 +241,19 @@ impl<F: FileSystem> OpenWal<F> {
             )?;
         }
         self.log.sync()
+    }
+
+    /// A writer of snapshot files into this log's directory, for another
+    /// thread.
+    pub(crate) fn snapshot_writer(&self) -> super::SnapshotWriter<F>
+    where
+        F: Clone,
+    {
+        super::SnapshotWriter::new(
+            self.log.fs().clone(),
+            self.log.dir().to_path_buf(),
+            self.snapshot_bytes_max,
+        )
     }
 
     /// Syncs, then deletes the segments compaction through `through` frees.

@@ -3,6 +3,7 @@
 use super::open_wal::OpenWal;
 use super::options::WalOptions;
 use super::recovery;
+use super::snapshot_writer::SnapshotWriter;
 use crate::contract;
 use crate::error::StorageError;
 use crate::fs::{FileSystem, RealFileSystem};
@@ -68,6 +69,27 @@ impl<F: FileSystem> WalStorage<F> {
     /// Number of segment files, 0 before recovery; for tests and metrics.
     pub fn segment_count(&self) -> usize {
         self.wal.as_ref().map_or(0, OpenWal::segment_count)
+    }
+
+    /// A writer of snapshot files beside this log, for another thread (see
+    /// [`SnapshotWriter`]). Call after recovery.
+    pub fn snapshot_writer(&self) -> SnapshotWriter<F>
+    where
+        F: Clone,
+    {
+        self.wal
+            .as_ref()
+            .expect("call recover() before asking for a snapshot writer")
+            .snapshot_writer()
+    }
+
+    /// Takes over the snapshot file for `meta`, written by this log's
+    /// [`SnapshotWriter`], as the current snapshot, and deletes the
+    /// segments it covers. If a snapshot at or past it was saved meanwhile
+    /// (one installed from the leader), this one's file is deleted instead.
+    pub fn record_snapshot(&mut self, meta: &SnapshotMeta) -> Result<(), StorageError> {
+        let result = self.writable()?.record_snapshot(meta);
+        self.guard(result)
     }
 
     /// The open log, or why it cannot be written.
