@@ -18,6 +18,7 @@
 
 use crate::contender::Contender;
 use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout};
+use crate::latency::Latencies;
 use crate::process_cluster::{ClusterLayout, ProcessCluster};
 use anyhow::{bail, Context, Result};
 use bellwether_client::{Client, Election, Session, SessionOptions};
@@ -88,13 +89,12 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    pub(crate) fn of(mut values: Vec<f64>) -> Percentiles {
+    pub(crate) fn of(values: Vec<f64>) -> Percentiles {
         assert!(!values.is_empty(), "no samples");
-        values.sort_by(f64::total_cmp);
-        let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+        let latencies = Latencies::of_ms(values.iter().copied());
         Percentiles {
-            p50: at(0.5),
-            p99: at(0.99),
+            p50: latencies.quantile_ms(0.5),
+            p99: latencies.quantile_ms(0.99),
             samples: values.len(),
         }
     }

@@ -23,6 +23,7 @@
 //! any message that depends on the write leaves: one fsync per node per
 //! cycle, covering every write of that cycle (group commit).
 
+use crate::latency::Latencies;
 use anyhow::{bail, Context, Result};
 use bellwether_core::raft::{RaftConfig, RaftMessage, RaftNode, RaftOutput, RaftPersist};
 use bellwether_core::{LogIndex, NodeId, Protocol, Rng, Role};
@@ -128,22 +129,20 @@ pub fn run(
     if let Some(directory) = directory {
         let _ = std::fs::remove_dir_all(directory);
     }
-    let mut all: Vec<u32> = latencies.into_iter().flatten().collect();
-    all.sort_unstable();
-    let pick = |q: f64| {
-        all.get(((all.len() as f64 * q) as usize).min(all.len().saturating_sub(1)))
-            .map_or(0.0, |us| *us as f64 / 1000.0)
-    };
+    let mut all = Latencies::default();
+    for client in &latencies {
+        all.merge(client);
+    }
     Ok(BenchReport {
         nodes,
         clients,
         storage,
         payload_bytes,
         seconds: elapsed.as_secs_f64(),
-        commits: all.len() as u64,
-        commits_per_second: all.len() as f64 / elapsed.as_secs_f64(),
-        latency_ms_p50: pick(0.5),
-        latency_ms_p99: pick(0.99),
+        commits: all.count(),
+        commits_per_second: all.count() as f64 / elapsed.as_secs_f64(),
+        latency_ms_p50: all.quantile_ms(0.5),
+        latency_ms_p99: all.quantile_ms(0.99),
         threads: 2,
         cycles,
     })
@@ -264,13 +263,13 @@ struct Board {
     closing: AtomicBool,
 }
 
-/// Closed-loop clients; returns each client's latencies in microseconds.
+/// Closed-loop clients; returns each client's latencies.
 async fn drive_clients(
     exchange: Arc<Exchange>,
     clients: usize,
     seconds: f64,
     payload_bytes: usize,
-) -> (Vec<Vec<u32>>, Duration) {
+) -> (Vec<Latencies>, Duration) {
     let start = Instant::now();
     let board = Arc::new(Board {
         answered: (0..clients).map(|_| Notify::new()).collect(),
@@ -290,7 +289,7 @@ async fn drive_clients(
     for client in 0..clients as u32 {
         let (exchange, board) = (exchange.clone(), board.clone());
         tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
+            let mut latencies = Latencies::default();
             while !board.stop.load(Ordering::Relaxed) {
                 let sent_us = board.clock_us.load(Ordering::Relaxed);
                 exchange.submit(Request {
@@ -302,7 +301,7 @@ async fn drive_clients(
                     break;
                 }
                 let answered_us = board.clock_us.load(Ordering::Relaxed);
-                latencies.push((answered_us - sent_us).min(u32::MAX as u64) as u32);
+                latencies.record_us(answered_us - sent_us);
             }
             latencies
         }));

@@ -22,6 +22,7 @@ mod endpoints;
 mod etcd_cluster;
 mod http_get;
 mod join;
+mod latency;
 mod node_command;
 mod partition;
 mod peer_command;

@@ -15,6 +15,7 @@
 //!   client is granted one lease (not timed), which every campaign uses.
 
 use super::grpc_connection::{frame, GrpcConnection};
+use crate::latency::Latencies;
 use anyhow::{bail, Context, Result};
 use bellwether_api::etcdserverpb::{
     LeaseGrantRequest, LeaseGrantResponse, PutRequest, PutResponse, RangeRequest, RangeResponse,
@@ -45,9 +46,6 @@ pub const VALUE_BYTES_MAX: usize = 1 << 20;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the loop looks at the interruption flag while clients run.
 const INTERRUPT_POLL: Duration = Duration::from_millis(50);
-/// Latencies kept per client before the run ends (bounds memory: at most
-/// this many × clients samples, more than any closed loop completes).
-const SAMPLES_PER_CLIENT_MAX: usize = 4_000_000;
 
 /// The operation each client repeats.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -206,8 +204,8 @@ pub async fn load(
 /// What one client saw in the measured window.
 #[derive(Default)]
 struct ClientResult {
-    /// Latencies of successful operations, µs.
-    latencies_us: Vec<u64>,
+    /// Latencies of successful operations.
+    latencies: Latencies,
     /// Failed operations.
     errors: u64,
     /// The first failure.
@@ -217,10 +215,7 @@ struct ClientResult {
 impl ClientResult {
     fn record(&mut self, outcome: Result<(), tonic::Status>, sent: Instant) {
         match outcome {
-            Ok(()) if self.latencies_us.len() < SAMPLES_PER_CLIENT_MAX => {
-                self.latencies_us.push(sent.elapsed().as_micros() as u64)
-            }
-            Ok(()) => {}
+            Ok(()) => self.latencies.record(sent.elapsed()),
             Err(status) => {
                 self.errors += 1;
                 self.first_error.get_or_insert_with(|| status.to_string());
@@ -616,36 +611,24 @@ async fn campaign_once(
 }
 
 fn summarize(spec: &LoadSpec, results: Vec<ClientResult>, elapsed_seconds: f64) -> KvReport {
-    let mut all = Vec::new();
+    let mut all = Latencies::default();
     let (mut errors, mut first_error) = (0, None);
     for result in results {
-        all.extend(result.latencies_us);
+        all.merge(&result.latencies);
         errors += result.errors;
         first_error = first_error.or(result.first_error);
     }
-    all.sort_unstable();
     KvReport {
         op: spec.op.name().to_string(),
         clients: spec.clients,
         conns: spec.conns,
-        completed: all.len() as u64,
+        completed: all.count(),
         errors,
         first_error,
-        per_second: all.len() as f64 / elapsed_seconds.max(f64::MIN_POSITIVE),
-        latency_ms_p50: percentile_ms(&all, 0.5),
-        latency_ms_p99: percentile_ms(&all, 0.99),
+        per_second: all.count() as f64 / elapsed_seconds.max(f64::MIN_POSITIVE),
+        latency_ms_p50: all.quantile_ms(0.5),
+        latency_ms_p99: all.quantile_ms(0.99),
     }
-}
-
-/// The `q` quantile of sorted microsecond samples, in ms (0 when empty).
-pub fn percentile_ms(sorted_us: &[u64], q: f64) -> f64 {
-    assert!((0.0..=1.0).contains(&q), "a quantile is within [0, 1]");
-    debug_assert!(sorted_us.windows(2).all(|w| w[0] <= w[1]));
-    let Some(last) = sorted_us.len().checked_sub(1) else {
-        return 0.0;
-    };
-    let index = ((sorted_us.len() as f64 * q) as usize).min(last);
-    sorted_us[index] as f64 / 1000.0
 }
 
 #[cfg(test)]
@@ -697,15 +680,6 @@ mod tests {
     }
 
     #[test]
-    fn percentiles_pick_the_sample_at_the_rank_and_zero_when_empty() {
-        let samples: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
-        assert_eq!(percentile_ms(&samples, 0.5), 51.0);
-        assert_eq!(percentile_ms(&samples, 0.99), 100.0);
-        assert_eq!(percentile_ms(&samples, 1.0), 100.0);
-        assert_eq!(percentile_ms(&[], 0.5), 0.0);
-    }
-
-    #[test]
     fn answers_without_a_header_or_a_lease_id_are_problems() {
         use bellwether_api::etcdserverpb::ResponseHeader;
         let header = Some(ResponseHeader::default());
@@ -753,12 +727,12 @@ mod tests {
     fn a_summary_counts_every_client_and_keeps_the_first_error() {
         let results = vec![
             ClientResult {
-                latencies_us: vec![3000, 1000],
+                latencies: Latencies::of_ms([3.0, 1.0]),
                 errors: 0,
                 first_error: None,
             },
             ClientResult {
-                latencies_us: vec![2000],
+                latencies: Latencies::of_ms([2.0]),
                 errors: 2,
                 first_error: Some("unavailable".into()),
             },
