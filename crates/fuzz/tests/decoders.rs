@@ -158,10 +158,29 @@ fn raft_seeds() -> Vec<Vec<u8>> {
     encoded(&messages)
 }
 
+/// Most characters a refusal's message may take: it says what is wrong,
+/// it does not echo the input back.
+const ERROR_MESSAGE_CHARS_MAX: usize = 400;
+
+/// A refusal is a clear error: a message of its own, short, on one line.
+fn clear<T, E: std::fmt::Display>(result: Result<T, E>) -> Result<T, E> {
+    if let Err(error) = &result {
+        let message = error.to_string();
+        assert!(!message.trim().is_empty(), "a refusal without a message");
+        assert!(
+            message.chars().count() <= ERROR_MESSAGE_CHARS_MAX,
+            "a refusal of {} characters: {message:.200}",
+            message.chars().count()
+        );
+        assert!(!message.contains('\n'), "a refusal over several lines: {message}");
+    }
+    result
+}
+
 /// A decoder that gives a value back must give the same value for the
 /// value's own encoding: what is accepted is what was meant.
 fn stable<M: WireMessage + PartialEq + std::fmt::Debug>(input: &[u8]) {
-    if let Ok(message) = decodes_within_bounds(input, M::decode) {
+    if let Ok(message) = clear(decodes_within_bounds(input, M::decode)) {
         let mut again = Vec::new();
         message.encode(&mut again);
         assert_eq!(M::decode(&again).ok(), Some(message));
@@ -189,7 +208,7 @@ proptest! {
 
     #[test]
     fn member_messages(input in inputs(raft_seeds())) {
-        let _ = decodes_within_bounds(&input, bellwether_server::peer_message::decode);
+        let _ = clear(decodes_within_bounds(&input, bellwether_server::peer_message::decode));
     }
 
     #[test]
@@ -199,13 +218,13 @@ proptest! {
         to: 3,
         fingerprint: 0xdead_beef,
     }.encode()])) {
-        let _ = decodes_within_bounds(&input, bellwether_transport::Hello::decode);
+        let _ = clear(decodes_within_bounds(&input, bellwether_transport::Hello::decode));
     }
 
     #[test]
     fn wal_entries_and_hard_state(input in inputs(wal_seeds())) {
-        let _ = decodes_within_bounds(&input, bellwether_storage::codec::decode_entries);
-        let _ = decodes_within_bounds(&input, bellwether_storage::codec::decode_hard_state);
+        let _ = clear(decodes_within_bounds(&input, bellwether_storage::codec::decode_entries));
+        let _ = clear(decodes_within_bounds(&input, bellwether_storage::codec::decode_hard_state));
     }
 
     /// Log entries: what decodes encodes back to the same entry.
@@ -225,7 +244,7 @@ proptest! {
     /// to the same store: what is accepted is a consistent store.
     #[test]
     fn store_snapshots(input in inputs(vec![store().snapshot()])) {
-        if let Ok(store) = decodes_within_bounds(&input, bellwether_kv::KvStore::restore) {
+        if let Ok(store) = clear(decodes_within_bounds(&input, bellwether_kv::KvStore::restore)) {
             let again = bellwether_kv::KvStore::restore(&store.snapshot());
             prop_assert_eq!(again.as_ref(), Ok(&store));
         }
@@ -258,7 +277,7 @@ proptest! {
         rehash in any::<bool>(),
     ) {
         let file = if rehash { with_digest(input) } else { input };
-        let _ = decodes_within_bounds(&file, bellwether_server::snapshot_file::decode);
+        let _ = clear(decodes_within_bounds(&file, bellwether_server::snapshot_file::decode));
     }
 }
 
@@ -507,9 +526,10 @@ proptest! {
             total += bytes.len();
             std::fs::write(dir.join(name), bytes).unwrap();
         }
-        let (_, largest) = largest_allocation(|| {
+        let (recovered, largest) = largest_allocation(|| {
             WalStorage::open(&dir, WalOptions::default()).and_then(|mut wal| wal.recover())
         });
+        let _ = clear(recovered);
         std::fs::remove_dir_all(&dir).unwrap();
         prop_assert!(largest <= allocation_bound(total), "{largest} bytes at once for {total} bytes of files");
     }

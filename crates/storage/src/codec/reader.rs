@@ -8,6 +8,14 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Malformed(pub String);
 
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed: {}", self.0)
+    }
+}
+
+impl std::error::Error for Malformed {}
+
 /// Reads fixed-width little-endian values from a byte slice, front to back.
 pub struct Reader<'a> {
     /// The whole payload.
