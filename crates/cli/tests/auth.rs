@@ -254,6 +254,17 @@ fn assert_denied<T: std::fmt::Debug>(what: &str, result: Result<T, tonic::Status
     }
 }
 
+/// The first message of a server stream, or why there is none.
+async fn first_of<T>(
+    opened: Result<tonic::Response<tonic::Streaming<T>>, tonic::Status>,
+) -> Result<T, tonic::Status> {
+    let mut stream = opened?.into_inner();
+    match stream.message().await? {
+        Some(message) => Ok(message),
+        None => Err(tonic::Status::unknown("the stream ended empty")),
+    }
+}
+
 /// A watch on `key` as `token`: the first answer.
 async fn first_watch_answer(channel: &Channel, token: &str, key: &str) -> pb::WatchResponse {
     use tonic::codegen::tokio_stream::{self as streams, StreamExt};
@@ -538,6 +549,32 @@ fn every_rpc_checks_the_callers_permissions() {
             .await
             .expect("alice locks under her prefix")
             .into_inner();
+        // Another's lock key may not be unlocked (a delete of it), nor
+        // another's election observed (a read of its prefix).
+        assert_denied(
+            "unlock of another's key",
+            lock.unlock(with_token(
+                lpb::UnlockRequest {
+                    key: "/theirs/k".into(),
+                },
+                &alice,
+            ))
+            .await,
+        );
+        assert_denied(
+            "observe another's election",
+            first_of(
+                election
+                    .observe(with_token(
+                        epb::LeaderRequest {
+                            name: "theirs".into(),
+                        },
+                        &alice,
+                    ))
+                    .await,
+            )
+            .await,
+        );
         lock.unlock(with_token(lpb::UnlockRequest { key: held.key }, &alice))
             .await
             .unwrap();
@@ -562,6 +599,84 @@ fn every_rpc_checks_the_callers_permissions() {
             (Code::Unknown, "auth: permission denied"),
             "etcd 3.4's answer to a Maintenance call without root"
         );
+        let mut cluster_service = ClusterClient::new(channel.clone());
+        assert_denied(
+            "member remove",
+            cluster_service
+                .member_remove(with_token(pb::MemberRemoveRequest { id: 7 }, &alice))
+                .await,
+        );
+        assert_denied(
+            "member update",
+            cluster_service
+                .member_update(with_token(
+                    pb::MemberUpdateRequest {
+                        id: 7,
+                        peer_urls: vec!["http://127.0.0.1:29998".into()],
+                    },
+                    &alice,
+                ))
+                .await,
+        );
+        assert_denied(
+            "member promote",
+            cluster_service
+                .member_promote(with_token(pb::MemberPromoteRequest { id: 7 }, &alice))
+                .await,
+        );
+        let mut maintenance = MaintenanceClient::new(channel.clone());
+        let etcd_34_denial = |what: &str, status: tonic::Status| {
+            assert_eq!(
+                (status.code(), status.message()),
+                (Code::Unknown, "auth: permission denied"),
+                "{what}: etcd 3.4's answer to a Maintenance call without root"
+            );
+        };
+        etcd_34_denial(
+            "hash",
+            maintenance
+                .hash(with_token(pb::HashRequest {}, &alice))
+                .await
+                .unwrap_err(),
+        );
+        etcd_34_denial(
+            "defragment",
+            maintenance
+                .defragment(with_token(pb::DefragmentRequest {}, &alice))
+                .await
+                .unwrap_err(),
+        );
+        etcd_34_denial(
+            "move leader",
+            maintenance
+                .move_leader(with_token(pb::MoveLeaderRequest { target_id: 1 }, &alice))
+                .await
+                .unwrap_err(),
+        );
+        etcd_34_denial(
+            "snapshot",
+            first_of(
+                maintenance
+                    .snapshot(with_token(pb::SnapshotRequest {}, &alice))
+                    .await,
+            )
+            .await
+            .unwrap_err(),
+        );
+        // What etcd 3.4 does not check, neither do we: a member's status,
+        // the alarm list and the member list.
+        maintenance
+            .status(with_token(pb::StatusRequest {}, &alice))
+            .await
+            .expect("status is anyone's");
+        maintenance
+            .alarm(with_token(pb::AlarmRequest::default(), &alice))
+            .await
+            .expect("the alarm list is anyone's");
+        cluster_service
+            .member_list(with_token(pb::MemberListRequest::default(), &alice))
+            .await
+            .expect("the member list is anyone's");
         assert_denied(
             "user list",
             AuthClient::new(channel.clone())

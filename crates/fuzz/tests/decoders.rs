@@ -172,7 +172,10 @@ fn clear<T, E: std::fmt::Display>(result: Result<T, E>) -> Result<T, E> {
             "a refusal of {} characters: {message:.200}",
             message.chars().count()
         );
-        assert!(!message.contains('\n'), "a refusal over several lines: {message}");
+        assert!(
+            !message.contains('\n'),
+            "a refusal over several lines: {message}"
+        );
     }
     result
 }

@@ -2,7 +2,8 @@
 //! revoke deleting every attached key in one revision.
 
 use bellwether_kv::{
-    DeleteRangeRequest, EventKind, KeyRange, KvError, KvStore, PutRequest, LEASE_TTL_SECONDS_MIN,
+    DeleteRangeRequest, EventKind, KeyRange, KvError, KvStore, PutRequest, LEASES_MAX,
+    LEASE_TTL_SECONDS_MIN,
 };
 
 fn put_with_lease(store: &mut KvStore, key: &str, lease: i64) -> Result<i64, KvError> {
@@ -12,6 +13,33 @@ fn put_with_lease(store: &mut KvStore, key: &str, lease: i64) -> Result<i64, KvE
             ..PutRequest::new(key, "v")
         })
         .map(|response| response.revision)
+}
+
+#[test]
+fn a_grant_past_the_lease_bound_is_refused_until_one_is_revoked() {
+    let mut store = KvStore::new();
+    for id in 1..=LEASES_MAX as i64 {
+        store.lease_grant(id, 60).unwrap();
+    }
+    let past = LEASES_MAX as i64 + 1;
+    let refused = store.lease_grant(past, 60).unwrap_err();
+    assert_eq!(
+        refused,
+        KvError::TooManyLeases {
+            leases_max: LEASES_MAX
+        }
+    );
+    assert_eq!(
+        refused.to_string(),
+        "bellwether: too many leases (at most 1000000); revoke unused leases"
+    );
+    assert_eq!(
+        store.leases().len(),
+        LEASES_MAX,
+        "the refusal changed nothing"
+    );
+    store.lease_revoke(17).unwrap();
+    assert_eq!(store.lease_grant(past, 60), Ok(60));
 }
 
 #[test]

@@ -372,6 +372,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_lease_bound_is_refused_as_resource_exhausted() {
+        let refused = KvError::TooManyLeases {
+            leases_max: bellwether_kv::LEASES_MAX,
+        };
+        assert_eq!(grpc_code(&refused), tonic::Code::ResourceExhausted);
+    }
+
+    #[test]
     fn a_txn_costs_its_costlier_branch_and_deletes_cost_nothing() {
         let put = |key: &str, value: &str| pb::RequestOp {
             request: Some(pb::request_op::Request::RequestPut(pb::PutRequest {

@@ -140,6 +140,40 @@ fn the_member_wide_watcher_budget_refuses_past_its_bound_and_refills() {
 }
 
 #[test]
+fn a_stream_refuses_watchers_past_its_bound_and_takes_one_after_a_cancel() {
+    let store = KvStore::new();
+    let mut session = WatchSession::new(HEADER);
+    for i in 0..WATCHERS_PER_STREAM_MAX {
+        session.receive(watch_prefix(&format!("k{i}"), 0), &store);
+        if !session.accepts_requests() {
+            drain(&mut session, &store).iter().for_each(|r| {
+                created(r);
+            });
+        }
+    }
+    drain(&mut session, &store).iter().for_each(|r| {
+        created(r);
+    });
+    assert_eq!(session.watchers_count(), WATCHERS_PER_STREAM_MAX);
+    session.receive(watch_prefix("one-more", 0), &store);
+    let refused = &drain(&mut session, &store)[0];
+    assert!(refused.created && refused.canceled && refused.watch_id == WATCH_ID_NONE);
+    assert_eq!(
+        refused.cancel_reason,
+        format!(
+            "bellwether: too many watchers on one stream (at most \
+             {WATCHERS_PER_STREAM_MAX}); open another stream"
+        )
+    );
+    session.receive(cancel(7), &store);
+    session.receive(watch_prefix("one-more", 0), &store);
+    let answers = drain(&mut session, &store);
+    assert!(answers[0].canceled && answers[0].watch_id == 7);
+    created(&answers[1]);
+    assert_eq!(session.watchers_count(), WATCHERS_PER_STREAM_MAX);
+}
+
+#[test]
 fn an_empty_range_is_rejected_and_an_empty_key_watches_the_zero_key() {
     let mut store = KvStore::new();
     let mut session = WatchSession::new(HEADER);
