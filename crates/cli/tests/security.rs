@@ -379,3 +379,88 @@ fn client_connections_and_streams_are_bounded() {
         "SETTINGS_MAX_CONCURRENT_STREAMS"
     );
 }
+
+/// GET `path` from `address` over TLS, trusting only the CA in `ca`: the
+/// response body, or why there is none.
+fn https_get(address: std::net::SocketAddr, ca: &Path, path: &str) -> std::io::Result<String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    use std::io::{Read, Write};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("the CA file reads") {
+        roots.add(cert.expect("a CA certificate")).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let mut connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(std::io::Error::other)?;
+    let mut tcp = std::net::TcpStream::connect_timeout(&address, Duration::from_millis(300))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let mut tls = rustls::Stream::new(&mut connection, &mut tcp);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = Vec::new();
+    match tls.read_to_end(&mut response) {
+        Ok(_) => {}
+        // A server that closes without TLS's close_notify: what came is
+        // the whole answer.
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof && !response.is_empty() => {
+        }
+        Err(error) => return Err(error),
+    }
+    let response = String::from_utf8_lossy(&response).into_owned();
+    Ok(response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default())
+}
+
+#[test]
+fn the_http_port_serves_https_with_the_client_ports_certificate() {
+    let name = "tls_http_port";
+    let scratch = Scratch::new(name);
+    let dir = scratch.0.join("certs");
+    let net = common::net_for(name);
+    certs(&dir, "member", &format!("127.0.0.1,127.0.{net}.1"));
+    let file = |name: &str| dir.join(name).display().to_string();
+    let (cert, key, ca) = (file("member.pem"), file("member-key.pem"), file("ca.pem"));
+    let flags = [
+        "--cert-file",
+        &cert,
+        "--key-file",
+        &key,
+        "--trusted-ca-file",
+        &ca,
+        "--http-tls",
+    ];
+    let cluster = Cluster::start_with_flags(name, 1, 50, 300, &flags);
+    let ca = dir.join("ca.pem");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        match https_get(cluster.http(1), &ca, "/status") {
+            Ok(body) if body.contains("\"role\":\"leader\"") => break body,
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            other => panic!("no leader's status over HTTPS within 15 s: {other:?}"),
+        }
+    };
+    assert!(status.contains("\"id\":1"), "{status}");
+    let metrics = https_get(cluster.http(1), &ca, "/metrics").unwrap();
+    assert!(metrics.contains("bellwether_"), "{metrics:.300}");
+    // Plain HTTP on the same port gets no answer.
+    let plain = common::get(cluster.http(1), "/status").unwrap_or_default();
+    assert!(
+        !plain.contains("leader"),
+        "plain HTTP was answered: {plain:.300}"
+    );
+    // A client that does not trust the cluster's CA does not connect.
+    let other = scratch.0.join("other");
+    certs(&other, "member", "127.0.0.1");
+    assert!(https_get(cluster.http(1), &other.join("ca.pem"), "/status").is_err());
+}
