@@ -464,3 +464,96 @@ fn the_http_port_serves_https_with_the_client_ports_certificate() {
     certs(&other, "member", "127.0.0.1");
     assert!(https_get(cluster.http(1), &other.join("ca.pem"), "/status").is_err());
 }
+
+/// One HTTP/2 frame: its 9-byte header and `payload`.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let length = payload.len() as u32;
+    let mut frame = length.to_be_bytes()[1..].to_vec();
+    frame.extend([kind, flags]);
+    frame.extend(stream.to_be_bytes());
+    frame.extend(payload);
+    frame
+}
+
+/// The header block of a gRPC Watch call, in HPACK without the dynamic
+/// table (indexed fields and literals without indexing), so that every
+/// stream's block is the same bytes.
+fn watch_call_headers() -> Vec<u8> {
+    let literal = |block: &mut Vec<u8>, value: &[u8]| {
+        block.push(value.len() as u8);
+        block.extend(value);
+    };
+    let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
+    block.push(0x04); // :path, name 4 of the static table
+    literal(&mut block, b"/etcdserverpb.Watch/Watch");
+    block.push(0x01); // :authority
+    literal(&mut block, b"127.0.0.1");
+    block.extend([0x0f, 0x10]); // content-type, name 31
+    literal(&mut block, b"application/grpc");
+    block.push(0x00); // a new name
+    literal(&mut block, b"te");
+    literal(&mut block, b"trailers");
+    block
+}
+
+#[test]
+fn a_client_that_ignores_the_stream_bound_gets_refused_stream() {
+    use std::io::{Read, Write};
+    let cluster = Cluster::start_with_flags("client_stream_bound", 1, 50, 300, &[]);
+    let limit = bellwether_server::etcd::client_limits::STREAMS_PER_CONNECTION_MAX as u32;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut tcp = loop {
+        match std::net::TcpStream::connect(cluster.client(1)) {
+            Ok(tcp) => break tcp,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(error) => panic!("the client port does not open: {error}"),
+        }
+    };
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    tcp.write_all(&h2_frame(0x4, 0, 0, &[])).unwrap(); // our SETTINGS
+    let mut read_frame = |tcp: &mut std::net::TcpStream| -> (u8, u8, u32, Vec<u8>) {
+        let mut header = [0u8; 9];
+        tcp.read_exact(&mut header)
+            .expect("a frame from the member");
+        let length = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+        let stream = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) & 0x7fff_ffff;
+        let mut payload = vec![0u8; length];
+        tcp.read_exact(&mut payload).unwrap();
+        (header[3], header[4], stream, payload)
+    };
+    // The member's SETTINGS (not an ACK) first: acknowledge them.
+    loop {
+        let (kind, flags, _, _) = read_frame(&mut tcp);
+        if kind == 0x4 && flags & 0x1 == 0 {
+            tcp.write_all(&h2_frame(0x4, 0x1, 0, &[])).unwrap();
+            break;
+        }
+    }
+    // One Watch call more than the bound, each left open.
+    let block = watch_call_headers();
+    let mut calls = Vec::new();
+    for i in 0..=limit {
+        calls.extend(h2_frame(0x1, 0x4, 2 * i + 1, &block));
+    }
+    tcp.write_all(&calls).unwrap();
+    let last = 2 * limit + 1;
+    let refused = loop {
+        let (kind, _, stream, payload) = read_frame(&mut tcp);
+        match kind {
+            // RST_STREAM: its error code.
+            0x3 => {
+                let code = u32::from_be_bytes(payload[..4].try_into().unwrap());
+                assert_eq!(
+                    stream, last,
+                    "only the call past the bound is reset (code {code})"
+                );
+                break code;
+            }
+            // GOAWAY would end the whole connection instead.
+            0x7 => panic!("the member closed the connection: {payload:?}"),
+            _ => {}
+        }
+    };
+    assert_eq!(refused, 0x7, "REFUSED_STREAM, which clients retry");
+}
