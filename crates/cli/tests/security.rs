@@ -512,7 +512,7 @@ fn a_client_that_ignores_the_stream_bound_gets_refused_stream() {
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
     tcp.write_all(&h2_frame(0x4, 0, 0, &[])).unwrap(); // our SETTINGS
-    let mut read_frame = |tcp: &mut std::net::TcpStream| -> (u8, u8, u32, Vec<u8>) {
+    let read_frame = |tcp: &mut std::net::TcpStream| -> (u8, u8, u32, Vec<u8>) {
         let mut header = [0u8; 9];
         tcp.read_exact(&mut header)
             .expect("a frame from the member");
