@@ -500,7 +500,7 @@ fn watch_call_headers() -> Vec<u8> {
 fn a_client_that_ignores_the_stream_bound_gets_refused_stream() {
     use std::io::{Read, Write};
     let cluster = Cluster::start_with_flags("client_stream_bound", 1, 50, 300, &[]);
-    let limit = bellwether_server::etcd::client_limits::STREAMS_PER_CONNECTION_MAX as u32;
+    let limit = bellwether_server::etcd::client_limits::STREAMS_PER_CONNECTION_MAX;
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut tcp = loop {
         match std::net::TcpStream::connect(cluster.client(1)) {
