@@ -134,8 +134,11 @@ impl<V: Clone> IdMap<V> {
 
     /// The value for `id`, to change in place.
     pub fn get_mut(&mut self, id: i64) -> Option<&mut V> {
-        let page = Arc::make_mut(self.pages.range_mut(..=id).next_back()?.1);
+        // Found first, so that a page shared with a clone is copied only
+        // when something in it changes.
+        let (&key, page) = self.pages.range(..=id).next_back()?;
         let at = page.binary_search_by_key(&id, |(id, _)| *id).ok()?;
+        let page = Arc::make_mut(self.pages.get_mut(&key).expect("just found"));
         Some(&mut page[at].1)
     }
 
@@ -276,7 +279,7 @@ impl<V: Clone> IdMap<V> {
         let moved = self.pages.remove(&upper).expect("a page to merge");
         let page = Arc::make_mut(self.pages.get_mut(&lower).expect("a page to merge into"));
         make_room(page, moved.len());
-        page.extend(moved.iter().cloned());
+        page.extend(Arc::unwrap_or_clone(moved));
     }
 
     /// Every entry, in ascending id order.

@@ -173,8 +173,10 @@ pub struct Node {
     /// A snapshot being written by it: its metadata, and the outcome.
     writing_snapshot: Option<(SnapshotMeta, oneshot::Receiver<Result<(), StorageError>>)>,
     /// A snapshot written, for the log to record (and delete the segments
-    /// it covers) at its next persist.
-    snapshot_to_record: Option<SnapshotMeta>,
+    /// it covers) at its next persist; or why it could not be written,
+    /// which that persist reports, stopping the member as any failed write
+    /// to its log does.
+    snapshot_to_record: Option<Result<SnapshotMeta, StorageError>>,
     /// Whether this member's appends come one at a time (see
     /// [`Node::persists_inline`]).
     lone_writes: LoneWrites,
@@ -1159,20 +1161,18 @@ impl Node {
     }
 
     /// Once this member's snapshot is written, has the log record it at
-    /// the next persist. A snapshot that could not be written is only
-    /// logged: the log keeps the entries it would have replaced, and the
-    /// next snapshot tries again.
+    /// the next persist. A snapshot that could not be written (a full
+    /// disk, an IO error, one over the log's size bound) fails that
+    /// persist instead, and the member stops, as it did when snapshots were
+    /// written in the log's order: it must not run on with a log it can no
+    /// longer compact.
     fn collect_written_snapshot(&mut self) {
         let Some((meta, written)) = &mut self.writing_snapshot else {
             return;
         };
         match written.try_recv() {
-            Ok(Ok(())) => {
-                self.snapshot_to_record = Some(meta.clone());
-                self.writing_snapshot = None;
-            }
-            Ok(Err(error)) => {
-                tracing::error!(%error, index = meta.last_index.0, "could not write a snapshot");
+            Ok(outcome) => {
+                self.snapshot_to_record = Some(outcome.map(|()| meta.clone()));
                 self.writing_snapshot = None;
             }
             Err(oneshot::error::TryRecvError::Empty) => {}
@@ -1286,16 +1286,17 @@ fn send_all(
 }
 
 /// Writes `persist` to the log, after recording this member's own
-/// snapshot `record` if one was written since the last persist. A snapshot
+/// snapshot `record` if one was written since the last persist (or failing
+/// with why it could not be written). A snapshot
 /// from the leader, saved in the log's order, deletes the segments it
 /// covers too: without that, a member's log only shrank when it restarted.
 fn persist_to(
     wal: &mut WalStorage,
     persist: RaftPersist,
-    record: Option<SnapshotMeta>,
+    record: Option<Result<SnapshotMeta, StorageError>>,
 ) -> Result<(), StorageError> {
-    if let Some(meta) = record {
-        wal.record_snapshot(&meta)?;
+    if let Some(written) = record {
+        wal.record_snapshot(&written?)?;
     }
     wal.persist(&persist)?;
     if let Some(snapshot) = &persist.snapshot {

@@ -455,6 +455,9 @@ async fn a_member_that_missed_a_compaction_catches_up_from_the_leaders_snapshot(
     .await
     .expect("the restarted member catches up within 20 s")
     .unwrap();
+    // The member stopped before the first write, and the leader's log now
+    // starts past its snapshot (at least 10,000 entries in): the member
+    // can only have caught up by installing that snapshot, which it keeps.
     assert!(
         !snapshot_files(dirs[behind as usize - 1].path()).is_empty(),
         "the member caught up from a snapshot"

@@ -63,10 +63,11 @@ impl RaftNode {
     /// [`compact`](Self::compact), except that the snapshot is not handed
     /// to a `Ready` to persist: it is returned, and the caller writes it
     /// durably itself, beside the log rather than in its order. Safe
-    /// because a snapshot of applied entries only replaces entries the
-    /// storage still holds until the caller records the snapshot there; a
-    /// crash before that recovers from the older snapshot and those
-    /// entries. The snapshot is sent to lagging followers at once.
+    /// because a snapshot of applied entries only covers entries that are
+    /// already durable, and the storage keeps them until the caller
+    /// records the snapshot there: a crash at any point recovers either
+    /// the older snapshot and those entries, or this snapshot. The
+    /// snapshot is sent to lagging followers at once.
     pub fn compact_unpersisted(
         &mut self,
         last_index: LogIndex,

@@ -85,7 +85,7 @@ impl PendingSnapshot {
     pub fn encode(self) -> Vec<u8> {
         let mut out = Encoder { bytes: self.head };
         out.bytes
-            .reserve(self.tail.len() + 2 * LEASE_VARINT_BYTES_TYPICAL * self.leases.len());
+            .reserve(self.tail.len() + LEASE_VARINT_BYTES_TYPICAL * self.leases.len());
         encode_leases(&mut out, &self.leases);
         out.bytes.extend_from_slice(&self.tail);
         out.bytes
@@ -94,7 +94,7 @@ impl PendingSnapshot {
 
 /// About what one lease takes in the encoding (a one-byte id distance and
 /// a two-byte TTL), to size the buffer once.
-const LEASE_VARINT_BYTES_TYPICAL: usize = 2;
+const LEASE_VARINT_BYTES_TYPICAL: usize = 3;
 
 impl KvStore {
     /// Encodes the whole store.

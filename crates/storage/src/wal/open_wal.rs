@@ -189,8 +189,8 @@ impl<F: FileSystem> OpenWal<F> {
 
     /// Takes over the snapshot file for `meta` that a
     /// [`SnapshotWriter`](super::SnapshotWriter) wrote beside the log, and
-    /// deletes the segments it covers. A snapshot saved meanwhile at or past
-    /// it (one from the leader) wins: this file is then deleted.
+    /// deletes the segments it covers. A later snapshot saved meanwhile (one
+    /// from the leader) wins: this file is then deleted.
     pub(crate) fn record_snapshot(&mut self, meta: &SnapshotMeta) -> Result<(), StorageError> {
         let path = self.log.dir().join(snapshot_name(meta.last_index));
         if meta.last_index <= self.snapshot_index() {

@@ -85,8 +85,8 @@ impl<F: FileSystem> WalStorage<F> {
 
     /// Takes over the snapshot file for `meta`, written by this log's
     /// [`SnapshotWriter`], as the current snapshot, and deletes the
-    /// segments it covers. If a snapshot at or past it was saved meanwhile
-    /// (one installed from the leader), this one's file is deleted instead.
+    /// segments it covers. If a later snapshot was saved meanwhile (one
+    /// installed from the leader), this one's file is deleted instead.
     pub fn record_snapshot(&mut self, meta: &SnapshotMeta) -> Result<(), StorageError> {
         let result = self.writable()?.record_snapshot(meta);
         self.guard(result)
