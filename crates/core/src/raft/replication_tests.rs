@@ -484,10 +484,9 @@ fn membership_the_leader_can_remove_itself_and_the_rest_elect() {
 
 // --- snapshots (§7) ------------------------------------------------------------
 
-#[test]
-fn snapshots_compact_the_log_and_a_lagging_follower_installs_one_in_chunks() {
-    let mut cfg = config();
-    cfg.snapshot_chunk_bytes_max = 4;
+/// A leader that has applied 20 entries while one follower, cut off,
+/// has none: `(router, leader, lagging)`.
+fn leader_with_a_lagging_follower(cfg: RaftConfig) -> (Router, NodeId, NodeId) {
     let mut router = Router::new(3, cfg);
     let leader = router.elect();
     let lagging = ids(3).into_iter().find(|id| *id != leader).unwrap();
@@ -496,6 +495,22 @@ fn snapshots_compact_the_log_and_a_lagging_follower_installs_one_in_chunks() {
         propose(&mut router, leader, &[k]);
     }
     router.run(3);
+    (router, leader, lagging)
+}
+
+/// The data of the first snapshot `node` restored, if any.
+fn restored_snapshot(router: &Router, node: NodeId) -> Option<Vec<u8>> {
+    router.outputs[&node].iter().find_map(|o| match o {
+        RaftOutput::Restore(snapshot) => Some(snapshot.data.to_vec()),
+        _ => None,
+    })
+}
+
+#[test]
+fn snapshots_compact_the_log_and_a_lagging_follower_installs_one_in_chunks() {
+    let mut cfg = config();
+    cfg.snapshot_chunk_bytes_max = 4;
+    let (mut router, leader, lagging) = leader_with_a_lagging_follower(cfg);
     let node = router.nodes.get_mut(&leader).unwrap();
     let applied = node.applied_index();
     node.compact(applied, b"state-of-the-machine".to_vec())
@@ -520,11 +535,10 @@ fn snapshots_compact_the_log_and_a_lagging_follower_installs_one_in_chunks() {
     let chunks = router.count_sent("install_snapshot");
     assert!(chunks > 0, "{:?}", &kinds[kinds.len().saturating_sub(30)..]);
     assert!(chunks >= 5, "20 bytes in 4-byte chunks: {chunks}");
-    let restored = router.outputs[&lagging].iter().find_map(|o| match o {
-        RaftOutput::Restore(snapshot) => Some(snapshot.data.to_vec()),
-        _ => None,
-    });
-    assert_eq!(restored, Some(b"state-of-the-machine".to_vec()));
+    assert_eq!(
+        restored_snapshot(&router, lagging),
+        Some(b"state-of-the-machine".to_vec())
+    );
     assert_eq!(
         router.nodes[&lagging].commit_index(),
         router.nodes[&leader].commit_index()
@@ -538,14 +552,7 @@ fn snapshots_compact_the_log_and_a_lagging_follower_installs_one_in_chunks() {
 
 #[test]
 fn a_snapshot_the_caller_persists_is_not_in_a_ready_and_is_still_sent() {
-    let mut router = Router::new(3, config());
-    let leader = router.elect();
-    let lagging = ids(3).into_iter().find(|id| *id != leader).unwrap();
-    router.isolate(lagging.0);
-    for k in 0..20u8 {
-        propose(&mut router, leader, &[k]);
-    }
-    router.run(3);
+    let (mut router, leader, lagging) = leader_with_a_lagging_follower(config());
     let disk_before = router.disk[&leader].snapshot.clone();
     let node = router.nodes.get_mut(&leader).unwrap();
     let applied = node.applied_index();
@@ -562,11 +569,10 @@ fn a_snapshot_the_caller_persists_is_not_in_a_ready_and_is_still_sent() {
     );
     router.heal();
     router.run(20);
-    let restored = router.outputs[&lagging].iter().find_map(|o| match o {
-        RaftOutput::Restore(snapshot) => Some(snapshot.data.to_vec()),
-        _ => None,
-    });
-    assert_eq!(restored, Some(b"kept-by-the-caller".to_vec()));
+    assert_eq!(
+        restored_snapshot(&router, lagging),
+        Some(b"kept-by-the-caller".to_vec())
+    );
 }
 
 #[test]
