@@ -322,7 +322,11 @@ async fn serve_http(address: SocketAddr, page: Page) -> Result<()> {
             "/metrics",
             get(move || {
                 let text = metrics.render();
-                async move { text }
+                let content_type = [(
+                    axum::http::header::CONTENT_TYPE,
+                    bellwether_elector::METRICS_CONTENT_TYPE,
+                )];
+                async move { (content_type, text) }
             }),
         );
     tokio::spawn(async move {

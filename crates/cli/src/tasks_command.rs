@@ -9,8 +9,8 @@
 use crate::endpoints::ClientArgs;
 use anyhow::{bail, Context};
 use bellwether_client::tasks::{
-    GroupOptions, Queue, SubmitOptions, Task, TaskRecord, TaskState, Worker, WorkerOptions,
-    MAX_ATTEMPTS_DEFAULT,
+    worker_metrics, GroupOptions, Queue, SubmitOptions, Task, TaskRecord, TaskState, Worker,
+    WorkerOptions, MAX_ATTEMPTS_DEFAULT,
 };
 use bellwether_client::SessionOptions;
 use clap::{Args, Subcommand};
@@ -259,7 +259,7 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         let stats = handle.stats_handle();
         let name = args.queue.clone();
         tokio::spawn(serve_metrics(listener, move || {
-            stats.render_prometheus(&name)
+            worker_metrics::render(stats.clone(), &name)
         }));
     }
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -309,8 +309,9 @@ async fn serve_metrics(
             let _ = tokio::time::timeout(Duration::from_secs(2), read_all).await;
             let body = render();
             let response = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n\
+                "HTTP/1.1 200 OK\r\ncontent-type: {}\r\n\
                  content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                worker_metrics::CONTENT_TYPE,
                 body.len()
             );
             let _ = stream.write_all(response.as_bytes()).await;

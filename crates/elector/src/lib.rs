@@ -63,5 +63,5 @@ pub use builder::{ElectorBuilder, NODES_MAX, TICK};
 pub use elector::Elector;
 pub use error::ElectorError;
 pub use leadership::Leadership;
-pub use metrics::ElectorMetrics;
+pub use metrics::{ElectorMetrics, CONTENT_TYPE as METRICS_CONTENT_TYPE};
 pub use state_file::persist_latency;

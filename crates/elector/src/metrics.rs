@@ -1,12 +1,18 @@
-//! The elector's counters, in Prometheus' text format under the same names
-//! a member uses with an `elector` prefix: elections, leadership changes,
-//! messages by type, failover time. Plain atomics, indexed by the
-//! algorithm's fixed list of message kinds: counting a message takes no
-//! lock.
+//! The elector's counters, under the same names a member uses with an
+//! `elector` prefix: elections, leadership changes, messages by type,
+//! failover time. Plain atomics, indexed by the algorithm's fixed list of
+//! message kinds: counting a message takes no lock. prometheus-client
+//! writes them in the OpenMetrics text format when they are read.
 
-use std::fmt::Write;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+/// The content type of what [`ElectorMetrics::render`] writes.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Counters of one elector.
 #[derive(Debug)]
@@ -124,123 +130,143 @@ impl ElectorMetrics {
         self.last_failover_micros.load(Ordering::Relaxed)
     }
 
-    /// The text exposition format.
-    pub fn render(&self) -> String {
-        let mut out = String::with_capacity(2048);
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let seconds = |c: &AtomicU64| load(c) as f64 / 1e6;
-        let one = |out: &mut String,
-                   name: &str,
-                   kind: &str,
-                   help: &str,
-                   value: &dyn std::fmt::Display| {
-            header(out, name, kind, help);
-            let _ = writeln!(
-                out,
-                "bellwether_elector_{name}{{algorithm=\"{}\"}} {value}",
-                self.algorithm
-            );
-        };
-        one(
-            &mut out,
-            "elections_total",
-            "counter",
-            "Elections this node started.",
-            &load(&self.elections),
-        );
-        one(
-            &mut out,
-            "leadership_changes_total",
-            "counter",
-            "Leaders this node came to follow or became.",
-            &load(&self.leadership_changes),
-        );
-        one(
-            &mut out,
-            "failovers_total",
-            "counter",
-            "Times this node found a new leader after losing one.",
-            &load(&self.failovers),
-        );
-        one(
-            &mut out,
-            "failover_seconds_total",
-            "counter",
-            "Time without a leader, summed over failovers.",
-            &seconds(&self.failover_micros_total),
-        );
-        one(
-            &mut out,
-            "last_failover_seconds",
-            "gauge",
-            "The most recent failover.",
-            &seconds(&self.last_failover_micros),
-        );
-        one(
-            &mut out,
-            "token",
-            "gauge",
-            "The current term or epoch.",
-            &load(&self.token),
-        );
-        one(
-            &mut out,
-            "leader",
-            "gauge",
-            "The leader this node follows (0: none).",
-            &load(&self.leader),
-        );
-        one(
-            &mut out,
-            "is_leader",
-            "gauge",
-            "1 while this node leads.",
-            &load(&self.is_leader),
-        );
-        for (name, values) in [
-            ("messages_sent_total", &self.sent),
-            ("messages_received_total", &self.received),
-        ] {
-            header(&mut out, name, "counter", "Peer messages by type.");
-            for (kind, value) in self.kinds.iter().zip(values.iter()) {
-                let _ = writeln!(
-                    out,
-                    "bellwether_elector_{name}{{algorithm=\"{}\",type=\"{kind}\"}} {}",
-                    self.algorithm,
-                    load(value)
-                );
-            }
-        }
-        let name = "peer_messages_sent_total";
-        header(&mut out, name, "counter", "Peer messages by destination.");
-        for (peer, value) in &self.sent_to {
-            let _ = writeln!(
-                out,
-                "bellwether_elector_{name}{{algorithm=\"{}\",peer=\"{peer}\"}} {}",
-                self.algorithm,
-                load(value)
-            );
-        }
-        let name = "refused_connections_total";
-        header(
-            &mut out,
-            name,
-            "counter",
-            "Peer connections refused, by reason.",
-        );
-        for (reason, value) in self.refused.lock().expect("metrics lock").iter() {
-            let _ = writeln!(
-                out,
-                "bellwether_elector_{name}{{reason=\"{reason}\"}} {value}"
-            );
-        }
+    /// Every counter in the OpenMetrics text format ([`CONTENT_TYPE`]).
+    pub fn render(self: &Arc<Self>) -> String {
+        let mut registry = Registry::with_prefix("bellwether_elector");
+        registry.register_collector(Box::new(self.clone()));
+        let mut out = String::with_capacity(4096);
+        prometheus_client::encoding::text::encode(&mut out, &registry)
+            .expect("writing to a String cannot fail");
         out
+    }
+
+    /// Name, type, help and value of each figure with no label but the
+    /// algorithm.
+    fn figures(&self) -> [(&'static str, MetricType, &'static str, Figure); 8] {
+        let load = |c: &AtomicU64| Figure::Count(c.load(Ordering::Relaxed));
+        let seconds = |c: &AtomicU64| Figure::Seconds(c.load(Ordering::Relaxed) as f64 / 1e6);
+        [
+            (
+                "elections",
+                MetricType::Counter,
+                "Elections this node started.",
+                load(&self.elections),
+            ),
+            (
+                "leadership_changes",
+                MetricType::Counter,
+                "Leaders this node came to follow or became.",
+                load(&self.leadership_changes),
+            ),
+            (
+                "failovers",
+                MetricType::Counter,
+                "Times this node found a new leader after losing one.",
+                load(&self.failovers),
+            ),
+            (
+                "failover_seconds",
+                MetricType::Counter,
+                "Time without a leader, summed over failovers.",
+                seconds(&self.failover_micros_total),
+            ),
+            (
+                "last_failover_seconds",
+                MetricType::Gauge,
+                "The most recent failover.",
+                seconds(&self.last_failover_micros),
+            ),
+            (
+                "token",
+                MetricType::Gauge,
+                "The current term or epoch.",
+                load(&self.token),
+            ),
+            (
+                "leader",
+                MetricType::Gauge,
+                "The leader this node follows (0: none).",
+                load(&self.leader),
+            ),
+            (
+                "is_leader",
+                MetricType::Gauge,
+                "1 while this node leads.",
+                load(&self.is_leader),
+            ),
+        ]
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP bellwether_elector_{name} {help}");
-    let _ = writeln!(out, "# TYPE bellwether_elector_{name} {kind}");
+/// One value: a count, or seconds.
+enum Figure {
+    Count(u64),
+    Seconds(f64),
+}
+
+impl Collector for ElectorMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let algorithm = [("algorithm", self.algorithm)];
+        for (name, kind, help, value) in self.figures() {
+            let counter = matches!(kind, MetricType::Counter);
+            let mut descriptor = encoder.encode_descriptor(name, help, None, kind)?;
+            let mut metric = descriptor.encode_family(&algorithm)?;
+            match (counter, value) {
+                (true, Figure::Count(v)) => {
+                    metric.encode_counter::<NoLabelSet, _, u64>(&v, None)?
+                }
+                (true, Figure::Seconds(v)) => {
+                    metric.encode_counter::<NoLabelSet, _, f64>(&v, None)?
+                }
+                (false, Figure::Count(v)) => metric.encode_gauge(&v)?,
+                (false, Figure::Seconds(v)) => metric.encode_gauge(&v)?,
+            }
+        }
+        for (name, values) in [
+            ("messages_sent", &self.sent),
+            ("messages_received", &self.received),
+        ] {
+            let mut metric = encoder.encode_descriptor(
+                name,
+                "Peer messages by type.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (kind, value) in self.kinds.iter().zip(values.iter()) {
+                let labels = [("algorithm", self.algorithm), ("type", kind)];
+                metric
+                    .encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(&value.load(Ordering::Relaxed), None)?;
+            }
+        }
+        let mut metric = encoder.encode_descriptor(
+            "peer_messages_sent",
+            "Peer messages by destination.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (peer, value) in &self.sent_to {
+            let labels = [
+                ("algorithm", self.algorithm.to_string()),
+                ("peer", peer.to_string()),
+            ];
+            metric
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&value.load(Ordering::Relaxed), None)?;
+        }
+        let mut metric = encoder.encode_descriptor(
+            "refused_connections",
+            "Peer connections refused, by reason.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (reason, value) in self.refused.lock().expect("metrics lock").iter() {
+            metric
+                .encode_family(&[("reason", *reason)])?
+                .encode_counter::<NoLabelSet, _, u64>(value, None)?;
+        }
+        Ok(())
+    }
 }
 
 impl bellwether_transport::Observer for ElectorMetrics {
@@ -269,14 +295,18 @@ mod tests {
 
     #[test]
     fn counts_render_under_their_labels() {
-        let metrics = ElectorMetrics::new("bully", &["election", "heartbeat"], &[2, 3]);
-        Observer::sent(&metrics, 2, "heartbeat");
-        Observer::sent(&metrics, 3, "heartbeat");
+        let metrics = Arc::new(ElectorMetrics::new(
+            "bully",
+            &["election", "heartbeat"],
+            &[2, 3],
+        ));
+        Observer::sent(&*metrics, 2, "heartbeat");
+        Observer::sent(&*metrics, 3, "heartbeat");
         metrics.count_received("election");
         metrics.count_election();
         metrics.set_leader(3, 4, false);
         metrics.record_failover(25_000);
-        Observer::refused(&metrics, "settings_differ");
+        Observer::refused(&*metrics, "settings_differ");
         let text = metrics.render();
         for line in [
             "bellwether_elector_messages_sent_total{algorithm=\"bully\",type=\"heartbeat\"} 2",
@@ -286,6 +316,8 @@ mod tests {
             "bellwether_elector_leader{algorithm=\"bully\"} 3",
             "bellwether_elector_token{algorithm=\"bully\"} 4",
             "bellwether_elector_last_failover_seconds{algorithm=\"bully\"} 0.025",
+            "# TYPE bellwether_elector_elections counter",
+            "# EOF",
             "bellwether_elector_failover_seconds_total{algorithm=\"bully\"} 0.025",
             "bellwether_elector_refused_connections_total{reason=\"settings_differ\"} 1",
         ] {

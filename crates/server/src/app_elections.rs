@@ -9,9 +9,11 @@
 //! state; "since" is when this member first saw that leader's token.
 
 use bellwether_kv::{KvStore, RangeRequest, SortOrder, SortTarget};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -139,33 +141,33 @@ impl AppElections {
         }
         views
     }
+}
 
-    /// The counters in Prometheus' text format.
-    pub fn render(&self, out: &mut String) {
+impl Collector for AppElections {
+    /// The counters, by name and kind, when `/metrics` is read.
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let entries = self.entries.lock().expect("registry lock");
         for (family, help, pick) in [
             (
-                "bellwether_app_campaigns_total",
+                "bellwether_app_campaigns",
                 "Campaign and Lock calls this member received, by election or lock name (at most 64 names; the rest as (other)).",
                 (|e: &Entry| e.campaigns) as fn(&Entry) -> u64,
             ),
             (
-                "bellwether_app_leaderships_total",
+                "bellwether_app_leaderships",
                 "Campaign and Lock calls that returned leadership, by name: one per change of leader served here.",
                 |e: &Entry| e.leaderships,
             ),
         ] {
-            let _ = writeln!(out, "# HELP {family} {help}\n# TYPE {family} counter");
+            let mut metric = encoder.encode_descriptor(family, help, None, MetricType::Counter)?;
             for (name, entry) in entries.iter() {
-                let _ = writeln!(
-                    out,
-                    "{family}{{name=\"{}\",kind=\"{}\"}} {}",
-                    escape_label(name),
-                    entry.kind,
-                    pick(entry)
-                );
+                let labels = [("name", escape_label(name)), ("kind", entry.kind.to_string())];
+                metric
+                    .encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(&pick(entry), None)?;
             }
         }
+        Ok(())
     }
 }
 
@@ -207,7 +209,7 @@ mod tests {
 
     #[test]
     fn names_past_the_bound_are_counted_as_other() {
-        let registry = AppElections::default();
+        let registry = Arc::new(AppElections::default());
         for i in 0..NAMES_MAX + 10 {
             registry.campaigned(format!("e{i}").as_bytes(), "election");
         }
@@ -215,8 +217,7 @@ mod tests {
         assert_eq!(views.len(), NAMES_MAX + 1);
         let other = views.iter().find(|v| v.name == OTHER).unwrap();
         assert_eq!(other.campaigns, 10);
-        let mut text = String::new();
-        registry.render(&mut text);
+        let text = crate::metrics::render_collector(registry.clone());
         assert!(
             text.contains("bellwether_app_campaigns_total{name=\"(other)\",kind=\"election\"} 10")
         );
@@ -225,7 +226,7 @@ mod tests {
     #[test]
     fn the_leader_is_read_from_the_store() {
         let store = Arc::new(Mutex::new(KvStore::new()));
-        let registry = AppElections::default();
+        let registry = Arc::new(AppElections::default());
         registry.attach_store(store.clone());
         registry.campaigned(b"cron", "election");
         assert_eq!(registry.snapshot()[0].leader_value, None);
@@ -246,8 +247,7 @@ mod tests {
             (Some("first"), Some(2), 1)
         );
         assert!(view.since_unix_ms.is_some());
-        let mut text = String::new();
-        registry.render(&mut text);
+        let text = crate::metrics::render_collector(registry.clone());
         assert!(
             text.contains("bellwether_app_leaderships_total{name=\"cron\",kind=\"election\"} 1")
         );

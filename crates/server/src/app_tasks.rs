@@ -12,9 +12,11 @@
 use crate::app_elections::escape_label;
 use bellwether_client::tasks::{self, QueueStatus, QUEUE_REGISTRY_PREFIX};
 use bellwether_kv::{KvStore, RangeRequest, SortOrder, SortTarget};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -111,26 +113,25 @@ impl AppTasks {
         }
         views
     }
+}
 
-    /// Appends the queues' gauges in Prometheus' text format.
-    pub fn render(&self, out: &mut String) {
+impl Collector for AppTasks {
+    /// The queues' gauges, read from the store when `/metrics` is read.
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let views = self.snapshot();
-        let gauge = |out: &mut String, name: &str, help: &str| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} gauge");
-        };
-        gauge(
-            out,
+        let mut depth = encoder.encode_descriptor(
             "bellwether_tasks_depth",
             "Tasks of each application task queue, by state.",
-        );
+            None,
+            MetricType::Gauge,
+        )?;
         for view in &views {
             for (state, count) in &view.status.depth {
-                let _ = writeln!(
-                    out,
-                    "bellwether_tasks_depth{{queue=\"{}\",state=\"{state}\"}} {count}",
-                    escape_label(&view.status.queue)
-                );
+                let labels = [
+                    ("queue", escape_label(&view.status.queue)),
+                    ("state", state.to_string()),
+                ];
+                depth.encode_family(&labels)?.encode_gauge(count)?;
             }
         }
         let per_queue: [QueueGauge; 4] = [
@@ -154,16 +155,13 @@ impl AppTasks {
             ),
         ];
         for (name, help, value) in per_queue {
-            gauge(out, name, help);
+            let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for view in &views {
-                let _ = writeln!(
-                    out,
-                    "{name}{{queue=\"{}\"}} {}",
-                    escape_label(&view.status.queue),
-                    value(view)
-                );
+                let labels = [("queue", escape_label(&view.status.queue))];
+                metric.encode_family(&labels)?.encode_gauge(&value(view))?;
             }
         }
+        Ok(())
     }
 }
 

@@ -1,58 +1,42 @@
-//! Prometheus metrics, kept with atomics and rendered by hand in the text
-//! exposition format (no registry crate: the set is small and fixed).
+//! Prometheus metrics for `/metrics`.
+//!
+//! The values are atomics: prometheus-client's `Counter` and `Gauge`, and
+//! the client crate's `LatencyHistogram`, fixed buckets of atomic counts
+//! (the crate's own histogram takes a lock on every observation, and the
+//! proposal latency is observed once per write). A prometheus-client `Registry` names them and writes the
+//! OpenMetrics text format when `/metrics` is read. Nothing but that read
+//! takes a lock: the messages-sent counters are made up front, one per kind
+//! a member sends ([`PeerMessage::all_kinds`]), and found without one. Only
+//! refused peer connections, which are rare, go through a labelled family
+//! (a read-write lock inside the crate).
 //!
 //! The five figures of any election system are here: election duration,
 //! leadership changes, leader uptime, failover time, and messages sent by
 //! type; plus term, role, commit and applied index, proposal latency and
 //! refused peers.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use crate::app_elections::AppElections;
+use crate::app_tasks::AppTasks;
+use crate::peer_message::PeerMessage;
+use bellwether_client::LatencyHistogram as Histogram;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
-/// Histogram bucket upper bounds, in seconds.
-const BUCKETS_SECONDS: [f64; 14] = [
-    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
-];
+/// The content type of what [`Metrics::render`] writes.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// A fixed-bucket histogram of durations.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    /// Count per bucket (not cumulative), plus one overflow bucket.
-    counts: [AtomicU64; 15],
-    /// Sum of observations in microseconds.
-    sum_us: AtomicU64,
-}
+/// A gauge of a non-negative integer (an index, a term, a role).
+pub type IndexGauge = Gauge<u64, AtomicU64>;
 
-impl Histogram {
-    /// Records one duration.
-    pub fn observe_us(&self, us: u64) {
-        let seconds = us as f64 / 1e6;
-        let bucket = BUCKETS_SECONDS
-            .iter()
-            .position(|b| seconds <= *b)
-            .unwrap_or(BUCKETS_SECONDS.len());
-        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add(us, Ordering::Relaxed);
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (i, bound) in BUCKETS_SECONDS.iter().enumerate() {
-            cumulative += self.counts[i].load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
-        }
-        cumulative += self.counts[BUCKETS_SECONDS.len()].load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
-    }
-}
+/// One label, such as `type="heartbeat"`.
+type Label = [(&'static str, &'static str); 1];
 
 /// Every metric a node exports.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     /// Time from losing a leader to knowing a new one.
     pub election_duration: Histogram,
@@ -61,36 +45,46 @@ pub struct Metrics {
     /// Time from a proposal to its application on this (leader) node.
     pub proposal_latency: Histogram,
     /// Times the leader this node follows changed.
-    pub leader_changes: AtomicU64,
+    pub leader_changes: Counter,
     /// Current term.
-    pub term: AtomicU64,
+    pub term: IndexGauge,
     /// 0 follower, 1 pre-candidate, 2 candidate, 3 leader.
-    pub role: AtomicU64,
+    pub role: IndexGauge,
     /// Commit index.
-    pub commit: AtomicU64,
+    pub commit: IndexGauge,
     /// Applied index.
-    pub applied: AtomicU64,
-    /// Milliseconds this node has been leader (0 when not leading).
-    pub leader_uptime_ms: AtomicU64,
-    /// Messages sent, by type.
-    pub messages_sent: Mutex<BTreeMap<&'static str, u64>>,
+    pub applied: IndexGauge,
+    /// Seconds this node has been leader (0 when not leading).
+    pub leader_uptime_seconds: Gauge<f64, AtomicU64>,
+    /// Messages sent, one counter per kind a member sends, made up front.
+    sent_by_kind: Vec<(&'static str, Counter)>,
+    /// Messages sent, by type: the family `sent_by_kind` belongs to.
+    messages_sent: Family<Label, Counter>,
     /// Peer connections refused, by reason.
-    pub refused_peers: Mutex<BTreeMap<&'static str, u64>>,
+    refused_peers: Family<Label, Counter>,
     /// Log writes fsynced on the node's loop (see `Node::persists_inline`),
     /// counted as they start, like the next.
-    pub wal_syncs_on_loop: AtomicU64,
+    pub wal_syncs_on_loop: Counter,
     /// Log writes fsynced on a blocking thread.
-    pub wal_syncs_on_thread: AtomicU64,
+    pub wal_syncs_on_thread: Counter,
     /// Leader polls for followers' answers after a lone write's fsync
     /// (see `Node::poll_for_answers`) that ended with the entry committed.
-    pub answer_polls_answered: AtomicU64,
+    pub answer_polls_answered: Counter,
     /// ... and those that ended without it: the time ran out, something
     /// else arrived to be carried out, or the member stopped leading.
-    pub answer_polls_expired: AtomicU64,
+    pub answer_polls_expired: Counter,
     /// Applications' elections and locks served by this member.
-    pub app_elections: std::sync::Arc<crate::app_elections::AppElections>,
+    pub app_elections: Arc<AppElections>,
     /// Applications' task queues in this member's store.
-    pub app_tasks: std::sync::Arc<crate::app_tasks::AppTasks>,
+    pub app_tasks: Arc<AppTasks>,
+    /// Names, help texts and types of all the above, for `render`.
+    registry: Registry,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
 }
 
 impl bellwether_transport::Observer for Metrics {
@@ -104,150 +98,152 @@ impl bellwether_transport::Observer for Metrics {
 }
 
 impl Metrics {
+    /// Every metric at zero, registered under its name.
+    pub fn new() -> Metrics {
+        let messages_sent = Family::<Label, Counter>::default();
+        let sent_by_kind = PeerMessage::all_kinds()
+            .map(|kind| (kind, child(&messages_sent, ("type", kind))))
+            .collect();
+        let wal_syncs = Family::<Label, Counter>::default();
+        let answer_polls = Family::<Label, Counter>::default();
+        let mut metrics = Metrics {
+            election_duration: Histogram::default(),
+            failover: Histogram::default(),
+            proposal_latency: Histogram::default(),
+            leader_changes: Counter::default(),
+            term: IndexGauge::default(),
+            role: IndexGauge::default(),
+            commit: IndexGauge::default(),
+            applied: IndexGauge::default(),
+            leader_uptime_seconds: Gauge::default(),
+            sent_by_kind,
+            messages_sent,
+            refused_peers: Family::default(),
+            wal_syncs_on_loop: child(&wal_syncs, ("thread", "loop")),
+            wal_syncs_on_thread: child(&wal_syncs, ("thread", "blocking")),
+            answer_polls_answered: child(&answer_polls, ("result", "answered")),
+            answer_polls_expired: child(&answer_polls, ("result", "expired")),
+            app_elections: Arc::default(),
+            app_tasks: Arc::default(),
+            registry: Registry::default(),
+        };
+        metrics.register(wal_syncs, answer_polls);
+        metrics
+    }
+
+    /// Names every metric in the registry.
+    fn register(
+        &mut self,
+        wal_syncs: Family<Label, Counter>,
+        answer_polls: Family<Label, Counter>,
+    ) {
+        let registry = &mut self.registry;
+        for (name, help, histogram) in [
+            (
+                "bellwether_election_duration_seconds",
+                "Time from losing a leader to knowing a new one.",
+                &self.election_duration,
+            ),
+            (
+                "bellwether_failover_seconds",
+                "Time from losing a leader to the first commit under the new one.",
+                &self.failover,
+            ),
+            (
+                "bellwether_proposal_latency_seconds",
+                "Time from proposal to application on the leader.",
+                &self.proposal_latency,
+            ),
+        ] {
+            registry.register(name, help, histogram.clone());
+        }
+        registry.register(
+            "bellwether_leader_changes",
+            "Leader changes seen by this node.",
+            self.leader_changes.clone(),
+        );
+        for (name, help, gauge) in [
+            ("bellwether_term", "Current Raft term.", &self.term),
+            (
+                "bellwether_role",
+                "0 follower, 1 pre-candidate, 2 candidate, 3 leader.",
+                &self.role,
+            ),
+            ("bellwether_commit_index", "Commit index.", &self.commit),
+            ("bellwether_applied_index", "Applied index.", &self.applied),
+        ] {
+            registry.register(name, help, gauge.clone());
+        }
+        registry.register(
+            "bellwether_leader_uptime_seconds",
+            "Seconds this node has led without interruption.",
+            self.leader_uptime_seconds.clone(),
+        );
+        registry.register(
+            "bellwether_messages_sent",
+            "Peer messages sent, by type.",
+            self.messages_sent.clone(),
+        );
+        registry.register(
+            "bellwether_refused_peers",
+            "Peer connections refused, by reason.",
+            self.refused_peers.clone(),
+        );
+        registry.register(
+            "bellwether_wal_syncs",
+            "Log writes fsynced, by the thread that waits on them: the node's loop (small appends of a member serving one writer at a time, or of a follower with no client work of its own) or a blocking thread.",
+            wal_syncs,
+        );
+        registry.register(
+            "bellwether_answer_polls",
+            "Times a leader, having fsynced a lone client's write on its loop, polled for the followers' answers instead of sleeping, by outcome: the entry committed within answer_poll_us, or the poll ended without it (time up, other work arrived, or no longer leader).",
+            answer_polls,
+        );
+        registry.register_collector(Box::new(self.app_elections.clone()));
+        registry.register_collector(Box::new(self.app_tasks.clone()));
+    }
+
     /// Counts one message of `kind` sent.
     pub fn count_sent(&self, kind: &'static str) {
-        *self
-            .messages_sent
-            .lock()
-            .expect("metrics lock")
-            .entry(kind)
-            .or_default() += 1;
+        match self.sent_by_kind.iter().find(|(known, _)| *known == kind) {
+            Some((_, counter)) => counter.inc(),
+            None => self.messages_sent.get_or_create(&[("type", kind)]).inc(),
+        };
     }
 
     /// Counts one refused peer connection.
     pub fn count_refused(&self, reason: &'static str) {
-        *self
-            .refused_peers
-            .lock()
-            .expect("metrics lock")
-            .entry(reason)
-            .or_default() += 1;
+        self.refused_peers
+            .get_or_create(&[("reason", reason)])
+            .inc();
     }
 
-    /// The text exposition format.
+    /// Every metric in the OpenMetrics text format ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
-        let mut out = String::with_capacity(4096);
-        self.election_duration.render(
-            &mut out,
-            "bellwether_election_duration_seconds",
-            "Time from losing a leader to knowing a new one.",
-        );
-        self.failover.render(
-            &mut out,
-            "bellwether_failover_seconds",
-            "Time from losing a leader to the first commit under the new one.",
-        );
-        self.proposal_latency.render(
-            &mut out,
-            "bellwether_proposal_latency_seconds",
-            "Time from proposal to application on the leader.",
-        );
-        let gauges = [
-            (
-                "bellwether_leader_changes_total",
-                "counter",
-                "Leader changes seen by this node.",
-                &self.leader_changes,
-            ),
-            ("bellwether_term", "gauge", "Current Raft term.", &self.term),
-            (
-                "bellwether_role",
-                "gauge",
-                "0 follower, 1 pre-candidate, 2 candidate, 3 leader.",
-                &self.role,
-            ),
-            (
-                "bellwether_commit_index",
-                "gauge",
-                "Commit index.",
-                &self.commit,
-            ),
-            (
-                "bellwether_applied_index",
-                "gauge",
-                "Applied index.",
-                &self.applied,
-            ),
-            (
-                "bellwether_leader_uptime_seconds",
-                "gauge",
-                "Seconds this node has led without interruption.",
-                &self.leader_uptime_ms,
-            ),
-        ];
-        for (name, kind, help, value) in gauges {
-            let mut value = value.load(Ordering::Relaxed) as f64;
-            if name == "bellwether_leader_uptime_seconds" {
-                value /= 1000.0;
-            }
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
-        }
-        write_labelled_counter(
-            &mut out,
-            "bellwether_messages_sent_total",
-            "Peer messages sent, by type.",
-            "type",
-            self.messages_sent
-                .lock()
-                .expect("metrics lock")
-                .iter()
-                .map(|(value, count)| (*value, *count)),
-        );
-        write_labelled_counter(
-            &mut out,
-            "bellwether_refused_peers_total",
-            "Peer connections refused, by reason.",
-            "reason",
-            self.refused_peers
-                .lock()
-                .expect("metrics lock")
-                .iter()
-                .map(|(value, count)| (*value, *count)),
-        );
-        write_labelled_counter(
-            &mut out,
-            "bellwether_wal_syncs_total",
-            "Log writes fsynced, by the thread that waits on them: the node's loop (small appends of a member serving one writer at a time, or of a follower with no client work of its own) or a blocking thread.",
-            "thread",
-            [
-                ("loop", self.wal_syncs_on_loop.load(Ordering::Relaxed)),
-                ("blocking", self.wal_syncs_on_thread.load(Ordering::Relaxed)),
-            ]
-            .into_iter(),
-        );
-        write_labelled_counter(
-            &mut out,
-            "bellwether_answer_polls_total",
-            "Times a leader, having fsynced a lone client's write on its loop, polled for the followers' answers instead of sleeping, by outcome: the entry committed within answer_poll_us, or the poll ended without it (time up, other work arrived, or no longer leader).",
-            "result",
-            [
-                ("answered", self.answer_polls_answered.load(Ordering::Relaxed)),
-                ("expired", self.answer_polls_expired.load(Ordering::Relaxed)),
-            ]
-            .into_iter(),
-        );
-        self.app_elections.render(&mut out);
-        self.app_tasks.render(&mut out);
+        let mut out = String::with_capacity(8192);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
         out
     }
 }
 
-/// Writes one counter family with a value per label value, in Prometheus'
-/// text format.
-fn write_labelled_counter(
-    out: &mut String,
-    name: &str,
-    help: &str,
-    label: &str,
-    values: impl Iterator<Item = (&'static str, u64)>,
-) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-    for (value, count) in values {
-        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {count}");
-    }
+/// The counter of `family` for `label`, made now and shared with it.
+///
+/// The family's read guard ends here: one held while the next label is
+/// made would deadlock on the family's write lock.
+fn child(family: &Family<Label, Counter>, label: (&'static str, &'static str)) -> Counter {
+    let counter = family.get_or_create(&[label]);
+    counter.clone()
+}
+
+/// What one collector writes, alone in a registry (for tests).
+#[cfg(test)]
+pub(crate) fn render_collector(collector: impl prometheus_client::collector::Collector) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(collector));
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry).expect("a String");
+    out
 }
 
 #[cfg(test)]
@@ -260,16 +256,38 @@ mod tests {
         metrics.failover.observe_us(1_500);
         metrics.failover.observe_us(150_000);
         metrics.count_sent("heartbeat");
+        metrics.count_sent("append_entries");
         metrics.count_refused("foreign_cluster");
-        metrics.wal_syncs_on_loop.fetch_add(3, Ordering::Relaxed);
+        metrics.wal_syncs_on_loop.inc_by(3);
         let text = metrics.render();
-        assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.002\"} 1"));
-        assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.2\"} 2"));
-        assert!(text.contains("bellwether_failover_seconds_count 2"));
-        assert!(text.contains("bellwether_messages_sent_total{type=\"heartbeat\"} 1"));
-        assert!(text.contains("bellwether_refused_peers_total{reason=\"foreign_cluster\"} 1"));
-        assert!(text.contains("bellwether_wal_syncs_total{thread=\"loop\"} 3"));
-        assert!(text.contains("bellwether_wal_syncs_total{thread=\"blocking\"} 0"));
-        assert!(text.contains("bellwether_answer_polls_total{result=\"expired\"} 0"));
+        assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.002\"} 1\n"));
+        assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.2\"} 2\n"));
+        assert!(text.contains("bellwether_failover_seconds_bucket{le=\"+Inf\"} 2\n"));
+        assert!(text.contains("bellwether_failover_seconds_count 2\n"));
+        assert!(text.contains("bellwether_failover_seconds_sum 0.1515\n"));
+        assert!(text.contains("bellwether_messages_sent_total{type=\"heartbeat\"} 1\n"));
+        assert!(text.contains("bellwether_messages_sent_total{type=\"append_entries\"} 1\n"));
+        assert!(text.contains("bellwether_messages_sent_total{type=\"vote_request\"} 0\n"));
+        assert!(text.contains("bellwether_refused_peers_total{reason=\"foreign_cluster\"} 1\n"));
+        assert!(text.contains("bellwether_wal_syncs_total{thread=\"loop\"} 3\n"));
+        assert!(text.contains("bellwether_wal_syncs_total{thread=\"blocking\"} 0\n"));
+        assert!(text.contains("bellwether_answer_polls_total{result=\"expired\"} 0\n"));
+        assert!(text.contains("# TYPE bellwether_leader_changes counter\n"));
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn every_kind_a_member_sends_has_a_counter_made_up_front() {
+        let metrics = Metrics::default();
+        for kind in PeerMessage::all_kinds() {
+            assert!(
+                metrics.sent_by_kind.iter().any(|(known, _)| *known == kind),
+                "{kind}"
+            );
+        }
+        assert!(metrics
+            .sent_by_kind
+            .iter()
+            .any(|(k, _)| *k == "forward_propose"));
     }
 }

@@ -29,7 +29,6 @@ use bellwether_core::{LogIndex, NodeId, Protocol, Rng, Role, Term};
 use bellwether_storage::{SnapshotWriter, Storage, StorageError, WalStorage};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
@@ -680,16 +679,12 @@ impl Node {
                         // gRPC side the answers before the thread blocks.
                         tokio::task::yield_now().await;
                     }
-                    self.metrics
-                        .wal_syncs_on_loop
-                        .fetch_add(1, Ordering::Relaxed);
+                    self.metrics.wal_syncs_on_loop.inc();
                     self.persist_here(persist)?;
                     after_leader_fsync_here = self.raft.status().role == Role::Leader;
                 } else {
                     let syncing = self.start_persist(persist);
-                    self.metrics
-                        .wal_syncs_on_thread
-                        .fetch_add(1, Ordering::Relaxed);
+                    self.metrics.wal_syncs_on_thread.inc();
                     while let Some(apply) = output.next_if(applies_before) {
                         self.apply_output(apply);
                     }
@@ -762,7 +757,7 @@ impl Node {
         } else {
             &self.metrics.answer_polls_expired
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.inc();
     }
 
     /// Carries out a `Ready` that persists nothing but applies entries,
@@ -1380,7 +1375,7 @@ impl Tracker {
                             .election_duration
                             .observe_us(now.duration_since(lost).as_micros() as u64);
                     }
-                    metrics.leader_changes.fetch_add(1, Ordering::Relaxed);
+                    metrics.leader_changes.inc();
                     self.failover_pending = true;
                 }
                 if self.history.len() >= LEADERSHIP_HISTORY_MAX {
@@ -1409,20 +1404,17 @@ impl Tracker {
                     .observe_us(unix_ms().saturating_sub(lost) * 1000);
             }
         }
-        metrics.term.store(status.term.0, Ordering::Relaxed);
-        metrics.role.store(status.role as u64, Ordering::Relaxed);
-        metrics
-            .commit
-            .store(raft.commit_index().0, Ordering::Relaxed);
-        metrics
-            .applied
-            .store(raft.applied_index().0, Ordering::Relaxed);
-        let leader_uptime_ms = self
+        metrics.term.set(status.term.0);
+        metrics.role.set(status.role as u64);
+        metrics.commit.set(raft.commit_index().0);
+        metrics.applied.set(raft.applied_index().0);
+        let leader_uptime = self
             .leader_since
-            .map_or(0, |since| now.duration_since(since).as_millis() as u64);
+            .map_or(Duration::ZERO, |since| now.duration_since(since));
         metrics
-            .leader_uptime_ms
-            .store(leader_uptime_ms, Ordering::Relaxed);
+            .leader_uptime_seconds
+            .set(leader_uptime.as_secs_f64());
+        let leader_uptime_ms = leader_uptime.as_millis() as u64;
         let due = self
             .last_publish
             .is_none_or(|at| now.duration_since(at) >= Duration::from_millis(50));

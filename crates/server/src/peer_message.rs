@@ -74,19 +74,34 @@ pub enum Forward {
     },
 }
 
+/// The kinds of the member's own messages, in [`Forward`]'s order.
+const FORWARD_KINDS: [&str; 5] = [
+    "forward_propose",
+    "forward_propose_refused",
+    "forward_read_index",
+    "forward_read_index_confirmed",
+    "forward_read_index_refused",
+];
+
 impl PeerMessage {
     /// The kind, for the messages-sent metric.
     pub fn kind(&self) -> &'static str {
         match self {
             PeerMessage::Raft(message) => bellwether_core::Message::kind(message),
-            PeerMessage::Forward(Forward::Propose { .. }) => "forward_propose",
-            PeerMessage::Forward(Forward::ProposeRefused { .. }) => "forward_propose_refused",
-            PeerMessage::Forward(Forward::ReadIndex { .. }) => "forward_read_index",
-            PeerMessage::Forward(Forward::ReadIndexConfirmed { .. }) => {
-                "forward_read_index_confirmed"
-            }
-            PeerMessage::Forward(Forward::ReadIndexRefused { .. }) => "forward_read_index_refused",
+            PeerMessage::Forward(Forward::Propose { .. }) => FORWARD_KINDS[0],
+            PeerMessage::Forward(Forward::ProposeRefused { .. }) => FORWARD_KINDS[1],
+            PeerMessage::Forward(Forward::ReadIndex { .. }) => FORWARD_KINDS[2],
+            PeerMessage::Forward(Forward::ReadIndexConfirmed { .. }) => FORWARD_KINDS[3],
+            PeerMessage::Forward(Forward::ReadIndexRefused { .. }) => FORWARD_KINDS[4],
         }
+    }
+
+    /// Every kind a member sends: Raft's, then its own.
+    pub fn all_kinds() -> impl Iterator<Item = &'static str> {
+        <RaftMessage as bellwether_core::Message>::all_kinds()
+            .iter()
+            .copied()
+            .chain(FORWARD_KINDS)
     }
 }
 

@@ -310,10 +310,9 @@ async fn write_concurrently(client: &bellwether_server::NodeClient, writers: usi
 
 /// The leader's fsyncs on its own loop and on blocking threads so far.
 fn wal_syncs(metrics: &bellwether_server::Metrics) -> (u64, u64) {
-    use std::sync::atomic::Ordering;
     (
-        metrics.wal_syncs_on_loop.load(Ordering::Relaxed),
-        metrics.wal_syncs_on_thread.load(Ordering::Relaxed),
+        metrics.wal_syncs_on_loop.get(),
+        metrics.wal_syncs_on_thread.get(),
     )
 }
 
@@ -351,10 +350,9 @@ async fn one_writer_at_a_time_is_fsynced_on_the_loop_and_concurrent_writers_are_
 /// The leader's polls for answers that ended with the entry committed, and
 /// those that ran out of time.
 fn answer_polls(metrics: &bellwether_server::Metrics) -> (u64, u64) {
-    use std::sync::atomic::Ordering;
     (
-        metrics.answer_polls_answered.load(Ordering::Relaxed),
-        metrics.answer_polls_expired.load(Ordering::Relaxed),
+        metrics.answer_polls_answered.get(),
+        metrics.answer_polls_expired.get(),
     )
 }
 

@@ -34,7 +34,6 @@
 //! ```
 
 mod batcher;
-mod latency;
 mod layout;
 mod leader;
 mod queue;
@@ -43,8 +42,9 @@ mod status;
 mod task_io;
 mod view;
 mod worker;
+pub mod worker_metrics;
 
-pub use latency::{LatencyHistogram, BUCKETS_MS};
+pub use crate::latency_histogram::LatencyHistogram;
 pub use layout::{DATA_BYTES_MAX, ID_BYTES_MAX, QUEUE_REGISTRY_PREFIX};
 pub use queue::{GroupOptions, Queue, SubmitOptions, Submitted};
 pub use record::{

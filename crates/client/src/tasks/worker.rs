@@ -8,7 +8,6 @@
 //! still running finish, and their results are accepted only if the tasks
 //! were not moved meanwhile.
 
-use super::latency::LatencyHistogram;
 use super::layout::{self, check_data};
 use super::leader;
 use super::queue::Queue;
@@ -19,10 +18,10 @@ use crate::error::{Error, Result};
 use crate::keys;
 use crate::prefix_watch::{self, PrefixWatch};
 use crate::session::{Session, SessionOptions, SessionState};
+use crate::LatencyHistogram;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::mvccpb;
 use std::collections::BTreeSet;
-use std::fmt::Write;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -121,101 +120,6 @@ pub struct WorkerStats {
     pub reassignment_latency: LatencyHistogram,
     /// As leader: a group's last member seen done → its aggregator created.
     pub group_completion_latency: LatencyHistogram,
-}
-
-impl WorkerStats {
-    /// The counters and histograms in Prometheus' text format, labelled
-    /// with the queue's name.
-    pub fn render_prometheus(&self, queue: &str) -> String {
-        let label = format!(
-            "queue=\"{}\"",
-            queue.replace('\\', "\\\\").replace('"', "\\\"")
-        );
-        let mut out = String::new();
-        let counters: [(&str, &str, &AtomicU64); 10] = [
-            ("executed", "Handler runs started.", &self.executed),
-            ("done", "Results accepted as done.", &self.done),
-            (
-                "failed",
-                "Failures accepted (retried or dead-lettered).",
-                &self.failed,
-            ),
-            (
-                "refused_stale_results",
-                "Results refused: the task had moved to another assignment.",
-                &self.refused,
-            ),
-            (
-                "skipped",
-                "Assignments no longer current on arrival.",
-                &self.skipped,
-            ),
-            (
-                "assigned",
-                "As leader: first assignments written.",
-                &self.assigned,
-            ),
-            (
-                "reassigned",
-                "As leader: tasks moved from workers that were gone.",
-                &self.reassigned,
-            ),
-            (
-                "dead_lettered",
-                "As leader: tasks moved to the dead letters.",
-                &self.dead_lettered,
-            ),
-            (
-                "aggregated",
-                "As leader: group aggregators created.",
-                &self.aggregated,
-            ),
-            ("sessions", "Sessions started.", &self.sessions),
-        ];
-        for (name, help, value) in counters {
-            let _ = writeln!(out, "# HELP bellwether_tasks_worker_{name}_total {help}");
-            let _ = writeln!(out, "# TYPE bellwether_tasks_worker_{name}_total counter");
-            let _ = writeln!(
-                out,
-                "bellwether_tasks_worker_{name}_total{{{label}}} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP bellwether_tasks_worker_leading Whether this worker leads the queue."
-        );
-        let _ = writeln!(out, "# TYPE bellwether_tasks_worker_leading gauge");
-        let _ = writeln!(
-            out,
-            "bellwether_tasks_worker_leading{{{label}}} {}",
-            u8::from(self.leading.load(Ordering::Relaxed))
-        );
-        let histograms = [
-            (
-                "assignment",
-                "waiting task seen to assignment written",
-                &self.assignment_latency,
-            ),
-            (
-                "reassignment",
-                "worker seen gone to its task moved",
-                &self.reassignment_latency,
-            ),
-            (
-                "group_completion",
-                "last member seen done to aggregator created",
-                &self.group_completion_latency,
-            ),
-        ];
-        for (name, help, histogram) in histograms {
-            let metric = format!("bellwether_tasks_leader_{name}_seconds");
-            let _ = writeln!(out, "# HELP {metric} As leader: {help}.");
-            let _ = writeln!(out, "# TYPE {metric} histogram");
-            histogram.render(&mut out, &metric, &label);
-        }
-        out
-    }
 }
 
 /// The handler as the worker keeps it.

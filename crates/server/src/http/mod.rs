@@ -7,7 +7,7 @@
 //!
 //! | route            | answers                                                   |
 //! |------------------|-----------------------------------------------------------|
-//! | `GET /metrics`   | Prometheus text exposition format                         |
+//! | `GET /metrics`   | Prometheus metrics, in the OpenMetrics text format        |
 //! | `GET /health`    | 200 while the event loop lives (its watch sender exists)  |
 //! | `GET /ready`     | 200 once a leader is known and applied ≥ commit           |
 //! | `GET /status`    | the `NodeStatus` as JSON, readable cross-origin (CORS)    |

@@ -13,13 +13,10 @@ use axum::Json;
 
 use super::HttpState;
 
-/// Content type of the Prometheus text exposition format, version 0.0.4.
-pub(super) const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4";
-
-/// `GET /metrics`: every metric in the text exposition format.
+/// `GET /metrics`: every metric in the OpenMetrics text format.
 pub(super) async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
     (
-        [(CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+        [(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         state.metrics.render(),
     )
 }

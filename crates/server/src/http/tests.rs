@@ -4,7 +4,6 @@
 //! client crate is needed.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -181,12 +180,12 @@ fn status_fixture() -> NodeStatus {
 #[tokio::test]
 async fn metrics_serves_the_exposition_format() {
     let harness = start(status_fixture()).await;
-    harness.metrics.term.store(7, Ordering::Relaxed);
+    harness.metrics.term.set(7);
     let response = get(harness.address, "/metrics").await;
     assert_eq!(response.code, 200);
     assert_eq!(
         response.header("content-type"),
-        Some("text/plain; version=0.0.4")
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
     );
     assert!(
         response.body.contains("# TYPE bellwether_term gauge"),
