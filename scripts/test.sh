@@ -11,6 +11,8 @@
 #      Bully, Ring and Multi-Paxos), and 500
 #      chaos seeds of the KV workload on 5 nodes and 500 on 3, checked for
 #      linearizability,
+#   4. the dashboard in headless Chromium, and the README's tour as written
+#      (scripts/dashboard_test.sh, scripts/readme_tour_test.sh),
 # and ends with one summary line "tests: N passed, M failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,18 +53,25 @@ if [ "${#need[@]}" -gt 0 ]; then
   fi
 fi
 
-echo "== cargo fmt --check"
+# phase NAME: prints NAME with the time since the script started, so a
+# slow step shows in the log.
+started=$SECONDS
+phase() {
+  echo "== $1 (at $((SECONDS - started)) s)"
+}
+
+phase "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy"
+phase "cargo clippy"
 cargo clippy --release --workspace --all-targets -- -D warnings
 
-echo "== cargo build --profile ci"
+phase "cargo build --profile ci"
 cargo build --profile ci --workspace
 
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-echo "== cargo test"
+phase "cargo test"
 set +e
 cargo test --profile ci --workspace 2>&1 | tee "$log"
 test_status=${PIPESTATUS[0]}
@@ -72,7 +81,7 @@ sweep_failed=0
 sweep_passed=0
 # sweep LABEL ARGS...: one simulator sweep, counted as passed or failed.
 sweep() {
-  echo "== sweep: $1"
+  phase "sweep: $1"
   shift
   if ./target/ci/bellwether sim sweep "$@" --quiet; then
     sweep_passed=$((sweep_passed + 1))
@@ -94,7 +103,7 @@ sweep "raft + kv workload, 3 nodes, $KV_SEEDS chaos seeds, linearizability" \
   --algorithm raft --nodes 3 --workload kv --check linearizability \
   --faults chaos --seeds "$KV_SEEDS"
 
-echo "== dashboard in headless Chromium: the leader shown changes after the leader is killed"
+phase "dashboard in headless Chromium: the leader shown changes after the leader is killed"
 if command -v chromium >/dev/null 2>&1; then
   if BIN=target/ci/bellwether ./scripts/dashboard_test.sh; then
     sweep_passed=$((sweep_passed + 1))
@@ -106,6 +115,13 @@ else
   sweep_failed=$((sweep_failed + 1))
 fi
 
+phase "the README's tour, run as written (scripts/readme_tour_test.sh)"
+if BIN=target/ci/bellwether ./scripts/readme_tour_test.sh; then
+  sweep_passed=$((sweep_passed + 1))
+else
+  sweep_failed=$((sweep_failed + 1))
+fi
+
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
 passed=$((passed + sweep_passed))
@@ -114,5 +130,6 @@ if [ "$test_status" -ne 0 ] && [ "$failed" -eq 0 ]; then
   failed=1
 fi
 echo
+echo "took $((SECONDS - started)) s"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

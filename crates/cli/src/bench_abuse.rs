@@ -17,8 +17,8 @@
 //! refusal), every member's peak RSS, and the well-behaved client's p99
 //! per window against its baseline. A measurement, not a test.
 
-use crate::bench_kv::compare::{wait_agreement, RssSampler};
-use crate::bench_kv::load::{self, LoadSpec, Op};
+use crate::bench_kv::compare::{wait_agreement, MemoryMaxima, RssSampler};
+use crate::bench_kv::load::{self, KvReport, LoadSpec, Op};
 use crate::bench_support::{watch_for_interruption, ScratchDir};
 use crate::contender::Contender;
 use crate::process_cluster::{ClusterLayout, Member, ProcessCluster};
@@ -196,43 +196,65 @@ pub fn execute(args: AbuseArgs) -> Result<std::process::ExitCode> {
     let pids: Vec<Option<u32>> = cluster.members().iter().map(Member::pid).collect();
     let sampler = RssSampler::start(pids);
     let abusing = Arc::new(AtomicBool::new(true));
-    let windows = {
-        let abusing = abusing.clone();
-        let interrupted = interrupted.clone();
-        let spec = victim(WINDOW_SECONDS);
-        std::thread::spawn(move || -> Result<Vec<Window>> {
-            let runtime = load::runtime()?;
-            let mut windows = Vec::new();
-            while abusing.load(Ordering::SeqCst) && !interrupted.load(Ordering::SeqCst) {
-                let during = phase();
-                let report = runtime.block_on(load::run(&spec, interrupted.clone()))?;
-                let window = Window {
-                    during: format!("{during}..{}", phase()),
-                    p99_ms: report.latency_ms_p99,
-                    per_second: report.per_second,
-                    errors: report.errors,
-                };
-                eprintln!(
-                    "  under abuse ({}): p99 {:.2} ms",
-                    window.during, window.p99_ms
-                );
-                windows.push(window);
-            }
-            Ok(windows)
-        })
-    };
+    let windows = spawn_victim(victim(WINDOW_SECONDS), abusing.clone(), interrupted.clone());
     let abuse = abuse(&args, &endpoints);
     abusing.store(false, Ordering::SeqCst);
     let windows = windows.join().expect("the victim does not panic")?;
-    let (rss_kib_max, anon_kib_max) = sampler.stop();
+    let memory = sampler.stop();
     let outcome = abuse?;
     for member in cluster.members_mut() {
         member
             .check_running()
             .context("a member died under abuse")?;
     }
+    let report = abuse_report(&baseline, windows, outcome, memory);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report);
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Starts the well-behaved client on a thread of its own: it runs `spec`
+/// window after window while `abusing`, and returns the windows.
+fn spawn_victim(
+    spec: LoadSpec,
+    abusing: Arc<AtomicBool>,
+    interrupted: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Result<Vec<Window>>> {
+    std::thread::spawn(move || -> Result<Vec<Window>> {
+        let runtime = load::runtime()?;
+        let mut windows = Vec::new();
+        while abusing.load(Ordering::SeqCst) && !interrupted.load(Ordering::SeqCst) {
+            let during = phase();
+            let report = runtime.block_on(load::run(&spec, interrupted.clone()))?;
+            let window = Window {
+                during: format!("{during}..{}", phase()),
+                p99_ms: report.latency_ms_p99,
+                per_second: report.per_second,
+                errors: report.errors,
+            };
+            eprintln!(
+                "  under abuse ({}): p99 {:.2} ms",
+                window.during, window.p99_ms
+            );
+            windows.push(window);
+        }
+        Ok(windows)
+    })
+}
+
+/// The report of the baseline, the windows under abuse, what the abuser
+/// achieved and the members' peak memory.
+fn abuse_report(
+    baseline: &KvReport,
+    windows: Vec<Window>,
+    outcome: Outcome,
+    (rss_kib_max, anon_kib_max): MemoryMaxima,
+) -> AbuseReport {
     let worst = windows.iter().map(|w| w.p99_ms).fold(0.0, f64::max);
-    let report = AbuseReport {
+    AbuseReport {
         baseline_p50_ms: baseline.latency_ms_p50,
         baseline_p99_ms: baseline.latency_ms_p99,
         worst_p99_over_baseline: worst / baseline.latency_ms_p99,
@@ -255,13 +277,7 @@ pub fn execute(args: AbuseArgs) -> Result<std::process::ExitCode> {
         rss_bound_mib: RSS_BOUND_MIB,
         rss_kib_max,
         anon_kib_max,
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_text(&report);
     }
-    Ok(std::process::ExitCode::SUCCESS)
 }
 
 fn print_text(report: &AbuseReport) {

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use bellwether_server::config::{ConfigLayer, NodeConfig};
-use bellwether_server::node::Node;
+use bellwether_server::node::{Node, NodeHandles};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -198,139 +198,220 @@ pub fn execute(args: NodeArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
-    runtime.block_on(async move {
-        let machine = bellwether_server::etcd::EtcdMachine::default();
-        let store = machine.store.clone();
-        let revisions = machine.revisions();
-        let lessor = machine.lessor();
-        let auth_summary = machine.auth_summary();
-        lessor.set_takeover_extension(std::time::Duration::from_millis(2 * config.election_ms));
-        let client_tls = match &config.client_tls {
-            Some(files) => Some(
-                bellwether_server::tls::ClientTls::load(files)
-                    .map_err(|e| anyhow::anyhow!("client TLS: {e}"))?,
-            ),
-            None => None,
-        };
-        let http_tls = match &config.client_tls {
-            Some(files) if files.http => Some(
-                bellwether_server::tls::http_server_config(files)
-                    .map_err(|e| anyhow::anyhow!("HTTP TLS: {e}"))?,
-            ),
-            _ => None,
-        };
-        let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;
-        let handles = node.handles();
-        let client_listener = match config.client_listen {
-            Some(address) => Some(tokio::net::TcpListener::bind(address).await.with_context(
-                || format!("cannot listen for clients on {address}; is another process using it?"),
-            )?),
-            None => None,
-        };
-        let (stop_grpc, grpc_stopped) = tokio::sync::oneshot::channel::<()>();
-        let grpc = client_listener.map(|listener| {
-            let backend = bellwether_server::etcd::EtcdBackend::new(
-                node.client(),
-                store,
-                handles.status.clone(),
-                revisions,
-                bellwether_server::etcd::cluster_id(&config.cluster),
-                config.id,
-                config.peers.clone(),
-                config.peer_client.clone(),
-            )
-            .with_app_elections(handles.metrics.app_elections.clone())
-            .with_app_tasks(&handles.metrics.app_tasks)
-            .with_data_dir(config.data_dir.clone())
-            .with_quota(config.quota_backend_bytes)
-            .with_cluster_name(&config.cluster)
-            .with_member_tls(client_tls.as_ref().map(|t| t.member_client.clone()))
-            .with_peer_tls(config.peer_tls.is_some())
-            .with_auth(bellwether_server::etcd::auth_gate::AuthGate {
-                summary: auth_summary,
-                token_ttl: config.auth_token_ttl,
-                client_cert_auth: config
-                    .client_tls
-                    .as_ref()
-                    .is_some_and(|t| t.client_cert_auth),
-            })
-            .with_corruption_check(
-                (config.corrupt_check_ms > 0)
-                    .then(|| std::time::Duration::from_millis(config.corrupt_check_ms)),
-            );
-            if !config.join_voters.is_empty() {
-                if let Some(address) = config.client_listen {
-                    tokio::spawn(bellwether_server::etcd::member_service::publish_client_url(
-                        backend.clone(),
-                        format!("{}://{address}", backend.client_scheme()),
-                    ));
-                }
-            }
-            tokio::spawn(bellwether_server::etcd::serve(
-                listener,
-                backend,
-                lessor,
-                client_tls.map(|t| t.server),
-                config.client_connections_max,
-                async move {
-                    let _ = grpc_stopped.await;
-                },
-            ))
-        });
-        let http_listener = node.http_listener.take().expect("fresh node");
-        let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
-        let http = tokio::spawn(bellwether_server::http::serve(
-            http_listener,
-            bellwether_server::http::HttpState {
-                status: handles.status.clone(),
-                metrics: handles.metrics.clone(),
-            },
-            http_tls,
-            async move {
-                let _ = http_stopped.await;
-            },
-        ));
-        tracing::info!(
-            id = config.id,
-            cluster = %config.cluster,
-            peers = %config.peer_listen,
-            http = %node.http_address,
-            data_dir = %config.data_dir.display(),
-            "node started"
+    runtime.block_on(run(config))
+}
+
+/// Starts the member with its etcd API and HTTP port, runs it until
+/// SIGTERM or Ctrl-C, then stops the servers.
+async fn run(config: NodeConfig) -> Result<ExitCode> {
+    let machine = bellwether_server::etcd::EtcdMachine::default();
+    let store = machine.store.clone();
+    let revisions = machine.revisions();
+    let lessor = machine.lessor();
+    let auth_summary = machine.auth_summary();
+    lessor.set_takeover_extension(std::time::Duration::from_millis(2 * config.election_ms));
+    let (client_tls, http_tls) = load_tls(&config)?;
+    let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;
+    let handles = node.handles();
+    let client_listener = listen_for_clients(&config).await?;
+    let (stop_grpc, grpc_stopped) = tokio::sync::oneshot::channel::<()>();
+    let grpc = client_listener.map(|listener| {
+        let backend = bellwether_server::etcd::EtcdBackend::new(
+            node.client(),
+            store,
+            handles.status.clone(),
+            revisions,
+            bellwether_server::etcd::cluster_id(&config.cluster),
+            config.id,
+            config.peers.clone(),
+            config.peer_client.clone(),
         );
-        // The loop runs as a task of its own, not as this `block_on`
-        // future: a spawned task woken from this thread (by a peer's
-        // connection or a gRPC call) is queued directly, where waking the
-        // `block_on` future writes the runtime's eventfd and takes another
-        // trip through epoll, several times per replicated write.
-        let result = match tokio::spawn(node.run(termination())).await {
-            Ok(result) => result,
-            Err(join_error) => match join_error.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                Err(join_error) => {
-                    return Err(anyhow::anyhow!(
-                        "the node's loop was cancelled: {join_error}"
-                    ))
-                }
-            },
-        };
-        let _ = stop_http.send(());
-        let _ = http.await;
-        let _ = stop_grpc.send(());
-        if let Some(mut grpc) = grpc {
-            // Streams (watch, keep-alive, observe) stay open as long as their
-            // clients want; give them a moment to end, then stop anyway.
-            if tokio::time::timeout(GRPC_DRAIN_TIMEOUT, &mut grpc)
-                .await
-                .is_err()
-            {
-                grpc.abort();
+        let backend = configure_backend(
+            backend,
+            &config,
+            &handles,
+            auth_summary,
+            client_tls.as_ref(),
+        );
+        spawn_grpc(&config, listener, backend, lessor, client_tls, grpc_stopped)
+    });
+    let http_listener = node.http_listener.take().expect("fresh node");
+    let (stop_http, http) = spawn_http(http_listener, &handles, http_tls);
+    tracing::info!(
+        id = config.id,
+        cluster = %config.cluster,
+        peers = %config.peer_listen,
+        http = %node.http_address,
+        data_dir = %config.data_dir.display(),
+        "node started"
+    );
+    // The loop runs as a task of its own, not as this `block_on`
+    // future: a spawned task woken from this thread (by a peer's
+    // connection or a gRPC call) is queued directly, where waking the
+    // `block_on` future writes the runtime's eventfd and takes another
+    // trip through epoll, several times per replicated write.
+    let result = match tokio::spawn(node.run(termination())).await {
+        Ok(result) => result,
+        Err(join_error) => match join_error.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(join_error) => {
+                return Err(anyhow::anyhow!(
+                    "the node's loop was cancelled: {join_error}"
+                ))
             }
-        }
-        result?;
-        tracing::info!(id = config.id, "node stopped");
-        Ok(ExitCode::SUCCESS)
+        },
+    };
+    stop_servers(stop_http, http, stop_grpc, grpc).await;
+    result?;
+    tracing::info!(id = config.id, "node stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The client port's TLS and the HTTP port's, when the config asks for
+/// them.
+fn load_tls(
+    config: &NodeConfig,
+) -> Result<(
+    Option<bellwether_server::tls::ClientTls>,
+    Option<std::sync::Arc<rustls::ServerConfig>>,
+)> {
+    let client_tls = match &config.client_tls {
+        Some(files) => Some(
+            bellwether_server::tls::ClientTls::load(files)
+                .map_err(|e| anyhow::anyhow!("client TLS: {e}"))?,
+        ),
+        None => None,
+    };
+    let http_tls = match &config.client_tls {
+        Some(files) if files.http => Some(
+            bellwether_server::tls::http_server_config(files)
+                .map_err(|e| anyhow::anyhow!("HTTP TLS: {e}"))?,
+        ),
+        _ => None,
+    };
+    Ok((client_tls, http_tls))
+}
+
+/// Binds the etcd API's listener, when the config gives it an address.
+async fn listen_for_clients(config: &NodeConfig) -> Result<Option<tokio::net::TcpListener>> {
+    Ok(match config.client_listen {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| {
+                    format!("cannot listen for clients on {address}; is another process using it?")
+                })?,
+        ),
+        None => None,
     })
+}
+
+/// The etcd API's backend with the settings of `config`: metrics, data
+/// dir, quota, TLS towards other members, auth and corruption checks.
+fn configure_backend(
+    backend: bellwether_server::etcd::EtcdBackend,
+    config: &NodeConfig,
+    handles: &NodeHandles,
+    auth_summary: bellwether_server::etcd::auth_gate::AuthSummary,
+    client_tls: Option<&bellwether_server::tls::ClientTls>,
+) -> bellwether_server::etcd::EtcdBackend {
+    backend
+        .with_app_elections(handles.metrics.app_elections.clone())
+        .with_app_tasks(&handles.metrics.app_tasks)
+        .with_data_dir(config.data_dir.clone())
+        .with_quota(config.quota_backend_bytes)
+        .with_cluster_name(&config.cluster)
+        .with_member_tls(client_tls.map(|t| t.member_client.clone()))
+        .with_peer_tls(config.peer_tls.is_some())
+        .with_auth(bellwether_server::etcd::auth_gate::AuthGate {
+            summary: auth_summary,
+            token_ttl: config.auth_token_ttl,
+            client_cert_auth: config
+                .client_tls
+                .as_ref()
+                .is_some_and(|t| t.client_cert_auth),
+        })
+        .with_corruption_check(
+            (config.corrupt_check_ms > 0)
+                .then(|| std::time::Duration::from_millis(config.corrupt_check_ms)),
+        )
+}
+
+/// Serves the etcd API on `listener` until `stopped` fires; a member that
+/// joined also publishes its client URL to the cluster.
+fn spawn_grpc(
+    config: &NodeConfig,
+    listener: tokio::net::TcpListener,
+    backend: bellwether_server::etcd::EtcdBackend,
+    lessor: bellwether_server::etcd::Lessor,
+    client_tls: Option<bellwether_server::tls::ClientTls>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<Result<(), tonic::transport::Error>> {
+    if !config.join_voters.is_empty() {
+        if let Some(address) = config.client_listen {
+            tokio::spawn(bellwether_server::etcd::member_service::publish_client_url(
+                backend.clone(),
+                format!("{}://{address}", backend.client_scheme()),
+            ));
+        }
+    }
+    tokio::spawn(bellwether_server::etcd::serve(
+        listener,
+        backend,
+        lessor,
+        client_tls.map(|t| t.server),
+        config.client_connections_max,
+        async move {
+            let _ = stopped.await;
+        },
+    ))
+}
+
+/// Serves the HTTP port (metrics, status, dashboard); returns the sender
+/// that stops it and its task.
+fn spawn_http(
+    listener: tokio::net::TcpListener,
+    handles: &NodeHandles,
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let http = tokio::spawn(bellwether_server::http::serve(
+        listener,
+        bellwether_server::http::HttpState {
+            status: handles.status.clone(),
+            metrics: handles.metrics.clone(),
+        },
+        tls,
+        async move {
+            let _ = http_stopped.await;
+        },
+    ));
+    (stop_http, http)
+}
+
+/// Stops the HTTP port, then the etcd API, once the node's loop ended.
+async fn stop_servers(
+    stop_http: tokio::sync::oneshot::Sender<()>,
+    http: tokio::task::JoinHandle<std::io::Result<()>>,
+    stop_grpc: tokio::sync::oneshot::Sender<()>,
+    grpc: Option<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
+) {
+    let _ = stop_http.send(());
+    let _ = http.await;
+    let _ = stop_grpc.send(());
+    if let Some(mut grpc) = grpc {
+        // Streams (watch, keep-alive, observe) stay open as long as their
+        // clients want; give them a moment to end, then stop anyway.
+        if tokio::time::timeout(GRPC_DRAIN_TIMEOUT, &mut grpc)
+            .await
+            .is_err()
+        {
+            grpc.abort();
+        }
+    }
 }
 
 /// Raises the soft open-files limit to the hard one (also for `bench

@@ -337,6 +337,8 @@ async fn serve_http(address: SocketAddr, page: Page) -> Result<()> {
     Ok(())
 }
 
+/// Starts a local group of peer processes and prints their leadership
+/// lines until Ctrl-C or SIGTERM, then stops them.
 async fn up_group(args: UpArgs) -> Result<ExitCode> {
     let algorithm = algorithm(&args.group)?;
     if args.nodes == 0 || args.nodes > 99 {
@@ -349,64 +351,94 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
         .map(|i| format!("{i}=127.0.0.1:{}", args.base_port as usize + 100 + i))
         .collect();
     let binary = std::env::current_exe().context("cannot find the bellwether binary")?;
-    let tls_dir = args.dir.join("tls");
     if args.tls {
+        let tls_dir = args.dir.join("tls");
         let names: Vec<String> = (1..=args.nodes).map(|i| format!("n{i}")).collect();
         let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
         crate::certs::issue(&tls_dir, &names, &hosts)?;
     }
     let mut children: Vec<Child> = Vec::new();
-    let (lines_tx, mut lines) = tokio::sync::mpsc::channel::<String>(1024);
+    let (lines_tx, lines) = tokio::sync::mpsc::channel::<String>(1024);
     for i in 1..=args.nodes {
-        let group = &args.group;
-        let mut command = Command::new(&binary);
-        command
-            .arg("peer")
-            .args(["--algorithm", algorithm.name()])
-            .args(["--group", &group.group])
-            .args(["--id", &i.to_string()])
-            .args(["--peers", &peers.join(",")])
-            .arg("--data-dir")
-            .arg(args.dir.join(format!("n{i}")))
-            .args([
-                "--http",
-                &format!("127.0.0.1:{}", args.base_port as usize + 100 + i),
-            ])
-            .args(["--group-http", &https.join(",")])
-            .args(["--heartbeat-ms", &group.heartbeat_ms.to_string()])
-            .args(["--election-ms", &group.election_ms.to_string()])
-            .args(["--rotate-after-ms", &group.rotate_after_ms.to_string()])
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(winner) = &group.winner {
-            command.args(["--winner", winner]);
-        }
-        if group.leases {
-            command.arg("--leases");
-        }
-        if args.tls {
-            command
-                .arg("--peer-cert-file")
-                .arg(tls_dir.join(format!("n{i}.pem")))
-                .arg("--peer-key-file")
-                .arg(tls_dir.join(format!("n{i}-key.pem")))
-                .arg("--peer-trusted-ca-file")
-                .arg(tls_dir.join(crate::certs::CA_FILE));
-        }
+        let mut command = peer_process(&args, algorithm, &binary, i, &peers, &https);
         let mut child = command.spawn().context("cannot start a peer process")?;
         let stdout = child.stdout.take().expect("piped");
-        let sender = lines_tx.clone();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if sender.send(format!("n{i} {line}")).await.is_err() {
-                    break;
-                }
-            }
-        });
+        forward_lines(i, stdout, lines_tx.clone());
         children.push(child);
     }
     drop(lines_tx);
+    print_group(&args, algorithm);
+    print_lines_until_stopped(lines).await?;
+    stop_peers(&mut children).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The command that runs peer `i` of the group `up` starts.
+fn peer_process(
+    args: &UpArgs,
+    algorithm: Algorithm,
+    binary: &std::path::Path,
+    i: usize,
+    peers: &[String],
+    https: &[String],
+) -> Command {
+    let group = &args.group;
+    let mut command = Command::new(binary);
+    command
+        .arg("peer")
+        .args(["--algorithm", algorithm.name()])
+        .args(["--group", &group.group])
+        .args(["--id", &i.to_string()])
+        .args(["--peers", &peers.join(",")])
+        .arg("--data-dir")
+        .arg(args.dir.join(format!("n{i}")))
+        .args([
+            "--http",
+            &format!("127.0.0.1:{}", args.base_port as usize + 100 + i),
+        ])
+        .args(["--group-http", &https.join(",")])
+        .args(["--heartbeat-ms", &group.heartbeat_ms.to_string()])
+        .args(["--election-ms", &group.election_ms.to_string()])
+        .args(["--rotate-after-ms", &group.rotate_after_ms.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(winner) = &group.winner {
+        command.args(["--winner", winner]);
+    }
+    if group.leases {
+        command.arg("--leases");
+    }
+    if args.tls {
+        let tls_dir = args.dir.join("tls");
+        command
+            .arg("--peer-cert-file")
+            .arg(tls_dir.join(format!("n{i}.pem")))
+            .arg("--peer-key-file")
+            .arg(tls_dir.join(format!("n{i}-key.pem")))
+            .arg("--peer-trusted-ca-file")
+            .arg(tls_dir.join(crate::certs::CA_FILE));
+    }
+    command
+}
+
+/// Passes peer `i`'s output lines to `sender`, each prefixed with `n<i>`.
+fn forward_lines(
+    i: usize,
+    stdout: tokio::process::ChildStdout,
+    sender: tokio::sync::mpsc::Sender<String>,
+) {
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if sender.send(format!("n{i} {line}")).await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Prints where the group's peers listen and where to see them.
+fn print_group(args: &UpArgs, algorithm: Algorithm) {
     println!(
         "{} group of {} peers on 127.0.0.1:{}..{}; the group page, /status and /metrics on http://127.0.0.1:{}/ to {}; Ctrl-C stops them",
         algorithm,
@@ -420,6 +452,10 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
         "a member's dashboard shows this group too: http://MEMBER-HTTP/?elector=127.0.0.1:{}",
         args.base_port as usize + 101,
     );
+}
+
+/// Prints the peers' lines until they all ended, Ctrl-C or SIGTERM.
+async fn print_lines_until_stopped(mut lines: tokio::sync::mpsc::Receiver<String>) -> Result<()> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
         tokio::select! {
@@ -431,13 +467,17 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
             _ = terminate.recv() => break,
         }
     }
-    for child in &mut children {
+    Ok(())
+}
+
+/// Sends every peer SIGTERM, then waits up to 5 s for each to exit.
+async fn stop_peers(children: &mut [Child]) {
+    for child in children.iter_mut() {
         if let Some(pid) = child.id() {
             let _ = crate::signals::send_signal(pid, crate::signals::SIGTERM);
         }
     }
-    for child in &mut children {
+    for child in children.iter_mut() {
         let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     }
-    Ok(ExitCode::SUCCESS)
 }

@@ -90,11 +90,12 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let http: SocketAddr = http_address(base, k).parse()?;
-    let client = client_address(base, k);
+    let mut every_member = endpoints;
+    every_member.push(client_address(base, k));
     let timeout = Duration::from_secs(args.wait_seconds);
     let tls = crate::join::member_client_tls(&layer)?;
     wait_for_role(http, args.learner, timeout)
-        .and_then(|()| wait_until_started(&client, joined.id, tls, timeout))
+        .and_then(|()| wait_until_started(&every_member, joined.id, tls, timeout))
         .with_context(|| format!("see {}", dir.join(format!("n{k}.log")).display()))?;
     println!("member n{k} caught up and is a {role}");
     Ok(ExitCode::SUCCESS)
@@ -250,10 +251,12 @@ fn secure(dir: &Path, k: usize, first: &ConfigLayer, layer: &mut ConfigLayer) ->
     Ok(())
 }
 
-/// Waits until the member list at `client` shows member `id` started (with
-/// a name and client URLs, published by the member once it runs).
+/// Waits until the member list at each of `clients` shows member `id`
+/// started (with a name and client URLs, published by the member once it
+/// runs). Each member answers from what it applied, as etcd 3.4 does, so
+/// asking them all means a list read next from any member shows it.
 fn wait_until_started(
-    client: &str,
+    clients: &[String],
     id: u64,
     tls: Option<tonic::transport::ClientTlsConfig>,
     timeout: Duration,
@@ -266,15 +269,20 @@ fn wait_until_started(
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let listed = async {
-                let channel = crate::join::member_channel(client, tls.as_ref()).await?;
-                let mut cluster = ClusterClient::new(channel);
-                let list = cluster.member_list(MemberListRequest::default()).await?;
-                anyhow::Ok(
-                    list.into_inner()
+                for client in clients {
+                    let channel = crate::join::member_channel(client, tls.as_ref()).await?;
+                    let mut cluster = ClusterClient::new(channel);
+                    let list = cluster.member_list(MemberListRequest::default()).await?;
+                    let started = list
+                        .into_inner()
                         .members
                         .iter()
-                        .any(|m| m.id == id && !m.name.is_empty() && !m.client_urls.is_empty()),
-                )
+                        .any(|m| m.id == id && !m.name.is_empty() && !m.client_urls.is_empty());
+                    if !started {
+                        return anyhow::Ok(false);
+                    }
+                }
+                anyhow::Ok(true)
             };
             if let Ok(Ok(true)) = tokio::time::timeout(Duration::from_secs(2), listed).await {
                 return Ok(());

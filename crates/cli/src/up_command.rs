@@ -114,21 +114,49 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
         );
     }
     if existing == nodes {
-        if args.tls {
-            bail!(
-                "--tls is set when a cluster is created; {} already holds one",
-                args.dir.display()
-            );
-        }
-        if !args.priority.is_empty() {
-            bail!(
-                "--priority is written into the configs when a cluster is created; edit peer_priority in {}/n*.toml instead",
-                args.dir.display()
-            );
-        }
+        refuse_creation_flags(args)?;
         return Ok(nodes); // Restart with the configs (and data) already there.
     }
-    for entry in &args.priority {
+    check_priorities(&args.priority, nodes)?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("cannot create {}", args.dir.display()))?;
+    let priorities: Vec<String> = args
+        .priority
+        .iter()
+        .map(|p| format!("{:?}", p.trim()))
+        .collect();
+    let tls_dir = args.dir.join("tls");
+    if args.tls {
+        issue_certificates(&tls_dir, nodes)?;
+    }
+    for i in 1..=nodes {
+        let text = member_config(args, nodes, i, &priorities, &tls_dir)?;
+        std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;
+    }
+    Ok(nodes)
+}
+
+/// Refuses, on a restart, the flags that only shape a new cluster's
+/// configs (they would be silently ignored otherwise).
+fn refuse_creation_flags(args: &UpArgs) -> Result<()> {
+    if args.tls {
+        bail!(
+            "--tls is set when a cluster is created; {} already holds one",
+            args.dir.display()
+        );
+    }
+    if !args.priority.is_empty() {
+        bail!(
+            "--priority is written into the configs when a cluster is created; edit peer_priority in {}/n*.toml instead",
+            args.dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Checks that every `--priority` entry is ID=PRIORITY with a member's id.
+fn check_priorities(priority: &[String], nodes: usize) -> Result<()> {
+    for entry in priority {
         let valid = entry.split_once('=').is_some_and(|(id, priority)| {
             id.trim()
                 .parse::<usize>()
@@ -139,65 +167,74 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
             bail!("--priority {entry:?}: write ID=PRIORITY with ID from 1 to {nodes} (e.g. 3=5)");
         }
     }
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("cannot create {}", args.dir.display()))?;
+    Ok(())
+}
+
+/// Issues the throwaway certificates of `--tls` into `tls_dir`: one CA for
+/// the members' and etcdctl's client certificates, another for peers.
+fn issue_certificates(tls_dir: &Path, nodes: usize) -> Result<()> {
+    let members: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
+    let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
+    let mut names = members.clone();
+    names.push("client".into());
+    crate::certs::issue(tls_dir, &names, &hosts)?;
+    // Peers get a CA of their own: a certificate that CA signs can act
+    // as any member, so no client certificate may pass as one.
+    crate::certs::issue(&tls_dir.join("peer"), &members, &hosts)?;
+    Ok(())
+}
+
+/// The config file of member `i` of a new `nodes`-member cluster.
+fn member_config(
+    args: &UpArgs,
+    nodes: usize,
+    i: usize,
+    priorities: &[String],
+    tls_dir: &Path,
+) -> Result<String> {
     let list = |f: fn(u16, usize) -> String| {
         (1..=nodes)
             .map(|i| format!("\"{i}={}\"", f(args.base_port, i)))
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let priorities: Vec<String> = args
-        .priority
-        .iter()
-        .map(|p| format!("{:?}", p.trim()))
-        .collect();
-    let tls_dir = args.dir.join("tls");
+    let data = args.dir.join(format!("n{i}"));
+    let mut text = format!(
+        "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\nclient_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\npeer_client = [{}]\npeer_priority = [{}]\n",
+        peer_address(args.base_port, i),
+        http_address(args.base_port, i),
+        client_address(args.base_port, i),
+        data.canonicalize().unwrap_or(data.clone()).display(),
+        args.heartbeat_ms,
+        args.election_ms,
+        list(peer_address),
+        list(http_address),
+        list(client_address),
+        priorities.join(", "),
+    );
     if args.tls {
-        let members: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
-        let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
-        let mut names = members.clone();
-        names.push("client".into());
-        crate::certs::issue(&tls_dir, &names, &hosts)?;
-        // Peers get a CA of their own: a certificate that CA signs can act
-        // as any member, so no client certificate may pass as one.
-        crate::certs::issue(&tls_dir.join("peer"), &members, &hosts)?;
+        text.push_str(&member_tls_config(tls_dir, i)?);
     }
-    for i in 1..=nodes {
-        let data = args.dir.join(format!("n{i}"));
-        let mut text = format!(
-            "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\nclient_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\npeer_client = [{}]\npeer_priority = [{}]\n",
-            peer_address(args.base_port, i),
-            http_address(args.base_port, i),
-            client_address(args.base_port, i),
-            data.canonicalize().unwrap_or(data.clone()).display(),
-            args.heartbeat_ms,
-            args.election_ms,
-            list(peer_address),
-            list(http_address),
-            list(client_address),
-            priorities.join(", "),
-        );
-        if args.tls {
-            let tls = tls_dir.canonicalize()?;
-            let file =
-                |dir: &Path, name: &str| format!("{:?}", dir.join(name).display().to_string());
-            let files = |dir: &Path| {
-                (
-                    file(dir, &format!("n{i}.pem")),
-                    file(dir, &format!("n{i}-key.pem")),
-                    file(dir, crate::certs::CA_FILE),
-                )
-            };
-            let (cert, key, ca) = files(&tls);
-            let (peer_cert, peer_key, peer_ca) = files(&tls.join("peer"));
-            text.push_str(&format!(
-                "cert_file = {cert}\nkey_file = {key}\ntrusted_ca_file = {ca}\nclient_cert_auth = true\npeer_cert_file = {peer_cert}\npeer_key_file = {peer_key}\npeer_trusted_ca_file = {peer_ca}\n"
-            ));
-        }
-        std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;
-    }
-    Ok(nodes)
+    Ok(text)
+}
+
+/// The TLS lines of member `i`'s config: its client and peer certificates
+/// and keys, and the two CAs, under `tls_dir`.
+fn member_tls_config(tls_dir: &Path, i: usize) -> Result<String> {
+    let tls = tls_dir.canonicalize()?;
+    let file = |dir: &Path, name: &str| format!("{:?}", dir.join(name).display().to_string());
+    let files = |dir: &Path| {
+        (
+            file(dir, &format!("n{i}.pem")),
+            file(dir, &format!("n{i}-key.pem")),
+            file(dir, crate::certs::CA_FILE),
+        )
+    };
+    let (cert, key, ca) = files(&tls);
+    let (peer_cert, peer_key, peer_ca) = files(&tls.join("peer"));
+    Ok(format!(
+        "cert_file = {cert}\nkey_file = {key}\ntrusted_ca_file = {ca}\nclient_cert_auth = true\npeer_cert_file = {peer_cert}\npeer_key_file = {peer_key}\npeer_trusted_ca_file = {peer_ca}\n"
+    ))
 }
 
 /// Starts member `i` of the cluster described in `dir`.
@@ -262,6 +299,19 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
         children.push(spawn_member(&args.dir, i)?);
     }
     std::fs::write(args.dir.join(PID_FILE), std::process::id().to_string())?;
+    let interrupted = termination_flag();
+    let mut addresses = http_addresses(args.base_port, nodes);
+    print_cluster(&args, nodes, &addresses);
+    look_after(&args, &mut children, &mut addresses, &interrupted)?;
+    println!("stopping members…");
+    stop_members(&mut children, Duration::from_secs(5));
+    let _ = std::fs::remove_file(args.dir.join(PID_FILE));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A flag set once SIGTERM or SIGINT arrives (watched by a thread of its
+/// own, as `up` runs no async runtime).
+fn termination_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
     let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = interrupted.clone();
     std::thread::spawn(move || {
@@ -272,7 +322,11 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
         runtime.block_on(crate::node_command::termination());
         flag.store(true, std::sync::atomic::Ordering::SeqCst);
     });
-    let mut addresses = http_addresses(args.base_port, nodes);
+    interrupted
+}
+
+/// Prints the members' addresses and how to reach the cluster.
+fn print_cluster(args: &UpArgs, nodes: usize, addresses: &[SocketAddr]) {
     println!("bellwether: {nodes}-node cluster in {}", args.dir.display());
     for (i, address) in addresses.iter().enumerate() {
         println!(
@@ -315,54 +369,82 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
         args.dir.display()
     );
     println!("  Ctrl-C stops every member");
+}
+
+/// Until `interrupted`: restarts members that exit, starts the members
+/// `up add` configures, and prints each change of leader.
+fn look_after(
+    args: &UpArgs,
+    children: &mut Vec<Child>,
+    addresses: &mut Vec<SocketAddr>,
+    interrupted: &std::sync::atomic::AtomicBool,
+) -> Result<()> {
     let mut shown: Option<(Option<u64>, u64)> = None;
     while !interrupted.load(std::sync::atomic::Ordering::SeqCst) {
-        for (i, child) in children.iter_mut().enumerate() {
-            if let Ok(Some(status)) = child.try_wait() {
-                println!(
-                    "member n{} exited ({status}); see {}",
-                    i + 1,
-                    args.dir.join(format!("n{}.log", i + 1)).display()
-                );
-                *child = spawn_member(&args.dir, i + 1)?;
-            }
-        }
-        let next = children.len() + 1;
-        if next <= MEMBERS_MAX && args.dir.join(format!("n{next}.toml")).exists() {
-            children.push(spawn_member(&args.dir, next)?);
-            addresses.push(http_address(args.base_port, next).parse()?);
-            println!(
-                "member n{next} started: peers {}  etcd API {}  http http://{}/",
-                peer_address(args.base_port, next),
-                client_address(args.base_port, next),
-                http_address(args.base_port, next)
-            );
-        }
-        let statuses = poll(&addresses);
-        let leader = statuses
-            .iter()
-            .flatten()
-            .filter(|s| s.role == "leader")
-            .max_by_key(|s| s.term)
-            .map(|s| (Some(s.id), s.term));
-        let current = leader.unwrap_or((
-            None,
-            statuses.iter().flatten().map(|s| s.term).max().unwrap_or(0),
-        ));
-        if shown != Some(current) {
-            let clock = chrono_like_now();
-            match current.0 {
-                Some(id) => println!("[{clock}] leader n{id} (term {})", current.1),
-                None => println!("[{clock}] no leader (term {})", current.1),
-            }
-            shown = Some(current);
-        }
+        restart_exited(args, children)?;
+        start_added(args, children, addresses)?;
+        show_leader(&poll(addresses), &mut shown);
         std::thread::sleep(Duration::from_millis(200));
     }
-    println!("stopping members…");
-    stop_members(&mut children, Duration::from_secs(5));
-    let _ = std::fs::remove_file(args.dir.join(PID_FILE));
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// Starts again every member whose process exited.
+fn restart_exited(args: &UpArgs, children: &mut [Child]) -> Result<()> {
+    for (i, child) in children.iter_mut().enumerate() {
+        if let Ok(Some(status)) = child.try_wait() {
+            println!(
+                "member n{} exited ({status}); see {}",
+                i + 1,
+                args.dir.join(format!("n{}.log", i + 1)).display()
+            );
+            *child = spawn_member(&args.dir, i + 1)?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts the next member once `up add` wrote its config.
+fn start_added(
+    args: &UpArgs,
+    children: &mut Vec<Child>,
+    addresses: &mut Vec<SocketAddr>,
+) -> Result<()> {
+    let next = children.len() + 1;
+    if next <= MEMBERS_MAX && args.dir.join(format!("n{next}.toml")).exists() {
+        children.push(spawn_member(&args.dir, next)?);
+        addresses.push(http_address(args.base_port, next).parse()?);
+        println!(
+            "member n{next} started: peers {}  etcd API {}  http http://{}/",
+            peer_address(args.base_port, next),
+            client_address(args.base_port, next),
+            http_address(args.base_port, next)
+        );
+    }
+    Ok(())
+}
+
+/// Prints the leader (the one of the highest term) and its term when they
+/// differ from what `shown` last printed.
+fn show_leader(statuses: &[Option<NodeStatus>], shown: &mut Option<(Option<u64>, u64)>) {
+    let leader = statuses
+        .iter()
+        .flatten()
+        .filter(|s| s.role == "leader")
+        .max_by_key(|s| s.term)
+        .map(|s| (Some(s.id), s.term));
+    let current = leader.unwrap_or((
+        None,
+        statuses.iter().flatten().map(|s| s.term).max().unwrap_or(0),
+    ));
+    if *shown != Some(current) {
+        let clock = chrono_like_now();
+        match current.0 {
+            Some(id) => println!("[{clock}] leader n{id} (term {})", current.1),
+            None => println!("[{clock}] no leader (term {})", current.1),
+        }
+        *shown = Some(current);
+    }
 }
 
 fn chrono_like_now() -> String {

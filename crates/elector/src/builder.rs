@@ -211,6 +211,46 @@ impl ElectorBuilder {
     /// Everything checked, in the form the runtime takes.
     fn plan(&self) -> Result<Plan, ElectorError> {
         let bad = |text: String| Err(ElectorError::Settings(text));
+        let ids = self.check_members()?;
+        if self.group.is_empty() || self.group.len() > 255 {
+            return bad("the group name must be 1 to 255 bytes".into());
+        }
+        self.check_algorithm_options()?;
+        self.check_timing()?;
+        let Some(data_dir) = self.data_dir.clone() else {
+            return bad("a data dir is required: the term or epoch must survive restarts".into());
+        };
+        let winner = self.algorithm.winner().map_or("-", |w| w.as_str());
+        let members: Vec<String> = ids.iter().map(u64::to_string).collect();
+        let settings = format!(
+            "{};{winner};leases={};{}",
+            self.algorithm.name(),
+            self.leases,
+            members.join(",")
+        );
+        let listen = self
+            .peers
+            .iter()
+            .find(|(id, _)| *id == self.id)
+            .expect("checked")
+            .1;
+        Ok(Plan {
+            algorithm: self.algorithm,
+            id: self.id,
+            peers: self.peers.iter().copied().collect(),
+            listen,
+            data_dir,
+            group: self.group.clone(),
+            fingerprint: bellwether_transport::fingerprint(&settings),
+            leases: self.leases,
+            tls: self.tls.clone(),
+        })
+    }
+
+    /// Checks this node's id and the peer list (sizes, no id 0, no id or
+    /// address twice, this node in it); returns the members' ids.
+    fn check_members(&self) -> Result<BTreeSet<u64>, ElectorError> {
+        let bad = |text: String| Err(ElectorError::Settings(text));
         if self.id == 0 {
             return bad("the id must be set and not 0".into());
         }
@@ -239,9 +279,13 @@ impl ElectorBuilder {
                 self.id
             ));
         }
-        if self.group.is_empty() || self.group.len() > 255 {
-            return bad("the group name must be 1 to 255 bytes".into());
-        }
+        Ok(ids)
+    }
+
+    /// Checks the settings only some algorithms allow: Paxos's id range,
+    /// leases (which need a quorum) and rotation (Raft only).
+    fn check_algorithm_options(&self) -> Result<(), ElectorError> {
+        let bad = |text: String| Err(ElectorError::Settings(text));
         if self.algorithm == Algorithm::Paxos && self.id > NODE_ID_MAX {
             return bad(format!(
                 "paxos node ids go up to {NODE_ID_MAX} (they are part of the ballot), not {}",
@@ -275,44 +319,23 @@ impl ElectorBuilder {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Checks that the heartbeat and the election timeout are between one
+    /// tick and ten minutes.
+    fn check_timing(&self) -> Result<(), ElectorError> {
         for (name, value) in [
             ("heartbeat", self.heartbeat),
             ("election timeout", self.election_timeout),
         ] {
             if value < TICK || value > Duration::from_secs(600) {
-                return bad(format!(
+                return Err(ElectorError::Settings(format!(
                     "the {name} must be between 1 ms and 10 minutes, not {value:?}"
-                ));
+                )));
             }
         }
-        let Some(data_dir) = self.data_dir.clone() else {
-            return bad("a data dir is required: the term or epoch must survive restarts".into());
-        };
-        let winner = self.algorithm.winner().map_or("-", |w| w.as_str());
-        let members: Vec<String> = ids.iter().map(u64::to_string).collect();
-        let settings = format!(
-            "{};{winner};leases={};{}",
-            self.algorithm.name(),
-            self.leases,
-            members.join(",")
-        );
-        let listen = self
-            .peers
-            .iter()
-            .find(|(id, _)| *id == self.id)
-            .expect("checked")
-            .1;
-        Ok(Plan {
-            algorithm: self.algorithm,
-            id: self.id,
-            peers: self.peers.iter().copied().collect(),
-            listen,
-            data_dir,
-            group: self.group.clone(),
-            fingerprint: bellwether_transport::fingerprint(&settings),
-            leases: self.leases,
-            tls: self.tls.clone(),
-        })
+        Ok(())
     }
 }
 

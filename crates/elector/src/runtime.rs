@@ -49,20 +49,7 @@ pub(crate) async fn start<P>(plan: Plan, config: P::Config) -> Result<Elector, E
 where
     P: Embeddable,
 {
-    let owner = Owner {
-        algorithm: P::NAME,
-        group: plan.group.clone(),
-        id: plan.id,
-        fingerprint: plan.fingerprint,
-    };
-    let (state, stored) = StateFile::open(&plan.data_dir, owner)?;
-    let durable = match stored {
-        None => P::Durable::default(),
-        Some(bytes) => P::decode_durable(&bytes).map_err(|e| ElectorError::CorruptState {
-            path: plan.data_dir.join("elector.state").display().to_string(),
-            reason: e.0,
-        })?,
-    };
+    let (state, durable) = open_state::<P>(&plan)?;
     let listener = TcpListener::bind(plan.listen)
         .await
         .map_err(|e| ElectorError::Listen {
@@ -80,39 +67,7 @@ where
         P::Message::all_kinds(),
         &others,
     ));
-    let identity = Identity {
-        cluster: plan.group.clone(),
-        id: plan.id,
-        members: transport::Members::new(plan.peers.keys().copied().collect()),
-        source_ip: plan.listen.ip(),
-        fingerprint: plan.fingerprint,
-        wakeups: Arc::new(transport::Wakeups::new(
-            &plan.peers.keys().copied().collect::<Vec<_>>(),
-        )),
-        tls: plan.tls.clone(),
-    };
-    let (events_tx, events) = mpsc::channel(transport::INBOUND_QUEUE_MAX);
-    let acceptor = tokio::spawn(transport::accept(
-        listener,
-        identity.clone(),
-        events_tx.clone(),
-        metrics.clone(),
-    ));
-    let outbound = plan
-        .peers
-        .iter()
-        .filter(|(id, _)| **id != plan.id)
-        .map(|(id, address)| {
-            let queue = transport::spawn_outbound(
-                identity.clone(),
-                *id,
-                *address,
-                events_tx.clone(),
-                metrics.clone(),
-            );
-            (*id, queue)
-        })
-        .collect();
+    let (events, acceptor, outbound) = spawn_transport::<P::Message>(&plan, listener, &metrics);
     let members: Vec<NodeId> = plan.peers.keys().map(|id| NodeId(*id)).collect();
     let node = P::new(
         &config,
@@ -147,6 +102,77 @@ where
         task,
         acceptor,
     ))
+}
+
+/// Opens the state file in the data directory and decodes the durable
+/// state it holds (the protocol's default when there is none yet).
+fn open_state<P: Embeddable>(plan: &Plan) -> Result<(StateFile, P::Durable), ElectorError> {
+    let owner = Owner {
+        algorithm: P::NAME,
+        group: plan.group.clone(),
+        id: plan.id,
+        fingerprint: plan.fingerprint,
+    };
+    let (state, stored) = StateFile::open(&plan.data_dir, owner)?;
+    let durable = match stored {
+        None => P::Durable::default(),
+        Some(bytes) => P::decode_durable(&bytes).map_err(|e| ElectorError::CorruptState {
+            path: plan.data_dir.join("elector.state").display().to_string(),
+            reason: e.0,
+        })?,
+    };
+    Ok((state, durable))
+}
+
+/// What the transport hands the loop: the peers' events, the acceptor's
+/// task, and one outbound queue per other member.
+type Transport<M> = (
+    mpsc::Receiver<PeerEvent<M>>,
+    tokio::task::JoinHandle<()>,
+    BTreeMap<u64, mpsc::Sender<M>>,
+);
+
+/// Starts accepting peer connections on `listener` and one dialer per
+/// other member.
+fn spawn_transport<M: transport::WireMessage>(
+    plan: &Plan,
+    listener: TcpListener,
+    metrics: &Arc<ElectorMetrics>,
+) -> Transport<M> {
+    let identity = Identity {
+        cluster: plan.group.clone(),
+        id: plan.id,
+        members: transport::Members::new(plan.peers.keys().copied().collect()),
+        source_ip: plan.listen.ip(),
+        fingerprint: plan.fingerprint,
+        wakeups: Arc::new(transport::Wakeups::new(
+            &plan.peers.keys().copied().collect::<Vec<_>>(),
+        )),
+        tls: plan.tls.clone(),
+    };
+    let (events_tx, events) = mpsc::channel(transport::INBOUND_QUEUE_MAX);
+    let acceptor = tokio::spawn(transport::accept(
+        listener,
+        identity.clone(),
+        events_tx.clone(),
+        metrics.clone(),
+    ));
+    let outbound = plan
+        .peers
+        .iter()
+        .filter(|(id, _)| **id != plan.id)
+        .map(|(id, address)| {
+            let queue = transport::spawn_outbound(
+                identity.clone(),
+                *id,
+                *address,
+                events_tx.clone(),
+                metrics.clone(),
+            );
+            (*id, queue)
+        })
+        .collect();
+    (events, acceptor, outbound)
 }
 
 /// A seed no other node or restart shares, for the core's only randomness.

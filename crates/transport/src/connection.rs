@@ -12,7 +12,7 @@ use crate::frame::HANDSHAKE_BYTES_MAX;
 use crate::frame::{put_frame, put_frame_with, read_frame, read_frame_up_to, FrameError};
 use crate::handshake::{Hello, Refusal};
 use crate::tls::{PeerStream, PeerTls};
-use crate::{Observer, WireMessage};
+use crate::{Malformed, Observer, WireMessage};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -304,6 +304,9 @@ pub async fn accept<M: WireMessage, O: Observer>(
     }
 }
 
+/// Serves one inbound peer connection: TLS (when configured), the
+/// handshake, then the peer's messages until the connection ends; the
+/// event loop then hears that the peer was lost.
 async fn inbound<M: WireMessage>(
     stream: TcpStream,
     identity: &Identity,
@@ -312,32 +315,69 @@ async fn inbound<M: WireMessage>(
 ) -> Result<(), FrameError> {
     stream.set_nodelay(true)?;
     let remote = stream.peer_addr()?;
-    let mut stream = match &identity.tls {
-        None => PeerStream::Plain(stream),
+    let Some(mut stream) = secure(stream, identity, metrics, remote).await else {
+        return Ok(());
+    };
+    let mut buffer = Vec::new();
+    let Some((from, generation)) =
+        handshake(&mut stream, &mut buffer, identity, metrics, remote).await?
+    else {
+        return Ok(());
+    };
+    // Buffered from here on: a batch of frames costs one read, not two per
+    // frame. The handshake above stays unbuffered so nothing it did not
+    // consume is left in a buffer it drops.
+    let stream = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, stream);
+    let result = relay(stream, buffer, identity, events, from, generation).await;
+    let _ = events.try_send(PeerEvent::Lost(from));
+    result
+}
+
+/// Runs the TLS handshake of an inbound connection when the transport
+/// uses TLS; `None` when it failed or timed out (logged and counted).
+async fn secure(
+    stream: TcpStream,
+    identity: &Identity,
+    metrics: &impl Observer,
+    remote: SocketAddr,
+) -> Option<PeerStream> {
+    match &identity.tls {
+        None => Some(PeerStream::Plain(stream)),
         Some(tls) => match tokio::time::timeout(CONNECT_TIMEOUT, tls.accept(stream)).await {
-            Ok(Ok(stream)) => stream,
+            Ok(Ok(stream)) => Some(stream),
             Ok(Err(error)) => {
                 metrics.refused("tls");
                 tracing::warn!(%remote, %error, "refused a peer connection: TLS handshake failed (no certificate, or one not from the cluster's CA)");
-                return Ok(());
+                None
             }
             Err(_) => {
                 metrics.refused("tls");
                 tracing::warn!(%remote, "refused a peer connection: TLS handshake timed out");
-                return Ok(());
+                None
             }
         },
-    };
-    let mut buffer = Vec::new();
+    }
+}
+
+/// Reads and checks the peer's [`Hello`] and answers it. Returns the
+/// peer's id and the membership generation seen at the handshake, or
+/// `None` when the peer was refused (the refusal is answered and logged).
+async fn handshake(
+    stream: &mut PeerStream,
+    buffer: &mut Vec<u8>,
+    identity: &Identity,
+    metrics: &impl Observer,
+    remote: SocketAddr,
+) -> Result<Option<(u64, u64)>, FrameError> {
     tokio::time::timeout(
         CONNECT_TIMEOUT,
-        read_frame_up_to(&mut stream, &mut buffer, HANDSHAKE_BYTES_MAX),
+        read_frame_up_to(stream, buffer, HANDSHAKE_BYTES_MAX),
     )
     .await
     .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "handshake timed out"))??;
-    // The generation first: a change after it is seen by the loop below.
-    let mut generation = identity.members.generation();
-    let hello = Hello::decode(&buffer);
+    // The generation first: a change after it is seen by the relay loop.
+    let generation = identity.members.generation();
+    let hello = Hello::decode(buffer);
     let verdict = match &hello {
         Ok(hello) => hello.check(
             &identity.cluster,
@@ -348,28 +388,51 @@ async fn inbound<M: WireMessage>(
         Err(_) => Err(Refusal::Malformed),
     };
     if let Err(refusal) = verdict {
-        metrics.refused(refusal.as_str());
-        match &hello {
-            Ok(h) => {
-                tracing::error!(%remote, reason = refusal.as_str(), their_cluster = %h.cluster, their_id = h.from, our_cluster = %identity.cluster, "refused a peer connection")
-            }
-            Err(e) => {
-                tracing::error!(%remote, reason = refusal.as_str(), error = %e.0, "refused a peer connection")
-            }
-        }
-        let _ = stream.write_all(&[refusal as u8]).await;
-        let _ = stream.flush().await;
-        return Ok(());
+        refuse(stream, &hello, refusal, identity, metrics, remote).await;
+        return Ok(None);
     }
     let from = hello.expect("accepted").from;
     identity.wakeups.wake(from);
     stream.write_all(&[0]).await?;
     stream.flush().await?;
-    // Buffered from here on: a batch of frames costs one read, not two per
-    // frame. The handshake above stays unbuffered so nothing it did not
-    // consume is left in a buffer it drops.
-    let mut stream = tokio::io::BufReader::with_capacity(READ_BUFFER_BYTES, stream);
-    let result = loop {
+    Ok(Some((from, generation)))
+}
+
+/// Counts and logs a refused handshake and sends the refusal code; a
+/// failure to send it does not matter, the connection is dropped anyway.
+async fn refuse(
+    stream: &mut PeerStream,
+    hello: &Result<Hello, Malformed>,
+    refusal: Refusal,
+    identity: &Identity,
+    metrics: &impl Observer,
+    remote: SocketAddr,
+) {
+    metrics.refused(refusal.as_str());
+    match hello {
+        Ok(h) => {
+            tracing::error!(%remote, reason = refusal.as_str(), their_cluster = %h.cluster, their_id = h.from, our_cluster = %identity.cluster, "refused a peer connection")
+        }
+        Err(e) => {
+            tracing::error!(%remote, reason = refusal.as_str(), error = %e.0, "refused a peer connection")
+        }
+    }
+    let _ = stream.write_all(&[refusal as u8]).await;
+    let _ = stream.flush().await;
+}
+
+/// Hands the messages of an accepted peer to the event loop until the
+/// connection breaks (the error), or the peer leaves the membership, sends
+/// something undecodable or the event loop is gone (`Ok`).
+async fn relay<M: WireMessage>(
+    mut stream: tokio::io::BufReader<PeerStream>,
+    mut buffer: Vec<u8>,
+    identity: &Identity,
+    events: &mpsc::Sender<PeerEvent<M>>,
+    from: u64,
+    mut generation: u64,
+) -> Result<(), FrameError> {
+    loop {
         if let Err(error) = read_frame(&mut stream, &mut buffer).await {
             break Err(error);
         }
@@ -404,9 +467,7 @@ async fn inbound<M: WireMessage>(
                 break Ok(());
             }
         }
-    };
-    let _ = events.try_send(PeerEvent::Lost(from));
-    result
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! WAL's encoding (`bellwether_storage::codec`), so a log entry has exactly
 //! one binary form in the project.
 
-use bellwether_core::raft::RaftMessage;
+use bellwether_core::raft::{Entry, RaftMessage};
 use bellwether_core::{LogIndex, Term};
 use bellwether_storage::codec::{
     decode_entries, decode_snapshot_meta, encode_entries, encode_snapshot_meta, put_len, put_u64,
@@ -44,6 +44,27 @@ impl crate::WireMessage for RaftMessage {
 /// Appends `message` to `out`.
 pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {
     match message {
+        RaftMessage::PreVoteRequest { .. }
+        | RaftMessage::PreVoteResponse { .. }
+        | RaftMessage::VoteRequest { .. }
+        | RaftMessage::VoteResponse { .. }
+        | RaftMessage::TimeoutNow { .. } => encode_election(out, message),
+        RaftMessage::Heartbeat { .. }
+        | RaftMessage::HeartbeatResponse { .. }
+        | RaftMessage::LeaderDurable { .. } => encode_heartbeat(out, message),
+        RaftMessage::AppendEntries { .. } | RaftMessage::AppendResponse { .. } => {
+            encode_replication(out, message)
+        }
+        RaftMessage::InstallSnapshot { .. } | RaftMessage::InstallSnapshotResponse { .. } => {
+            encode_snapshot(out, message)
+        }
+    }
+}
+
+/// Appends an election message: a (pre-)vote request or response, or a
+/// leadership transfer's `TimeoutNow`.
+fn encode_election(out: &mut Vec<u8>, message: &RaftMessage) {
+    match message {
         RaftMessage::PreVoteRequest {
             term,
             last_log_index,
@@ -76,6 +97,18 @@ pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {
             put_u64(out, term.0);
             put_u8(out, u8::from(*granted));
         }
+        RaftMessage::TimeoutNow { term } => {
+            put_u8(out, TIMEOUT_NOW);
+            put_u64(out, term.0);
+        }
+        _ => unreachable!("encode sends only election messages here"),
+    }
+}
+
+/// Appends a leader's liveness message: a heartbeat, its response, or the
+/// leader's durable-index notice.
+fn encode_heartbeat(out: &mut Vec<u8>, message: &RaftMessage) {
+    match message {
         RaftMessage::Heartbeat {
             term,
             commit,
@@ -106,10 +139,13 @@ pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {
             put_u64(out, index.0);
             put_u64(out, config_index.0);
         }
-        RaftMessage::TimeoutNow { term } => {
-            put_u8(out, TIMEOUT_NOW);
-            put_u64(out, term.0);
-        }
+        _ => unreachable!("encode sends only heartbeat messages here"),
+    }
+}
+
+/// Appends a log replication message: `AppendEntries` or its response.
+fn encode_replication(out: &mut Vec<u8>, message: &RaftMessage) {
+    match message {
         RaftMessage::AppendEntries {
             term,
             prev_log_index,
@@ -124,14 +160,7 @@ pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {
             put_u64(out, leader_commit.0);
             put_u8(out, u8::from(!entries.is_empty()));
             if !entries.is_empty() {
-                // Encoded in place behind a length patched afterwards: no
-                // intermediate copy of the entries.
-                let length_at = out.len();
-                put_len(out, 0);
-                encode_entries(out, entries);
-                let length = out.len() - length_at - 4;
-                let length = u32::try_from(length).expect("frames are far below 4 GiB");
-                out[length_at..length_at + 4].copy_from_slice(&length.to_le_bytes());
+                put_entries(out, entries);
             }
         }
         RaftMessage::AppendResponse {
@@ -149,6 +178,25 @@ pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {
             put_u8(out, u8::from(hint_term.is_some()));
             put_u64(out, hint_term.map_or(0, |t| t.0));
         }
+        _ => unreachable!("encode sends only replication messages here"),
+    }
+}
+
+/// Appends `entries` behind their length in bytes.
+fn put_entries(out: &mut Vec<u8>, entries: &[Entry]) {
+    // Encoded in place behind a length patched afterwards: no
+    // intermediate copy of the entries.
+    let length_at = out.len();
+    put_len(out, 0);
+    encode_entries(out, entries);
+    let length = out.len() - length_at - 4;
+    let length = u32::try_from(length).expect("frames are far below 4 GiB");
+    out[length_at..length_at + 4].copy_from_slice(&length.to_le_bytes());
+}
+
+/// Appends a snapshot transfer message: a chunk or its acknowledgement.
+fn encode_snapshot(out: &mut Vec<u8>, message: &RaftMessage) {
+    match message {
         RaftMessage::InstallSnapshot {
             term,
             meta,
@@ -174,6 +222,7 @@ pub fn encode(out: &mut Vec<u8>, message: &RaftMessage) {
             put_u64(out, last_index.0);
             put_u64(out, *received_bytes);
         }
+        _ => unreachable!("encode sends only snapshot messages here"),
     }
 }
 
@@ -234,55 +283,9 @@ pub fn decode(bytes: &[u8]) -> Result<RaftMessage, Malformed> {
             index: index(&mut r, "durable index")?,
             config_index: index(&mut r, "config index")?,
         },
-        APPEND_ENTRIES => {
-            let term = term(&mut r, "term")?;
-            let prev_log_index = index(&mut r, "prev log index")?;
-            let prev_log_term = self::term(&mut r, "prev log term")?;
-            let leader_commit = index(&mut r, "leader commit")?;
-            let entries = if flag(&mut r, "has entries")? {
-                let len = r.u32("entries length")? as usize;
-                decode_entries(r.take(len, "entries")?)?
-            } else {
-                Vec::new()
-            };
-            RaftMessage::AppendEntries {
-                term,
-                prev_log_index,
-                prev_log_term,
-                entries,
-                leader_commit,
-            }
-        }
-        APPEND_RESPONSE => {
-            let term = term(&mut r, "term")?;
-            let success = flag(&mut r, "success")?;
-            let match_index = index(&mut r, "match index")?;
-            let hint_index = index(&mut r, "hint index")?;
-            let has_hint_term = flag(&mut r, "has hint term")?;
-            let hint_term = self::term(&mut r, "hint term")?;
-            RaftMessage::AppendResponse {
-                term,
-                success,
-                match_index,
-                hint_index,
-                hint_term: has_hint_term.then_some(hint_term),
-            }
-        }
-        INSTALL_SNAPSHOT => {
-            let term = term(&mut r, "term")?;
-            let meta = decode_snapshot_meta(&mut r)?;
-            let offset = r.u64("offset")?;
-            let total_bytes = r.u64("total bytes")?;
-            let len = r.u32("chunk length")? as usize;
-            let data = r.take(len, "chunk")?.to_vec();
-            RaftMessage::InstallSnapshot {
-                term,
-                meta,
-                offset,
-                total_bytes,
-                data,
-            }
-        }
+        APPEND_ENTRIES => decode_append_entries(&mut r)?,
+        APPEND_RESPONSE => decode_append_response(&mut r)?,
+        INSTALL_SNAPSHOT => decode_install_snapshot(&mut r)?,
         INSTALL_SNAPSHOT_RESPONSE => RaftMessage::InstallSnapshotResponse {
             term: term(&mut r, "term")?,
             last_index: index(&mut r, "last index")?,
@@ -292,6 +295,61 @@ pub fn decode(bytes: &[u8]) -> Result<RaftMessage, Malformed> {
     };
     r.finish("message")?;
     Ok(message)
+}
+
+/// Decodes the fields of an `AppendEntries`, after its kind byte.
+fn decode_append_entries(r: &mut Reader<'_>) -> Result<RaftMessage, Malformed> {
+    let term = term(r, "term")?;
+    let prev_log_index = index(r, "prev log index")?;
+    let prev_log_term = self::term(r, "prev log term")?;
+    let leader_commit = index(r, "leader commit")?;
+    let entries = if flag(r, "has entries")? {
+        let len = r.u32("entries length")? as usize;
+        decode_entries(r.take(len, "entries")?)?
+    } else {
+        Vec::new()
+    };
+    Ok(RaftMessage::AppendEntries {
+        term,
+        prev_log_index,
+        prev_log_term,
+        entries,
+        leader_commit,
+    })
+}
+
+/// Decodes the fields of an `AppendResponse`, after its kind byte.
+fn decode_append_response(r: &mut Reader<'_>) -> Result<RaftMessage, Malformed> {
+    let term = term(r, "term")?;
+    let success = flag(r, "success")?;
+    let match_index = index(r, "match index")?;
+    let hint_index = index(r, "hint index")?;
+    let has_hint_term = flag(r, "has hint term")?;
+    let hint_term = self::term(r, "hint term")?;
+    Ok(RaftMessage::AppendResponse {
+        term,
+        success,
+        match_index,
+        hint_index,
+        hint_term: has_hint_term.then_some(hint_term),
+    })
+}
+
+/// Decodes the fields of an `InstallSnapshot` chunk, after its kind byte.
+fn decode_install_snapshot(r: &mut Reader<'_>) -> Result<RaftMessage, Malformed> {
+    let term = term(r, "term")?;
+    let meta = decode_snapshot_meta(r)?;
+    let offset = r.u64("offset")?;
+    let total_bytes = r.u64("total bytes")?;
+    let len = r.u32("chunk length")? as usize;
+    let data = r.take(len, "chunk")?.to_vec();
+    Ok(RaftMessage::InstallSnapshot {
+        term,
+        meta,
+        offset,
+        total_bytes,
+        data,
+    })
 }
 
 #[cfg(test)]

@@ -197,6 +197,8 @@ pub fn run(settings: &CompareSettings) -> Result<CompareReport> {
     })
 }
 
+/// Issues the TLS material when asked for, then measures bellwether, then
+/// etcd, one cluster at a time.
 fn measure_both(
     settings: &CompareSettings,
     dir: &Path,
@@ -206,90 +208,20 @@ fn measure_both(
     let (bellwether_net, etcd_net) = nets(settings.base_port);
     let mut settings = settings.clone();
     let tls = if settings.tls {
-        let tls_dir = dir.join("tls");
-        let hosts: Vec<String> = std::iter::once("127.0.0.1".to_string())
-            .chain(
-                (1..=NODES)
-                    .flat_map(|i| [bellwether_net, etcd_net].map(|net| format!("127.0.{net}.{i}"))),
-            )
-            .collect();
-        crate::certs::issue(&tls_dir, &["member".into(), "client".into()], &hosts)?;
-        crate::certs::issue(&tls_dir.join("peer"), &["member".into()], &hosts)?;
-        settings.load.tls = Some(super::tls_client_config(
-            &tls_dir.join(crate::certs::CA_FILE),
-            Some((&tls_dir.join("client.pem"), &tls_dir.join("client-key.pem"))),
-        )?);
-        Some(EtcdTls {
-            cert: tls_dir.join("member.pem"),
-            key: tls_dir.join("member-key.pem"),
-            ca: tls_dir.join(crate::certs::CA_FILE),
-            peer_cert: tls_dir.join("peer/member.pem"),
-            peer_key: tls_dir.join("peer/member-key.pem"),
-            peer_ca: tls_dir.join("peer").join(crate::certs::CA_FILE),
-        })
+        Some(issue_tls(dir, bellwether_net, etcd_net, &mut settings)?)
     } else {
         None
     };
     let settings = &settings;
-    let bellwether = {
-        let args: Vec<String> = match &tls {
-            None => Vec::new(),
-            Some(tls) => {
-                let path = |p: &std::path::Path| p.display().to_string();
-                let (cert, key, ca) = (path(&tls.cert), path(&tls.key), path(&tls.ca));
-                let (peer_cert, peer_key, peer_ca) = (
-                    path(&tls.peer_cert),
-                    path(&tls.peer_key),
-                    path(&tls.peer_ca),
-                );
-                [
-                    "--cert-file",
-                    &cert,
-                    "--key-file",
-                    &key,
-                    "--trusted-ca-file",
-                    &ca,
-                    "--client-cert-auth",
-                    "--peer-cert-file",
-                    &peer_cert,
-                    "--peer-key-file",
-                    &peer_key,
-                    "--peer-trusted-ca-file",
-                    &peer_ca,
-                ]
-                .map(String::from)
-                .to_vec()
-            }
-        };
-        let mut cluster = ProcessCluster::start_with_args(
-            ClusterLayout {
-                dir: dir.join("bellwether"),
-                net: bellwether_net,
-                base_port: settings.base_port,
-                nodes: NODES,
-                heartbeat_ms: settings.heartbeat_ms,
-                election_ms: settings.election_ms,
-            },
-            args,
-        )?;
-        measure(&mut cluster, settings, runtime, interrupted)?
-        // The members are killed here, before etcd starts.
-    };
-    let etcd = {
-        let version = etcd_cluster::ensure_installed(dir)?;
-        let mut cluster = EtcdCluster::start_with_tls(
-            EtcdLayout {
-                dir: dir.join("etcd"),
-                net: etcd_net,
-                nodes: NODES,
-                heartbeat_ms: settings.heartbeat_ms,
-                election_ms: settings.election_ms,
-            },
-            version,
-            tls,
-        )?;
-        measure(&mut cluster, settings, runtime, interrupted)?
-    };
+    let bellwether = measure_bellwether(
+        dir,
+        bellwether_net,
+        settings,
+        tls.as_ref(),
+        runtime,
+        interrupted,
+    )?;
+    let etcd = measure_etcd(dir, etcd_net, settings, tls, runtime, interrupted)?;
     let ratios = Ratios::of(&bellwether, &etcd);
     Ok(CompareReport {
         op_description: settings.load.op.describe().to_string(),
@@ -304,6 +236,121 @@ fn measure_both(
         etcd,
         ratios,
     })
+}
+
+/// Issues a throwaway CA and certificates in `dir/tls` valid for both
+/// clusters' member IPs, points the load's client at them, and returns
+/// the members' files.
+fn issue_tls(
+    dir: &Path,
+    bellwether_net: u8,
+    etcd_net: u8,
+    settings: &mut CompareSettings,
+) -> Result<EtcdTls> {
+    let tls_dir = dir.join("tls");
+    let hosts: Vec<String> = std::iter::once("127.0.0.1".to_string())
+        .chain(
+            (1..=NODES)
+                .flat_map(|i| [bellwether_net, etcd_net].map(|net| format!("127.0.{net}.{i}"))),
+        )
+        .collect();
+    crate::certs::issue(&tls_dir, &["member".into(), "client".into()], &hosts)?;
+    crate::certs::issue(&tls_dir.join("peer"), &["member".into()], &hosts)?;
+    settings.load.tls = Some(super::tls_client_config(
+        &tls_dir.join(crate::certs::CA_FILE),
+        Some((&tls_dir.join("client.pem"), &tls_dir.join("client-key.pem"))),
+    )?);
+    Ok(EtcdTls {
+        cert: tls_dir.join("member.pem"),
+        key: tls_dir.join("member-key.pem"),
+        ca: tls_dir.join(crate::certs::CA_FILE),
+        peer_cert: tls_dir.join("peer/member.pem"),
+        peer_key: tls_dir.join("peer/member-key.pem"),
+        peer_ca: tls_dir.join("peer").join(crate::certs::CA_FILE),
+    })
+}
+
+/// Starts the bellwether cluster (with `tls`'s files, if any), measures
+/// it, and kills its members before returning, so etcd starts alone.
+fn measure_bellwether(
+    dir: &Path,
+    net: u8,
+    settings: &CompareSettings,
+    tls: Option<&EtcdTls>,
+    runtime: &tokio::runtime::Runtime,
+    interrupted: &Arc<AtomicBool>,
+) -> Result<SideReport> {
+    let args = match tls {
+        None => Vec::new(),
+        Some(tls) => member_tls_flags(tls),
+    };
+    let mut cluster = ProcessCluster::start_with_args(
+        ClusterLayout {
+            dir: dir.join("bellwether"),
+            net,
+            base_port: settings.base_port,
+            nodes: NODES,
+            heartbeat_ms: settings.heartbeat_ms,
+            election_ms: settings.election_ms,
+        },
+        args,
+    )?;
+    measure(&mut cluster, settings, runtime, interrupted)
+    // The members are killed here, before etcd starts.
+}
+
+/// The `bellwether node` flags that make a member use `tls`'s files on
+/// its client and peer ports and ask clients for certificates.
+fn member_tls_flags(tls: &EtcdTls) -> Vec<String> {
+    let path = |p: &std::path::Path| p.display().to_string();
+    let (cert, key, ca) = (path(&tls.cert), path(&tls.key), path(&tls.ca));
+    let (peer_cert, peer_key, peer_ca) = (
+        path(&tls.peer_cert),
+        path(&tls.peer_key),
+        path(&tls.peer_ca),
+    );
+    [
+        "--cert-file",
+        &cert,
+        "--key-file",
+        &key,
+        "--trusted-ca-file",
+        &ca,
+        "--client-cert-auth",
+        "--peer-cert-file",
+        &peer_cert,
+        "--peer-key-file",
+        &peer_key,
+        "--peer-trusted-ca-file",
+        &peer_ca,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Installs etcd if it is missing, starts its cluster (with `tls`, if
+/// any) and measures it.
+fn measure_etcd(
+    dir: &Path,
+    net: u8,
+    settings: &CompareSettings,
+    tls: Option<EtcdTls>,
+    runtime: &tokio::runtime::Runtime,
+    interrupted: &Arc<AtomicBool>,
+) -> Result<SideReport> {
+    let version = etcd_cluster::ensure_installed(dir)?;
+    let mut cluster = EtcdCluster::start_with_tls(
+        EtcdLayout {
+            dir: dir.join("etcd"),
+            net,
+            nodes: NODES,
+            heartbeat_ms: settings.heartbeat_ms,
+            election_ms: settings.election_ms,
+        },
+        version,
+        tls,
+    )?;
+    measure(&mut cluster, settings, runtime, interrupted)
 }
 
 /// Waits for a leader, loads the cluster while sampling memory.

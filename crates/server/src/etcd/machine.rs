@@ -13,8 +13,8 @@ use crate::state_machine::StateMachine;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_core::LogIndex;
 use bellwether_kv::{
-    Alarm, AlarmKind, AuthError, KeyPermission, KvStore, MemberError, MemberIntent, MemberRecord,
-    Permission,
+    Alarm, AlarmKind, AuthError, KeyPermission, KvError, KvStore, MemberError, MemberIntent,
+    MemberRecord, Permission,
 };
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -231,6 +231,104 @@ pub fn alarm_member(alarm: Alarm) -> pb::AlarmMember {
     }
 }
 
+/// The answer refusing `command` at apply time, if it must be refused:
+/// the caller may no longer make it, or an alarm (NOSPACE, CORRUPT)
+/// blocks it.
+fn refusal(store: &KvStore, checked: Option<&Checked>, command: &Command) -> Option<Vec<u8>> {
+    // While auth is on, a client's write is checked again here, on
+    // every member at the same entry, against the state it will change:
+    // a grant or revoke (or auth enabled) since the member that took it
+    // checked it takes effect at once, and so does a key attached to a
+    // lease since a revoke was checked.
+    if let Some(checked) = checked {
+        if store.auth().is_enabled() {
+            if let Err(status) = permitted(store, checked, command) {
+                return Some(answer_error(status.code(), status.message()));
+            }
+        }
+    }
+    // While the NOSPACE alarm is raised, every write that would take
+    // space is refused, on every member at the same log entry, as
+    // etcd's capped applier does; deletes and compactions still pass.
+    if command.space_cost() > 0 && store.is_alarmed(AlarmKind::NoSpace) {
+        return Some(answer_error(tonic::Code::ResourceExhausted, NO_SPACE));
+    }
+    // A member's data differs from the leader's (`corruption_check.rs`):
+    // no client write lands anywhere until an operator has looked. Lease
+    // revokes still apply (unlike etcd's), so that expiry never stalls.
+    if command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt) {
+        return Some(answer_error(tonic::Code::DataLoss, CORRUPT));
+    }
+    None
+}
+
+/// What [`apply_to_store`] did with a command.
+enum StoreApplied {
+    /// The store ran it, or refused it with this error: the revision is
+    /// published and the lessor told before answering.
+    Ran(Result<Vec<u8>, KvError>),
+    /// Refused before it reached the store: the answer, as is.
+    Refused(Vec<u8>),
+}
+
+/// Applies a command on the keys, leases, compaction or alarms (not a
+/// membership or auth change); notes a lease granted or revoked in
+/// `granted` and `revoked` for the lessor.
+fn apply_to_store(
+    store: &mut KvStore,
+    command: Command,
+    granted: &mut Option<(i64, i64)>,
+    revoked: &mut Option<i64>,
+) -> StoreApplied {
+    let result = match command {
+        Command::Put(r) => store
+            .put(&convert::put_request(r))
+            .map(|r| answer_ok(convert::put_response(r), store.revision())),
+        Command::DeleteRange(r) => store
+            .delete_range(&convert::delete_request(r))
+            .map(|r| answer_ok(convert::delete_response(r), store.revision())),
+        Command::Txn(r) => match convert::txn_request(r) {
+            Some(txn) => store
+                .txn(&txn)
+                .map(|r| answer_ok(convert::txn_response(r), store.revision())),
+            None => {
+                return StoreApplied::Refused(answer_error(
+                    tonic::Code::InvalidArgument,
+                    "etcdserver: invalid txn request",
+                ))
+            }
+        },
+        Command::Compact(r) => store
+            .compact(r.revision)
+            .map(|()| answer_ok(pb::CompactionResponse { header: None }, store.revision())),
+        Command::LeaseGrant(r) => store.lease_grant(r.id, r.ttl).map(|ttl| {
+            *granted = Some((r.id, ttl));
+            let response = pb::LeaseGrantResponse {
+                header: None,
+                id: r.id,
+                ttl,
+                error: String::new(),
+            };
+            answer_ok(response, store.revision())
+        }),
+        Command::Alarm(r) => Ok(answer_ok(apply_alarm(store, &r), store.revision())),
+        Command::Auth(_)
+        | Command::MemberAdd(_)
+        | Command::MemberUpdate(_)
+        | Command::MemberPromote(_)
+        | Command::MemberRemove(_) => unreachable!("applied by the caller"),
+        Command::LeaseRevoke(r) => {
+            // Passed on even when it fails (the lease was gone already):
+            // the lessor must not keep a deadline for it either.
+            *revoked = Some(r.id);
+            store
+                .lease_revoke(r.id)
+                .map(|_| answer_ok(pb::LeaseRevokeResponse { header: None }, store.revision()))
+        }
+    };
+    StoreApplied::Ran(result)
+}
+
 impl StateMachine for EtcdMachine {
     fn apply(&mut self, _index: LogIndex, command: &[u8]) -> Vec<u8> {
         let Some((checked, command)) = Command::decode_entry(command) else {
@@ -243,29 +341,8 @@ impl StateMachine for EtcdMachine {
         let mut granted: Option<(i64, i64)> = None;
         let mut revoked: Option<i64> = None;
         let mut store = self.store.lock().expect("store lock");
-        // While auth is on, a client's write is checked again here, on
-        // every member at the same entry, against the state it will change:
-        // a grant or revoke (or auth enabled) since the member that took it
-        // checked it takes effect at once, and so does a key attached to a
-        // lease since a revoke was checked.
-        if let Some(checked) = checked {
-            if store.auth().is_enabled() {
-                if let Err(status) = permitted(&store, &checked, &command) {
-                    return answer_error(status.code(), status.message());
-                }
-            }
-        }
-        // While the NOSPACE alarm is raised, every write that would take
-        // space is refused, on every member at the same log entry, as
-        // etcd's capped applier does; deletes and compactions still pass.
-        if command.space_cost() > 0 && store.is_alarmed(AlarmKind::NoSpace) {
-            return answer_error(tonic::Code::ResourceExhausted, NO_SPACE);
-        }
-        // A member's data differs from the leader's (`corruption_check.rs`):
-        // no client write lands anywhere until an operator has looked. Lease
-        // revokes still apply (unlike etcd's), so that expiry never stalls.
-        if command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt) {
-            return answer_error(tonic::Code::DataLoss, CORRUPT);
+        if let Some(refusal) = refusal(&store, checked.as_ref(), &command) {
+            return refusal;
         }
         if matches!(
             command,
@@ -280,56 +357,15 @@ impl StateMachine for EtcdMachine {
             self.publish_revision(store.revision());
             return answer;
         }
-        let result = match command {
-            Command::Put(r) => store
-                .put(&convert::put_request(r))
-                .map(|r| answer_ok(convert::put_response(r), store.revision())),
-            Command::DeleteRange(r) => store
-                .delete_range(&convert::delete_request(r))
-                .map(|r| answer_ok(convert::delete_response(r), store.revision())),
-            Command::Txn(r) => match convert::txn_request(r) {
-                Some(txn) => store
-                    .txn(&txn)
-                    .map(|r| answer_ok(convert::txn_response(r), store.revision())),
-                None => {
-                    return answer_error(
-                        tonic::Code::InvalidArgument,
-                        "etcdserver: invalid txn request",
-                    )
-                }
-            },
-            Command::Compact(r) => store
-                .compact(r.revision)
-                .map(|()| answer_ok(pb::CompactionResponse { header: None }, store.revision())),
-            Command::LeaseGrant(r) => store.lease_grant(r.id, r.ttl).map(|ttl| {
-                granted = Some((r.id, ttl));
-                let response = pb::LeaseGrantResponse {
-                    header: None,
-                    id: r.id,
-                    ttl,
-                    error: String::new(),
-                };
-                answer_ok(response, store.revision())
-            }),
-            Command::Alarm(r) => Ok(answer_ok(apply_alarm(&mut store, &r), store.revision())),
-            Command::Auth(change) => {
-                let answer = apply_auth(&mut store, change)
-                    .unwrap_or_else(|e| answer_error(auth_code(e), &e.to_string()));
-                self.publish_auth(&store);
-                return answer;
-            }
-            Command::MemberAdd(_)
-            | Command::MemberUpdate(_)
-            | Command::MemberPromote(_)
-            | Command::MemberRemove(_) => unreachable!("applied above"),
-            Command::LeaseRevoke(r) => {
-                // Passed on even when it fails (the lease was gone already):
-                // the lessor must not keep a deadline for it either.
-                revoked = Some(r.id);
-                store
-                    .lease_revoke(r.id)
-                    .map(|_| answer_ok(pb::LeaseRevokeResponse { header: None }, store.revision()))
-            }
+        if let Command::Auth(change) = command {
+            let answer = apply_auth(&mut store, change)
+                .unwrap_or_else(|e| answer_error(auth_code(e), &e.to_string()));
+            self.publish_auth(&store);
+            return answer;
+        }
+        let result = match apply_to_store(&mut store, command, &mut granted, &mut revoked) {
+            StoreApplied::Ran(result) => result,
+            StoreApplied::Refused(answer) => return answer,
         };
         // Published before the lock is released: a reader that sees this
         // state then builds a header sees at least this revision.
