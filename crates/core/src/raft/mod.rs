@@ -51,3 +51,5 @@ pub use snapshot::CompactError;
 mod replication_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_tests;
