@@ -37,8 +37,10 @@ declare -A SHORTER=(
   ["bw verify --workload register --seconds 60 --runs 5"]="--seconds 60 --runs 5|--seconds 10 --runs 1"
   ["bw bench failover --runs 5 --compare-etcd"]="--runs 5|--runs 1"
 )
+# The longest a command that should end may take.
+FOREGROUND_SECONDS_MAX=300
 declare -A EXPECT=(
-  ["bw status"]="leader"
+  ["bw status"]="^n[0-9]+ +[0-9.:]+ +leader "
   ["etcdctl get greeting"]="^hello$"
   ["etcdctl elect cron node-a"]="^cron/"
   ["etcdctl lock nightly-job"]="only one of us runs this"
@@ -104,6 +106,26 @@ for _ in $(seq 1 150); do
 done
 [ "$ready" -eq 3 ] || { cat up.log; fail "bw up: the members were not ready in 30 s"; }
 
+# run_within LINE SECONDS: runs LINE with its output in out.txt, and
+# returns its exit status; stops it (Ctrl-C, then SIGKILL) and fails the
+# tour if it is still running after SECONDS.
+run_within() {
+  eval "$1" > out.txt 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 $(($2 * 10))); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -INT -- "-$pid" 2>/dev/null
+    sleep 2
+    kill -KILL -- "-$pid" 2>/dev/null
+    cat out.txt
+    fail "\"$1\" still ran after $2 s"
+  fi
+  wait "$pid"
+}
+
 # match LINE TABLE-NAME: the entry of the named table whose key starts LINE.
 match() {
   local -n table=$2
@@ -131,6 +153,7 @@ for line in "${lines[@]}"; do
   if key=$(match "$line" EXPECT); then expect=${EXPECT[$key]}; fi
   if key=$(match "$line" BLOCKING); then
     seconds=${BLOCKING[$key]}
+    [ -n "$expect" ] || fail "\"$line\" runs until Ctrl-C but has nothing to expect"
     eval "$line" > out.txt 2>&1 &
     pid=$!
     pids+=("$pid")
@@ -149,13 +172,18 @@ for line in "${lines[@]}"; do
     continue
   fi
   if [[ "$line" =~ \&[[:space:]]*(#.*)?$ ]]; then
-    eval "${line%%&*}" > background.txt 2>&1 &
+    command=$(sed -E 's/[[:space:]]*&[[:space:]]*(#.*)?$//' <<<"$line")
+    eval "$command" > background.txt 2>&1 &
     pids+=($!)
     background+=("$!:$line")
     ran=$((ran + 1))
     continue
   fi
-  eval "$line" > out.txt 2>&1
+  if [[ "$line" == export\ * ]]; then
+    eval "$line"
+    continue
+  fi
+  run_within "$line" "$FOREGROUND_SECONDS_MAX"
   status=$?
   cat out.txt
   [ "$status" -eq 0 ] || fail "\"$line\" exited with $status"

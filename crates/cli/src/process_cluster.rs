@@ -12,6 +12,7 @@ use crate::contender::{Contender, Leadership};
 use crate::http_get;
 use crate::signals::{send_signal, SIGTERM};
 use anyhow::{bail, Context, Result};
+use bellwether_core::Role;
 use bellwether_server::NodeStatus;
 use std::fs::OpenOptions;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -280,7 +281,7 @@ impl ProcessCluster {
     /// members' commit indexes rarely match, so this does not wait for
     /// [`Contender::agreed_leader`]'s full agreement).
     pub fn claimed_leader(&self) -> Option<usize> {
-        (1..=self.layout.nodes).find(|i| self.status(*i).is_some_and(|s| s.role == "leader"))
+        (1..=self.layout.nodes).find(|i| self.status(*i).is_some_and(|s| s.role == Role::Leader))
     }
 
     /// Member i's `/status`, if it answers in time.
@@ -315,7 +316,7 @@ impl Contender for ProcessCluster {
             .collect::<Option<_>>()?;
         let leader = statuses
             .iter()
-            .find(|s| s.role == "leader" && s.committed_in_term)?;
+            .find(|s| s.role == Role::Leader && s.committed_in_term)?;
         let agreed = statuses.iter().all(|s| {
             s.leader == Some(leader.id) && s.term == leader.term && s.commit == leader.commit
         });
@@ -332,7 +333,7 @@ impl Contender for ProcessCluster {
     fn new_leader(&mut self, survivors: &[usize], old: &Leadership) -> Option<usize> {
         survivors.iter().copied().find(|i| {
             self.status(*i)
-                .is_some_and(|s| s.role == "leader" && s.committed_in_term && s.term > old.term)
+                .is_some_and(|s| s.role == Role::Leader && s.committed_in_term && s.term > old.term)
         })
     }
 

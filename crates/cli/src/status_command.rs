@@ -2,6 +2,7 @@
 
 use crate::up_command::poll;
 use anyhow::{bail, Result};
+use bellwether_core::Role;
 use clap::Args;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -35,7 +36,7 @@ pub fn execute(args: StatusArgs) -> Result<ExitCode> {
         let leader = statuses
             .iter()
             .flatten()
-            .filter(|s| s.role == "leader")
+            .filter(|s| s.role == Role::Leader)
             .max_by_key(|s| s.term);
         println!(
             "{:<4} {:<21} {:<13} {:>5} {:>6} {:>8} {:>8} {:>6} {:>10}",
@@ -48,7 +49,7 @@ pub fn execute(args: StatusArgs) -> Result<ExitCode> {
                     let lag = leader
                         .and_then(|l| l.members.iter().find(|m| m.id == s.id).and_then(|m| m.lag))
                         .map_or(
-                            if s.role == "leader" {
+                            if s.role == Role::Leader {
                                 "0".into()
                             } else {
                                 "-".into()
@@ -59,7 +60,7 @@ pub fn execute(args: StatusArgs) -> Result<ExitCode> {
                         "{:<4} {:<21} {:<13} {:>5} {:>6} {:>8} {:>8} {:>6} {:>9.1}s",
                         format!("n{}", s.id),
                         address,
-                        s.role,
+                        s.role.as_str(),
                         s.term,
                         s.leader.map_or("-".into(), |l| format!("n{l}")),
                         s.commit,

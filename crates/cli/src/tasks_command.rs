@@ -8,6 +8,7 @@
 
 use crate::endpoints::ClientArgs;
 use anyhow::{bail, Context};
+use bellwether_client::openmetrics;
 use bellwether_client::tasks::{
     worker_metrics, GroupOptions, Queue, SubmitOptions, Task, TaskRecord, TaskState, Worker,
     WorkerOptions, MAX_ATTEMPTS_DEFAULT,
@@ -279,43 +280,40 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Answers every HTTP request on `listener` with `render()` as
-/// Prometheus text: the worker's only page, so no router is needed.
+/// Serves `render()` at `/metrics` (and at any other path: it is the
+/// worker's only page) on `listener`.
 async fn serve_metrics(
     listener: tokio::net::TcpListener,
-    render: impl Fn() -> String + Send + Sync + 'static,
+    render: impl Fn() -> Result<String, std::fmt::Error> + Clone + Send + Sync + 'static,
 ) {
-    use tokio::io::AsyncReadExt;
-    let render = std::sync::Arc::new(render);
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
+    let page = move |headers: axum::http::HeaderMap| {
         let render = render.clone();
-        tokio::spawn(async move {
-            // The request itself does not matter, but all of it is read
-            // (up to its blank line) before answering: closing with unread
-            // bytes would reset the connection under the client's writes.
-            let mut request = Vec::new();
-            let read_all = async {
-                let mut chunk = [0u8; 1024];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
-                    match stream.read(&mut chunk).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => request.extend_from_slice(&chunk[..n]),
-                    }
+        async move {
+            let accept = headers
+                .get(axum::http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            match render() {
+                Ok(text) => {
+                    let content_type = openmetrics::content_type(accept);
+                    let header = [(axum::http::header::CONTENT_TYPE, content_type)];
+                    (axum::http::StatusCode::OK, header, text)
                 }
-            };
-            let _ = tokio::time::timeout(Duration::from_secs(2), read_all).await;
-            let body = render();
-            let response = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: {}\r\n\
-                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                worker_metrics::CONTENT_TYPE,
-                body.len()
-            );
-            let _ = stream.write_all(response.as_bytes()).await;
-        });
+                Err(_) => (
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        openmetrics::PLAIN_CONTENT_TYPE,
+                    )],
+                    "a metric has a value the text format cannot hold\n".to_string(),
+                ),
+            }
+        }
+    };
+    let app = axum::Router::new()
+        .route("/metrics", axum::routing::get(page.clone()))
+        .fallback(axum::routing::get(page));
+    if let Err(error) = axum::serve(listener, app).await {
+        eprintln!("the metrics endpoint stopped: {error}");
     }
 }
 

@@ -207,7 +207,9 @@ fn wait_for_role(http: SocketAddr, learner: bool, timeout: Duration) -> Result<(
                 if learner { "learner" } else { "voter" },
                 status.map_or("no answer".to_string(), |s| format!(
                     "{}, learner {}, outside {}",
-                    s.role, s.learner, s.outside
+                    s.role.as_str(),
+                    s.learner,
+                    s.outside
                 ))
             );
         }
@@ -251,46 +253,68 @@ fn secure(dir: &Path, k: usize, first: &ConfigLayer, layer: &mut ConfigLayer) ->
     Ok(())
 }
 
-/// Waits until the member list at each of `clients` shows member `id`
-/// started (with a name and client URLs, published by the member once it
-/// runs). Each member answers from what it applied, as etcd 3.4 does, so
-/// asking them all means a list read next from any member shows it.
+/// Waits until member `id` shows as started (with a name and client URLs,
+/// which it publishes once it runs) in its own member list, the last of
+/// `clients`, and in that of every other member that answers. Each member
+/// answers from what it applied, as etcd 3.4 does, so a list read next
+/// from any running member shows it. A member that does not answer
+/// (stopped, or removed) is not waited for.
 fn wait_until_started(
     clients: &[String],
     id: u64,
     tls: Option<tonic::transport::ClientTlsConfig>,
     timeout: Duration,
 ) -> Result<()> {
-    use bellwether_api::etcdserverpb::{cluster_client::ClusterClient, MemberListRequest};
+    let (own, others) = clients.split_last().context("no member to ask")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let listed = async {
-                for client in clients {
-                    let channel = crate::join::member_channel(client, tls.as_ref()).await?;
-                    let mut cluster = ClusterClient::new(channel);
-                    let list = cluster.member_list(MemberListRequest::default()).await?;
-                    let started = list
-                        .into_inner()
-                        .members
-                        .iter()
-                        .any(|m| m.id == id && !m.name.is_empty() && !m.client_urls.is_empty());
-                    if !started {
-                        return anyhow::Ok(false);
-                    }
-                }
-                anyhow::Ok(true)
-            };
-            if let Ok(Ok(true)) = tokio::time::timeout(Duration::from_secs(2), listed).await {
-                return Ok(());
+            let mut lagging = None;
+            if lists_started(own, id, tls.as_ref()).await != Some(true) {
+                lagging = Some(own);
             }
+            for other in others {
+                if lagging.is_none() && lists_started(other, id, tls.as_ref()).await == Some(false)
+                {
+                    lagging = Some(other);
+                }
+            }
+            let Some(lagging) = lagging else {
+                return Ok(());
+            };
             if tokio::time::Instant::now() >= deadline {
-                bail!("member {id} has not published its client URL within {timeout:?}");
+                bail!("member {id} is not listed as started at {lagging} within {timeout:?}");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     })
+}
+
+/// Whether the member list at `client` shows member `id` started; `None`
+/// when that member does not answer within 2 s.
+async fn lists_started(
+    client: &str,
+    id: u64,
+    tls: Option<&tonic::transport::ClientTlsConfig>,
+) -> Option<bool> {
+    use bellwether_api::etcdserverpb::{cluster_client::ClusterClient, MemberListRequest};
+    let listed = async {
+        let channel = crate::join::member_channel(client, tls).await?;
+        let list = ClusterClient::new(channel)
+            .member_list(MemberListRequest::default())
+            .await?;
+        let started = list
+            .into_inner()
+            .members
+            .iter()
+            .any(|m| m.id == id && !m.name.is_empty() && !m.client_urls.is_empty());
+        anyhow::Ok(started)
+    };
+    tokio::time::timeout(Duration::from_secs(2), listed)
+        .await
+        .ok()?
+        .ok()
 }

@@ -15,6 +15,7 @@
 use crate::http_get;
 use crate::signals::{send_signal, SIGTERM};
 use anyhow::{bail, Context, Result};
+use bellwether_core::Role;
 use bellwether_server::NodeStatus;
 use clap::Args;
 use std::net::SocketAddr;
@@ -430,7 +431,7 @@ fn show_leader(statuses: &[Option<NodeStatus>], shown: &mut Option<(Option<u64>,
     let leader = statuses
         .iter()
         .flatten()
-        .filter(|s| s.role == "leader")
+        .filter(|s| s.role == Role::Leader)
         .max_by_key(|s| s.term)
         .map(|s| (Some(s.id), s.term));
     let current = leader.unwrap_or((

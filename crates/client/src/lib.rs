@@ -52,6 +52,7 @@ pub mod error;
 pub mod keys;
 pub mod latency_histogram;
 pub mod mutex;
+pub mod openmetrics;
 mod prefix_watch;
 pub mod session;
 pub mod tasks;

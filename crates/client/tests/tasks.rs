@@ -347,7 +347,8 @@ async fn a_stale_result_is_refused_and_counted(client: Client, name: String) {
     let after = queue.record(&id).await.unwrap().unwrap();
     assert_eq!(after, done, "the refused result changed nothing");
     assert_eq!(paused.stats().done.load(Ordering::Relaxed), 0);
-    let metrics = bellwether_client::tasks::worker_metrics::render(paused.stats_handle(), &name);
+    let metrics =
+        bellwether_client::tasks::worker_metrics::render(paused.stats_handle(), &name).unwrap();
     let refused =
         format!("bellwether_tasks_worker_refused_stale_results_total{{queue=\"{name}\"}} 1");
     assert!(metrics.contains(&refused), "{metrics}");

@@ -41,6 +41,18 @@ impl Role {
             Role::Leader => "leader",
         }
     }
+
+    /// The role [`Role::as_str`] names, if `name` is one.
+    pub fn parse(name: &str) -> Option<Role> {
+        [
+            Role::Follower,
+            Role::PreCandidate,
+            Role::Candidate,
+            Role::Leader,
+        ]
+        .into_iter()
+        .find(|role| role.as_str() == name)
+    }
 }
 
 /// Everything an observer may ask a node at any instant.

@@ -136,7 +136,7 @@ impl ElectorMetrics {
         registry.register_collector(Box::new(self.clone()));
         let mut out = String::with_capacity(4096);
         prometheus_client::encoding::text::encode(&mut out, &registry)
-            .expect("writing to a String cannot fail");
+            .expect("every value here is one the text format holds");
         out
     }
 
@@ -218,7 +218,13 @@ impl Collector for ElectorMetrics {
                 (true, Figure::Seconds(v)) => {
                     metric.encode_counter::<NoLabelSet, _, f64>(&v, None)?
                 }
-                (false, Figure::Count(v)) => metric.encode_gauge(&v)?,
+                // A gauge is written as a signed integer; an id past
+                // i64::MAX is written as a float (what Prometheus reads
+                // every value as) rather than failing the whole page.
+                (false, Figure::Count(v)) => match i64::try_from(v) {
+                    Ok(v) => metric.encode_gauge(&v)?,
+                    Err(_) => metric.encode_gauge(&(v as f64))?,
+                },
                 (false, Figure::Seconds(v)) => metric.encode_gauge(&v)?,
             }
         }
@@ -328,5 +334,9 @@ mod tests {
         let per_peer =
             "bellwether_elector_peer_messages_sent_total{algorithm=\"bully\",peer=\"2\"} 1";
         assert!(text.contains(per_peer), "missing {per_peer} in\n{text}");
+        metrics.set_leader(u64::MAX, 4, false);
+        let text = metrics.render();
+        let past_i64 = "bellwether_elector_leader{algorithm=\"bully\"} 18446744073709553000.0";
+        assert!(text.contains(past_i64), "missing {past_i64} in\n{text}");
     }
 }

@@ -26,9 +26,6 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-/// The content type of what [`Metrics::render`] writes.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
 /// A gauge of a non-negative integer (an index, a term, a role).
 pub type IndexGauge = Gauge<u64, AtomicU64>;
 
@@ -218,12 +215,10 @@ impl Metrics {
             .inc();
     }
 
-    /// Every metric in the OpenMetrics text format ([`CONTENT_TYPE`]).
-    pub fn render(&self) -> String {
-        let mut out = String::with_capacity(8192);
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            .expect("writing to a String cannot fail");
-        out
+    /// Every metric in the OpenMetrics text format, or why it could not
+    /// be written (see `bellwether_client::openmetrics`).
+    pub fn render(&self) -> Result<String, std::fmt::Error> {
+        bellwether_client::openmetrics::render(&self.registry)
     }
 }
 
@@ -259,7 +254,7 @@ mod tests {
         metrics.count_sent("append_entries");
         metrics.count_refused("foreign_cluster");
         metrics.wal_syncs_on_loop.inc_by(3);
-        let text = metrics.render();
+        let text = metrics.render().unwrap();
         assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.002\"} 1\n"));
         assert!(text.contains("bellwether_failover_seconds_bucket{le=\"0.2\"} 2\n"));
         assert!(text.contains("bellwether_failover_seconds_bucket{le=\"+Inf\"} 2\n"));

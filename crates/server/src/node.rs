@@ -1306,7 +1306,7 @@ fn empty_status(config: &NodeConfig, http_address: std::net::SocketAddr) -> Node
         cluster: config.cluster.clone(),
         peer_address: config.peer_listen.to_string(),
         http_address: http_address.to_string(),
-        role: "follower".into(),
+        role: Role::Follower,
         term: 0,
         leader: None,
         commit: 0,
@@ -1326,7 +1326,7 @@ fn empty_status(config: &NodeConfig, http_address: std::net::SocketAddr) -> Node
 struct Tracker {
     template: NodeStatus,
     started: Instant,
-    last: Option<(Option<u64>, u64, String, bool)>,
+    last: Option<(Option<u64>, u64, Role, bool)>,
     leader_since: Option<Instant>,
     lost_at: Option<Instant>,
     failover_pending: bool,
@@ -1357,13 +1357,13 @@ impl Tracker {
     ) {
         let status = raft.status();
         let leader = status.leader.map(|l| l.0);
-        let role = status.role.as_str().to_string();
+        let role = status.role;
         let now = Instant::now();
         let committed_in_term = raft.log().term(raft.commit_index()) == Some(status.term);
-        let key = (leader, status.term.0, role.clone(), committed_in_term);
+        let key = (leader, status.term.0, role, committed_in_term);
         let changed = self.last.as_ref() != Some(&key);
         if changed {
-            tracing::info!(term = status.term.0, role = %role, leader = ?leader, committed_in_term, "raft state changed");
+            tracing::info!(term = status.term.0, role = role.as_str(), leader = ?leader, committed_in_term, "raft state changed");
             let previous_leader = self.last.as_ref().and_then(|(l, _, _, _)| *l);
             if leader != previous_leader {
                 if leader.is_none() {

@@ -1,7 +1,8 @@
 //! What a node reports about itself: the snapshot behind `/status`,
 //! `bellwether status` and the dashboard.
 
-use serde::{Deserialize, Serialize};
+use bellwether_core::Role;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Most leadership changes a node remembers for the dashboard's timeline.
 pub const LEADERSHIP_HISTORY_MAX: usize = 256;
@@ -49,8 +50,10 @@ pub struct NodeStatus {
     pub peer_address: String,
     /// Address of the HTTP endpoint.
     pub http_address: String,
-    /// `follower`, `pre-candidate`, `candidate` or `leader`.
-    pub role: String,
+    /// Its role; in JSON `follower`, `pre-candidate`, `candidate` or
+    /// `leader`.
+    #[serde(serialize_with = "role_as_text", deserialize_with = "role_from_text")]
+    pub role: Role,
     /// Current term.
     pub term: u64,
     /// Leader it follows (itself when leading).
@@ -79,6 +82,17 @@ pub struct NodeStatus {
     pub members: Vec<MemberStatus>,
     /// Recent leadership changes seen here, oldest first.
     pub leadership: Vec<LeadershipChange>,
+}
+
+/// Writes a role as its name.
+fn role_as_text<S: Serializer>(role: &Role, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(role.as_str())
+}
+
+/// Reads a role from its name, refusing any other text.
+fn role_from_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Role, D::Error> {
+    let name = String::deserialize(deserializer)?;
+    Role::parse(&name).ok_or_else(|| serde::de::Error::custom(format!("{name:?} is not a role")))
 }
 
 impl NodeStatus {

@@ -10,9 +10,6 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The content type of what [`render`] writes.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
 /// One worker's figures, as a collector read on each scrape.
 #[derive(Debug)]
 struct WorkerCollector {
@@ -22,17 +19,14 @@ struct WorkerCollector {
 }
 
 /// The worker's counters and histograms in the OpenMetrics text format,
-/// labelled `queue="<queue>"`.
-pub fn render(stats: Arc<WorkerStats>, queue: &str) -> String {
+/// labelled `queue="<queue>"` (see [`crate::openmetrics`]).
+pub fn render(stats: Arc<WorkerStats>, queue: &str) -> Result<String, std::fmt::Error> {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(WorkerCollector {
         stats,
         queue: queue.replace('\\', "\\\\").replace('"', "\\\""),
     }));
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &registry)
-        .expect("writing to a String cannot fail");
-    out
+    crate::openmetrics::render(&registry)
 }
 
 impl WorkerCollector {
@@ -139,7 +133,7 @@ mod tests {
         stats.done.fetch_add(2, Ordering::Relaxed);
         stats.leading.store(true, Ordering::Relaxed);
         stats.assignment_latency.record(Duration::from_millis(3));
-        let text = render(stats, "jobs \"a\"");
+        let text = render(stats, "jobs \"a\"").unwrap();
         for line in [
             "# TYPE bellwether_tasks_worker_done counter\n",
             "bellwether_tasks_worker_done_total{queue=\"jobs \\\"a\\\"\"} 2\n",

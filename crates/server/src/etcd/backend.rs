@@ -369,7 +369,7 @@ impl EtcdBackend {
     /// True while this member leads.
     pub fn is_leader(&self) -> bool {
         let status = self.status.borrow();
-        status.role == "leader" && status.leader == Some(self.member_id)
+        status.role == bellwether_core::Role::Leader && status.leader == Some(self.member_id)
     }
 
     fn not_here(&self, error: ClientError) -> NotHere {

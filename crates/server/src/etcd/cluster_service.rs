@@ -259,7 +259,10 @@ impl Maintenance for ClusterService {
         let mut status = self.backend.status.clone();
         let moved = tokio::time::timeout(
             MOVE_LEADER_WAIT,
-            status.wait_for(|s| s.leader == Some(target) && (target != s.id || s.role == "leader")),
+            status.wait_for(|s| {
+                s.leader == Some(target)
+                    && (target != s.id || s.role == bellwether_core::Role::Leader)
+            }),
         )
         .await;
         match moved {

@@ -135,7 +135,8 @@ impl LeaseService {
     /// Whether the member's status says it leads now.
     fn leading(&self) -> bool {
         let status = self.backend.status.borrow();
-        status.role == "leader" && status.leader == Some(self.backend.member_id)
+        status.role == bellwether_core::Role::Leader
+            && status.leader == Some(self.backend.member_id)
     }
 
     /// Where a call that needs the leader's lease clock is served: here once

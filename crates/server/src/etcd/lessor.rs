@@ -460,7 +460,7 @@ impl Lessor {
             }
             let leading_term = {
                 let status = backend.status.borrow();
-                (status.role == "leader"
+                (status.role == bellwether_core::Role::Leader
                     && status.leader == Some(backend.member_id)
                     && status.committed_in_term
                     && status.applied >= status.commit)

@@ -357,7 +357,7 @@ pub async fn member_promote(
     request: pb::MemberPromoteRequest,
 ) -> Result<pb::MemberPromoteResponse, Status> {
     let id = request.id;
-    if backend.status.borrow().role != "leader" {
+    if backend.status.borrow().role != bellwether_core::Role::Leader {
         return Ok(leader_client(backend)
             .await?
             .member_promote(backend.forwarded(caller, request))

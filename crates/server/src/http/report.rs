@@ -7,18 +7,26 @@
 //! credentials or log contents, so allowing any origin exposes nothing new.
 
 use axum::extract::State;
-use axum::http::header::{ACCESS_CONTROL_ALLOW_ORIGIN, CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::header::{ACCEPT, ACCESS_CONTROL_ALLOW_ORIGIN, CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
+use axum::response::Response;
 use axum::Json;
+use bellwether_client::openmetrics;
 
 use super::HttpState;
 
 /// `GET /metrics`: every metric in the OpenMetrics text format.
-pub(super) async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
-    (
-        [(CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
-        state.metrics.render(),
-    )
+pub(super) async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok());
+    match state.metrics.render() {
+        Ok(text) => ([(CONTENT_TYPE, openmetrics::content_type(accept))], text).into_response(),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "a metric has a value the text format cannot hold\n",
+        )
+            .into_response(),
+    }
 }
 
 /// `GET /elections`: the applications' elections and locks this member's

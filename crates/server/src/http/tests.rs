@@ -142,7 +142,7 @@ fn status_fixture() -> NodeStatus {
         cluster: "test".to_owned(),
         peer_address: "127.0.0.1:7001".to_owned(),
         http_address: "127.0.0.1:7101".to_owned(),
-        role: "follower".to_owned(),
+        role: bellwether_core::Role::Follower,
         term: 4,
         leader: None,
         commit: 10,
@@ -185,7 +185,7 @@ async fn metrics_serves_the_exposition_format() {
     assert_eq!(response.code, 200);
     assert_eq!(
         response.header("content-type"),
-        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+        Some("text/plain; charset=utf-8")
     );
     assert!(
         response.body.contains("# TYPE bellwether_term gauge"),
@@ -197,6 +197,14 @@ async fn metrics_serves_the_exposition_format() {
         "{}",
         response.body
     );
+    let scraper = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\nConnection: close\r\n\r\n";
+    let response = request(harness.address, scraper).await;
+    assert_eq!(
+        response.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        "a scraper that asks for OpenMetrics gets it by name"
+    );
+    assert!(response.body.ends_with("# EOF\n"), "{}", response.body);
 }
 
 #[tokio::test]
