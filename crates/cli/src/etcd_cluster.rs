@@ -22,8 +22,7 @@ use crate::process_cluster::{Member, MEMBERS_MAX, POLL_TIMEOUT};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -39,8 +38,6 @@ const PEER_PORT: u16 = 2380;
 const PLAIN_CLIENT_PORT: u16 = 2382;
 /// Gateway prefixes tried, in order.
 const GATEWAY_PREFIXES: [&str; 2] = ["/v3", "/v3beta"];
-/// Largest status response read.
-const RESPONSE_BYTES_MAX: u64 = 64 << 10;
 /// Member i runs as uid `UID_BASE + net * 10 + i` when we are root: below
 /// 65534 (nobody) for every net, and distinct per cluster and member.
 const UID_BASE: u32 = 61_000;
@@ -309,10 +306,14 @@ impl EtcdCluster {
             &GATEWAY_PREFIXES
         };
         for prefix in prefixes.iter().copied() {
-            let Some(status) = post(address, &format!("{prefix}/maintenance/status"), "{}")
-                .ok()
-                .and_then(|b| parse_status(&b))
-            else {
+            let Some(status) = crate::http_get::post_json(
+                address,
+                &format!("{prefix}/maintenance/status"),
+                "{}",
+                POLL_TIMEOUT,
+            )
+            .ok()
+            .and_then(|b| parse_status(&b)) else {
                 continue;
             };
             self.gateway = Some(prefix);
@@ -404,31 +405,6 @@ fn parse_status(body: &str) -> Option<EtcdStatus> {
             .or_else(|| number(&value["raft_index"]))
             .unwrap_or(0),
     })
-}
-
-/// POSTs `body` as HTTP/1.0 (so the answer is never chunked) and returns
-/// the body of a 200 answer.
-fn post(address: SocketAddr, path: &str, body: &str) -> Result<String> {
-    let mut stream = TcpStream::connect_timeout(&address, POLL_TIMEOUT)?;
-    stream.set_read_timeout(Some(POLL_TIMEOUT))?;
-    stream.set_write_timeout(Some(POLL_TIMEOUT))?;
-    write!(
-        stream,
-        "POST {path} HTTP/1.0\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut response = String::new();
-    stream
-        .take(RESPONSE_BYTES_MAX)
-        .read_to_string(&mut response)?;
-    let (head, answer) = response
-        .split_once("\r\n\r\n")
-        .context("malformed HTTP response")?;
-    let status_line = head.lines().next().unwrap_or_default();
-    if !status_line.contains(" 200 ") {
-        bail!("{address}{path}: {status_line}");
-    }
-    Ok(answer.to_string())
 }
 
 #[cfg(test)]

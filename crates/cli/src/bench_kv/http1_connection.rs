@@ -4,6 +4,13 @@
 //! client gets its own. Only what the load needs: POST with a body, and
 //! answers with a `Content-Length` or chunked body (etcd's gateway
 //! answers chunked, bellwether's with a length).
+//!
+//! Why not hyper's client connection: the bench client shares this 2-core
+//! machine with the members it measures, and with hyper's
+//! `client::conn::http1` in its place the gateway-put throughput fell by
+//! 4.5% (64 clients, one `bellwether up` cluster, three alternating rounds
+//! of 10 s each: 25,973 against 27,199 op/s, medians; docs/benchmarks.md,
+//! session 28). The other HTTP calls of the binary go through `ureq`.
 
 use anyhow::{bail, Context, Result};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};

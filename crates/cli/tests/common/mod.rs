@@ -11,8 +11,7 @@ pub mod peer_group;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -340,20 +339,18 @@ impl Drop for Cluster {
     }
 }
 
-/// GET over plain TCP; the body of a 2xx/5xx response.
-pub fn get(address: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(300))?;
-    stream.set_read_timeout(Some(Duration::from_millis(500)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    Ok(response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default())
+/// GET through ureq: the body of any answer (a 503 from `/ready` too).
+pub fn get(address: SocketAddr, path: &str) -> Result<String, ureq::Error> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_millis(800)))
+        .http_status_as_error(false)
+        .build()
+        .into();
+    agent
+        .get(&format!("http://{address}{path}"))
+        .call()?
+        .body_mut()
+        .read_to_string()
 }
 
 /// Bytes of every file under `dir`, to prove nothing was modified.
