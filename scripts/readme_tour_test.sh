@@ -93,6 +93,14 @@ done
 # `bw` is the built binary, as the tour's alias makes it `cargo run`.
 bw() { "$BIN" "$@"; }
 
+# The tour's clusters use fixed ports; something already listening there
+# would answer in their place.
+for port in 7001 7002 7003 7004 7101 7102 7103 7104 7201 7202 7203 7204 8001 8101 8201; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    fail "port $port is in use; the tour needs 7001-7204 and 8001-8203 free"
+  fi
+done
+
 # The first set-up command: a 3-member cluster in ./bellwether-data.
 "$BIN" up > up.log 2>&1 &
 pids+=($!)
@@ -192,6 +200,9 @@ for line in "${lines[@]}"; do
   fi
   ran=$((ran + 1))
 done
+
+# The cluster the tour started is the one that answered all along.
+kill -0 "${pids[0]}" 2>/dev/null || { cat up.log; fail "bw up stopped during the tour"; }
 
 # What the tour left in the background still runs (a watch keeps watching).
 for entry in "${background[@]}"; do

@@ -49,6 +49,9 @@ pub fn post_json(address: SocketAddr, path: &str, body: &str, timeout: Duration)
 fn agent(timeout: Duration) -> ureq::Agent {
     ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
+        // Members are reached directly, never through a proxy the
+        // environment names (HTTP_PROXY and the like).
+        .proxy(None)
         .build()
         .into()
 }

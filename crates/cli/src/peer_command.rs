@@ -320,13 +320,13 @@ async fn serve_http(address: SocketAddr, page: Page) -> Result<()> {
         )
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: axum::http::HeaderMap| {
                 let text = metrics.render();
-                let content_type = [(
-                    axum::http::header::CONTENT_TYPE,
-                    bellwether_elector::METRICS_CONTENT_TYPE,
-                )];
-                async move { (content_type, text) }
+                let accept = headers
+                    .get(axum::http::header::ACCEPT)
+                    .and_then(|v| v.to_str().ok());
+                let content_type = bellwether_client::openmetrics::content_type(accept);
+                async move { ([(axum::http::header::CONTENT_TYPE, content_type)], text) }
             }),
         );
     tokio::spawn(async move {

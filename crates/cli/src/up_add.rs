@@ -294,7 +294,8 @@ fn wait_until_started(
 }
 
 /// Whether the member list at `client` shows member `id` started; `None`
-/// when that member does not answer within 2 s.
+/// when that member does not answer within 2 s, or is not in its own list
+/// (it was removed and runs on alone).
 async fn lists_started(
     client: &str,
     id: u64,
@@ -306,15 +307,19 @@ async fn lists_started(
         let list = ClusterClient::new(channel)
             .member_list(MemberListRequest::default())
             .await?;
+        let list = list.into_inner();
+        let answering = list.header.map(|h| h.member_id);
+        if !list.members.iter().any(|m| Some(m.id) == answering) {
+            return anyhow::Ok(None);
+        }
         let started = list
-            .into_inner()
             .members
             .iter()
             .any(|m| m.id == id && !m.name.is_empty() && !m.client_urls.is_empty());
-        anyhow::Ok(started)
+        anyhow::Ok(Some(started))
     };
     tokio::time::timeout(Duration::from_secs(2), listed)
         .await
         .ok()?
-        .ok()
+        .ok()?
 }

@@ -21,6 +21,7 @@ pub mod roster;
 pub mod snapshot_file;
 pub mod state_machine;
 pub mod status;
+mod status_tracker;
 pub mod tls;
 
 pub use client::{ClientError, NodeClient};

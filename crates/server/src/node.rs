@@ -16,7 +16,8 @@ use crate::metrics::Metrics;
 use crate::peer_message::{Forward, PeerMessage};
 use crate::roster::Roster;
 use crate::state_machine::{NullMachine, StateMachine};
-use crate::status::{LeadershipChange, MemberStatus, NodeStatus, LEADERSHIP_HISTORY_MAX};
+use crate::status::NodeStatus;
+use crate::status_tracker::{empty_status, unix_ms, StatusTracker};
 use bellwether_transport::{self as transport, Identity, INBOUND_QUEUE_MAX};
 
 /// What the transport hands the event loop.
@@ -30,7 +31,7 @@ use bellwether_storage::{SnapshotWriter, Storage, StorageError, WalStorage};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -192,12 +193,6 @@ pub struct Node {
     transport: Option<(Identity, mpsc::Sender<PeerEvent>)>,
     /// Writes and reads forwarded to the leader, or served for followers.
     forwarding: Forwarding,
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn raft_config(config: &NodeConfig) -> RaftConfig {
@@ -367,7 +362,7 @@ impl Node {
         )));
         self.transport = Some((identity, events_tx));
         self.rewire();
-        let mut tracker = Tracker::new(&self.config, self.http_address);
+        let mut tracker = StatusTracker::new(&self.config, self.http_address);
         let mut ticker = tokio::time::interval(Duration::from_millis(self.config.tick_ms()));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         tokio::pin!(shutdown);
@@ -1298,169 +1293,6 @@ fn persist_to(
         wal.compact(snapshot.meta.last_index)?;
     }
     Ok(())
-}
-
-fn empty_status(config: &NodeConfig, http_address: std::net::SocketAddr) -> NodeStatus {
-    NodeStatus {
-        id: config.id,
-        cluster: config.cluster.clone(),
-        peer_address: config.peer_listen.to_string(),
-        http_address: http_address.to_string(),
-        role: Role::Follower,
-        term: 0,
-        leader: None,
-        commit: 0,
-        applied: 0,
-        last_index: 0,
-        committed_in_term: false,
-        uptime_ms: 0,
-        leader_uptime_ms: 0,
-        learner: false,
-        outside: false,
-        members: Vec::new(),
-        leadership: Vec::new(),
-    }
-}
-
-/// Turns core state into status, metrics and leadership history.
-struct Tracker {
-    template: NodeStatus,
-    started: Instant,
-    last: Option<(Option<u64>, u64, Role, bool)>,
-    leader_since: Option<Instant>,
-    lost_at: Option<Instant>,
-    failover_pending: bool,
-    history: Vec<LeadershipChange>,
-    last_publish: Option<Instant>,
-}
-
-impl Tracker {
-    fn new(config: &NodeConfig, http_address: std::net::SocketAddr) -> Self {
-        Tracker {
-            template: empty_status(config, http_address),
-            started: Instant::now(),
-            last: None,
-            leader_since: None,
-            lost_at: Some(Instant::now()),
-            failover_pending: true,
-            history: Vec::new(),
-            last_publish: None,
-        }
-    }
-
-    fn publish(
-        &mut self,
-        raft: &RaftNode,
-        roster: &Roster,
-        metrics: &Metrics,
-        sender: &watch::Sender<NodeStatus>,
-    ) {
-        let status = raft.status();
-        let leader = status.leader.map(|l| l.0);
-        let role = status.role;
-        let now = Instant::now();
-        let committed_in_term = raft.log().term(raft.commit_index()) == Some(status.term);
-        let key = (leader, status.term.0, role, committed_in_term);
-        let changed = self.last.as_ref() != Some(&key);
-        if changed {
-            tracing::info!(term = status.term.0, role = role.as_str(), leader = ?leader, committed_in_term, "raft state changed");
-            let previous_leader = self.last.as_ref().and_then(|(l, _, _, _)| *l);
-            if leader != previous_leader {
-                if leader.is_none() {
-                    self.lost_at = Some(now);
-                    self.failover_pending = true;
-                } else {
-                    if let Some(lost) = self.lost_at.take() {
-                        metrics
-                            .election_duration
-                            .observe_us(now.duration_since(lost).as_micros() as u64);
-                    }
-                    metrics.leader_changes.inc();
-                    self.failover_pending = true;
-                }
-                if self.history.len() >= LEADERSHIP_HISTORY_MAX {
-                    self.history.remove(0);
-                }
-                self.history.push(LeadershipChange {
-                    at_unix_ms: unix_ms(),
-                    term: status.term.0,
-                    leader,
-                });
-            }
-            self.leader_since = (status.role == Role::Leader).then_some(now);
-            self.last = Some(key);
-        }
-        if self.failover_pending && leader.is_some() && committed_in_term {
-            self.failover_pending = false;
-            if let Some(lost) = self
-                .history
-                .iter()
-                .rev()
-                .find(|c| c.leader.is_none())
-                .map(|c| c.at_unix_ms)
-            {
-                metrics
-                    .failover
-                    .observe_us(unix_ms().saturating_sub(lost) * 1000);
-            }
-        }
-        metrics.term.set(status.term.0);
-        metrics.role.set(status.role as u64);
-        metrics.commit.set(raft.commit_index().0);
-        metrics.applied.set(raft.applied_index().0);
-        let leader_uptime = self
-            .leader_since
-            .map_or(Duration::ZERO, |since| now.duration_since(since));
-        metrics
-            .leader_uptime_seconds
-            .set(leader_uptime.as_secs_f64());
-        let leader_uptime_ms = leader_uptime.as_millis() as u64;
-        let due = self
-            .last_publish
-            .is_none_or(|at| now.duration_since(at) >= Duration::from_millis(50));
-        if !changed && !due {
-            return;
-        }
-        self.last_publish = Some(now);
-        let last_index = raft.log().last_index().0;
-        let cluster = raft.cluster();
-        let me = NodeId(self.template.id);
-        let members = cluster
-            .members()
-            .filter(|id| *id != me)
-            .map(|id| {
-                let matched = raft.progress(id).map(|p| p.match_index.0);
-                MemberStatus {
-                    id: id.0,
-                    peer_address: roster
-                        .peer_address(id.0)
-                        .map_or_else(String::new, |a| a.to_string()),
-                    http_address: roster.http_address(id.0).map(|a| a.to_string()),
-                    client_address: roster.client_address(id.0).map(|a| a.to_string()),
-                    learner: cluster.learners.contains(&id),
-                    match_index: matched,
-                    lag: matched.map(|m| last_index.saturating_sub(m)),
-                }
-            })
-            .collect();
-        let next = NodeStatus {
-            role,
-            term: status.term.0,
-            leader,
-            commit: raft.commit_index().0,
-            applied: raft.applied_index().0,
-            last_index,
-            committed_in_term,
-            uptime_ms: now.duration_since(self.started).as_millis() as u64,
-            leader_uptime_ms,
-            learner: cluster.learners.contains(&me),
-            outside: !cluster.members().any(|id| id == me),
-            members,
-            leadership: self.history.clone(),
-            ..self.template.clone()
-        };
-        sender.send_replace(next);
-    }
 }
 
 #[cfg(test)]

@@ -344,6 +344,7 @@ pub fn get(address: SocketAddr, path: &str) -> Result<String, ureq::Error> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_millis(800)))
         .http_status_as_error(false)
+        .proxy(None)
         .build()
         .into();
     agent

@@ -301,7 +301,7 @@ fn run_script(name: &str, size: u64) {
         .join("src/raft/testdata")
         .join(name);
     let script = std::fs::read_to_string(&path).expect("the script");
-    let rewrite = std::env::var_os("BELLWETHER_REWRITE_TRACES").is_some();
+    let rewrite = std::env::var("BELLWETHER_REWRITE_TRACES").is_ok_and(|v| v == "1");
     let mut cluster = TraceCluster::new(size);
     let mut rewritten = String::new();
     for step in parse(&script) {
