@@ -20,12 +20,7 @@ pub fn get(address: SocketAddr, path: &str, timeout: Duration) -> Result<String>
         .get(&url)
         .call()
         .with_context(|| format!("GET {url}"))?;
-    response
-        .body_mut()
-        .with_config()
-        .limit(RESPONSE_BYTES_MAX)
-        .read_to_string()
-        .with_context(|| format!("reading {url}"))
+    read_body(&mut response, &url)
 }
 
 /// POSTs `body` as JSON to `path` at `address` and returns the body of a
@@ -37,6 +32,11 @@ pub fn post_json(address: SocketAddr, path: &str, body: &str, timeout: Duration)
         .header("content-type", "application/json")
         .send(body)
         .with_context(|| format!("POST {url}"))?;
+    read_body(&mut response, &url)
+}
+
+/// The body of `response` to `url`, at most [`RESPONSE_BYTES_MAX`] bytes.
+fn read_body(response: &mut ureq::http::Response<ureq::Body>, url: &str) -> Result<String> {
     response
         .body_mut()
         .with_config()

@@ -236,9 +236,7 @@ fn child(family: &Family<Label, Counter>, label: (&'static str, &'static str)) -
 pub(crate) fn render_collector(collector: impl prometheus_client::collector::Collector) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(collector));
-    let mut out = String::new();
-    prometheus_client::encoding::text::encode(&mut out, &registry).expect("a String");
-    out
+    bellwether_client::openmetrics::render(&registry).expect("every value fits the format")
 }
 
 #[cfg(test)]
