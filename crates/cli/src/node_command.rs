@@ -7,76 +7,21 @@ use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Flags of `bellwether node`; each overrides the file and is overridden by
-/// the matching `BELLWETHER_*` variable.
+/// Flags of `bellwether node`: the settings (each overrides the file and
+/// is overridden by its `BELLWETHER_*` variable), and how to start.
 #[derive(Args, Clone, Debug, Default)]
+#[command(
+    after_help = "Every setting may also come from the --config file, under its name \
+(peer_listen = \"127.0.0.1:7001\"), and from the environment, as BELLWETHER_ and its name in \
+upper case (BELLWETHER_PEER_LISTEN=127.0.0.1:7001; lists comma-separated). The environment \
+overrides the flags, which override the file."
+)]
 pub struct NodeArgs {
     /// TOML configuration file (lowest precedence).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Member id (1 or more).
-    #[arg(long)]
-    id: Option<u64>,
-    /// Cluster name; peers of another cluster are refused.
-    #[arg(long)]
-    cluster: Option<String>,
-    /// Address peers connect to.
-    #[arg(long)]
-    peer_listen: Option<String>,
-    /// Address of /metrics, /health, /ready, /status and the dashboard.
-    #[arg(long)]
-    http_listen: Option<String>,
-    /// Address of the etcd v3 gRPC API (etcdctl, etcd SDKs).
-    #[arg(long)]
-    client_listen: Option<String>,
-    /// Data directory (write-ahead log, snapshots).
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// Heartbeat interval in ms.
-    #[arg(long)]
-    heartbeat_ms: Option<u64>,
-    /// Minimum election timeout in ms.
-    #[arg(long)]
-    election_ms: Option<u64>,
-    /// Leadership priority.
-    #[arg(long)]
-    priority: Option<u32>,
-    /// Microseconds a leader polls for followers' answers after fsyncing a
-    /// lone client's write, before its thread sleeps (0: never).
-    #[arg(long)]
-    answer_poll_us: Option<u64>,
-    /// The storage quota, as etcd's flag: a write that would grow the
-    /// store past this many bytes is refused with "database space
-    /// exceeded" and raises the NOSPACE alarm (0: the default, 2 GiB).
-    #[arg(long)]
-    quota_backend_bytes: Option<u64>,
-    /// Every this many ms the leader compares each member's history hash
-    /// (HashKV) with its own and raises the CORRUPT alarm for one that
-    /// differs; writes are then refused until it is cleared (0: never).
-    #[arg(long)]
-    corrupt_check_ms: Option<u64>,
-    /// etcd API connections open at once, at most (0: the default, 1024);
-    /// past it a new connection is closed at once.
-    #[arg(long)]
-    client_connections_max: Option<u64>,
-    /// Seconds a token from Authenticate is valid (etcd's --auth-token-ttl;
-    /// 0: etcd's default, 300).
-    #[arg(long)]
-    auth_token_ttl: Option<u64>,
-    /// Every member's priority as id=priority, comma-separated (unlisted:
-    /// 0); the same list on every member. A leader hands leadership to a
-    /// caught-up member of higher priority.
-    #[arg(long, value_delimiter = ',')]
-    peer_priority: Option<Vec<String>>,
-    /// All members as id=host:port, comma-separated.
-    #[arg(long, value_delimiter = ',')]
-    peers: Option<Vec<String>>,
-    /// Members' HTTP addresses as id=host:port, comma-separated.
-    #[arg(long, value_delimiter = ',')]
-    peer_http: Option<Vec<String>>,
-    /// Members' etcd API addresses as id=host:port, comma-separated.
-    #[arg(long, value_delimiter = ',')]
-    peer_client: Option<Vec<String>>,
+    #[command(flatten)]
+    settings: ConfigLayer,
     /// Join the running cluster whose etcd API is at these endpoints
     /// (host:port, comma-separated) instead of naming --id and --peers: the
     /// cluster adds this member, which catches up as a learner and is then
@@ -87,68 +32,9 @@ pub struct NodeArgs {
     /// With --join: stay a learner (no vote) until `etcdctl member promote`.
     #[arg(long, requires = "join")]
     learner: bool,
-    /// This member's certificate (PEM) for the client port: it then serves
-    /// TLS only (etcd's flag). Needs --key-file and --trusted-ca-file.
-    #[arg(long)]
-    cert_file: Option<PathBuf>,
-    /// The key of --cert-file (PEM).
-    #[arg(long)]
-    key_file: Option<PathBuf>,
-    /// The CA (PEM) that signs client certificates; members also check
-    /// each other's client port with it.
-    #[arg(long)]
-    trusted_ca_file: Option<PathBuf>,
-    /// Refuse clients without a certificate signed by --trusted-ca-file.
-    #[arg(long)]
-    client_cert_auth: bool,
-    /// Serve the HTTP port (metrics, status, dashboard) as HTTPS with
-    /// --cert-file; it asks no client certificate.
-    #[arg(long)]
-    http_tls: bool,
-    /// This member's peer certificate (PEM): members then speak mutual TLS
-    /// and refuse a peer without a certificate from --peer-trusted-ca-file.
-    #[arg(long)]
-    peer_cert_file: Option<PathBuf>,
-    /// The key of --peer-cert-file (PEM).
-    #[arg(long)]
-    peer_key_file: Option<PathBuf>,
-    /// The CA (PEM) that signs every member's peer certificate.
-    #[arg(long)]
-    peer_trusted_ca_file: Option<PathBuf>,
 }
 
 impl NodeArgs {
-    fn layer(&self) -> ConfigLayer {
-        ConfigLayer {
-            id: self.id,
-            cluster: self.cluster.clone(),
-            peer_listen: self.peer_listen.clone(),
-            http_listen: self.http_listen.clone(),
-            client_listen: self.client_listen.clone(),
-            data_dir: self.data_dir.clone(),
-            heartbeat_ms: self.heartbeat_ms,
-            election_ms: self.election_ms,
-            priority: self.priority,
-            answer_poll_us: self.answer_poll_us,
-            quota_backend_bytes: self.quota_backend_bytes,
-            corrupt_check_ms: self.corrupt_check_ms,
-            client_connections_max: self.client_connections_max,
-            auth_token_ttl: self.auth_token_ttl,
-            peers: self.peers.clone(),
-            peer_http: self.peer_http.clone(),
-            peer_client: self.peer_client.clone(),
-            peer_priority: self.peer_priority.clone(),
-            cert_file: self.cert_file.clone(),
-            key_file: self.key_file.clone(),
-            trusted_ca_file: self.trusted_ca_file.clone(),
-            client_cert_auth: self.client_cert_auth.then_some(true),
-            http_tls: self.http_tls.then_some(true),
-            peer_cert_file: self.peer_cert_file.clone(),
-            peer_key_file: self.peer_key_file.clone(),
-            peer_trusted_ca_file: self.peer_trusted_ca_file.clone(),
-        }
-    }
-
     /// Merges file, flags and environment, then validates.
     pub fn resolve(&self) -> Result<NodeConfig> {
         let file = match &self.config {
@@ -156,7 +42,7 @@ impl NodeArgs {
             None => ConfigLayer::default(),
         };
         let env = ConfigLayer::from_env(|name| std::env::var(name).ok())?;
-        let mut layer = file.merge(self.layer()).merge(env);
+        let mut layer = file.merge(self.settings.clone())?.merge(env)?;
         // A member that joined once keeps its join record, and starts from
         // it with or without --join.
         let joined_before = layer

@@ -144,44 +144,7 @@ fn base_port(first: &ConfigLayer) -> Result<u16> {
 /// The new member's config: its addresses and timing, no id and no peers
 /// (those come from its join record).
 fn write_config(path: &Path, layer: &ConfigLayer) -> Result<()> {
-    let quoted = |value: &Option<String>| format!("{:?}", value.as_deref().unwrap_or_default());
-    let mut text = format!(
-        "cluster = {}\npeer_listen = {}\nhttp_listen = {}\nclient_listen = {}\n",
-        quoted(&layer.cluster),
-        quoted(&layer.peer_listen),
-        quoted(&layer.http_listen),
-        quoted(&layer.client_listen),
-    );
-    if let Some(data) = &layer.data_dir {
-        text.push_str(&format!("data_dir = {:?}\n", data.display().to_string()));
-    }
-    if let Some(ms) = layer.heartbeat_ms {
-        text.push_str(&format!("heartbeat_ms = {ms}\n"));
-    }
-    if let Some(ms) = layer.election_ms {
-        text.push_str(&format!("election_ms = {ms}\n"));
-    }
-    let files = [
-        ("cert_file", &layer.cert_file),
-        ("key_file", &layer.key_file),
-        ("trusted_ca_file", &layer.trusted_ca_file),
-        ("peer_cert_file", &layer.peer_cert_file),
-        ("peer_key_file", &layer.peer_key_file),
-        ("peer_trusted_ca_file", &layer.peer_trusted_ca_file),
-    ];
-    for (name, file) in files {
-        if let Some(file) = file {
-            text.push_str(&format!("{name} = {:?}\n", file.display().to_string()));
-        }
-    }
-    for (name, flag) in [
-        ("client_cert_auth", layer.client_cert_auth),
-        ("http_tls", layer.http_tls),
-    ] {
-        if let Some(flag) = flag {
-            text.push_str(&format!("{name} = {flag}\n"));
-        }
-    }
+    let text = layer.to_toml()?;
     let temporary = path.with_extension("toml.tmp");
     std::fs::write(&temporary, text)
         .with_context(|| format!("cannot write {}", temporary.display()))?;

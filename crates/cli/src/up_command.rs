@@ -16,6 +16,7 @@ use crate::http_get;
 use crate::signals::{send_signal, SIGTERM};
 use anyhow::{bail, Context, Result};
 use bellwether_core::Role;
+use bellwether_server::config::ConfigLayer;
 use bellwether_server::NodeStatus;
 use clap::Args;
 use std::net::SocketAddr;
@@ -121,17 +122,12 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
     check_priorities(&args.priority, nodes)?;
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
-    let priorities: Vec<String> = args
-        .priority
-        .iter()
-        .map(|p| format!("{:?}", p.trim()))
-        .collect();
     let tls_dir = args.dir.join("tls");
     if args.tls {
         issue_certificates(&tls_dir, nodes)?;
     }
     for i in 1..=nodes {
-        let text = member_config(args, nodes, i, &priorities, &tls_dir)?;
+        let text = member_config(args, nodes, i, &tls_dir)?.to_toml()?;
         std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;
     }
     Ok(nodes)
@@ -186,56 +182,42 @@ fn issue_certificates(tls_dir: &Path, nodes: usize) -> Result<()> {
 }
 
 /// The config file of member `i` of a new `nodes`-member cluster.
-fn member_config(
-    args: &UpArgs,
-    nodes: usize,
-    i: usize,
-    priorities: &[String],
-    tls_dir: &Path,
-) -> Result<String> {
+fn member_config(args: &UpArgs, nodes: usize, i: usize, tls_dir: &Path) -> Result<ConfigLayer> {
     let list = |f: fn(u16, usize) -> String| {
-        (1..=nodes)
-            .map(|i| format!("\"{i}={}\"", f(args.base_port, i)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let data = args.dir.join(format!("n{i}"));
-    let mut text = format!(
-        "id = {i}\ncluster = \"local\"\npeer_listen = \"{}\"\nhttp_listen = \"{}\"\nclient_listen = \"{}\"\ndata_dir = \"{}\"\nheartbeat_ms = {}\nelection_ms = {}\npeers = [{}]\npeer_http = [{}]\npeer_client = [{}]\npeer_priority = [{}]\n",
-        peer_address(args.base_port, i),
-        http_address(args.base_port, i),
-        client_address(args.base_port, i),
-        data.canonicalize().unwrap_or(data.clone()).display(),
-        args.heartbeat_ms,
-        args.election_ms,
-        list(peer_address),
-        list(http_address),
-        list(client_address),
-        priorities.join(", "),
-    );
-    if args.tls {
-        text.push_str(&member_tls_config(tls_dir, i)?);
-    }
-    Ok(text)
-}
-
-/// The TLS lines of member `i`'s config: its client and peer certificates
-/// and keys, and the two CAs, under `tls_dir`.
-fn member_tls_config(tls_dir: &Path, i: usize) -> Result<String> {
-    let tls = tls_dir.canonicalize()?;
-    let file = |dir: &Path, name: &str| format!("{:?}", dir.join(name).display().to_string());
-    let files = |dir: &Path| {
-        (
-            file(dir, &format!("n{i}.pem")),
-            file(dir, &format!("n{i}-key.pem")),
-            file(dir, crate::certs::CA_FILE),
+        Some(
+            (1..=nodes)
+                .map(|i| format!("{i}={}", f(args.base_port, i)))
+                .collect(),
         )
     };
-    let (cert, key, ca) = files(&tls);
-    let (peer_cert, peer_key, peer_ca) = files(&tls.join("peer"));
-    Ok(format!(
-        "cert_file = {cert}\nkey_file = {key}\ntrusted_ca_file = {ca}\nclient_cert_auth = true\npeer_cert_file = {peer_cert}\npeer_key_file = {peer_key}\npeer_trusted_ca_file = {peer_ca}\n"
-    ))
+    let data = args.dir.join(format!("n{i}"));
+    let mut layer = ConfigLayer {
+        id: Some(i as u64),
+        cluster: Some("local".into()),
+        peer_listen: Some(peer_address(args.base_port, i)),
+        http_listen: Some(http_address(args.base_port, i)),
+        client_listen: Some(client_address(args.base_port, i)),
+        data_dir: Some(data.canonicalize().unwrap_or(data)),
+        heartbeat_ms: Some(args.heartbeat_ms),
+        election_ms: Some(args.election_ms),
+        peers: list(peer_address),
+        peer_http: list(http_address),
+        peer_client: list(client_address),
+        peer_priority: Some(args.priority.iter().map(|p| p.trim().to_string()).collect()),
+        ..ConfigLayer::default()
+    };
+    if args.tls {
+        let tls = tls_dir.canonicalize()?;
+        let peer = tls.join("peer");
+        layer.cert_file = Some(tls.join(format!("n{i}.pem")));
+        layer.key_file = Some(tls.join(format!("n{i}-key.pem")));
+        layer.trusted_ca_file = Some(tls.join(crate::certs::CA_FILE));
+        layer.client_cert_auth = Some(true);
+        layer.peer_cert_file = Some(peer.join(format!("n{i}.pem")));
+        layer.peer_key_file = Some(peer.join(format!("n{i}-key.pem")));
+        layer.peer_trusted_ca_file = Some(peer.join(crate::certs::CA_FILE));
+    }
+    Ok(layer)
 }
 
 /// Starts member `i` of the cluster described in `dir`.

@@ -7,6 +7,14 @@
 //! A later layer overrides a setting of an earlier one. The merged result
 //! is validated once, and every error says which setting to fix and how.
 //!
+//! Every setting is declared once, as a field of [`ConfigLayer`]: its name
+//! is its key in the file (`peer_listen`), its flag (`--peer-listen`) and,
+//! in upper case after `BELLWETHER_`, its environment variable
+//! (`BELLWETHER_PEER_LISTEN`). The field's doc is the flag's `--help`.
+//! Flags and variables are parsed by the same clap declaration; lists are
+//! comma-separated there (`BELLWETHER_PEERS=1=a:1,2=b:2`) and TOML arrays
+//! in the file.
+//!
 //! ```toml
 //! id = 1
 //! cluster = "bellwether"
@@ -36,23 +44,9 @@
 //! peer_key_file = "tls/n1-key.pem"
 //! peer_trusted_ca_file = "tls/ca.pem"
 //! ```
-//!
-//! Environment variables: `BELLWETHER_ID`, `BELLWETHER_CLUSTER`,
-//! `BELLWETHER_PEER_LISTEN`, `BELLWETHER_HTTP_LISTEN`,
-//! `BELLWETHER_CLIENT_LISTEN`, `BELLWETHER_DATA_DIR`,
-//! `BELLWETHER_HEARTBEAT_MS`, `BELLWETHER_ELECTION_MS`,
-//! `BELLWETHER_PRIORITY`, `BELLWETHER_ANSWER_POLL_US`,
-//! `BELLWETHER_QUOTA_BACKEND_BYTES`, `BELLWETHER_CORRUPT_CHECK_MS`,
-//! `BELLWETHER_CLIENT_CONNECTIONS_MAX`, `BELLWETHER_AUTH_TOKEN_TTL`,
-//! `BELLWETHER_PEERS`,
-//! `BELLWETHER_PEER_HTTP`, `BELLWETHER_PEER_CLIENT` (comma-separated
-//! `id=address` lists), `BELLWETHER_PEER_PRIORITY` (`id=priority`), and
-//! the TLS files `BELLWETHER_CERT_FILE`, `BELLWETHER_KEY_FILE`,
-//! `BELLWETHER_TRUSTED_CA_FILE`, `BELLWETHER_CLIENT_CERT_AUTH` and
-//! `BELLWETHER_HTTP_TLS` (`true` or `false`), `BELLWETHER_PEER_CERT_FILE`, `BELLWETHER_PEER_KEY_FILE` and
-//! `BELLWETHER_PEER_TRUSTED_CA_FILE`.
 
-use serde::Deserialize;
+use clap::{Args, CommandFactory, FromArgMatches, Parser};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -67,81 +61,123 @@ pub const ANSWER_POLL_US_MAX: u64 = 1_000;
 /// its retained history (`KvStore::size_bytes`). The store lives in
 /// memory, so this also bounds the member's memory for data.
 pub const QUOTA_BACKEND_BYTES_DEFAULT: u64 = 2 << 30;
+/// What every setting's environment variable starts with.
+pub const ENV_PREFIX: &str = "BELLWETHER_";
 
-/// One layer of settings; every field optional.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+/// One layer of settings, every one optional: a file, the flags or the
+/// environment. The one declaration of every setting (see the module doc).
+#[derive(Args, Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigLayer {
-    /// This member's id (1 or more).
+    /// Member id (1 or more).
+    #[arg(long)]
     pub id: Option<u64>,
     /// Cluster name; peers of another cluster are refused.
+    #[arg(long)]
     pub cluster: Option<String>,
-    /// Address peers connect to.
+    /// Address peers connect to (default: this member's entry in peers).
+    #[arg(long)]
     pub peer_listen: Option<String>,
-    /// Address of `/metrics`, `/health`, `/ready`, `/status` and the
-    /// dashboard.
+    /// Address of /metrics, /health, /ready, /status and the dashboard.
+    #[arg(long)]
     pub http_listen: Option<String>,
-    /// Address of the etcd v3 gRPC API (unset: not served).
+    /// Address of the etcd v3 gRPC API for etcdctl and etcd SDKs (unset:
+    /// not served).
+    #[arg(long)]
     pub client_listen: Option<String>,
-    /// Directory of the write-ahead log and snapshots.
+    /// Data directory: the write-ahead log and snapshots.
+    #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Leader heartbeat interval.
+    /// Leader heartbeat interval in ms (default 100).
+    #[arg(long)]
     pub heartbeat_ms: Option<u64>,
-    /// Minimum election timeout; the timeout is drawn from [this, 2 × this).
+    /// Minimum election timeout in ms; the timeout is drawn from [this,
+    /// 2 × this) (default 1000).
+    #[arg(long)]
     pub election_ms: Option<u64>,
-    /// Leadership priority (higher wins when caught up).
+    /// Leadership priority: a leader hands over to a caught-up member of
+    /// higher priority (default 0).
+    #[arg(long)]
     pub priority: Option<u32>,
-    /// How long a leader that has just fsynced a lone client's write polls
-    /// for the followers' answers before it lets its thread sleep, in
-    /// microseconds; 0 never polls. See `Node::poll_for_answers`.
+    /// Microseconds a leader that has just fsynced a lone client's write
+    /// polls for the followers' answers before its thread sleeps (0: never;
+    /// default 100, at most 1000). See `Node::poll_for_answers`.
+    #[arg(long)]
     pub answer_poll_us: Option<u64>,
-    /// The storage quota in bytes (etcd's `--quota-backend-bytes`): a write
-    /// that would grow the store past it is refused and raises the NOSPACE
-    /// alarm. 0 or unset: [`QUOTA_BACKEND_BYTES_DEFAULT`].
+    /// The storage quota in bytes, as etcd's flag: a write that would grow
+    /// the store past it is refused with "database space exceeded" and
+    /// raises the NOSPACE alarm (0: the default, 2 GiB).
+    #[arg(long)]
     pub quota_backend_bytes: Option<u64>,
-    /// How often the leader compares every member's history hash with its
-    /// own and raises the CORRUPT alarm for one that differs, in ms (etcd's
-    /// `--experimental-corrupt-check-time`). 0 or unset: never.
+    /// Every this many ms the leader compares each member's history hash
+    /// (HashKV) with its own and raises the CORRUPT alarm for one that
+    /// differs; writes are then refused until it is cleared (0: never).
+    #[arg(long)]
     pub corrupt_check_ms: Option<u64>,
     /// etcd API connections open at once, at most; past it a new one is
-    /// closed at once. 0 or unset: the default, 1,024.
+    /// closed at once (0: the default, 1024).
+    #[arg(long)]
     pub client_connections_max: Option<u64>,
-    /// Seconds a token from Authenticate is valid (etcd's
-    /// `--auth-token-ttl`). 0 or unset: etcd's default, 300.
+    /// Seconds a token from Authenticate is valid (etcd's --auth-token-ttl;
+    /// 0: etcd's default, 300).
+    #[arg(long)]
     pub auth_token_ttl: Option<u64>,
-    /// Every member, as `id=host:port` peer addresses (this node included).
+    /// Every member as id=host:port peer addresses, this one included.
+    #[arg(long, value_delimiter = ',')]
     pub peers: Option<Vec<String>>,
-    /// HTTP addresses of members, as `id=host:port` (for the dashboard and
+    /// Members' HTTP addresses as id=host:port (for the dashboard and
     /// `bellwether status`).
+    #[arg(long, value_delimiter = ',')]
     pub peer_http: Option<Vec<String>>,
-    /// etcd API addresses of members, as `id=host:port`, so a follower can
+    /// Members' etcd API addresses as id=host:port, so that a follower can
     /// forward writes to the leader.
+    #[arg(long, value_delimiter = ',')]
     pub peer_client: Option<Vec<String>>,
-    /// Every member's leadership priority, as `id=priority` (unlisted
-    /// members have 0). The same list on every member: a leader hands
-    /// over to a caught-up member of higher priority.
+    /// Every member's priority as id=priority (unlisted: 0); the same list
+    /// on every member, so that the leader's hand-off rule works.
+    #[arg(long, value_delimiter = ',')]
     pub peer_priority: Option<Vec<String>>,
     /// This member's certificate (PEM) for the client and HTTP ports
-    /// (etcd's `--cert-file`); with `key_file`, both serve TLS only.
+    /// (etcd's --cert-file); with the key, the client port serves TLS only.
+    /// Needs key_file and trusted_ca_file.
+    #[arg(long)]
     pub cert_file: Option<PathBuf>,
-    /// The key of `cert_file` (etcd's `--key-file`).
+    /// The key of cert_file (PEM).
+    #[arg(long)]
     pub key_file: Option<PathBuf>,
-    /// The CA that signs client certificates (etcd's `--trusted-ca-file`).
+    /// The CA (PEM) that signs client certificates; members also check
+    /// each other's client port with it.
+    #[arg(long)]
     pub trusted_ca_file: Option<PathBuf>,
-    /// Whether a client must present a certificate signed by
-    /// `trusted_ca_file` (etcd's `--client-cert-auth`).
+    /// Refuse clients without a certificate signed by trusted_ca_file
+    /// (etcd's --client-cert-auth).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub client_cert_auth: Option<bool>,
-    /// Whether the HTTP port serves HTTPS, with `cert_file` and `key_file`
-    /// (no client certificate asked: its routes are read-only).
+    /// Serve the HTTP port (metrics, status, dashboard) as HTTPS with
+    /// cert_file; it asks no client certificate, its routes are read-only.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub http_tls: Option<bool>,
-    /// This member's peer certificate (etcd's `--peer-cert-file`). With
-    /// the peer key and CA, members speak mutual TLS to each other.
+    /// This member's peer certificate (PEM, etcd's --peer-cert-file): with
+    /// the peer key and CA, members speak mutual TLS and refuse a peer
+    /// without a certificate from peer_trusted_ca_file.
+    #[arg(long)]
     pub peer_cert_file: Option<PathBuf>,
-    /// The key of `peer_cert_file` (etcd's `--peer-key-file`).
+    /// The key of peer_cert_file (PEM).
+    #[arg(long)]
     pub peer_key_file: Option<PathBuf>,
-    /// The CA that signs every member's peer certificate (etcd's
-    /// `--peer-trusted-ca-file`).
+    /// The CA (PEM) that signs every member's peer certificate.
+    #[arg(long)]
     pub peer_trusted_ca_file: Option<PathBuf>,
+}
+
+/// The settings alone as a command, to parse flags or variables with.
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+struct SettingsCommand {
+    #[command(flatten)]
+    settings: ConfigLayer,
 }
 
 impl ConfigLayer {
@@ -153,104 +189,62 @@ impl ConfigLayer {
             .map_err(|e| ConfigError(format!("config file {}: {e}", path.display())))
     }
 
-    /// Reads `BELLWETHER_*` variables through `lookup` (the process
-    /// environment in production, a map in tests).
-    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let number = |name: &str| -> Result<Option<u64>, ConfigError> {
-            lookup(name)
-                .map(|v| {
-                    v.trim()
-                        .parse::<u64>()
-                        .map_err(|_| ConfigError(format!("{name}={v:?} is not a whole number")))
-                })
-                .transpose()
-        };
-        let path = |name: &str| lookup(name).map(PathBuf::from);
-        let flag = |name: &str| {
-            lookup(name)
-                .map(|v| match v.trim() {
-                    "true" | "1" => Ok(true),
-                    "false" | "0" => Ok(false),
-                    _ => Err(ConfigError(format!(
-                        "{name}={v:?} is neither true nor false"
-                    ))),
-                })
-                .transpose()
-        };
-        let list = |name: &str| {
-            lookup(name).map(|v| {
-                v.split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
-        };
-        Ok(ConfigLayer {
-            id: number("BELLWETHER_ID")?,
-            cluster: lookup("BELLWETHER_CLUSTER"),
-            peer_listen: lookup("BELLWETHER_PEER_LISTEN"),
-            http_listen: lookup("BELLWETHER_HTTP_LISTEN"),
-            client_listen: lookup("BELLWETHER_CLIENT_LISTEN"),
-            data_dir: lookup("BELLWETHER_DATA_DIR").map(PathBuf::from),
-            heartbeat_ms: number("BELLWETHER_HEARTBEAT_MS")?,
-            election_ms: number("BELLWETHER_ELECTION_MS")?,
-            priority: number("BELLWETHER_PRIORITY")?
-                .map(|p| {
-                    u32::try_from(p)
-                        .map_err(|_| ConfigError(format!("BELLWETHER_PRIORITY={p} is too large")))
-                })
-                .transpose()?,
-            answer_poll_us: number("BELLWETHER_ANSWER_POLL_US")?,
-            quota_backend_bytes: number("BELLWETHER_QUOTA_BACKEND_BYTES")?,
-            corrupt_check_ms: number("BELLWETHER_CORRUPT_CHECK_MS")?,
-            client_connections_max: number("BELLWETHER_CLIENT_CONNECTIONS_MAX")?,
-            auth_token_ttl: number("BELLWETHER_AUTH_TOKEN_TTL")?,
-            peers: list("BELLWETHER_PEERS"),
-            peer_http: list("BELLWETHER_PEER_HTTP"),
-            peer_client: list("BELLWETHER_PEER_CLIENT"),
-            peer_priority: list("BELLWETHER_PEER_PRIORITY"),
-            cert_file: path("BELLWETHER_CERT_FILE"),
-            key_file: path("BELLWETHER_KEY_FILE"),
-            trusted_ca_file: path("BELLWETHER_TRUSTED_CA_FILE"),
-            client_cert_auth: flag("BELLWETHER_CLIENT_CERT_AUTH")?,
-            http_tls: flag("BELLWETHER_HTTP_TLS")?,
-            peer_cert_file: path("BELLWETHER_PEER_CERT_FILE"),
-            peer_key_file: path("BELLWETHER_PEER_KEY_FILE"),
-            peer_trusted_ca_file: path("BELLWETHER_PEER_TRUSTED_CA_FILE"),
-        })
+    /// The layer as a config file.
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string(self).map_err(|e| ConfigError(format!("cannot write the settings: {e}")))
     }
 
-    /// `self` overridden by every setting `over` has.
-    pub fn merge(self, over: ConfigLayer) -> ConfigLayer {
-        ConfigLayer {
-            id: over.id.or(self.id),
-            cluster: over.cluster.or(self.cluster),
-            peer_listen: over.peer_listen.or(self.peer_listen),
-            http_listen: over.http_listen.or(self.http_listen),
-            client_listen: over.client_listen.or(self.client_listen),
-            data_dir: over.data_dir.or(self.data_dir),
-            heartbeat_ms: over.heartbeat_ms.or(self.heartbeat_ms),
-            election_ms: over.election_ms.or(self.election_ms),
-            priority: over.priority.or(self.priority),
-            answer_poll_us: over.answer_poll_us.or(self.answer_poll_us),
-            quota_backend_bytes: over.quota_backend_bytes.or(self.quota_backend_bytes),
-            corrupt_check_ms: over.corrupt_check_ms.or(self.corrupt_check_ms),
-            client_connections_max: over.client_connections_max.or(self.client_connections_max),
-            auth_token_ttl: over.auth_token_ttl.or(self.auth_token_ttl),
-            peers: over.peers.or(self.peers),
-            peer_http: over.peer_http.or(self.peer_http),
-            peer_client: over.peer_client.or(self.peer_client),
-            peer_priority: over.peer_priority.or(self.peer_priority),
-            cert_file: over.cert_file.or(self.cert_file),
-            key_file: over.key_file.or(self.key_file),
-            trusted_ca_file: over.trusted_ca_file.or(self.trusted_ca_file),
-            client_cert_auth: over.client_cert_auth.or(self.client_cert_auth),
-            http_tls: over.http_tls.or(self.http_tls),
-            peer_cert_file: over.peer_cert_file.or(self.peer_cert_file),
-            peer_key_file: over.peer_key_file.or(self.peer_key_file),
-            peer_trusted_ca_file: over.peer_trusted_ca_file.or(self.peer_trusted_ca_file),
+    /// Reads the `BELLWETHER_*` variable of every setting through `lookup`
+    /// (the process environment in production, a map in tests), parsed as
+    /// the setting's flag would be.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let command = SettingsCommand::command();
+        let mut argv = Vec::new();
+        for setting in command.get_arguments() {
+            let Some(long) = setting.get_long() else {
+                continue;
+            };
+            let variable = env_variable(setting.get_id().as_str());
+            let Some(value) = lookup(&variable) else {
+                continue;
+            };
+            let flag = format!("--{long}={value}");
+            // Parsed alone first, so that an error names its variable.
+            if let Err(error) = command.clone().try_get_matches_from([&flag]) {
+                let reason = error.to_string();
+                let reason = reason.lines().next().unwrap_or_default();
+                let reason = reason.strip_prefix("error: ").unwrap_or(reason);
+                return Err(ConfigError(format!("{variable}={value:?}: {reason}")));
+            }
+            argv.push(flag);
         }
+        let matches = command
+            .try_get_matches_from(argv)
+            .map_err(|e| ConfigError(format!("the BELLWETHER_* variables: {e}")))?;
+        let parsed = SettingsCommand::from_arg_matches(&matches)
+            .map_err(|e| ConfigError(format!("the BELLWETHER_* variables: {e}")))?;
+        Ok(parsed.settings)
     }
+
+    /// `self` overridden by every setting `over` has. Both go through their
+    /// TOML form, so no setting is listed here; a path that is not UTF-8
+    /// cannot be written there and is refused.
+    pub fn merge(self, over: ConfigLayer) -> Result<ConfigLayer, ConfigError> {
+        let table = |layer: &ConfigLayer| {
+            toml::Table::try_from(layer)
+                .map_err(|e| ConfigError(format!("a setting cannot be read as text: {e}")))
+        };
+        let mut merged = table(&self)?;
+        merged.extend(table(&over)?);
+        merged
+            .try_into()
+            .map_err(|e| ConfigError(format!("the merged settings: {e}")))
+    }
+}
+
+/// The environment variable of the setting named `name`.
+pub fn env_variable(name: &str) -> String {
+    format!("{ENV_PREFIX}{}", name.to_uppercase())
 }
 
 /// A configuration that cannot run, with what to fix.
@@ -592,7 +586,8 @@ mod tests {
             (name == "BELLWETHER_ELECTION_MS").then(|| "400".to_string())
         })
         .unwrap();
-        let config = NodeConfig::from_layer(file.merge(flags).merge(env)).unwrap();
+        let config =
+            NodeConfig::from_layer(file.merge(flags).unwrap().merge(env).unwrap()).unwrap();
         assert_eq!((config.heartbeat_ms, config.election_ms), (20, 400));
         assert_eq!(config.peer_listen, "127.0.0.1:7001".parse().unwrap());
     }
@@ -606,7 +601,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            NodeConfig::from_layer(base().merge(env))
+            NodeConfig::from_layer(base().merge(env).unwrap())
                 .unwrap()
                 .answer_poll_us,
             0
@@ -657,7 +652,7 @@ mod tests {
             (name == "BELLWETHER_PEER_PRIORITY").then(|| "1=2, 2=7".to_string())
         })
         .unwrap();
-        let config = NodeConfig::from_layer(base().merge(env)).unwrap();
+        let config = NodeConfig::from_layer(base().merge(env).unwrap()).unwrap();
         assert_eq!((config.priority, config.priorities[&2]), (2, 7));
     }
 
@@ -679,7 +674,7 @@ mod tests {
             Some(value.to_string())
         })
         .unwrap();
-        let config = NodeConfig::from_layer(base().merge(env)).unwrap();
+        let config = NodeConfig::from_layer(base().merge(env).unwrap()).unwrap();
         let client = config.client_tls.unwrap();
         assert!(client.client_cert_auth);
         assert_eq!(client.trusted_ca, Some(PathBuf::from("ca.pem")));
@@ -705,9 +700,13 @@ mod tests {
         let error = NodeConfig::from_layer(peer_half).unwrap_err().0;
         assert!(error.contains("peer TLS is mutual"), "{error}");
         let bad = ConfigLayer::from_env(|name| {
-            (name == "BELLWETHER_CLIENT_CERT_AUTH").then(|| "yes".to_string())
+            (name == "BELLWETHER_CLIENT_CERT_AUTH").then(|| "maybe".to_string())
         });
-        assert!(bad.unwrap_err().0.contains("neither true nor false"));
+        let error = bad.unwrap_err().0;
+        assert!(
+            error.starts_with("BELLWETHER_CLIENT_CERT_AUTH=\"maybe\": invalid value"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -740,6 +739,123 @@ mod tests {
         let unknown: Result<ConfigLayer, _> = toml::from_str("idd = 1");
         assert!(unknown.is_err(), "a misspelt setting is refused");
         let env = ConfigLayer::from_env(|_| Some("x".into()));
-        assert!(env.unwrap_err().0.contains("not a whole number"));
+        let error = env.unwrap_err().0;
+        assert!(
+            error.starts_with("BELLWETHER_ID=\"x\": invalid value 'x' for '--id <ID>'"),
+            "{error}"
+        );
+    }
+
+    /// Every setting set, each to a value of its type.
+    fn every_setting() -> ConfigLayer {
+        ConfigLayer {
+            id: Some(2),
+            cluster: Some("c".into()),
+            peer_listen: Some("127.0.0.1:1".into()),
+            http_listen: Some("127.0.0.1:2".into()),
+            client_listen: Some("127.0.0.1:3".into()),
+            data_dir: Some("d".into()),
+            heartbeat_ms: Some(4),
+            election_ms: Some(5),
+            priority: Some(6),
+            answer_poll_us: Some(7),
+            quota_backend_bytes: Some(8),
+            corrupt_check_ms: Some(9),
+            client_connections_max: Some(10),
+            auth_token_ttl: Some(11),
+            peers: Some(vec!["1=127.0.0.1:1".into(), "2=127.0.0.1:4".into()]),
+            peer_http: Some(vec!["1=127.0.0.1:2".into()]),
+            peer_client: Some(vec!["1=127.0.0.1:3".into()]),
+            peer_priority: Some(vec!["1=3".into(), "2=6".into()]),
+            cert_file: Some("c.pem".into()),
+            key_file: Some("k.pem".into()),
+            trusted_ca_file: Some("ca.pem".into()),
+            client_cert_auth: Some(true),
+            http_tls: Some(false),
+            peer_cert_file: Some("p.pem".into()),
+            peer_key_file: Some("pk.pem".into()),
+            peer_trusted_ca_file: Some("pca.pem".into()),
+        }
+    }
+
+    /// The layer's settings as (name, text of its value) pairs, lists
+    /// comma-separated, as a flag or a variable gives them.
+    fn as_text(layer: &ConfigLayer) -> Vec<(String, String)> {
+        toml::Table::try_from(layer)
+            .unwrap()
+            .into_iter()
+            .map(|(name, value)| {
+                let text = match value {
+                    toml::Value::String(text) => text,
+                    toml::Value::Array(items) => items
+                        .iter()
+                        .map(|item| item.as_str().unwrap().to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    other => other.to_string(),
+                };
+                (name, text)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_setting_is_read_alike_from_the_file_a_flag_and_the_environment() {
+        let all = every_setting();
+        let settings = as_text(&all);
+        let declared = SettingsCommand::command().get_arguments().count();
+        assert_eq!(settings.len(), declared, "every setting is set once here");
+
+        let file: ConfigLayer = toml::from_str(&all.to_toml().unwrap()).unwrap();
+        assert_eq!(file, all);
+
+        let flags: Vec<String> = settings
+            .iter()
+            .map(|(name, text)| format!("--{}={text}", name.replace('_', "-")))
+            .collect();
+        let parsed = SettingsCommand::try_parse_from(flags).unwrap();
+        assert_eq!(parsed.settings, all);
+
+        let variables: BTreeMap<String, String> = settings
+            .iter()
+            .map(|(name, text)| (env_variable(name), text.clone()))
+            .collect();
+        let env = ConfigLayer::from_env(|name| variables.get(name).cloned()).unwrap();
+        assert_eq!(env, all);
+        assert_eq!(
+            ConfigLayer::from_env(|_| None).unwrap(),
+            ConfigLayer::default()
+        );
+    }
+
+    #[test]
+    fn a_later_layer_overrides_only_the_settings_it_has() {
+        let all = every_setting();
+        assert_eq!(all.clone().merge(ConfigLayer::default()).unwrap(), all);
+        assert_eq!(ConfigLayer::default().merge(all.clone()).unwrap(), all);
+        let over = ConfigLayer {
+            heartbeat_ms: Some(40),
+            peers: Some(vec!["9=127.0.0.1:9".into()]),
+            http_tls: Some(true),
+            ..ConfigLayer::default()
+        };
+        let merged = all.clone().merge(over).unwrap();
+        assert_eq!(
+            merged,
+            ConfigLayer {
+                heartbeat_ms: Some(40),
+                peers: Some(vec!["9=127.0.0.1:9".into()]),
+                http_tls: Some(true),
+                ..all
+            }
+        );
+    }
+
+    #[test]
+    fn a_bare_boolean_flag_means_true() {
+        let parsed =
+            SettingsCommand::try_parse_from(["--client-cert-auth", "--http-tls=false"]).unwrap();
+        assert_eq!(parsed.settings.client_cert_auth, Some(true));
+        assert_eq!(parsed.settings.http_tls, Some(false));
     }
 }
