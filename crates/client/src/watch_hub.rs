@@ -226,67 +226,89 @@ async fn run(client: Arc<Inner>, mut commands: mpsc::Receiver<Watch>) {
         };
         tokio::select! {
             command = commands.recv() => {
-                let Some(Watch { create, end }) = command else {
+                let Some(watch) = command else {
                     if let Some(open) = stream.take() {
                         open.break_all();
                     }
                     return;
                 };
-                if stream.as_ref().is_some_and(|s| s.len() >= WATCHES_MAX) {
-                    let _ = end.send(WatchEnd::Broken);
-                    continue;
-                }
-                let request = pb::WatchRequest {
-                    request_union: Some(pb::watch_request::RequestUnion::CreateRequest(create)),
-                };
-                match stream.as_mut() {
-                    Some(open) => {
-                        if open.requests.send(request).await.is_err() {
-                            let _ = end.send(WatchEnd::Broken);
-                            if let Some(broken) = stream.take() {
-                                broken.break_all();
-                            }
-                            continue;
-                        }
-                        open.pending.push_back(end);
-                    }
-                    None => match open(&client, request).await {
-                        Some(mut opened) => {
-                            opened.pending.push_back(end);
-                            stream = Some(opened);
-                        }
-                        None => {
-                            let _ = end.send(WatchEnd::Broken);
-                        }
-                    },
-                }
+                add_watch(&client, &mut stream, watch).await;
             }
-            answer = answer => match answer {
-                Ok(Some(answer)) => {
-                    let open = stream.as_mut().expect("answers come from an open stream");
-                    open.answer(answer);
-                    if let Some(reason) = open.token_refused.take() {
-                        let before = open.token.clone();
-                        if client.watch_refused(&before, &reason) {
-                            // The token was forgotten: the next watch
-                            // opens a stream that carries a new one.
-                            if let Some(stale) = stream.take() {
-                                stale.break_all();
-                            }
-                        }
-                    }
-                }
-                Ok(None) | Err(_) => {
-                    let broken = stream.take().expect("answers come from an open stream");
-                    client.rotate(broken.endpoint);
-                    broken.break_all();
-                }
-            },
+            answer = answer => route_answer(&client, &mut stream, answer),
             _ = sweep.tick() => {
                 if let Some(open) = stream.as_mut() {
                     open.sweep();
                 }
             }
+        }
+    }
+}
+
+/// Sends `watch`'s create on the shared stream, opening a stream first
+/// when there is none. The watcher ends at once with `Broken` when the hub
+/// is full, no stream opens, or the stream cannot take the request (then
+/// the stream is broken: it is dropped and its watchers end too).
+async fn add_watch(client: &Inner, stream: &mut Option<Stream>, watch: Watch) {
+    let Watch { create, end } = watch;
+    if stream.as_ref().is_some_and(|s| s.len() >= WATCHES_MAX) {
+        let _ = end.send(WatchEnd::Broken);
+        return;
+    }
+    let request = pb::WatchRequest {
+        request_union: Some(pb::watch_request::RequestUnion::CreateRequest(create)),
+    };
+    match stream.as_mut() {
+        Some(open) => {
+            if open.requests.send(request).await.is_err() {
+                let _ = end.send(WatchEnd::Broken);
+                if let Some(broken) = stream.take() {
+                    broken.break_all();
+                }
+                return;
+            }
+            open.pending.push_back(end);
+        }
+        None => match open(client, request).await {
+            Some(mut opened) => {
+                opened.pending.push_back(end);
+                *stream = Some(opened);
+            }
+            None => {
+                let _ = end.send(WatchEnd::Broken);
+            }
+        },
+    }
+}
+
+/// Handles what the open stream gave: an answer goes to its watcher (and
+/// a create refused for the stream's token drops the stream, if the token
+/// was forgotten, so that the next watch opens one with a new token); the
+/// stream's end or failure drops it, moves on to the next endpoint, and
+/// ends every watcher with `Broken`.
+fn route_answer(
+    client: &Inner,
+    stream: &mut Option<Stream>,
+    answer: Result<Option<pb::WatchResponse>, tonic::Status>,
+) {
+    match answer {
+        Ok(Some(answer)) => {
+            let open = stream.as_mut().expect("answers come from an open stream");
+            open.answer(answer);
+            if let Some(reason) = open.token_refused.take() {
+                let before = open.token.clone();
+                if client.watch_refused(&before, &reason) {
+                    // The token was forgotten: the next watch
+                    // opens a stream that carries a new one.
+                    if let Some(stale) = stream.take() {
+                        stale.break_all();
+                    }
+                }
+            }
+        }
+        Ok(None) | Err(_) => {
+            let broken = stream.take().expect("answers come from an open stream");
+            client.rotate(broken.endpoint);
+            broken.break_all();
         }
     }
 }

@@ -139,20 +139,7 @@ impl ElectorBuilder {
         let election = ticks(self.election_timeout);
         match self.algorithm {
             Algorithm::Raft => {
-                let config = RaftConfig {
-                    heartbeat_ticks: heartbeat,
-                    election_ticks_min: election,
-                    election_jitter_ticks: election,
-                    hint_slot_ticks: if self.leases {
-                        0
-                    } else {
-                        RaftConfig::default().hint_slot_ticks
-                    },
-                    lease_reads: self.leases,
-                    lease_margin_ticks: (election / 10).max(1),
-                    rotate_after_ticks: self.rotate_after.map_or(0, ticks),
-                    ..RaftConfig::default()
-                };
+                let config = self.raft_config(heartbeat, election);
                 config
                     .validate()
                     .map_err(|e| ElectorError::Settings(e.to_string()))?;
@@ -183,28 +170,53 @@ impl ElectorBuilder {
                 runtime::start::<RingNode>(plan, config).await
             }
             Algorithm::Paxos => {
-                // The core's leases are always on (they keep two leaders
-                // from acting at once); the builder's `leases` adds the
-                // validity deadline, at the cost of the hint, as for Raft.
-                let config = PaxosConfig {
-                    heartbeat_ticks: heartbeat,
-                    election_ticks_min: election,
-                    election_jitter_ticks: election,
-                    promise_grace_ticks: (election / 5).max(1),
-                    leases: true,
-                    lease_margin_ticks: (election / 10).max(1),
-                    hint_slot_ticks: if self.leases {
-                        0
-                    } else {
-                        PaxosConfig::default().hint_slot_ticks
-                    },
-                    ..PaxosConfig::default()
-                };
+                let config = self.paxos_config(heartbeat, election);
                 config
                     .validate()
                     .map_err(|e| ElectorError::Settings(e.to_string()))?;
                 runtime::start::<PaxosNode>(plan, config).await
             }
+        }
+    }
+
+    /// The Raft core's settings for these timings (in ticks). With leases
+    /// the connection-loss hint is off: a hinted follower could vote inside
+    /// the leader's lease.
+    fn raft_config(&self, heartbeat: u64, election: u64) -> RaftConfig {
+        RaftConfig {
+            heartbeat_ticks: heartbeat,
+            election_ticks_min: election,
+            election_jitter_ticks: election,
+            hint_slot_ticks: if self.leases {
+                0
+            } else {
+                RaftConfig::default().hint_slot_ticks
+            },
+            lease_reads: self.leases,
+            lease_margin_ticks: (election / 10).max(1),
+            rotate_after_ticks: self.rotate_after.map_or(0, ticks),
+            ..RaftConfig::default()
+        }
+    }
+
+    /// The Multi-Paxos core's settings for these timings (in ticks).
+    fn paxos_config(&self, heartbeat: u64, election: u64) -> PaxosConfig {
+        // The core's leases are always on (they keep two leaders
+        // from acting at once); the builder's `leases` adds the
+        // validity deadline, at the cost of the hint, as for Raft.
+        PaxosConfig {
+            heartbeat_ticks: heartbeat,
+            election_ticks_min: election,
+            election_jitter_ticks: election,
+            promise_grace_ticks: (election / 5).max(1),
+            leases: true,
+            lease_margin_ticks: (election / 10).max(1),
+            hint_slot_ticks: if self.leases {
+                0
+            } else {
+                PaxosConfig::default().hint_slot_ticks
+            },
+            ..PaxosConfig::default()
         }
     }
 

@@ -466,9 +466,6 @@ impl AuthState {
 
     /// Reads what [`encode`](Self::encode) wrote.
     pub(crate) fn decode(input: &mut Decoder) -> Result<AuthState, KvError> {
-        let name = |input: &mut Decoder| {
-            String::from_utf8(input.bytes()?).map_err(|_| input.corrupt("a name that is not UTF-8"))
-        };
         let enabled = match input.u8()? {
             0 => false,
             1 => true,
@@ -476,55 +473,8 @@ impl AuthState {
         };
         let revision = input.varint()?;
         let secret = input.bytes()?;
-        let mut users = BTreeMap::new();
-        let user_count = input.count(3)?;
-        if user_count > AUTH_USERS_MAX {
-            return Err(input.corrupt("too many users"));
-        }
-        for _ in 0..user_count {
-            let user_name = name(input)?;
-            let password = input.bytes()?;
-            let since = input.varint()?;
-            let role_count = input.count(1)?;
-            if role_count > USER_ROLES_MAX {
-                return Err(input.corrupt("too many roles for a user"));
-            }
-            let mut roles = BTreeSet::new();
-            for _ in 0..role_count {
-                roles.insert(name(input)?);
-            }
-            let user = User {
-                password,
-                roles,
-                since,
-            };
-            users.insert(user_name, user);
-        }
-        let mut roles = BTreeMap::new();
-        let role_count = input.count(2)?;
-        if role_count > AUTH_ROLES_MAX {
-            return Err(input.corrupt("too many roles"));
-        }
-        for _ in 0..role_count {
-            let role_name = name(input)?;
-            let perm_count = input.count(3)?;
-            if perm_count > ROLE_PERMISSIONS_MAX {
-                return Err(input.corrupt("too many permissions for a role"));
-            }
-            let mut perms = Vec::with_capacity(perm_count);
-            for _ in 0..perm_count {
-                let kind = Permission::from_number(i32::from(input.u8()?))
-                    .ok_or_else(|| input.corrupt("unknown permission kind"))?;
-                let key = input.bytes()?;
-                let range_end = input.bytes()?;
-                perms.push(KeyPermission {
-                    key,
-                    range_end,
-                    kind,
-                });
-            }
-            roles.insert(role_name, perms);
-        }
+        let users = decode_users(input)?;
+        let roles = decode_roles(input)?;
         if enabled && secret.is_empty() {
             return Err(input.corrupt("auth enabled without a token secret"));
         }
@@ -536,6 +486,73 @@ impl AuthState {
             secret,
         })
     }
+}
+
+/// Reads a user or role name, which must be UTF-8.
+fn decode_name(input: &mut Decoder) -> Result<String, KvError> {
+    String::from_utf8(input.bytes()?).map_err(|_| input.corrupt("a name that is not UTF-8"))
+}
+
+/// Reads the users of an encoded [`AuthState`] with their roles, refusing
+/// more than the limits allow (of users, and of roles per user).
+fn decode_users(input: &mut Decoder) -> Result<BTreeMap<String, User>, KvError> {
+    let mut users = BTreeMap::new();
+    let user_count = input.count(3)?;
+    if user_count > AUTH_USERS_MAX {
+        return Err(input.corrupt("too many users"));
+    }
+    for _ in 0..user_count {
+        let user_name = decode_name(input)?;
+        let password = input.bytes()?;
+        let since = input.varint()?;
+        let role_count = input.count(1)?;
+        if role_count > USER_ROLES_MAX {
+            return Err(input.corrupt("too many roles for a user"));
+        }
+        let mut roles = BTreeSet::new();
+        for _ in 0..role_count {
+            roles.insert(decode_name(input)?);
+        }
+        let user = User {
+            password,
+            roles,
+            since,
+        };
+        users.insert(user_name, user);
+    }
+    Ok(users)
+}
+
+/// Reads the roles of an encoded [`AuthState`] with their permissions,
+/// refusing more than the limits allow (of roles, and of permissions per
+/// role) and unknown permission kinds.
+fn decode_roles(input: &mut Decoder) -> Result<BTreeMap<String, Vec<KeyPermission>>, KvError> {
+    let mut roles = BTreeMap::new();
+    let role_count = input.count(2)?;
+    if role_count > AUTH_ROLES_MAX {
+        return Err(input.corrupt("too many roles"));
+    }
+    for _ in 0..role_count {
+        let role_name = decode_name(input)?;
+        let perm_count = input.count(3)?;
+        if perm_count > ROLE_PERMISSIONS_MAX {
+            return Err(input.corrupt("too many permissions for a role"));
+        }
+        let mut perms = Vec::with_capacity(perm_count);
+        for _ in 0..perm_count {
+            let kind = Permission::from_number(i32::from(input.u8()?))
+                .ok_or_else(|| input.corrupt("unknown permission kind"))?;
+            let key = input.bytes()?;
+            let range_end = input.bytes()?;
+            perms.push(KeyPermission {
+                key,
+                range_end,
+                kind,
+            });
+        }
+        roles.insert(role_name, perms);
+    }
+    Ok(roles)
 }
 
 /// A half-open key interval; `end == None` is unbounded.

@@ -76,6 +76,35 @@ fn make_room<V>(page: &mut Vec<(i64, V)>, extra: usize) {
     }
 }
 
+/// Splits the full `page` to insert `id` at position `at` inside it, and
+/// returns the upper part with its key (its first id); `page` keeps the
+/// lower part. An id that continues its predecessor's run (another
+/// member's run follows it in this page) splits the page right there, so
+/// the run goes on filling the lower page; any other id splits it in
+/// halves.
+fn split_full_page<V>(
+    page: &mut Vec<(i64, V)>,
+    at: usize,
+    id: i64,
+    value: V,
+) -> (i64, Vec<(i64, V)>) {
+    let continues_run = at > 0 && page[at - 1].0.checked_add(1) == Some(id);
+    let split_at = if continues_run && at >= PAGE_ENTRIES_MERGE_BELOW {
+        at
+    } else {
+        PAGE_ENTRIES_MAX / 2
+    };
+    let mut upper = Vec::with_capacity(PAGE_ENTRIES_MAX - split_at + 1);
+    upper.extend(page.drain(split_at..));
+    let upper_key = upper[0].0;
+    if at <= split_at {
+        page.insert(at, (id, value));
+    } else {
+        upper.insert(at - split_at, (id, value));
+    }
+    (upper_key, upper)
+}
+
 /// An ordered map from `i64` ids to values (see the module docs).
 ///
 /// Two maps are equal when they hold the same entries, however their pages
@@ -171,26 +200,7 @@ impl<V: Clone> IdMap<V> {
             return None;
         }
         if at == page.len() {
-            // Past the end of a full page: into the front of the next page
-            // when it has room (keyed by this id, which is below all of
-            // its own), so that decreasing ids fill pages too; else a new
-            // page, so that increasing ids fill theirs to the brim.
-            let next = self
-                .pages
-                .range((Excluded(key), Unbounded))
-                .next()
-                .map(|(next_key, next)| (*next_key, next.len()));
-            match next {
-                Some((next_key, next_len)) if next_len < PAGE_ENTRIES_MAX => {
-                    let next = Arc::make_mut(self.pages.get_mut(&next_key).expect("just seen"));
-                    make_room(next, 1);
-                    next.insert(0, (id, value));
-                    self.rekey(next_key, id);
-                }
-                _ => {
-                    self.pages.insert(id, new_page(id, value));
-                }
-            }
+            self.insert_past_full_page(key, id, value);
             return None;
         }
         if at == 0 && id < key {
@@ -198,26 +208,34 @@ impl<V: Clone> IdMap<V> {
             self.pages.insert(id, new_page(id, value));
             return None;
         }
-        // Inside a full page. An id that continues its predecessor's run
-        // (another member's run follows it in this page) splits the page
-        // right there, so the run goes on filling the lower page; any other
-        // id splits it in halves.
-        let continues_run = at > 0 && page[at - 1].0.checked_add(1) == Some(id);
-        let split_at = if continues_run && at >= PAGE_ENTRIES_MERGE_BELOW {
-            at
-        } else {
-            PAGE_ENTRIES_MAX / 2
-        };
-        let mut upper = Vec::with_capacity(PAGE_ENTRIES_MAX - split_at + 1);
-        upper.extend(page.drain(split_at..));
-        let upper_key = upper[0].0;
-        if at <= split_at {
-            page.insert(at, (id, value));
-        } else {
-            upper.insert(at - split_at, (id, value));
-        }
+        // Inside a full page: split it where the id's run says.
+        let (upper_key, upper) = split_full_page(page, at, id, value);
         self.pages.insert(upper_key, Arc::new(upper));
         None
+    }
+
+    /// Inserts `id`, which goes past the end of the full page at `key`:
+    /// into the front of the next page when it has room (keyed by this id,
+    /// which is below all of its own), so that decreasing ids fill pages
+    /// too; else into a new page, so that increasing ids fill theirs to the
+    /// brim.
+    fn insert_past_full_page(&mut self, key: i64, id: i64, value: V) {
+        let next = self
+            .pages
+            .range((Excluded(key), Unbounded))
+            .next()
+            .map(|(next_key, next)| (*next_key, next.len()));
+        match next {
+            Some((next_key, next_len)) if next_len < PAGE_ENTRIES_MAX => {
+                let next = Arc::make_mut(self.pages.get_mut(&next_key).expect("just seen"));
+                make_room(next, 1);
+                next.insert(0, (id, value));
+                self.rekey(next_key, id);
+            }
+            _ => {
+                self.pages.insert(id, new_page(id, value));
+            }
+        }
     }
 
     /// Moves the page at `from` to key `to`.

@@ -113,21 +113,8 @@ impl RunReport {
     /// A human-readable summary.
     pub fn summary(&self) -> String {
         let mut out = String::new();
-        let spec = &self.spec;
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1} ms"));
-        let _ = writeln!(
-            out,
-            "{} · {} nodes · seed {} · faults {} · hint {} · tick {} µs · latency {}–{} µs{}",
-            spec.algorithm,
-            spec.nodes,
-            spec.seed,
-            spec.faults,
-            if spec.hint { "on" } else { "off" },
-            spec.tick_us,
-            spec.latency_us_min,
-            spec.latency_us_max,
-            spec.workload_label()
-        );
+        self.write_spec_line(&mut out);
         let verdict = match &self.violation {
             None => "PASS: no invariant violated".to_string(),
             Some(v) => format!("FAIL: {v}"),
@@ -147,24 +134,7 @@ impl RunReport {
             let _ = writeln!(out, "  recovery         {recovery:.1} ms after healing");
         }
         if let Some(workload) = &self.workload {
-            let _ = writeln!(
-                out,
-                "  kv workload      {} operations ({} completed, {} indeterminate): {}",
-                workload.operations,
-                workload.completed,
-                workload.indeterminate,
-                workload.linearizability
-            );
-            let _ = writeln!(
-                out,
-                "  kv reads         {} confirmed without a heartbeat round (lease)",
-                workload.reads_without_round
-            );
-            let _ = writeln!(
-                out,
-                "  membership       {} changes accepted ({} removed the leader itself), {} refused",
-                workload.membership_changes, workload.leader_removals, workload.membership_refused
-            );
+            write_workload_lines(&mut out, workload);
         }
         let _ = writeln!(out, "  leader elections {}", self.leader_elections);
         if !self.catch_up_entries.is_empty() {
@@ -174,17 +144,7 @@ impl RunReport {
                 self.catch_up_entries
             );
         }
-        let _ = writeln!(
-            out,
-            "  split brain      {} incidents, {:.1} ms in total{}",
-            self.split_brain.len(),
-            self.split_brain_ms,
-            if self.split_brain.iter().any(|i| i.same_term) {
-                " (some with equal terms/epochs)"
-            } else {
-                ""
-            }
-        );
+        self.write_split_brain_line(&mut out);
         let kinds: Vec<String> = self
             .messages_by_kind
             .iter()
@@ -197,8 +157,63 @@ impl RunReport {
             self.simulated_ms, self.events
         );
         if !self.passed() {
-            let _ = writeln!(out, "  replay           {}", spec.replay_command());
+            let _ = writeln!(out, "  replay           {}", self.spec.replay_command());
         }
         out
     }
+
+    /// Writes the summary's first line: what was run, so that a summary
+    /// read on its own says which configuration it measured.
+    fn write_spec_line(&self, out: &mut String) {
+        let spec = &self.spec;
+        let _ = writeln!(
+            out,
+            "{} · {} nodes · seed {} · faults {} · hint {} · tick {} µs · latency {}–{} µs{}",
+            spec.algorithm,
+            spec.nodes,
+            spec.seed,
+            spec.faults,
+            if spec.hint { "on" } else { "off" },
+            spec.tick_us,
+            spec.latency_us_min,
+            spec.latency_us_max,
+            spec.workload_label()
+        );
+    }
+
+    /// Writes the split-brain line: incidents and their total time, noting
+    /// when two leaders shared a term or epoch (the worse kind).
+    fn write_split_brain_line(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "  split brain      {} incidents, {:.1} ms in total{}",
+            self.split_brain.len(),
+            self.split_brain_ms,
+            if self.split_brain.iter().any(|i| i.same_term) {
+                " (some with equal terms/epochs)"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+/// Writes the KV workload's lines of a summary: its operations and the
+/// linearizability verdict, lease reads, and membership changes.
+fn write_workload_lines(out: &mut String, workload: &WorkloadReport) {
+    let _ = writeln!(
+        out,
+        "  kv workload      {} operations ({} completed, {} indeterminate): {}",
+        workload.operations, workload.completed, workload.indeterminate, workload.linearizability
+    );
+    let _ = writeln!(
+        out,
+        "  kv reads         {} confirmed without a heartbeat round (lease)",
+        workload.reads_without_round
+    );
+    let _ = writeln!(
+        out,
+        "  membership       {} changes accepted ({} removed the leader itself), {} refused",
+        workload.membership_changes, workload.leader_removals, workload.membership_refused
+    );
 }

@@ -39,33 +39,9 @@ pub(crate) async fn lead(
     stats: &WorkerStats,
 ) -> Result<()> {
     loop {
-        // The watch first, from now on; then the read. Whatever changes
-        // after the watch starts arrives through it, whatever was there
-        // before is in the read, and events the read already covers are
-        // recognised by their revisions. Reading first and watching from
-        // the read's revision would need that revision to outlive the
-        // read, which compaction under load does not promise.
-        let mut watch = match PrefixWatch::open(client, &layout.state_prefix(), 0).await {
-            Ok(watch) => watch,
-            Err(error) => {
-                tracing::debug!(%error, "tasks leader: watching the queue failed");
-                tokio::time::sleep(RETRY_PAUSE).await;
-                continue;
-            }
+        let Some((mut watch, mut view)) = watch_and_read(client, layout).await else {
+            continue;
         };
-        let kvs = match prefix_watch::list_latest(client, &layout.state_prefix()).await {
-            Ok(kvs) => kvs,
-            Err(error) => {
-                tracing::debug!(%error, "tasks leader: reading the queue failed");
-                tokio::time::sleep(RETRY_PAUSE).await;
-                continue;
-            }
-        };
-        let mut view = QueueView::default();
-        for kv in &kvs {
-            view.apply_put(layout, kv);
-        }
-        drop(kvs);
         let read_at = tokio::time::Instant::now();
         loop {
             if read_at.elapsed() > REREAD_EVERY {
@@ -89,17 +65,58 @@ pub(crate) async fn lead(
             // Take in every answer already here before planning again: the
             // watch answers once per revision, and planning after each
             // would hold the leader to one small txn per result.
-            loop {
-                match tokio::time::timeout(Duration::ZERO, watch.next()).await {
-                    Ok(Ok(events)) => {
-                        for event in &events {
-                            view.apply_event(layout, event);
-                        }
-                    }
-                    Ok(Err(_)) => break,
-                    Err(_) => break,
+            apply_events_already_here(&mut watch, &mut view, layout).await;
+        }
+    }
+}
+
+/// Opens a watch on the queue's state and then reads it whole into a new
+/// view; returns both. After a failure it pauses and returns `None`, for
+/// the caller to try again.
+///
+/// The watch first, from now on; then the read. Whatever changes after the
+/// watch starts arrives through it, whatever was there before is in the
+/// read, and events the read already covers are recognised by their
+/// revisions. Reading first and watching from the read's revision would
+/// need that revision to outlive the read, which compaction under load
+/// does not promise.
+async fn watch_and_read(client: &Client, layout: &Layout) -> Option<(PrefixWatch, QueueView)> {
+    let watch = match PrefixWatch::open(client, &layout.state_prefix(), 0).await {
+        Ok(watch) => watch,
+        Err(error) => {
+            tracing::debug!(%error, "tasks leader: watching the queue failed");
+            tokio::time::sleep(RETRY_PAUSE).await;
+            return None;
+        }
+    };
+    let kvs = match prefix_watch::list_latest(client, &layout.state_prefix()).await {
+        Ok(kvs) => kvs,
+        Err(error) => {
+            tracing::debug!(%error, "tasks leader: reading the queue failed");
+            tokio::time::sleep(RETRY_PAUSE).await;
+            return None;
+        }
+    };
+    let mut view = QueueView::default();
+    for kv in &kvs {
+        view.apply_put(layout, kv);
+    }
+    drop(kvs);
+    Some((watch, view))
+}
+
+/// Applies to `view` the events `watch` has already received, without
+/// waiting for more; stops at the first error too.
+async fn apply_events_already_here(watch: &mut PrefixWatch, view: &mut QueueView, layout: &Layout) {
+    loop {
+        match tokio::time::timeout(Duration::ZERO, watch.next()).await {
+            Ok(Ok(events)) => {
+                for event in &events {
+                    view.apply_event(layout, event);
                 }
             }
+            Ok(Err(_)) => break,
+            Err(_) => break,
         }
     }
 }

@@ -61,8 +61,59 @@ impl QueueStatus {
         leader: Option<(String, i64)>,
     ) -> Option<QueueStatus> {
         let layout = Layout::new(queue).ok()?;
-        let mut marked = false;
-        let mut depth: BTreeMap<String, u64> = [
+        let mut tally = StateTally::new();
+        for (key, value) in state_keys {
+            match layout.parse_state(key) {
+                Some(StateKey::Task(id)) => tally.count_task(id, value),
+                Some(StateKey::Worker(name)) => tally.count_worker(name, value),
+                Some(StateKey::Group(_)) => tally.groups += 1,
+                Some(StateKey::Marker) => tally.marked = true,
+                None => {}
+            }
+        }
+        if !tally.marked {
+            return None;
+        }
+        let orphaned = tally.settle_assignments();
+        Some(QueueStatus {
+            queue: queue.to_string(),
+            revision,
+            depth: tally.depth,
+            workers: tally.workers.into_values().collect(),
+            leader: leader.as_ref().map(|(value, _)| value.clone()),
+            leader_token: leader.map(|(_, token)| token),
+            dead_letters: tally.dead_letters,
+            orphaned,
+            groups: tally.groups,
+            groups_aggregated: tally.aggregated,
+        })
+    }
+}
+
+/// What [`QueueStatus::from_keys`] has counted so far of a queue's state
+/// keys, one key at a time.
+struct StateTally {
+    /// Whether the queue marker was seen (else there is no queue).
+    marked: bool,
+    /// Tasks by state name, every state present from the start.
+    depth: BTreeMap<String, u64>,
+    /// Live workers by name.
+    workers: BTreeMap<String, WorkerLoad>,
+    /// Tasks assigned, by the worker named in them (live or gone).
+    assigned_to: BTreeMap<String, u64>,
+    /// Dead-lettered task ids, the first [`DEAD_LETTERS_LISTED_MAX`].
+    dead_letters: Vec<String>,
+    /// Groups submitted.
+    groups: u64,
+    /// Aggregator tasks, one per group aggregated.
+    aggregated: u64,
+}
+
+impl StateTally {
+    /// Nothing counted yet: every state at 0, so that a status lists them
+    /// all.
+    fn new() -> Self {
+        let depth = [
             TaskState::Pending,
             TaskState::Assigned,
             TaskState::Failed,
@@ -72,70 +123,65 @@ impl QueueStatus {
         .iter()
         .map(|s| (s.name().to_string(), 0))
         .collect();
-        let mut workers: BTreeMap<String, WorkerLoad> = BTreeMap::new();
-        let mut assigned_to: BTreeMap<String, u64> = BTreeMap::new();
-        let mut dead_letters = Vec::new();
-        let (mut groups, mut aggregated) = (0, 0);
-        for (key, value) in state_keys {
-            match layout.parse_state(key) {
-                Some(StateKey::Task(id)) => {
-                    let Ok(record) = TaskRecord::decode(value) else {
-                        continue;
-                    };
-                    *depth
-                        .entry(record.meta.state.name().to_string())
-                        .or_default() += 1;
-                    if let Some(worker) = record.meta.worker {
-                        *assigned_to.entry(worker).or_default() += 1;
-                    }
-                    if record.meta.state == TaskState::Dead
-                        && dead_letters.len() < DEAD_LETTERS_LISTED_MAX
-                    {
-                        dead_letters.push(id.clone());
-                    }
-                    if id.starts_with(&Layout::aggregator_id("")) {
-                        aggregated += 1;
-                    }
-                }
-                Some(StateKey::Worker(name)) => {
-                    let concurrency =
-                        serde_json::from_slice::<WorkerMeta>(value).map_or(0, |m| m.concurrency);
-                    workers.insert(
-                        name.clone(),
-                        WorkerLoad {
-                            name,
-                            concurrency,
-                            in_flight: 0,
-                        },
-                    );
-                }
-                Some(StateKey::Group(_)) => groups += 1,
-                Some(StateKey::Marker) => marked = true,
-                None => {}
-            }
+        StateTally {
+            marked: false,
+            depth,
+            workers: BTreeMap::new(),
+            assigned_to: BTreeMap::new(),
+            dead_letters: Vec::new(),
+            groups: 0,
+            aggregated: 0,
         }
-        if !marked {
-            return None;
+    }
+
+    /// Counts task `id` stored as `value`; an unreadable record is
+    /// skipped.
+    fn count_task(&mut self, id: String, value: &[u8]) {
+        let Ok(record) = TaskRecord::decode(value) else {
+            return;
+        };
+        *self
+            .depth
+            .entry(record.meta.state.name().to_string())
+            .or_default() += 1;
+        if let Some(worker) = record.meta.worker {
+            *self.assigned_to.entry(worker).or_default() += 1;
         }
+        if record.meta.state == TaskState::Dead && self.dead_letters.len() < DEAD_LETTERS_LISTED_MAX
+        {
+            self.dead_letters.push(id.clone());
+        }
+        if id.starts_with(&Layout::aggregator_id("")) {
+            self.aggregated += 1;
+        }
+    }
+
+    /// Counts live worker `name` registered with `value`; unreadable
+    /// settings count as concurrency 0.
+    fn count_worker(&mut self, name: String, value: &[u8]) {
+        let concurrency = serde_json::from_slice::<WorkerMeta>(value).map_or(0, |m| m.concurrency);
+        self.workers.insert(
+            name.clone(),
+            WorkerLoad {
+                name,
+                concurrency,
+                in_flight: 0,
+            },
+        );
+    }
+
+    /// Once every key is counted: gives each live worker its tasks in
+    /// flight, and returns how many tasks are assigned to workers that are
+    /// gone.
+    fn settle_assignments(&mut self) -> u64 {
         let mut orphaned = 0;
-        for (worker, count) in assigned_to {
-            match workers.get_mut(&worker) {
+        for (worker, count) in std::mem::take(&mut self.assigned_to) {
+            match self.workers.get_mut(&worker) {
                 Some(load) => load.in_flight = count,
                 None => orphaned += count,
             }
         }
-        Some(QueueStatus {
-            queue: queue.to_string(),
-            revision,
-            depth,
-            workers: workers.into_values().collect(),
-            leader: leader.as_ref().map(|(value, _)| value.clone()),
-            leader_token: leader.map(|(_, token)| token),
-            dead_letters,
-            orphaned,
-            groups,
-            groups_aggregated: aggregated,
-        })
+        orphaned
     }
 }
 

@@ -353,6 +353,27 @@ impl QueueView {
     pub(crate) fn plan(&mut self, max_actions: usize) -> Vec<Action> {
         let mut actions = Vec::new();
         let mut planned: BTreeMap<String, usize> = BTreeMap::new();
+        for (from, id) in self.tasks_to_place(max_actions) {
+            if actions.len() >= max_actions {
+                return actions;
+            }
+            let waiting = from.is_none();
+            match self.place_task(from, id, &mut planned) {
+                Some(action) => actions.push(action),
+                // No room anywhere: waiting tasks wait; orphans of dead
+                // workers still get dead-lettered when out of tries.
+                None if waiting => break,
+                None => {}
+            }
+        }
+        self.plan_aggregations(&mut actions, max_actions);
+        actions
+    }
+
+    /// The tasks that need a worker, each with the gone worker it leaves
+    /// (`None` for a waiting task): every task of a worker that is gone,
+    /// then waiting tasks in submit order.
+    fn tasks_to_place(&self, max_actions: usize) -> Vec<(Option<String>, String)> {
         // Tasks whose worker is gone: to another worker, or dead.
         let orphaned: Vec<(String, String)> = self
             .assigned
@@ -360,7 +381,7 @@ impl QueueView {
             .filter(|(worker, _)| !self.workers.contains_key(*worker))
             .flat_map(|(worker, ids)| ids.iter().map(move |id| (worker.clone(), id.clone())))
             .collect();
-        let waiting: Vec<(Option<String>, String)> = orphaned
+        orphaned
             .into_iter()
             .map(|(worker, id)| (Some(worker), id))
             // Only as many waiting tasks as one plan can take: the rest
@@ -371,54 +392,58 @@ impl QueueView {
                     .take(max_actions)
                     .map(|(_, id)| (None, id.clone())),
             )
-            .collect();
-        for (from, id) in waiting {
-            if actions.len() >= max_actions {
-                return actions;
-            }
-            let tracked = &self.tasks[&id];
-            let ended = match &from {
-                Some(_) => tracked.record.ended(
-                    tracked.mod_revision,
-                    "worker lost",
-                    tracked.record.after_failure(),
-                ),
-                None => tracked.record.clone(),
-            };
-            if ended.meta.state == TaskState::Dead || ended.meta.attempt >= ended.meta.max_attempts
-            {
-                let mut record = ended;
-                record.meta.state = TaskState::Dead;
-                actions.push(Action::DeadLetter {
-                    id,
-                    record,
-                    expected: tracked.mod_revision,
-                    from,
-                });
-                continue;
-            }
-            let Some((name, worker)) = self.least_loaded(&planned) else {
-                // No room anywhere: waiting tasks wait; orphans of dead
-                // workers still get dead-lettered above when out of tries.
-                if from.is_none() {
-                    break;
-                }
-                continue;
-            };
+            .collect()
+    }
+
+    /// The write for task `id`, which leaves worker `from` (gone) or waits
+    /// (`None`): to the dead letters when it is out of attempts, else to
+    /// the least loaded worker with room, counting the assignment in
+    /// `planned`. `None` when it needs a worker and none has room.
+    fn place_task(
+        &self,
+        from: Option<String>,
+        id: String,
+        planned: &mut BTreeMap<String, usize>,
+    ) -> Option<Action> {
+        let tracked = &self.tasks[&id];
+        let ended = match &from {
+            Some(_) => tracked.record.ended(
+                tracked.mod_revision,
+                "worker lost",
+                tracked.record.after_failure(),
+            ),
+            None => tracked.record.clone(),
+        };
+        if ended.meta.state == TaskState::Dead || ended.meta.attempt >= ended.meta.max_attempts {
             let mut record = ended;
-            record.meta.state = TaskState::Assigned;
-            record.meta.attempt += 1;
-            record.meta.worker = Some(name.clone());
-            *planned.entry(name.clone()).or_default() += 1;
-            actions.push(Action::Assign {
+            record.meta.state = TaskState::Dead;
+            return Some(Action::DeadLetter {
                 id,
                 record,
                 expected: tracked.mod_revision,
-                worker: name.clone(),
-                worker_created: worker.create_revision,
                 from,
             });
         }
+        let (name, worker) = self.least_loaded(planned)?;
+        let mut record = ended;
+        record.meta.state = TaskState::Assigned;
+        record.meta.attempt += 1;
+        record.meta.worker = Some(name.clone());
+        *planned.entry(name.clone()).or_default() += 1;
+        Some(Action::Assign {
+            id,
+            record,
+            expected: tracked.mod_revision,
+            worker: name.clone(),
+            worker_created: worker.create_revision,
+            from,
+        })
+    }
+
+    /// Adds to `actions` the aggregators of the dirty groups whose members
+    /// are all in, while the plan has room; the groups it does not reach
+    /// stay dirty for the next plan.
+    fn plan_aggregations(&mut self, actions: &mut Vec<Action>, max_actions: usize) {
         // Aggregators carry up to 1 MiB each: at most one per txn when it
         // is large, so that a txn stays under etcd's request bound.
         let mut aggregate_bytes = 0;
@@ -435,7 +460,6 @@ impl QueueView {
                 actions.push(action);
             }
         }
-        actions
     }
 
     /// Plans `actions` again later: their write failed before the store

@@ -237,23 +237,7 @@ async fn run(
     mut stop: watch::Receiver<bool>,
     name: watch::Sender<Option<String>>,
 ) -> Result<()> {
-    if options.concurrency == 0 || options.concurrency > CONCURRENCY_MAX {
-        return Err(Error::InvalidArgument(format!(
-            "concurrency must be 1 to {CONCURRENCY_MAX}, not {}",
-            options.concurrency
-        )));
-    }
-    options.session.validate()?;
-    let label = options
-        .label
-        .clone()
-        .unwrap_or_else(|| format!("w{}", std::process::id()));
-    layout::check_id("worker label", &label)?;
-    if label.contains('/') {
-        return Err(Error::InvalidArgument(format!(
-            "worker label {label:?} must not contain '/'"
-        )));
-    }
+    let label = checked_label(&options)?;
     let mut running = Running {
         tasks: JoinSet::new(),
         permits: Arc::new(Semaphore::new(options.concurrency as usize)),
@@ -261,24 +245,9 @@ async fn run(
     };
     let io = TaskIo::start(&queue);
     while !*stop.borrow() {
-        let session = match Session::new(queue.client(), options.session.clone()).await {
-            Ok(session) => session,
-            Err(error) => {
-                tracing::debug!(%error, "tasks worker: no session yet");
-                tokio::time::sleep(RETRY_PAUSE * 4).await;
-                continue;
-            }
-        };
-        stats.sessions.fetch_add(1, Ordering::Relaxed);
-        let me = format!("{label}-{:x}", session.lease_id());
-        let registered = match register(&queue, &me, session.lease_id(), options.concurrency).await
-        {
-            Ok(revision) => revision,
-            Err(error) => {
-                tracing::debug!(%error, "tasks worker: registering failed");
-                tokio::time::sleep(RETRY_PAUSE * 4).await;
-                continue;
-            }
+        let Some((session, me, registered)) = start_session(&queue, &options, &label, &stats).await
+        else {
+            continue;
         };
         name.send_replace(Some(me.clone()));
         let leading = options.lead.then(|| {
@@ -313,6 +282,61 @@ async fn run(
         );
     }
     Ok(())
+}
+
+/// Checks `options` before the worker starts, and returns the start of
+/// the worker's names (the label, or `w` and the process id): a bad option
+/// fails the worker at once instead of in every session.
+fn checked_label(options: &WorkerOptions) -> Result<String> {
+    if options.concurrency == 0 || options.concurrency > CONCURRENCY_MAX {
+        return Err(Error::InvalidArgument(format!(
+            "concurrency must be 1 to {CONCURRENCY_MAX}, not {}",
+            options.concurrency
+        )));
+    }
+    options.session.validate()?;
+    let label = options
+        .label
+        .clone()
+        .unwrap_or_else(|| format!("w{}", std::process::id()));
+    layout::check_id("worker label", &label)?;
+    if label.contains('/') {
+        return Err(Error::InvalidArgument(format!(
+            "worker label {label:?} must not contain '/'"
+        )));
+    }
+    Ok(label)
+}
+
+/// Starts a session and registers the worker under it, named after
+/// `label` and the session's lease; returns the session, the name and the
+/// registration's revision. After a failure it pauses and returns `None`,
+/// so that the caller checks for a stop before trying again.
+async fn start_session(
+    queue: &Queue,
+    options: &WorkerOptions,
+    label: &str,
+    stats: &WorkerStats,
+) -> Option<(Session, String, i64)> {
+    let session = match Session::new(queue.client(), options.session.clone()).await {
+        Ok(session) => session,
+        Err(error) => {
+            tracing::debug!(%error, "tasks worker: no session yet");
+            tokio::time::sleep(RETRY_PAUSE * 4).await;
+            return None;
+        }
+    };
+    stats.sessions.fetch_add(1, Ordering::Relaxed);
+    let me = format!("{label}-{:x}", session.lease_id());
+    let registered = match register(queue, &me, session.lease_id(), options.concurrency).await {
+        Ok(revision) => revision,
+        Err(error) => {
+            tracing::debug!(%error, "tasks worker: registering failed");
+            tokio::time::sleep(RETRY_PAUSE * 4).await;
+            return None;
+        }
+    };
+    Some((session, me, registered))
 }
 
 /// What every execution of one session needs.

@@ -5,7 +5,7 @@
 use super::message::RaftMessage;
 use super::node::RaftNode;
 use crate::protocol::Role;
-use crate::types::{NodeId, Term};
+use crate::types::{LogIndex, NodeId, Term};
 
 /// How a campaign starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,40 +140,11 @@ impl RaftNode {
 
     /// Answers a PreVote or RequestVote whose term is not below ours.
     pub(super) fn handle_vote_request(&mut self, from: NodeId, request: &RaftMessage) {
-        let (term, last_log_index, last_log_term, pre_vote, transfer) = match *request {
-            RaftMessage::PreVoteRequest {
-                term,
-                last_log_index,
-                last_log_term,
-            } => (term, last_log_index, last_log_term, true, false),
-            RaftMessage::VoteRequest {
-                term,
-                last_log_index,
-                last_log_term,
-                leadership_transfer,
-            } => (
-                term,
-                last_log_index,
-                last_log_term,
-                false,
-                leadership_transfer,
-            ),
-            _ => unreachable!("only vote requests are routed here"),
-        };
-        let log_ok = self.log.is_behind_or_equal(last_log_term, last_log_index);
-        let can_vote = if pre_vote {
-            // A pre-vote is only for a term above ours; it binds nobody.
-            term > self.term
-        } else {
-            assert_eq!(term, self.term, "term rules ran first");
-            // Stickiness and vote promises hold within a term too: this
-            // node may have reached the request's term through some other
-            // message (a refusal carrying it) after promising another
-            // candidate or hearing a leader.
-            let promised = !transfer && self.in_lease();
-            self.voted_for == Some(from)
-                || (self.voted_for.is_none() && self.leader.is_none() && !promised)
-        };
+        let ask = VoteAsk::of(request);
+        let log_ok = self
+            .log
+            .is_behind_or_equal(ask.last_log_term, ask.last_log_index);
+        let can_vote = self.may_vote(from, &ask);
         // A pre-candidate grants a rival's pre-vote like anyone else and
         // keeps its own pre-campaign. Yielding to a better-ranked rival
         // livelocked under partial connectivity: a hub that alone reached
@@ -187,29 +158,54 @@ impl RaftNode {
             // only split the vote.
             self.hint_campaign_tick = None;
         }
-        let response = if pre_vote {
+        let response = self.answer_vote(from, &ask, granted);
+        self.send(from, response);
+    }
+
+    /// Whether this node may grant `ask` from `from`, the candidate's log
+    /// aside: a pre-vote needs a term above ours, a vote needs this node to
+    /// be free to give it in this term.
+    fn may_vote(&self, from: NodeId, ask: &VoteAsk) -> bool {
+        if ask.pre_vote {
+            // A pre-vote is only for a term above ours; it binds nobody.
+            ask.term > self.term
+        } else {
+            assert_eq!(ask.term, self.term, "term rules ran first");
+            // Stickiness and vote promises hold within a term too: this
+            // node may have reached the request's term through some other
+            // message (a refusal carrying it) after promising another
+            // candidate or hearing a leader.
+            let promised = !ask.transfer && self.in_lease();
+            self.voted_for == Some(from)
+                || (self.voted_for.is_none() && self.leader.is_none() && !promised)
+        }
+    }
+
+    /// The answer to `ask`. Granting a real vote binds this node first: it
+    /// records the vote (to be persisted before the answer leaves) and
+    /// restarts its election timer; a pre-vote binds nobody.
+    fn answer_vote(&mut self, from: NodeId, ask: &VoteAsk, granted: bool) -> RaftMessage {
+        if ask.pre_vote {
             // A grant echoes the requested term so the requester can count it
             // even if our term is older (etcd #8243); a refusal carries ours.
-            RaftMessage::PreVoteResponse {
-                term: if granted { term } else { self.term },
+            return RaftMessage::PreVoteResponse {
+                term: if granted { ask.term } else { self.term },
                 granted,
-            }
-        } else {
-            if granted {
-                self.voted_for = Some(from);
-                self.vote_granted_tick = Some(self.now_tick);
-                // A new promise: a hint about an earlier leader (which set
-                // this) must not void it.
-                self.leader_lost = false;
-                self.hard_state_dirty = true;
-                self.reset_election_timer();
-            }
-            RaftMessage::VoteResponse {
-                term: self.term,
-                granted,
-            }
-        };
-        self.send(from, response);
+            };
+        }
+        if granted {
+            self.voted_for = Some(from);
+            self.vote_granted_tick = Some(self.now_tick);
+            // A new promise: a hint about an earlier leader (which set
+            // this) must not void it.
+            self.leader_lost = false;
+            self.hard_state_dirty = true;
+            self.reset_election_timer();
+        }
+        RaftMessage::VoteResponse {
+            term: self.term,
+            granted,
+        }
     }
 
     /// Counts a pre-vote answer. `term` is the requested term when granted.
@@ -294,6 +290,53 @@ impl RaftNode {
             // The promise that goes with the vote is forgotten too, or it
             // would still refuse the second candidate of the term.
             self.vote_granted_tick = None;
+        }
+    }
+}
+
+/// The parts of a PreVote or RequestVote that its answer depends on.
+struct VoteAsk {
+    /// The term the candidate asks for (a pre-vote's is one above its own).
+    term: Term,
+    /// Index of the candidate's last log entry, for the §5.4.1 check.
+    last_log_index: LogIndex,
+    /// Term of the candidate's last log entry, for the §5.4.1 check.
+    last_log_term: Term,
+    /// A pre-vote (binds nobody) rather than a vote.
+    pre_vote: bool,
+    /// A vote asked for at the leader's request (TimeoutNow): stickiness
+    /// does not apply.
+    transfer: bool,
+}
+
+impl VoteAsk {
+    /// Reads `request`, which must be a PreVote or RequestVote.
+    fn of(request: &RaftMessage) -> Self {
+        match *request {
+            RaftMessage::PreVoteRequest {
+                term,
+                last_log_index,
+                last_log_term,
+            } => VoteAsk {
+                term,
+                last_log_index,
+                last_log_term,
+                pre_vote: true,
+                transfer: false,
+            },
+            RaftMessage::VoteRequest {
+                term,
+                last_log_index,
+                last_log_term,
+                leadership_transfer,
+            } => VoteAsk {
+                term,
+                last_log_index,
+                last_log_term,
+                pre_vote: false,
+                transfer: leadership_transfer,
+            },
+            _ => unreachable!("only vote requests are routed here"),
         }
     }
 }

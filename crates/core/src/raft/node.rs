@@ -9,7 +9,7 @@
 
 use super::config::RaftConfig;
 use super::durable::{HardState, RaftDurable, RaftPersist};
-use super::entry::{ClusterConfig, Snapshot};
+use super::entry::{ClusterConfig, Entry, Snapshot};
 use super::log::RaftLog;
 use super::message::RaftMessage;
 use super::output::RaftOutput;
@@ -467,6 +467,61 @@ impl RaftNode {
     }
 }
 
+/// The state a node rebuilds from its durable state when it starts: the
+/// log, the configuration in force, and the commit index. Kept apart from
+/// [`Protocol::new`] so that the checks on what was read from disk stand
+/// out from the fresh volatile state every node starts with.
+struct Restored {
+    /// Members given at construction.
+    bootstrap: ClusterConfig,
+    /// The configuration in force: the latest one in the log, else the
+    /// snapshot's, else the bootstrap one.
+    cluster: ClusterConfig,
+    /// Log index of the entry that set `cluster` (0 = bootstrap/snapshot).
+    cluster_index: LogIndex,
+    /// The log: the snapshot's position and the entries after it.
+    log: RaftLog,
+    /// The commit hint on disk, kept within what the log holds.
+    commit: LogIndex,
+}
+
+impl Restored {
+    /// Rebuilds the log from `snapshot` and `entries`, and finds the
+    /// configuration it implies. Panics when there is neither a snapshot
+    /// nor a configuration entry and `members` leaves `id` out: the node
+    /// was started with a wrong member list.
+    fn new(
+        id: NodeId,
+        members: &[NodeId],
+        hard_state: &HardState,
+        snapshot: Option<&Snapshot>,
+        entries: Vec<Entry>,
+    ) -> Self {
+        let bootstrap = ClusterConfig::voters(members.iter().copied());
+        let snapshot_meta = snapshot.map(|s| s.meta.clone());
+        let log = RaftLog::restore(snapshot_meta.as_ref(), entries);
+        let base = snapshot_meta
+            .as_ref()
+            .map_or(bootstrap.clone(), |m| m.config.clone());
+        let (cluster, cluster_index) = log.latest_config(&base);
+        assert!(
+            cluster.members().any(|m| m == id)
+                || snapshot_meta.is_some()
+                || cluster_index > LogIndex(0),
+            "{id} must be one of the members {members:?}"
+        );
+        let snapshot_index = log.snapshot_index();
+        let commit = hard_state.commit.max(snapshot_index).min(log.last_index());
+        Restored {
+            bootstrap,
+            cluster,
+            cluster_index,
+            log,
+            commit,
+        }
+    }
+}
+
 impl Protocol for RaftNode {
     type Config = RaftConfig;
     type Message = RaftMessage;
@@ -485,40 +540,28 @@ impl Protocol for RaftNode {
         if let Err(error) = config.validate() {
             panic!("{error}");
         }
-        let bootstrap = ClusterConfig::voters(members.iter().copied());
-        let snapshot_meta = durable.snapshot.as_ref().map(|s| s.meta.clone());
-        let log = RaftLog::restore(snapshot_meta.as_ref(), durable.entries);
-        let base = snapshot_meta
-            .as_ref()
-            .map_or(bootstrap.clone(), |m| m.config.clone());
-        let (cluster, cluster_index) = log.latest_config(&base);
-        assert!(
-            cluster.members().any(|m| m == id)
-                || snapshot_meta.is_some()
-                || cluster_index > LogIndex(0),
-            "{id} must be one of the members {members:?}"
-        );
-        let snapshot_index = log.snapshot_index();
-        let commit = durable
-            .hard_state
-            .commit
-            .max(snapshot_index)
-            .min(log.last_index());
+        let RaftDurable {
+            hard_state,
+            snapshot,
+            entries,
+        } = durable;
+        let restored = Restored::new(id, members, &hard_state, snapshot.as_ref(), entries);
+        let snapshot_index = restored.log.snapshot_index();
         let mut node = RaftNode {
             config: config.clone(),
             id,
-            bootstrap,
-            cluster,
-            cluster_index,
+            bootstrap: restored.bootstrap,
+            cluster: restored.cluster,
+            cluster_index: restored.cluster_index,
             rng,
-            term: durable.hard_state.term,
-            voted_for: durable.hard_state.voted_for,
-            log,
-            commit,
+            term: hard_state.term,
+            voted_for: hard_state.voted_for,
+            log: restored.log,
+            commit: restored.commit,
             applied: snapshot_index,
             hard_state_dirty: false,
             commit_unpersisted: false,
-            snapshot: durable.snapshot,
+            snapshot,
             snapshot_to_persist: None,
             incoming_snapshot: None,
             pending_output: Vec::new(),

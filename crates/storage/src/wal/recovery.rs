@@ -62,40 +62,17 @@ pub(crate) fn recover<F: FileSystem>(
     let meta = snapshot.as_ref().map(|snapshot| snapshot.meta.clone());
     let snapshot_index = meta.as_ref().map_or(LogIndex(0), |meta| meta.last_index);
     let snapshot_term = meta.as_ref().map_or(Term(0), |meta| meta.last_term);
-    let (candidates, mut last_bytes) =
-        drop_torn_last_segment(&fs, &listing.segments, &mut removals)?;
+    let (candidates, last_bytes) = drop_torn_last_segment(&fs, &listing.segments, &mut removals)?;
     let (stale, live) = split_stale(candidates, snapshot_index)?;
     removals.extend(stale.iter().map(|segment| segment.path.clone()));
 
-    // Only a last segment still holding its unsynced tail may be torn; if
-    // that segment was the one dropped, its predecessor was fsync'd whole.
-    let tail_may_be_torn = last_bytes.is_some();
     let mut replay = ReplayLog::new(meta.as_ref());
-    let mut replayed = Vec::new();
-    for (position, listed) in live.iter().enumerate() {
-        let is_last = position + 1 == live.len();
-        let kept = if is_last { last_bytes.take() } else { None };
-        let bytes = match kept {
-            Some(bytes) => bytes,
-            None => read_segment(&fs, &listed.path)?,
-        };
-        let segment = replay_segment(listed, &bytes, is_last && tail_may_be_torn, &mut replay)?;
-        replayed.push(segment);
-    }
+    let replayed = replay_live_segments(&fs, live, last_bytes, &mut replay)?;
     let outcome = replay.finish();
 
-    for path in &removals {
-        fs.remove_file(path)
-            .map_err(|error| StorageError::io("remove", path, error))?;
-    }
-    // The removals are made durable before the last segment gets space
-    // prepared again: otherwise a crash could keep that segment's new zero
-    // tail but bring back a dropped torn segment after it, and the next
-    // recovery would read the zeros strictly, as a sealed segment's.
-    if !removals.is_empty() {
-        fs.sync_dir(dir)
-            .map_err(|error| StorageError::io("fsync directory", dir, error))?;
-    }
+    // Durable before `reopen_active` prepares the last segment's space
+    // again: see `remove_durably`.
+    remove_durably(&fs, dir, &removals)?;
     let snapshot_start = SegmentStart {
         first_index: LogIndex(snapshot_index.0 + 1),
         prev_term: snapshot_term,
@@ -130,6 +107,55 @@ pub(crate) fn recover<F: FileSystem>(
     recovered.assert_well_formed();
     let wal = OpenWal::new(log, terms, outcome.hard_state, meta, options);
     Ok((recovered, wal))
+}
+
+/// Replays the `live` segments, oldest first, into `replay`. `last_bytes`
+/// holds the last segment's bytes when [`drop_torn_last_segment`] already
+/// read them (and kept that segment), so that it is not read twice.
+fn replay_live_segments<F: FileSystem>(
+    fs: &F,
+    live: &[ListedSegment],
+    mut last_bytes: Option<Vec<u8>>,
+    replay: &mut ReplayLog,
+) -> Result<Vec<ReplayedSegment>, StorageError> {
+    // Only a last segment still holding its unsynced tail may be torn; if
+    // that segment was the one dropped, its predecessor was fsync'd whole.
+    let tail_may_be_torn = last_bytes.is_some();
+    let mut replayed = Vec::new();
+    for (position, listed) in live.iter().enumerate() {
+        let is_last = position + 1 == live.len();
+        let kept = if is_last { last_bytes.take() } else { None };
+        let bytes = match kept {
+            Some(bytes) => bytes,
+            None => read_segment(fs, &listed.path)?,
+        };
+        let segment = replay_segment(listed, &bytes, is_last && tail_may_be_torn, replay)?;
+        replayed.push(segment);
+    }
+    Ok(replayed)
+}
+
+/// Deletes the files recovery queued for removal, then, if there were any,
+/// syncs `dir` so that the deletions are durable.
+///
+/// The removals are made durable before the last segment gets space
+/// prepared again: otherwise a crash could keep that segment's new zero
+/// tail but bring back a dropped torn segment after it, and the next
+/// recovery would read the zeros strictly, as a sealed segment's.
+fn remove_durably<F: FileSystem>(
+    fs: &F,
+    dir: &Path,
+    removals: &[PathBuf],
+) -> Result<(), StorageError> {
+    for path in removals {
+        fs.remove_file(path)
+            .map_err(|error| StorageError::io("remove", path, error))?;
+    }
+    if !removals.is_empty() {
+        fs.sync_dir(dir)
+            .map_err(|error| StorageError::io("fsync directory", dir, error))?;
+    }
+    Ok(())
 }
 
 /// Creates the WAL directory if needed, and makes its creation durable by
