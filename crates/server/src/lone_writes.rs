@@ -60,6 +60,7 @@ impl LoneWrites {
         } else {
             self.streak = 0;
         }
+        assert!(self.streak <= LONE_STREAK_MIN, "the streak is bounded");
         self.streak >= LONE_STREAK_MIN
     }
 }

@@ -86,6 +86,8 @@ pub fn encode_parts(cluster: &str, revision: i64, data: Vec<u8>) -> Vec<u8> {
     out.resize(out.len().next_multiple_of(BLOCK_BYTES), 0);
     let digest = Sha256::digest(&out);
     out.extend_from_slice(&digest);
+    // The framing `decode` checks first: whole blocks, then the digest.
+    assert_eq!(out.len() % BLOCK_BYTES, DIGEST_BYTES, "a snapshot file is framed");
     out
 }
 
@@ -130,6 +132,12 @@ pub fn decode(bytes: &[u8]) -> Result<SnapshotFile, SnapshotFileError> {
         ));
     }
     let decoded = KvStore::restore(data).map_err(|e| SnapshotFileError::Store(e.to_string()))?;
+    if decoded.revision() != revision {
+        return Err(SnapshotFileError::Store(format!(
+            "the file names revision {revision}, its store is at {}",
+            decoded.revision()
+        )));
+    }
     Ok(SnapshotFile {
         cluster,
         revision,

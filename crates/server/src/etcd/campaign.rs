@@ -376,7 +376,12 @@ pub fn turn(store: &KvStore, prefix: &[u8], key: &[u8], create_revision: i64) ->
         return Turn::Lost;
     }
     match predecessor(store, prefix, create_revision) {
-        Some(before) => Turn::Waiting(before.key),
+        Some(before) => {
+            // The order of the queue is the keys' creation order: the one
+            // waited for was created before the caller's key.
+            assert!(before.create_revision < create_revision && before.key != key);
+            Turn::Waiting(before.key)
+        }
         None => Turn::Come,
     }
 }

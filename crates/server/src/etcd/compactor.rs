@@ -24,7 +24,11 @@ pub const RETAINED_REVISIONS: i64 = 1_000;
 /// what is retained (so compactions are occasional, not one per write).
 pub fn compaction_target(revision: i64, compact_revision: i64) -> Option<i64> {
     let target = revision - RETAINED_REVISIONS;
-    (target - compact_revision.max(1) >= RETAINED_REVISIONS).then_some(target)
+    let due = target - compact_revision.max(1) >= RETAINED_REVISIONS;
+    // A compaction never reaches the current revision (reads and watches
+    // there must work) and never goes back.
+    assert!(!due || (compact_revision < target && target < revision));
+    due.then_some(target)
 }
 
 /// Runs until the node stops: on the leader, proposes a compaction whenever

@@ -153,7 +153,10 @@ impl LessorState {
 
     /// Sets the deadline of a lease that is not being revoked.
     fn set_deadline(&mut self, id: i64, deadline: Tick) {
-        debug_assert!(!self.revoking.contains_key(&id));
+        assert!(
+            !self.revoking.contains_key(&id),
+            "a lease being revoked gets no new deadline"
+        );
         self.deadlines.insert(id, deadline);
         self.earliest = self.earliest.min(deadline);
         if let Some(pass) = &mut self.pass {

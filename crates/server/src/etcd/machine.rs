@@ -34,6 +34,9 @@ pub struct EtcdMachine {
     directory_version: u64,
     /// Whether auth is on, for the services' checks (see `auth_gate.rs`).
     auth: AuthSummary,
+    /// The last log index applied or restored: entries come in log order,
+    /// each once, so the next one must be later.
+    last_applied: LogIndex,
 }
 
 impl Default for EtcdMachine {
@@ -46,6 +49,7 @@ impl Default for EtcdMachine {
             lessor: Lessor::default(),
             directory_version: 1,
             auth: AuthSummary::default(),
+            last_applied: LogIndex(0),
         }
     }
 }
@@ -330,7 +334,13 @@ fn apply_to_store(
 }
 
 impl StateMachine for EtcdMachine {
-    fn apply(&mut self, _index: LogIndex, command: &[u8]) -> Vec<u8> {
+    fn apply(&mut self, index: LogIndex, command: &[u8]) -> Vec<u8> {
+        assert!(
+            index > self.last_applied,
+            "entry {index} applied after entry {}",
+            self.last_applied
+        );
+        self.last_applied = index;
         let Some((checked, command)) = Command::decode_entry(command) else {
             return answer_error(
                 tonic::Code::InvalidArgument,
@@ -363,10 +373,12 @@ impl StateMachine for EtcdMachine {
             self.publish_auth(&store);
             return answer;
         }
+        let before = store.revision();
         let result = match apply_to_store(&mut store, command, &mut granted, &mut revoked) {
             StoreApplied::Ran(result) => result,
             StoreApplied::Refused(answer) => return answer,
         };
+        assert!(store.revision() >= before, "an apply never moves the revision back");
         // Published before the lock is released: a reader that sees this
         // state then builds a header sees at least this revision.
         self.publish_revision(store.revision());
@@ -394,7 +406,13 @@ impl StateMachine for EtcdMachine {
         Box::new(move || pending.encode())
     }
 
-    fn restore(&mut self, _applied: LogIndex, data: &[u8]) {
+    fn restore(&mut self, applied: LogIndex, data: &[u8]) {
+        assert!(
+            applied >= self.last_applied,
+            "a snapshot at {applied} would undo entries applied up to {}",
+            self.last_applied
+        );
+        self.last_applied = applied;
         // An empty snapshot comes from a node that ran without a store.
         let restored = if data.is_empty() {
             KvStore::new()
