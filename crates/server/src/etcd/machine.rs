@@ -378,7 +378,10 @@ impl StateMachine for EtcdMachine {
             StoreApplied::Ran(result) => result,
             StoreApplied::Refused(answer) => return answer,
         };
-        assert!(store.revision() >= before, "an apply never moves the revision back");
+        assert!(
+            store.revision() >= before,
+            "an apply never moves the revision back"
+        );
         // Published before the lock is released: a reader that sees this
         // state then builds a header sees at least this revision.
         self.publish_revision(store.revision());
