@@ -19,6 +19,7 @@
 use anyhow::{bail, Context, Result};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_client::ClusterClient;
+use bellwether_core::NodeId;
 use bellwether_server::config::{client_tls, ConfigLayer};
 use bellwether_server::tls::ClientTls;
 use serde::{Deserialize, Serialize};
@@ -36,13 +37,15 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(15);
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Joined {
     /// The id the cluster gave this member.
-    pub id: u64,
+    #[serde(with = "bellwether_server::id_serde::one")]
+    pub id: NodeId,
     /// Every member at the time, as `id=host:port` (peer addresses).
     pub peers: Vec<String>,
     /// Their client addresses, as `id=host:port`, where known.
     pub peer_client: Vec<String>,
     /// The voters at the time.
-    pub voters: Vec<u64>,
+    #[serde(with = "bellwether_server::id_serde::list")]
+    pub voters: Vec<NodeId>,
 }
 
 fn host_port(url: &str) -> &str {
@@ -54,7 +57,7 @@ fn host_port(url: &str) -> &str {
 impl Joined {
     /// Sets id, peers and client addresses of `layer` from the join.
     pub fn apply(&self, layer: &mut ConfigLayer) {
-        layer.id = Some(self.id);
+        layer.id = Some(self.id.0);
         layer.peers = Some(self.peers.clone());
         layer.peer_client = Some(self.peer_client.clone());
     }
@@ -114,7 +117,7 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
         .context("MemberAdd answered no member")?
         .id;
     let mut joined = Joined {
-        id,
+        id: NodeId(id),
         peers: Vec::new(),
         peer_client: Vec::new(),
         voters: Vec::new(),
@@ -135,7 +138,7 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
                 .push(format!("{}={}", member.id, host_port(url)));
         }
         if !member.is_learner && member.id != id {
-            joined.voters.push(member.id);
+            joined.voters.push(NodeId(member.id));
         }
     }
     if joined.voters.is_empty() {
@@ -272,4 +275,25 @@ fn write_durably(dir: &Path, path: &Path, text: &str) -> Result<()> {
     std::fs::rename(&temporary, path)?;
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_join_record_keeps_its_plain_numbers() {
+        let joined = Joined {
+            id: NodeId(4),
+            peers: vec!["1=127.0.0.1:7001".into(), "4=127.0.0.1:7004".into()],
+            peer_client: vec!["1=127.0.0.1:7201".into()],
+            voters: vec![NodeId(1), NodeId(2)],
+        };
+        let text = toml::to_string(&joined).unwrap();
+        assert_eq!(
+            text,
+            "id = 4\npeers = [\"1=127.0.0.1:7001\", \"4=127.0.0.1:7004\"]\npeer_client = [\"1=127.0.0.1:7201\"]\nvoters = [1, 2]\n"
+        );
+        assert_eq!(toml::from_str::<Joined>(&text).unwrap(), joined);
+    }
 }

@@ -124,7 +124,7 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
     let http_listener = node.http_listener.take().expect("fresh node");
     let (stop_http, http) = spawn_http(http_listener, &handles, http_tls);
     tracing::info!(
-        id = config.id,
+        id = config.id.0,
         cluster = %config.cluster,
         peers = %config.peer_listen,
         http = %node.http_address,
@@ -149,7 +149,7 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
     };
     stop_servers(stop_http, http, stop_grpc, grpc).await;
     result?;
-    tracing::info!(id = config.id, "node stopped");
+    tracing::info!(id = config.id.0, "node stopped");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -9,6 +9,7 @@
 //! named in `--group-http` for its `/status`).
 
 use anyhow::{bail, Context, Result};
+use bellwether_core::NodeId;
 use bellwether_elector::{Algorithm, Elector, ElectorMetrics, Leadership, PeerTls};
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -139,7 +140,7 @@ fn algorithm(group: &GroupArgs) -> Result<Algorithm> {
     Algorithm::parse(&group.algorithm, group.winner.as_deref()).map_err(anyhow::Error::msg)
 }
 
-fn parse_peers(peers: &[String]) -> Result<Vec<(u64, SocketAddr)>> {
+fn parse_peers(peers: &[String]) -> Result<Vec<(NodeId, SocketAddr)>> {
     if peers.is_empty() {
         bail!("--peers is required: every node as ID=IP:PORT, comma-separated");
     }
@@ -152,6 +153,7 @@ fn parse_peers(peers: &[String]) -> Result<Vec<(u64, SocketAddr)>> {
             let id = id
                 .trim()
                 .parse()
+                .map(NodeId)
                 .with_context(|| format!("peer {peer:?}: {id:?} is not a numeric id"))?;
             let address = address
                 .trim()
@@ -164,7 +166,7 @@ fn parse_peers(peers: &[String]) -> Result<Vec<(u64, SocketAddr)>> {
 
 async fn run_peer(args: RunArgs) -> Result<ExitCode> {
     let algorithm = algorithm(&args.group)?;
-    let Some(id) = args.id else {
+    let Some(id) = args.id.map(NodeId) else {
         bail!("--id is required (this node's id in --peers)");
     };
     let peers = parse_peers(&args.peers)?;
@@ -173,8 +175,8 @@ async fn run_peer(args: RunArgs) -> Result<ExitCode> {
     };
     let mut builder = Elector::builder()
         .algorithm(algorithm)
-        .id(id)
-        .peers(peers)
+        .id(id.0)
+        .peers(peers.into_iter().map(|(id, address)| (id.0, address)))
         .data_dir(data_dir)
         .group(args.group.group.clone())
         .heartbeat(Duration::from_millis(args.group.heartbeat_ms))
@@ -197,7 +199,7 @@ async fn run_peer(args: RunArgs) -> Result<ExitCode> {
         ),
     }
     let mut elector = builder.start().await?;
-    tracing::info!(id, %algorithm, group = %args.group.group, "peer started");
+    tracing::info!(id = id.0, %algorithm, group = %args.group.group, "peer started");
     if let Some(address) = args.http {
         let group = if args.group_http.is_empty() {
             Vec::new()
@@ -262,7 +264,7 @@ struct Page {
     metrics: Arc<ElectorMetrics>,
     algorithm: Algorithm,
     /// Every peer's HTTP address, for `/group`.
-    group: Vec<(u64, SocketAddr)>,
+    group: Vec<(NodeId, SocketAddr)>,
 }
 
 /// The group page: a table of every peer's view, refreshed twice a second.
@@ -283,8 +285,8 @@ async fn group_json(page: Page) -> serde_json::Value {
         .await;
         let view = match fetched {
             Ok(Ok(body)) => serde_json::from_str(&body)
-                .unwrap_or_else(|_| json!({"id": id, "error": "bad answer"})),
-            _ => json!({"id": id, "error": "unreachable"}),
+                .unwrap_or_else(|_| json!({"id": id.0, "error": "bad answer"})),
+            _ => json!({"id": id.0, "error": "unreachable"}),
         };
         views.push(view);
     }

@@ -320,7 +320,7 @@ impl Contender for ProcessCluster {
         let agreed = statuses.iter().all(|s| {
             s.leader == Some(leader.id) && s.term == leader.term && s.commit == leader.commit
         });
-        let member = usize::try_from(leader.id).ok()?;
+        let member = usize::try_from(leader.id.0).ok()?;
         (agreed && (1..=self.layout.nodes).contains(&member)).then_some(Leadership {
             member,
             term: leader.term,

@@ -65,9 +65,9 @@ fn restore(args: RestoreArgs) -> Result<ExitCode> {
         file.revision,
         history_bytes,
         config.data_dir.display(),
-        config.id,
+        config.id.0,
         config.cluster,
-        config.peers.keys().collect::<Vec<_>>(),
+        config.peers.keys().map(|id| id.0).collect::<Vec<_>>(),
     );
     Ok(ExitCode::SUCCESS)
 }

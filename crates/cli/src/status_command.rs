@@ -58,11 +58,11 @@ pub fn execute(args: StatusArgs) -> Result<ExitCode> {
                         );
                     println!(
                         "{:<4} {:<21} {:<13} {:>5} {:>6} {:>8} {:>8} {:>6} {:>9.1}s",
-                        format!("n{}", s.id),
+                        s.id.to_string(),
                         address,
                         s.role.as_str(),
                         s.term,
-                        s.leader.map_or("-".into(), |l| format!("n{l}")),
+                        s.leader.map_or("-".into(), |l| l.to_string()),
                         s.commit,
                         s.applied,
                         lag,

@@ -7,6 +7,7 @@
 
 use anyhow::{bail, Context, Result};
 use bellwether_api::etcdserverpb as pb;
+use bellwether_core::NodeId;
 use clap::Args;
 use pb::maintenance_client::MaintenanceClient;
 use std::process::ExitCode;
@@ -32,9 +33,16 @@ pub struct TransferArgs {
 /// One endpoint's answer to Status.
 struct Seen {
     channel: Channel,
-    member: u64,
-    leader: u64,
+    /// The member that answered, if its answer says.
+    member: Option<NodeId>,
+    /// The leader it knows, if any.
+    leader: Option<NodeId>,
     applied: u64,
+}
+
+/// A member id from etcd's API, where 0 means none.
+fn member(id: u64) -> Option<NodeId> {
+    (id != 0).then_some(NodeId(id))
 }
 
 /// Runs `bellwether transfer`.
@@ -43,10 +51,10 @@ pub fn execute(args: TransferArgs) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(transfer(&endpoints, args.to))
+    runtime.block_on(transfer(&endpoints, args.to.map(NodeId)))
 }
 
-async fn transfer(endpoints: &[String], to: Option<u64>) -> Result<ExitCode> {
+async fn transfer(endpoints: &[String], to: Option<NodeId>) -> Result<ExitCode> {
     let mut seen = Vec::new();
     for endpoint in endpoints {
         let channel = Endpoint::from_shared(format!("http://{endpoint}"))
@@ -57,16 +65,18 @@ async fn transfer(endpoints: &[String], to: Option<u64>) -> Result<ExitCode> {
         let call = maintenance.status(pb::StatusRequest {});
         if let Ok(Ok(answer)) = tokio::time::timeout(STATUS_TIMEOUT, call).await {
             let answer = answer.into_inner();
-            let member = answer.header.map_or(0, |h| h.member_id);
             seen.push(Seen {
                 channel,
-                member,
-                leader: answer.leader,
+                member: answer.header.and_then(|h| member(h.member_id)),
+                leader: member(answer.leader),
                 applied: answer.raft_applied_index,
             });
         }
     }
-    let Some(leader) = seen.iter().find(|s| s.member != 0 && s.member == s.leader) else {
+    let Some((leader, channel)) = seen.iter().find_map(|s| match s.member {
+        Some(member) if s.leader == Some(member) => Some((member, &s.channel)),
+        _ => None,
+    }) else {
         bail!(
             "no endpoint of {} says it leads; is the cluster up and does it have a leader?",
             endpoints.join(",")
@@ -76,24 +86,28 @@ async fn transfer(endpoints: &[String], to: Option<u64>) -> Result<ExitCode> {
         Some(target) => target,
         None => seen
             .iter()
-            .filter(|s| s.member != leader.member)
-            .max_by_key(|s| (s.applied, std::cmp::Reverse(s.member)))
-            .map(|s| s.member)
+            .filter_map(|s| s.member.map(|member| (s.applied, member)))
+            .filter(|(_, member)| *member != leader)
+            .max_by_key(|(applied, member)| (*applied, std::cmp::Reverse(*member)))
+            .map(|(_, member)| member)
             .context("no other member answered; name one with --to")?,
     };
-    if target == leader.member {
-        println!("n{target} already leads");
+    if target == leader {
+        println!("n{} already leads", target.0);
         return Ok(ExitCode::SUCCESS);
     }
     let started = Instant::now();
-    MaintenanceClient::new(leader.channel.clone())
-        .move_leader(pb::MoveLeaderRequest { target_id: target })
+    MaintenanceClient::new(channel.clone())
+        .move_leader(pb::MoveLeaderRequest {
+            target_id: target.0,
+        })
         .await
         .map_err(|status| anyhow::anyhow!("{}", status.message()))
-        .with_context(|| format!("moving leadership from n{} to n{target}", leader.member))?;
+        .with_context(|| format!("moving leadership from n{} to n{}", leader.0, target.0))?;
     println!(
-        "leadership moved from n{} to n{target} in {:.1} ms",
-        leader.member,
+        "leadership moved from n{} to n{} in {:.1} ms",
+        leader.0,
+        target.0,
         started.elapsed().as_secs_f64() * 1000.0
     );
     Ok(ExitCode::SUCCESS)

@@ -14,6 +14,7 @@ use crate::up_command::{
     client_address, existing_members, http_address, peer_address, MEMBERS_MAX, PID_FILE,
 };
 use anyhow::{bail, Context, Result};
+use bellwether_core::NodeId;
 use bellwether_server::config::ConfigLayer;
 use bellwether_server::NodeStatus;
 use clap::Args;
@@ -78,7 +79,7 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
     let role = if args.learner { "learner" } else { "voter" };
     println!(
         "member n{k} (id {}) added as a {role}; `bellwether up` starts it now",
-        joined.id
+        joined.id.0
     );
     println!(
         "  n{k}: peers {}  etcd API {}  http http://{}/",
@@ -224,7 +225,7 @@ fn secure(dir: &Path, k: usize, first: &ConfigLayer, layer: &mut ConfigLayer) ->
 /// (stopped, or removed) is not waited for.
 fn wait_until_started(
     clients: &[String],
-    id: u64,
+    id: NodeId,
     tls: Option<tonic::transport::ClientTlsConfig>,
     timeout: Duration,
 ) -> Result<()> {
@@ -249,7 +250,10 @@ fn wait_until_started(
                 return Ok(());
             };
             if tokio::time::Instant::now() >= deadline {
-                bail!("member {id} is not listed as started at {lagging} within {timeout:?}");
+                bail!(
+                    "member {} is not listed as started at {lagging} within {timeout:?}",
+                    id.0
+                );
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -261,7 +265,7 @@ fn wait_until_started(
 /// (it was removed and runs on alone).
 async fn lists_started(
     client: &str,
-    id: u64,
+    id: NodeId,
     tls: Option<&tonic::transport::ClientTlsConfig>,
 ) -> Option<bool> {
     use bellwether_api::etcdserverpb::{cluster_client::ClusterClient, MemberListRequest};
@@ -278,7 +282,7 @@ async fn lists_started(
         let started = list
             .members
             .iter()
-            .any(|m| m.id == id && !m.name.is_empty() && !m.client_urls.is_empty());
+            .any(|m| m.id == id.0 && !m.name.is_empty() && !m.client_urls.is_empty());
         anyhow::Ok(Some(started))
     };
     tokio::time::timeout(Duration::from_secs(2), listed)

@@ -15,7 +15,7 @@
 use crate::http_get;
 use crate::signals::{send_signal, SIGTERM};
 use anyhow::{bail, Context, Result};
-use bellwether_core::Role;
+use bellwether_core::{NodeId, Role};
 use bellwether_server::config::ConfigLayer;
 use bellwether_server::NodeStatus;
 use clap::Args;
@@ -362,7 +362,7 @@ fn look_after(
     addresses: &mut Vec<SocketAddr>,
     interrupted: &std::sync::atomic::AtomicBool,
 ) -> Result<()> {
-    let mut shown: Option<(Option<u64>, u64)> = None;
+    let mut shown: Option<(Option<NodeId>, u64)> = None;
     while !interrupted.load(std::sync::atomic::Ordering::SeqCst) {
         restart_exited(args, children)?;
         start_added(args, children, addresses)?;
@@ -409,7 +409,7 @@ fn start_added(
 
 /// Prints the leader (the one of the highest term) and its term when they
 /// differ from what `shown` last printed.
-fn show_leader(statuses: &[Option<NodeStatus>], shown: &mut Option<(Option<u64>, u64)>) {
+fn show_leader(statuses: &[Option<NodeStatus>], shown: &mut Option<(Option<NodeId>, u64)>) {
     let leader = statuses
         .iter()
         .flatten()
@@ -423,7 +423,7 @@ fn show_leader(statuses: &[Option<NodeStatus>], shown: &mut Option<(Option<u64>,
     if *shown != Some(current) {
         let clock = chrono_like_now();
         match current.0 {
-            Some(id) => println!("[{clock}] leader n{id} (term {})", current.1),
+            Some(id) => println!("[{clock}] leader n{} (term {})", id.0, current.1),
             None => println!("[{clock}] no leader (term {})", current.1),
         }
         *shown = Some(current);

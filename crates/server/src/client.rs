@@ -2,6 +2,7 @@
 //! answer, or wait for a linearizable read barrier. The etcd-compatible
 //! gRPC services are built on these two calls.
 
+use bellwether_core::NodeId;
 use tokio::sync::{mpsc, oneshot};
 
 /// Requests waiting for the event loop, at most (back-pressure: senders
@@ -12,10 +13,10 @@ pub const CLIENT_QUEUE_MAX: usize = 4_096;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
     /// Only the leader orders writes and confirms reads.
-    #[error("not the leader; {}", match .leader { Some(l) => format!("the leader is n{l}"), None => "no leader is known yet".to_string() })]
+    #[error("not the leader; {}", match .leader { Some(l) => format!("the leader is {l}"), None => "no leader is known yet".to_string() })]
     NotLeader {
         /// The leader, if known.
-        leader: Option<u64>,
+        leader: Option<NodeId>,
     },
     /// Too much is in flight; retry after backing off.
     #[error("busy: too many requests in flight; retry after backing off")]
@@ -35,6 +36,13 @@ pub enum ClientError {
     /// be applied.
     #[error("request timed out")]
     TimedOut,
+}
+
+impl ClientError {
+    /// [`ClientError::NotLeader`], naming `leader` if one is known.
+    pub fn not_leader(leader: Option<NodeId>) -> ClientError {
+        ClientError::NotLeader { leader }
+    }
 }
 
 /// A request to the event loop.
@@ -58,7 +66,7 @@ pub enum ClientRequest {
     /// has caught up and the TimeoutNow leaves.
     MoveLeader {
         /// The member that should lead.
-        target: u64,
+        target: NodeId,
         /// Where the answer goes: `Err` names why it cannot start.
         reply: oneshot::Sender<Result<(), String>>,
     },
@@ -88,7 +96,7 @@ impl NodeClient {
     }
 
     /// Starts handing leadership to `target`; only the leader can.
-    pub async fn move_leader(&self, target: u64) -> Result<(), String> {
+    pub async fn move_leader(&self, target: NodeId) -> Result<(), String> {
         let (reply, answer) = oneshot::channel();
         self.sender
             .send(ClientRequest::MoveLeader { target, reply })

@@ -45,6 +45,7 @@
 //! peer_trusted_ca_file = "tls/ca.pem"
 //! ```
 
+use bellwether_core::NodeId;
 use clap::{Args, CommandFactory, FromArgMatches, Parser};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -256,7 +257,7 @@ pub struct ConfigError(pub String);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeConfig {
     /// This member.
-    pub id: u64,
+    pub id: NodeId,
     /// Cluster name.
     pub cluster: String,
     /// Where peers connect.
@@ -275,7 +276,7 @@ pub struct NodeConfig {
     pub priority: u32,
     /// Every member's priority (this one's included; members not listed
     /// have 0), so that the leader's hand-off rule works.
-    pub priorities: BTreeMap<u64, u32>,
+    pub priorities: BTreeMap<NodeId, u32>,
     /// Microseconds a leader polls for followers' answers after fsyncing a
     /// lone write; 0 never polls.
     pub answer_poll_us: u64,
@@ -288,15 +289,15 @@ pub struct NodeConfig {
     /// How long an Authenticate token is valid; never 0.
     pub auth_token_ttl: std::time::Duration,
     /// Member id → peer address (includes this node).
-    pub peers: BTreeMap<u64, SocketAddr>,
+    pub peers: BTreeMap<NodeId, SocketAddr>,
     /// Member id → HTTP address, where known.
-    pub peer_http: BTreeMap<u64, SocketAddr>,
+    pub peer_http: BTreeMap<NodeId, SocketAddr>,
     /// Member id → etcd API address, where known.
-    pub peer_client: BTreeMap<u64, SocketAddr>,
+    pub peer_client: BTreeMap<NodeId, SocketAddr>,
     /// Set when this member joined a running cluster (`node --join`): the
     /// voters it was told of. It then starts as a learner of theirs, not
     /// as a voter of `peers`.
-    pub join_voters: Vec<u64>,
+    pub join_voters: Vec<NodeId>,
     /// TLS on the client and HTTP ports, if set.
     pub client_tls: Option<ClientTlsFiles>,
     /// Mutual TLS between members, if set.
@@ -386,7 +387,7 @@ fn address(setting: &str, value: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
-fn members(setting: &str, list: &[String]) -> Result<BTreeMap<u64, SocketAddr>, ConfigError> {
+fn members(setting: &str, list: &[String]) -> Result<BTreeMap<NodeId, SocketAddr>, ConfigError> {
     let mut out = BTreeMap::new();
     for item in list {
         let (id, addr) = item.split_once('=').ok_or_else(|| {
@@ -401,7 +402,10 @@ fn members(setting: &str, list: &[String]) -> Result<BTreeMap<u64, SocketAddr>, 
         if id == 0 {
             return Err(ConfigError(format!("{setting}: member ids start at 1")));
         }
-        if out.insert(id, address(setting, addr.trim())?).is_some() {
+        if out
+            .insert(NodeId(id), address(setting, addr.trim())?)
+            .is_some()
+        {
             return Err(ConfigError(format!(
                 "{setting}: member {id} is listed twice"
             )));
@@ -415,9 +419,9 @@ fn members(setting: &str, list: &[String]) -> Result<BTreeMap<u64, SocketAddr>, 
 fn priorities(
     own: Option<u32>,
     list: &Option<Vec<String>>,
-    id: u64,
-    peers: &BTreeMap<u64, SocketAddr>,
-) -> Result<(u32, BTreeMap<u64, u32>), ConfigError> {
+    id: NodeId,
+    peers: &BTreeMap<NodeId, SocketAddr>,
+) -> Result<(u32, BTreeMap<NodeId, u32>), ConfigError> {
     let mut map = BTreeMap::new();
     for item in list.as_deref().unwrap_or_default() {
         let (member, priority) = item.split_once('=').ok_or_else(|| {
@@ -435,12 +439,12 @@ fn priorities(
                 u32::MAX
             ))
         })?;
-        if !peers.contains_key(&member) {
+        if !peers.contains_key(&NodeId(member)) {
             return Err(ConfigError(format!(
                 "peer_priority names member {member}, which peers does not list"
             )));
         }
-        if map.insert(member, priority).is_some() {
+        if map.insert(NodeId(member), priority).is_some() {
             return Err(ConfigError(format!(
                 "peer_priority: member {member} is listed twice"
             )));
@@ -478,11 +482,12 @@ impl NodeConfig {
                 "peers is missing: list every member as id=host:port, this one included".into(),
             ));
         }
-        let own = *peers.get(&id).ok_or_else(|| {
+        let own = *peers.get(&NodeId(id)).ok_or_else(|| {
             ConfigError(format!(
                 "peers does not list this node's id {id}; add {id}=host:port"
             ))
         })?;
+        let id = NodeId(id);
         let peer_listen = match &layer.peer_listen {
             Some(value) => address("peer_listen", value)?,
             None => own,
@@ -625,13 +630,16 @@ mod tests {
         };
         let config = NodeConfig::from_layer(listed.clone()).unwrap();
         assert_eq!(config.priority, 0);
-        assert_eq!(config.priorities, BTreeMap::from([(2, 5)]));
+        assert_eq!(config.priorities, BTreeMap::from([(NodeId(2), 5)]));
         let own = ConfigLayer {
             priority: Some(3),
             ..listed.clone()
         };
         let config = NodeConfig::from_layer(own).unwrap();
-        assert_eq!(config.priorities, BTreeMap::from([(1, 3), (2, 5)]));
+        assert_eq!(
+            config.priorities,
+            BTreeMap::from([(NodeId(1), 3), (NodeId(2), 5)])
+        );
         let disagree = ConfigLayer {
             priority: Some(3),
             peer_priority: Some(vec!["1=4".into()]),
@@ -653,7 +661,7 @@ mod tests {
         })
         .unwrap();
         let config = NodeConfig::from_layer(base().merge(env).unwrap()).unwrap();
-        assert_eq!((config.priority, config.priorities[&2]), (2, 7));
+        assert_eq!((config.priority, config.priorities[&NodeId(2)]), (2, 7));
     }
 
     #[test]

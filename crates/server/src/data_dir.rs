@@ -3,6 +3,7 @@
 
 use crate::config::NodeConfig;
 use bellwether_core::raft::RaftDurable;
+use bellwether_core::NodeId;
 use bellwether_storage::{Storage, WalOptions, WalStorage};
 use std::path::Path;
 
@@ -21,7 +22,7 @@ pub enum DataDirError {
         error: std::io::Error,
     },
     /// It belongs to another member or cluster.
-    #[error("data dir {path} belongs to cluster {cluster:?} member {id}, but this node is cluster {our_cluster:?} member {our_id}; use its own --data-dir")]
+    #[error("data dir {path} belongs to cluster {cluster:?} member {id}, but this node is cluster {our_cluster:?} member {}; use its own --data-dir", .our_id.0)]
     Foreign {
         /// The directory.
         path: String,
@@ -32,7 +33,7 @@ pub enum DataDirError {
         /// Our cluster.
         our_cluster: String,
         /// Our id.
-        our_id: u64,
+        our_id: NodeId,
     },
     /// The log is damaged or unreadable; nothing was changed.
     #[error("write-ahead log in {path}: {error} (nothing was modified)")]
@@ -126,7 +127,7 @@ pub fn restore_snapshot(config: &NodeConfig, snapshot: Vec<u8>) -> Result<(), Re
 /// directory of [`restore_snapshot`]).
 fn write_restored(config: &NodeConfig, snapshot: Vec<u8>) -> Result<(), RestoreError> {
     use bellwether_core::raft::{ClusterConfig, HardState, Snapshot, SnapshotMeta};
-    use bellwether_core::{LogIndex, NodeId, Term};
+    use bellwether_core::{LogIndex, Term};
     let dir = &config.data_dir;
     let (mut wal, durable) = open(config)?;
     assert!(
@@ -141,7 +142,7 @@ fn write_restored(config: &NodeConfig, snapshot: Vec<u8>) -> Result<(), RestoreE
     let meta = SnapshotMeta {
         last_index: LogIndex(1),
         last_term: Term(1),
-        config: ClusterConfig::voters(config.peers.keys().map(|id| NodeId(*id))),
+        config: ClusterConfig::voters(config.peers.keys().copied()),
     };
     wal.save_snapshot(&Snapshot {
         meta,
@@ -160,7 +161,7 @@ fn write_restored(config: &NodeConfig, snapshot: Vec<u8>) -> Result<(), RestoreE
 
 fn check_identity(dir: &Path, config: &NodeConfig) -> Result<(), DataDirError> {
     let path = dir.join(IDENTITY_FILE);
-    let expected = format!("cluster={}\nid={}\n", config.cluster, config.id);
+    let expected = format!("cluster={}\nid={}\n", config.cluster, config.id.0);
     let unwritable = |error| DataDirError::Unwritable {
         path: dir.display().to_string(),
         error,
@@ -196,5 +197,41 @@ fn check_identity(dir: &Path, config: &NodeConfig) -> Result<(), DataDirError> {
             Ok(())
         }
         Err(error) => Err(unwritable(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ConfigLayer;
+
+    fn config(dir: &Path, id: u64) -> NodeConfig {
+        NodeConfig::from_layer(ConfigLayer {
+            id: Some(id),
+            cluster: Some("c".into()),
+            peers: Some(vec!["1=127.0.0.1:7001".into(), "2=127.0.0.1:7002".into()]),
+            data_dir: Some(dir.to_path_buf()),
+            ..ConfigLayer::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn the_identity_file_names_the_member_by_number_and_refuses_another() {
+        let dir = tempfile::tempdir().unwrap();
+        open(&config(dir.path(), 1)).unwrap();
+        let identity = std::fs::read_to_string(dir.path().join(IDENTITY_FILE)).unwrap();
+        assert_eq!(identity, "cluster=c\nid=1\n");
+        open(&config(dir.path(), 1)).expect("its own member opens it again");
+        let Err(error) = open(&config(dir.path(), 2)) else {
+            panic!("another member's directory is refused");
+        };
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "data dir {} belongs to cluster \"c\" member 1, but this node is cluster \"c\" member 2; use its own --data-dir",
+                dir.path().display()
+            )
+        );
     }
 }

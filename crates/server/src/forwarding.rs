@@ -19,6 +19,7 @@
 //! again after a restart, never matches a request of this one.
 
 use crate::client::ClientError;
+use bellwether_core::NodeId;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
@@ -44,7 +45,13 @@ pub type WriteReply = oneshot::Sender<Result<Vec<u8>, ClientError>>;
 pub type ReadReply = oneshot::Sender<Result<(), ClientError>>;
 
 /// `command` as forwarded by member `origin` under id `request`.
-pub fn envelope(origin: u64, request: u64, command: &[u8]) -> Vec<u8> {
+pub fn envelope(origin: NodeId, request: u64, command: &[u8]) -> Vec<u8> {
+    wrap(origin.0, request, command)
+}
+
+/// `command` in an envelope naming `origin` (0: none, a local command)
+/// and `request`.
+fn wrap(origin: u64, request: u64, command: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(ENVELOPE_HEADER_BYTES + command.len());
     out.push(ENVELOPE_MARKER);
     out.extend_from_slice(&origin.to_le_bytes());
@@ -57,7 +64,7 @@ pub fn envelope(origin: u64, request: u64, command: &[u8]) -> Vec<u8> {
 /// mistaken for an envelope.
 pub fn local_command(command: Vec<u8>) -> Vec<u8> {
     if command.first() == Some(&ENVELOPE_MARKER) {
-        envelope(0, 0, &command)
+        wrap(0, 0, &command)
     } else {
         command
     }
@@ -65,20 +72,20 @@ pub fn local_command(command: Vec<u8>) -> Vec<u8> {
 
 /// Splits a log entry's command into its forwarder (origin, request), if
 /// any, and the state machine's command.
-pub fn open(entry: &[u8]) -> (Option<(u64, u64)>, &[u8]) {
+pub fn open(entry: &[u8]) -> (Option<(NodeId, u64)>, &[u8]) {
     if entry.first() != Some(&ENVELOPE_MARKER) || entry.len() < ENVELOPE_HEADER_BYTES {
         return (None, entry);
     }
     let origin = u64::from_le_bytes(entry[1..9].try_into().expect("8 bytes"));
     let request = u64::from_le_bytes(entry[9..17].try_into().expect("8 bytes"));
-    let forwarded = (origin != 0).then_some((origin, request));
+    let forwarded = (origin != 0).then_some((NodeId(origin), request));
     (forwarded, &entry[ENVELOPE_HEADER_BYTES..])
 }
 
 /// A request waiting for its leader.
 struct Waiting<R> {
     /// The leader it was sent to.
-    leader: u64,
+    leader: NodeId,
     /// When it was sent.
     sent: Instant,
     /// Where the answer goes.
@@ -89,7 +96,7 @@ struct Waiting<R> {
 /// for; as a leader, the reads it confirms for followers.
 pub struct Forwarding {
     /// This member.
-    me: u64,
+    me: NodeId,
     /// Next request id.
     next_request: u64,
     /// Writes sent to a leader, by request id.
@@ -98,13 +105,13 @@ pub struct Forwarding {
     reads: BTreeMap<u64, Waiting<ReadReply>>,
     /// Leader side: the core's read id of a follower's read → (follower,
     /// its request id).
-    remote_reads: BTreeMap<u64, (u64, u64)>,
+    remote_reads: BTreeMap<u64, (NodeId, u64)>,
     /// The leader known at the last [`Forwarding::expire`].
-    known_leader: Option<u64>,
+    known_leader: Option<NodeId>,
 }
 
 /// Records `request`, sent to `leader` now, waiting to answer `reply`.
-fn wait<R>(requests: &mut BTreeMap<u64, Waiting<R>>, request: u64, leader: u64, reply: R) {
+fn wait<R>(requests: &mut BTreeMap<u64, Waiting<R>>, request: u64, leader: NodeId, reply: R) {
     let waiting = Waiting {
         leader,
         sent: Instant::now(),
@@ -130,7 +137,7 @@ fn ids_where<R>(
 
 impl Forwarding {
     /// Nothing forwarded yet; ids start from the clock (see the module doc).
-    pub fn new(me: u64) -> Self {
+    pub fn new(me: NodeId) -> Self {
         let boot_us = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(1, |d| d.as_micros() as u64);
@@ -169,7 +176,7 @@ impl Forwarding {
     /// enveloped command to send, or gives `reply` back when full.
     pub fn write(
         &mut self,
-        leader: u64,
+        leader: NodeId,
         command: &[u8],
         reply: WriteReply,
     ) -> Result<(u64, Vec<u8>), WriteReply> {
@@ -183,7 +190,7 @@ impl Forwarding {
 
     /// Registers a read barrier for `leader`; returns the request id, or
     /// gives `reply` back when full.
-    pub fn read(&mut self, leader: u64, reply: ReadReply) -> Result<u64, ReadReply> {
+    pub fn read(&mut self, leader: NodeId, reply: ReadReply) -> Result<u64, ReadReply> {
         if self.full() {
             return Err(reply);
         }
@@ -204,7 +211,7 @@ impl Forwarding {
 
     /// An applied entry carried `forwarded`: the reply waiting for it, if
     /// this member forwarded it in this incarnation.
-    pub fn applied(&mut self, forwarded: Option<(u64, u64)>) -> Option<WriteReply> {
+    pub fn applied(&mut self, forwarded: Option<(NodeId, u64)>) -> Option<WriteReply> {
         let (origin, request) = forwarded?;
         if origin != self.me {
             return None;
@@ -212,15 +219,13 @@ impl Forwarding {
         self.writes.remove(&request).map(|w| w.reply)
     }
 
-    /// The leader refused write `request`.
-    pub fn write_refused(&mut self, request: u64, leader: u64, busy: bool) {
+    /// The leader refused write `request`, naming the leader it knows.
+    pub fn write_refused(&mut self, request: u64, leader: Option<NodeId>, busy: bool) {
         if let Some(write) = self.writes.remove(&request) {
             let error = if busy {
                 ClientError::Busy
             } else {
-                ClientError::NotLeader {
-                    leader: (leader != 0).then_some(leader),
-                }
+                ClientError::not_leader(leader)
             };
             let _ = write.reply.send(Err(error));
         }
@@ -232,18 +237,17 @@ impl Forwarding {
         self.reads.remove(&request).map(|r| r.reply)
     }
 
-    /// The leader could not confirm read `request`.
-    pub fn read_refused(&mut self, request: u64, leader: u64) {
+    /// The leader could not confirm read `request`, naming the leader it
+    /// knows.
+    pub fn read_refused(&mut self, request: u64, leader: Option<NodeId>) {
         if let Some(read) = self.reads.remove(&request) {
-            let _ = read.reply.send(Err(ClientError::NotLeader {
-                leader: (leader != 0).then_some(leader),
-            }));
+            let _ = read.reply.send(Err(ClientError::not_leader(leader)));
         }
     }
 
     /// Leader side: the core's read `id` serves follower `origin`'s
     /// `request`.
-    pub fn serve_remote_read(&mut self, id: u64, origin: u64, request: u64) {
+    pub fn serve_remote_read(&mut self, id: u64, origin: NodeId, request: u64) {
         assert!(
             self.remote_reads.insert(id, (origin, request)).is_none(),
             "read ids are unique"
@@ -251,7 +255,7 @@ impl Forwarding {
     }
 
     /// Leader side: the follower and request behind the core's read `id`.
-    pub fn remote_read(&mut self, id: u64) -> Option<(u64, u64)> {
+    pub fn remote_read(&mut self, id: u64) -> Option<(NodeId, u64)> {
         self.remote_reads.remove(&id)
     }
 
@@ -261,7 +265,7 @@ impl Forwarding {
     /// "timed out" (their outcome is unknown); reads get "not the leader"
     /// (safe to retry). Cheap when nothing changed: ids grow with time, so
     /// only the oldest requests are looked at unless the leader changed.
-    pub fn expire(&mut self, leader: Option<u64>, now: Instant) {
+    pub fn expire(&mut self, leader: Option<NodeId>, now: Instant) {
         if let Some(current) = leader.filter(|l| Some(*l) != self.known_leader) {
             for id in ids_where(&self.writes, |w| w.leader != current) {
                 let write = self.writes.remove(&id).expect("listed");
@@ -269,7 +273,7 @@ impl Forwarding {
             }
             for id in ids_where(&self.reads, |r| r.leader != current) {
                 let read = self.reads.remove(&id).expect("listed");
-                let _ = read.reply.send(Err(ClientError::NotLeader { leader }));
+                let _ = read.reply.send(Err(ClientError::not_leader(leader)));
             }
         }
         if leader.is_some() {
@@ -289,7 +293,7 @@ impl Forwarding {
             let _ = entry
                 .remove()
                 .reply
-                .send(Err(ClientError::NotLeader { leader }));
+                .send(Err(ClientError::not_leader(leader)));
         }
     }
 
@@ -313,8 +317,9 @@ mod tests {
 
     #[test]
     fn envelopes_name_their_forwarder_and_local_commands_stay_unambiguous() {
-        let wrapped = envelope(3, 77, b"\x01put");
-        assert_eq!(open(&wrapped), (Some((3, 77)), &b"\x01put"[..]));
+        let wrapped = envelope(NodeId(3), 77, b"\x01put");
+        assert_eq!(wrapped[1..9], 3u64.to_le_bytes(), "the origin's number");
+        assert_eq!(open(&wrapped), (Some((NodeId(3), 77)), &b"\x01put"[..]));
         assert_eq!(open(b"\x01put"), (None, &b"\x01put"[..]));
         let odd = local_command(vec![ENVELOPE_MARKER, 1, 2]);
         assert_eq!(open(&odd), (None, &[ENVELOPE_MARKER, 1, 2][..]));
@@ -323,14 +328,14 @@ mod tests {
 
     #[test]
     fn a_write_is_answered_once_by_the_apply_that_carries_it() {
-        let mut forwarding = Forwarding::new(2);
+        let mut forwarding = Forwarding::new(NodeId(2));
         let (reply, mut answer) = oneshot::channel();
-        let (request, command) = forwarding.write(1, b"\x01put", reply).ok().unwrap();
+        let (request, command) = forwarding.write(NodeId(1), b"\x01put", reply).ok().unwrap();
         let (forwarded, inner) = open(&command);
         assert_eq!(inner, b"\x01put");
         // Another member's forward, or a stale id, answers nobody.
-        assert!(forwarding.applied(Some((3, request))).is_none());
-        assert!(forwarding.applied(Some((2, request + 1))).is_none());
+        assert!(forwarding.applied(Some((NodeId(3), request))).is_none());
+        assert!(forwarding.applied(Some((NodeId(2), request + 1))).is_none());
         let reply = forwarding.applied(forwarded).expect("waiting");
         reply.send(Ok(b"ok".to_vec())).unwrap();
         assert_eq!(answer.try_recv().unwrap(), Ok(b"ok".to_vec()));
@@ -339,34 +344,36 @@ mod tests {
 
     #[test]
     fn a_leader_change_gives_pending_writes_an_unknown_outcome() {
-        let mut forwarding = Forwarding::new(2);
+        let mut forwarding = Forwarding::new(NodeId(2));
         let (reply, mut answer) = oneshot::channel();
-        forwarding.write(1, b"\x01put", reply).ok().unwrap();
+        forwarding.write(NodeId(1), b"\x01put", reply).ok().unwrap();
         let (reply, mut read) = oneshot::channel();
-        forwarding.read(1, reply).ok().unwrap();
+        forwarding.read(NodeId(1), reply).ok().unwrap();
         let now = Instant::now();
-        forwarding.expire(Some(1), now);
+        forwarding.expire(Some(NodeId(1)), now);
         assert!(answer.try_recv().is_err(), "same leader: still waiting");
-        forwarding.expire(Some(3), now);
+        forwarding.expire(Some(NodeId(3)), now);
         assert_eq!(answer.try_recv().unwrap(), Err(ClientError::LeaderChanged));
         assert_eq!(
             read.try_recv().unwrap(),
-            Err(ClientError::NotLeader { leader: Some(3) })
+            Err(ClientError::NotLeader {
+                leader: Some(NodeId(3))
+            })
         );
     }
 
     #[test]
     fn old_requests_time_out_and_the_table_is_bounded() {
-        let mut forwarding = Forwarding::new(2);
+        let mut forwarding = Forwarding::new(NodeId(2));
         let (reply, mut answer) = oneshot::channel();
-        forwarding.write(1, b"\x01put", reply).ok().unwrap();
-        forwarding.expire(Some(1), Instant::now() + FORWARD_TIMEOUT);
+        forwarding.write(NodeId(1), b"\x01put", reply).ok().unwrap();
+        forwarding.expire(Some(NodeId(1)), Instant::now() + FORWARD_TIMEOUT);
         assert_eq!(answer.try_recv().unwrap(), Err(ClientError::TimedOut));
         for _ in 0..FORWARDED_MAX {
             let (reply, _answer) = oneshot::channel();
-            assert!(forwarding.read(1, reply).is_ok());
+            assert!(forwarding.read(NodeId(1), reply).is_ok());
         }
         let (reply, _answer) = oneshot::channel();
-        assert!(forwarding.write(1, b"x", reply).is_err(), "full");
+        assert!(forwarding.write(NodeId(1), b"x", reply).is_err(), "full");
     }
 }

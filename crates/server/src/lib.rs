@@ -13,6 +13,7 @@ pub mod data_dir;
 pub mod etcd;
 pub mod forwarding;
 pub mod http;
+pub mod id_serde;
 pub(crate) mod lone_writes;
 pub mod metrics;
 pub mod node;

@@ -181,9 +181,9 @@ pub struct Node {
     /// [`Node::persists_inline`]).
     lone_writes: LoneWrites,
     /// Queues to the other members' connections (set by `run`).
-    outbound: BTreeMap<u64, mpsc::Sender<PeerMessage>>,
+    outbound: BTreeMap<NodeId, mpsc::Sender<PeerMessage>>,
     /// The address each of those connections dials.
-    dialed: BTreeMap<u64, std::net::SocketAddr>,
+    dialed: BTreeMap<NodeId, std::net::SocketAddr>,
     /// Who the members are and where they listen (see `roster.rs`).
     roster: Roster,
     /// The configuration and directory version the connections were last
@@ -206,11 +206,7 @@ fn raft_config(config: &NodeConfig) -> RaftConfig {
         // because rival pre-candidates yield by rank.
         election_jitter_ticks: (config.election_ms / tick / 2).max(1),
         hint_slot_ticks: hint_ms.div_ceil(tick).max(1),
-        priorities: config
-            .priorities
-            .iter()
-            .map(|(id, priority)| (NodeId(*id), *priority))
-            .collect(),
+        priorities: config.priorities.clone(),
         ..RaftConfig::default()
     }
 }
@@ -244,22 +240,21 @@ impl Node {
             machine.restore(snapshot.meta.last_index, &snapshot.data);
         }
         let snapshot_bytes = durable.snapshot.as_ref().map_or(0, |s| s.data.len() as u64);
-        let members: Vec<NodeId> = config.peers.keys().map(|id| NodeId(*id)).collect();
-        let seed = unix_ms() ^ (u64::from(std::process::id()) << 32) ^ config.id;
+        let members: Vec<NodeId> = config.peers.keys().copied().collect();
+        let seed = unix_ms() ^ (u64::from(std::process::id()) << 32) ^ config.id.0;
         let raft = if config.join_voters.is_empty() {
             RaftNode::new(
                 &raft_config(&config),
-                NodeId(config.id),
+                config.id,
                 &members,
                 durable,
                 Rng::new(seed),
             )
         } else {
-            let voters: Vec<NodeId> = config.join_voters.iter().map(|id| NodeId(*id)).collect();
             RaftNode::joining(
                 &raft_config(&config),
-                NodeId(config.id),
-                &voters,
+                config.id,
+                &config.join_voters,
                 durable,
                 Rng::new(seed),
             )
@@ -339,15 +334,15 @@ impl Node {
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
         let identity = Identity {
             cluster: self.config.cluster.clone(),
-            id: self.config.id,
-            members: transport::Members::new(self.roster.accepted(self.raft.cluster())),
+            id: self.config.id.0,
+            members: transport::Members::new(numbers(self.roster.accepted(self.raft.cluster()))),
             source_ip: self.config.peer_listen.ip(),
             // Members are not checked by fingerprint: the cluster name and
             // member ids are, and membership will change at run time.
             fingerprint: 0,
-            wakeups: std::sync::Arc::new(transport::Wakeups::new(
-                &self.config.peers.keys().copied().collect::<Vec<_>>(),
-            )),
+            wakeups: std::sync::Arc::new(transport::Wakeups::new(&numbers(
+                self.config.peers.keys().copied(),
+            ))),
             tls: self.peer_tls.clone(),
         };
         let (events_tx, mut events) = mpsc::channel(INBOUND_QUEUE_MAX);
@@ -372,7 +367,7 @@ impl Node {
             tokio::select! {
                 _ = ticker.tick() => {
                     self.raft.tick();
-                    let leader = self.raft.status().leader.map(|l| l.0);
+                    let leader = self.raft.status().leader;
                     self.forwarding.expire(leader, Instant::now());
                     // A confirmed read waits for this member to apply its
                     // index, which a cut-off follower may never do: forget
@@ -437,7 +432,7 @@ impl Node {
         if unchanged {
             return;
         }
-        let me = NodeId(self.config.id);
+        let me = self.config.id;
         let was_member = self
             .wired
             .as_ref()
@@ -450,12 +445,12 @@ impl Node {
         self.wired = Some((self.raft.cluster().clone(), version));
         identity
             .members
-            .set(self.roster.accepted(self.raft.cluster()));
+            .set(numbers(self.roster.accepted(self.raft.cluster())));
         let mut wanted = BTreeMap::new();
         for member in self.raft.cluster().members() {
-            if member.0 != self.config.id {
-                if let Some(address) = self.roster.peer_address(member.0) {
-                    wanted.insert(member.0, address);
+            if member != me {
+                if let Some(address) = self.roster.peer_address(member) {
+                    wanted.insert(member, address);
                 }
             }
         }
@@ -467,10 +462,10 @@ impl Node {
             if self.outbound.contains_key(&id) {
                 continue;
             }
-            tracing::info!(peer = id, %address, "connecting to member");
+            tracing::info!(peer = id.0, %address, "connecting to member");
             let queue = transport::spawn_outbound(
                 identity.clone(),
-                id,
+                id.0,
                 address,
                 events_tx.clone(),
                 self.metrics.clone(),
@@ -493,7 +488,7 @@ impl Node {
         // the cluster does not wait out an election timeout after the
         // removal commits; the next leader removes it. With no voter to
         // hand over to, it removes itself.
-        if change == MembershipChange::Remove(NodeId(self.config.id)) {
+        if change == MembershipChange::Remove(self.config.id) {
             if self.raft.transfer().is_some() {
                 return;
             }
@@ -524,6 +519,8 @@ impl Node {
         }
     }
 
+    /// Steps a peer event. The transport names members by their numbers;
+    /// they become [`NodeId`]s here.
     fn handle(&mut self, event: PeerEvent) {
         match event {
             PeerEvent::Message(from, PeerMessage::Raft(message)) => {
@@ -540,7 +537,7 @@ impl Node {
                 self.raft.step(NodeId(from), message)
             }
             PeerEvent::Message(from, PeerMessage::Forward(forward)) => {
-                self.handle_forward(from, forward)
+                self.handle_forward(NodeId(from), forward)
             }
             PeerEvent::Lost(peer) => self.raft.peer_unreachable(NodeId(peer)),
         }
@@ -548,7 +545,7 @@ impl Node {
 
     /// A forwarded request from a follower, or a leader's answer to one of
     /// ours.
-    fn handle_forward(&mut self, from: u64, forward: Forward) {
+    fn handle_forward(&mut self, from: NodeId, forward: Forward) {
         match forward {
             Forward::Propose { request, command } => match self.raft.propose(command) {
                 Ok(_) => {}
@@ -591,14 +588,14 @@ impl Node {
         }
     }
 
-    /// The leader this member knows, 0 for none (the wire's "none").
-    fn known_leader(&self) -> u64 {
-        self.raft.status().leader.map_or(0, |l| l.0)
+    /// The leader this member knows, if any.
+    fn known_leader(&self) -> Option<NodeId> {
+        self.raft.status().leader
     }
 
     /// Queues `message` for member `to`; false if it cannot be queued now
     /// (no connection queue, or the queue is full).
-    fn send(&self, to: u64, message: PeerMessage) -> bool {
+    fn send(&self, to: NodeId, message: PeerMessage) -> bool {
         self.outbound
             .get(&to)
             .is_some_and(|queue| queue.try_send(message).is_ok())
@@ -882,28 +879,29 @@ impl Node {
 
     /// Starts a leadership transfer to `target`, with etcd's error texts
     /// where etcd has one.
-    fn move_leader(&mut self, target: u64) -> Result<(), String> {
+    fn move_leader(&mut self, target: NodeId) -> Result<(), String> {
         if self.raft.status().role != Role::Leader {
             return Err("etcdserver: not leader".into());
         }
         if target == self.config.id {
             return Ok(());
         }
-        match self.raft.transfer_leadership(Some(NodeId(target))) {
+        match self.raft.transfer_leadership(Some(target)) {
             Ok(_) => {
-                tracing::info!(target, "moving leadership");
+                tracing::info!(target = target.0, "moving leadership");
                 Ok(())
             }
             Err(error) => Err(format!(
-                "etcdserver: cannot move leadership to {target:x}: {error}"
+                "etcdserver: cannot move leadership to {:x}: {error}",
+                target.0
             )),
         }
     }
 
     /// The leader, when this member follows a known one.
-    fn leader_elsewhere(&self) -> Option<u64> {
+    fn leader_elsewhere(&self) -> Option<NodeId> {
         let status = self.raft.status();
-        let leader = status.leader?.0;
+        let leader = status.leader?;
         (status.role != Role::Leader && leader != self.config.id).then_some(leader)
     }
 
@@ -915,9 +913,7 @@ impl Node {
                     .insert(index, (self.raft.status().term, Instant::now(), reply));
             }
             Err(ProposeError::NotLeader { leader }) => {
-                let _ = reply.send(Err(ClientError::NotLeader {
-                    leader: leader.map(|l| l.0),
-                }));
+                let _ = reply.send(Err(ClientError::not_leader(leader)));
             }
             Err(_) => {
                 let _ = reply.send(Err(ClientError::Busy));
@@ -940,9 +936,7 @@ impl Node {
                 self.reads.insert(id, reply);
             }
             Err(ReadError::NotLeader { leader }) => {
-                let _ = reply.send(Err(ClientError::NotLeader {
-                    leader: leader.map(|l| l.0),
-                }));
+                let _ = reply.send(Err(ClientError::not_leader(leader)));
             }
             Err(ReadError::Busy) => {
                 let _ = reply.send(Err(ClientError::Busy));
@@ -953,10 +947,8 @@ impl Node {
     /// Sends a write to `leader` over the peer connection. When that cannot
     /// be done now, answers "not the leader" naming it, so the caller
     /// forwards its gRPC call instead.
-    fn forward_write(&mut self, leader: u64, command: &[u8], reply: ProposeReply) {
-        let not_leader = ClientError::NotLeader {
-            leader: Some(leader),
-        };
+    fn forward_write(&mut self, leader: NodeId, command: &[u8], reply: ProposeReply) {
+        let not_leader = ClientError::not_leader(Some(leader));
         match self.forwarding.write(leader, command, reply) {
             Ok((request, command)) => {
                 let message = PeerMessage::Forward(Forward::Propose { request, command });
@@ -974,10 +966,8 @@ impl Node {
 
     /// Asks `leader` for a read index over the peer connection, or answers
     /// "not the leader" naming it when that cannot be done now.
-    fn forward_read(&mut self, leader: u64, reply: ReadReply) {
-        let not_leader = ClientError::NotLeader {
-            leader: Some(leader),
-        };
+    fn forward_read(&mut self, leader: NodeId, reply: ReadReply) {
+        let not_leader = ClientError::not_leader(Some(leader));
         match self.forwarding.read(leader, reply) {
             Ok(request) => {
                 let message = PeerMessage::Forward(Forward::ReadIndex { request });
@@ -1051,14 +1041,11 @@ impl Node {
                 }
             }
             RaftOutput::ReadFailed { id } => {
-                let leader = self.raft.status().leader.map(|l| l.0);
+                let leader = self.raft.status().leader;
                 if let Some(reply) = self.reads.remove(&id) {
-                    let _ = reply.send(Err(ClientError::NotLeader { leader }));
+                    let _ = reply.send(Err(ClientError::not_leader(leader)));
                 } else if let Some((follower, request)) = self.forwarding.remote_read(id) {
-                    let refused = Forward::ReadIndexRefused {
-                        request,
-                        leader: leader.unwrap_or(0),
-                    };
+                    let refused = Forward::ReadIndexRefused { request, leader };
                     self.send(follower, PeerMessage::Forward(refused));
                 }
             }
@@ -1201,7 +1188,7 @@ impl Node {
         self.raft
             .cluster()
             .members()
-            .filter(|id| id.0 != self.config.id)
+            .filter(|id| *id != self.config.id)
             .all(|id| {
                 self.raft
                     .progress(id)
@@ -1265,14 +1252,19 @@ fn sendable_before_persist(message: &RaftMessage) -> bool {
 /// Queues each message for its peer. A full queue means the peer is slow
 /// or gone: the message is dropped; Raft retransmits what matters.
 fn send_all(
-    outbound: &BTreeMap<u64, mpsc::Sender<PeerMessage>>,
+    outbound: &BTreeMap<NodeId, mpsc::Sender<PeerMessage>>,
     envelopes: Vec<bellwether_core::Envelope<RaftMessage>>,
 ) {
     for envelope in envelopes {
-        if let Some(queue) = outbound.get(&envelope.to.0) {
+        if let Some(queue) = outbound.get(&envelope.to) {
             let _ = queue.try_send(PeerMessage::Raft(envelope.message));
         }
     }
+}
+
+/// Member ids as the transport takes them: plain numbers.
+fn numbers(ids: impl IntoIterator<Item = NodeId>) -> Vec<u64> {
+    ids.into_iter().map(|id| id.0).collect()
 }
 
 /// Writes `persist` to the log, after recording this member's own

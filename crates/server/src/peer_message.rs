@@ -8,7 +8,7 @@
 //! is still one message with a kind byte first.
 
 use bellwether_core::raft::RaftMessage;
-use bellwether_core::LogIndex;
+use bellwether_core::{LogIndex, NodeId};
 use bellwether_storage::codec::{put_len, put_u64, put_u8, Malformed, Reader};
 use bellwether_transport::raft_wire::{self as wire, KINDS_END};
 use bellwether_transport::WireMessage;
@@ -46,8 +46,9 @@ pub enum Forward {
     ProposeRefused {
         /// The follower's request id.
         request: u64,
-        /// The leader the refusing member knows, if any (0: none).
-        leader: u64,
+        /// The leader the refusing member knows, if any (on the wire: its
+        /// number, 0 for none).
+        leader: Option<NodeId>,
         /// True when refused for back-pressure rather than leadership.
         busy: bool,
     },
@@ -69,8 +70,9 @@ pub enum Forward {
     ReadIndexRefused {
         /// The follower's request id.
         request: u64,
-        /// The leader the refusing member knows, if any (0: none).
-        leader: u64,
+        /// The leader the refusing member knows, if any (on the wire: its
+        /// number, 0 for none).
+        leader: Option<NodeId>,
     },
 }
 
@@ -139,7 +141,7 @@ pub fn encode(out: &mut Vec<u8>, message: &PeerMessage) {
         } => {
             put_u8(out, PROPOSE_REFUSED);
             put_u64(out, *request);
-            put_u64(out, *leader);
+            put_leader(out, *leader);
             put_u8(out, u8::from(*busy));
         }
         Forward::ReadIndex { request } => {
@@ -154,9 +156,20 @@ pub fn encode(out: &mut Vec<u8>, message: &PeerMessage) {
         Forward::ReadIndexRefused { request, leader } => {
             put_u8(out, READ_INDEX_REFUSED);
             put_u64(out, *request);
-            put_u64(out, *leader);
+            put_leader(out, *leader);
         }
     }
+}
+
+/// Appends a refusal's leader: its number, 0 for none.
+fn put_leader(out: &mut Vec<u8>, leader: Option<NodeId>) {
+    put_u64(out, leader.map_or(0, |l| l.0));
+}
+
+/// Reads what [`put_leader`] wrote.
+fn leader(r: &mut Reader<'_>) -> Result<Option<NodeId>, Malformed> {
+    let id = r.u64("leader")?;
+    Ok((id != 0).then_some(NodeId(id)))
 }
 
 /// Decodes one message; every byte must be used.
@@ -180,7 +193,7 @@ pub fn decode(bytes: &[u8]) -> Result<PeerMessage, Malformed> {
         }
         PROPOSE_REFUSED => Forward::ProposeRefused {
             request,
-            leader: r.u64("leader")?,
+            leader: leader(&mut r)?,
             busy: match r.u8("busy")? {
                 0 => false,
                 1 => true,
@@ -194,7 +207,7 @@ pub fn decode(bytes: &[u8]) -> Result<PeerMessage, Malformed> {
         },
         READ_INDEX_REFUSED => Forward::ReadIndexRefused {
             request,
-            leader: r.u64("leader")?,
+            leader: leader(&mut r)?,
         },
         other => return Err(Malformed(format!("unknown message kind {other}"))),
     };
@@ -217,7 +230,7 @@ mod tests {
             }),
             PeerMessage::Forward(Forward::ProposeRefused {
                 request: 7,
-                leader: 2,
+                leader: Some(NodeId(2)),
                 busy: true,
             }),
             PeerMessage::Forward(Forward::ReadIndex { request: 8 }),
@@ -227,7 +240,7 @@ mod tests {
             }),
             PeerMessage::Forward(Forward::ReadIndexRefused {
                 request: 8,
-                leader: 0,
+                leader: None,
             }),
         ];
         for message in messages {
@@ -241,6 +254,22 @@ mod tests {
             bytes.push(0);
             assert!(decode(&bytes).is_err(), "trailing byte after {message:?}");
         }
+    }
+
+    #[test]
+    fn a_refusals_leader_is_its_number_on_the_wire_and_none_is_0() {
+        let refusal = |leader| {
+            let mut bytes = Vec::new();
+            let message = Forward::ReadIndexRefused { request: 8, leader };
+            encode(&mut bytes, &PeerMessage::Forward(message));
+            bytes
+        };
+        let mut expected = vec![READ_INDEX_REFUSED];
+        expected.extend_from_slice(&8u64.to_le_bytes());
+        expected.extend_from_slice(&0u64.to_le_bytes());
+        assert_eq!(refusal(None), expected);
+        expected[9..].copy_from_slice(&2u64.to_le_bytes());
+        assert_eq!(refusal(Some(NodeId(2))), expected);
     }
 
     #[test]

@@ -22,10 +22,12 @@ use std::net::SocketAddr;
 /// The members' addresses and the directory, as this node knows them.
 #[derive(Clone, Debug, Default)]
 pub struct Roster {
-    peers: BTreeMap<u64, SocketAddr>,
-    clients: BTreeMap<u64, SocketAddr>,
-    http: BTreeMap<u64, SocketAddr>,
-    directory: BTreeMap<u64, MemberRecord>,
+    peers: BTreeMap<NodeId, SocketAddr>,
+    clients: BTreeMap<NodeId, SocketAddr>,
+    http: BTreeMap<NodeId, SocketAddr>,
+    /// The directory's records by member id (a record keeps the id as a
+    /// plain number, as the replicated state machine stores it).
+    directory: BTreeMap<NodeId, MemberRecord>,
     /// The machine's directory version last read.
     pub directory_version: u64,
 }
@@ -45,9 +47,9 @@ pub fn url_address(url: &str) -> Option<SocketAddr> {
 impl Roster {
     /// A roster of the configured members.
     pub fn new(
-        peers: &BTreeMap<u64, SocketAddr>,
-        clients: &BTreeMap<u64, SocketAddr>,
-        http: &BTreeMap<u64, SocketAddr>,
+        peers: &BTreeMap<NodeId, SocketAddr>,
+        clients: &BTreeMap<NodeId, SocketAddr>,
+        http: &BTreeMap<NodeId, SocketAddr>,
     ) -> Roster {
         Roster {
             peers: peers.clone(),
@@ -60,12 +62,12 @@ impl Roster {
 
     /// Replaces the directory.
     pub fn set_directory(&mut self, records: Vec<MemberRecord>, version: u64) {
-        self.directory = records.into_iter().map(|r| (r.id, r)).collect();
+        self.directory = records.into_iter().map(|r| (NodeId(r.id), r)).collect();
         self.directory_version = version;
     }
 
     /// Where `id` takes peer connections.
-    pub fn peer_address(&self, id: u64) -> Option<SocketAddr> {
+    pub fn peer_address(&self, id: NodeId) -> Option<SocketAddr> {
         self.directory
             .get(&id)
             .and_then(|r| r.peer_urls.iter().find_map(|u| url_address(u)))
@@ -73,7 +75,7 @@ impl Roster {
     }
 
     /// Where `id` serves the etcd API.
-    pub fn client_address(&self, id: u64) -> Option<SocketAddr> {
+    pub fn client_address(&self, id: NodeId) -> Option<SocketAddr> {
         self.directory
             .get(&id)
             .and_then(|r| r.client_urls.iter().find_map(|u| url_address(u)))
@@ -81,12 +83,12 @@ impl Roster {
     }
 
     /// Where `id` serves HTTP, if configured.
-    pub fn http_address(&self, id: u64) -> Option<SocketAddr> {
+    pub fn http_address(&self, id: NodeId) -> Option<SocketAddr> {
         self.http.get(&id).copied()
     }
 
     /// True once `id` was removed for good.
-    pub fn is_removed(&self, id: u64) -> bool {
+    pub fn is_removed(&self, id: NodeId) -> bool {
         self.directory
             .get(&id)
             .is_some_and(|r| r.intent == MemberIntent::Removed)
@@ -96,15 +98,14 @@ impl Roster {
     /// Raft's configuration (one being removed still votes until the
     /// removal is in the log) and every member recorded but not yet added
     /// (a joining member dials before the leader adds it).
-    pub fn accepted(&self, cluster: &ClusterConfig) -> Vec<u64> {
-        let mut ids: Vec<u64> = cluster
+    pub fn accepted(&self, cluster: &ClusterConfig) -> Vec<NodeId> {
+        let mut ids: Vec<NodeId> = cluster
             .members()
-            .map(|m| m.0)
             .chain(
                 self.directory
-                    .values()
-                    .filter(|r| r.intent != MemberIntent::Removed)
-                    .map(|r| r.id),
+                    .iter()
+                    .filter(|(_, r)| r.intent != MemberIntent::Removed)
+                    .map(|(id, _)| *id),
             )
             .collect();
         ids.sort_unstable();
@@ -118,23 +119,27 @@ impl Roster {
     /// committed or while a learner is behind; the caller retries later.
     pub fn next_change(&self, raft: &RaftNode) -> Option<MembershipChange> {
         let cluster = raft.cluster();
-        let in_cluster = |id: u64| cluster.members().any(|m| m.0 == id);
-        let records = || self.directory.values();
+        let in_cluster = |id: NodeId| cluster.members().any(|m| m == id);
+        // Every record's id and intent, in id order.
+        let records = || self.directory.iter().map(|(id, r)| (*id, r.intent));
         // Never the last voter (the core refuses it, and retrying it first
         // on every tick would hold every other change back).
-        let removable = |id: u64| {
-            in_cluster(id) && !(cluster.voters.len() == 1 && cluster.voters.contains(&NodeId(id)))
+        let removable = |id: NodeId| {
+            in_cluster(id) && !(cluster.voters.len() == 1 && cluster.voters.contains(&id))
         };
-        if let Some(r) = records().find(|r| r.intent == MemberIntent::Removed && removable(r.id)) {
-            return Some(MembershipChange::Remove(NodeId(r.id)));
-        }
-        if let Some(r) = records().find(|r| r.intent != MemberIntent::Removed && !in_cluster(r.id))
+        if let Some((id, _)) =
+            records().find(|(id, intent)| *intent == MemberIntent::Removed && removable(*id))
         {
-            return Some(MembershipChange::AddLearner(NodeId(r.id)));
+            return Some(MembershipChange::Remove(id));
+        }
+        if let Some((id, _)) =
+            records().find(|(id, intent)| *intent != MemberIntent::Removed && !in_cluster(*id))
+        {
+            return Some(MembershipChange::AddLearner(id));
         }
         records()
-            .find(|r| r.intent == MemberIntent::Voter && cluster.learners.contains(&NodeId(r.id)))
-            .map(|r| MembershipChange::PromoteLearner(NodeId(r.id)))
+            .find(|(id, intent)| *intent == MemberIntent::Voter && cluster.learners.contains(id))
+            .map(|(id, _)| MembershipChange::PromoteLearner(id))
     }
 }
 
@@ -153,9 +158,9 @@ mod tests {
 
     #[test]
     fn the_directory_overrides_the_configuration_and_removed_members_are_refused() {
-        let peers: BTreeMap<u64, SocketAddr> = [
-            (1, "127.0.0.1:7001".parse().unwrap()),
-            (2, "127.0.0.1:7002".parse().unwrap()),
+        let peers: BTreeMap<NodeId, SocketAddr> = [
+            (NodeId(1), "127.0.0.1:7001".parse().unwrap()),
+            (NodeId(2), "127.0.0.1:7002".parse().unwrap()),
         ]
         .into();
         let mut roster = Roster::new(&peers, &BTreeMap::new(), &BTreeMap::new());
@@ -168,19 +173,22 @@ mod tests {
             5,
         );
         assert_eq!(
-            roster.peer_address(1),
+            roster.peer_address(NodeId(1)),
             Some("127.0.0.1:7101".parse().unwrap())
         );
         assert_eq!(
-            roster.peer_address(3),
+            roster.peer_address(NodeId(3)),
             Some("127.0.0.1:7003".parse().unwrap())
         );
         let cluster = ClusterConfig::voters([NodeId(1), NodeId(2)]);
         // n2 is being removed but still votes: still accepted.
-        assert_eq!(roster.accepted(&cluster), vec![1, 2, 3]);
+        assert_eq!(
+            roster.accepted(&cluster),
+            vec![NodeId(1), NodeId(2), NodeId(3)]
+        );
         assert_eq!(
             roster.accepted(&ClusterConfig::voters([NodeId(1)])),
-            vec![1, 3]
+            vec![NodeId(1), NodeId(3)]
         );
         assert_eq!(url_address("not a url"), None);
         assert_eq!(url_address("http://localhost:2380"), None);

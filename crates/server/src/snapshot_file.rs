@@ -87,7 +87,11 @@ pub fn encode_parts(cluster: &str, revision: i64, data: Vec<u8>) -> Vec<u8> {
     let digest = Sha256::digest(&out);
     out.extend_from_slice(&digest);
     // The framing `decode` checks first: whole blocks, then the digest.
-    assert_eq!(out.len() % BLOCK_BYTES, DIGEST_BYTES, "a snapshot file is framed");
+    assert_eq!(
+        out.len() % BLOCK_BYTES,
+        DIGEST_BYTES,
+        "a snapshot file is framed"
+    );
     out
 }
 

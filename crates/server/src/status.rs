@@ -1,7 +1,7 @@
 //! What a node reports about itself: the snapshot behind `/status`,
 //! `bellwether status` and the dashboard.
 
-use bellwether_core::Role;
+use bellwether_core::{NodeId, Role};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Most leadership changes a node remembers for the dashboard's timeline.
@@ -14,15 +14,18 @@ pub struct LeadershipChange {
     pub at_unix_ms: u64,
     /// Term of the new leader (or the term in which the leader was lost).
     pub term: u64,
-    /// The new leader, or `None` when the node stopped knowing one.
-    pub leader: Option<u64>,
+    /// The new leader, or `None` when the node stopped knowing one
+    /// (`null` in JSON).
+    #[serde(default, with = "crate::id_serde::option")]
+    pub leader: Option<NodeId>,
 }
 
 /// Another member, as this node knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberStatus {
     /// Member id.
-    pub id: u64,
+    #[serde(with = "crate::id_serde::one")]
+    pub id: NodeId,
     /// Its peer address.
     pub peer_address: String,
     /// Its HTTP address (metrics, status, dashboard), if configured.
@@ -43,7 +46,8 @@ pub struct MemberStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStatus {
     /// This node.
-    pub id: u64,
+    #[serde(with = "crate::id_serde::one")]
+    pub id: NodeId,
     /// Cluster name.
     pub cluster: String,
     /// Address peers connect to.
@@ -56,8 +60,10 @@ pub struct NodeStatus {
     pub role: Role,
     /// Current term.
     pub term: u64,
-    /// Leader it follows (itself when leading).
-    pub leader: Option<u64>,
+    /// Leader it follows (itself when leading); `null` in JSON when none
+    /// is known.
+    #[serde(default, with = "crate::id_serde::option")]
+    pub leader: Option<NodeId>,
     /// Commit index.
     pub commit: u64,
     /// Applied index.
@@ -100,5 +106,38 @@ impl NodeStatus {
     /// knows to be committed.
     pub fn is_ready(&self) -> bool {
         self.leader.is_some() && self.applied >= self.commit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leadership_change_is_written_with_a_plain_number_or_null() {
+        let changes = [
+            LeadershipChange {
+                at_unix_ms: 5,
+                term: 2,
+                leader: Some(NodeId(3)),
+            },
+            LeadershipChange {
+                at_unix_ms: 6,
+                term: 3,
+                leader: None,
+            },
+        ];
+        let json = serde_json::to_string(&changes).unwrap();
+        assert_eq!(
+            json,
+            r#"[{"at_unix_ms":5,"term":2,"leader":3},{"at_unix_ms":6,"term":3,"leader":null}]"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Vec<LeadershipChange>>(&json).unwrap(),
+            changes
+        );
+        let without_leader: LeadershipChange =
+            serde_json::from_str(r#"{"at_unix_ms":6,"term":3}"#).unwrap();
+        assert_eq!(without_leader, changes[1]);
     }
 }

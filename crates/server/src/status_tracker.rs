@@ -20,7 +20,7 @@ const PUBLISH_INTERVAL: Duration = Duration::from_millis(50);
 
 /// What identifies a change worth logging and recording: the leader, the
 /// term, the role, and whether the leader has committed in its term.
-type StateKey = (Option<u64>, u64, Role, bool);
+type StateKey = (Option<NodeId>, u64, Role, bool);
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub(crate) fn unix_ms() -> u64 {
@@ -54,6 +54,8 @@ pub(crate) fn empty_status(config: &NodeConfig, http_address: std::net::SocketAd
 
 /// Turns core state into status, metrics and leadership history.
 pub(crate) struct StatusTracker {
+    /// This member.
+    me: NodeId,
     template: NodeStatus,
     started: Instant,
     last: Option<StateKey>,
@@ -69,6 +71,7 @@ impl StatusTracker {
     /// `http_address`; it counts the time to a first leader as a failover.
     pub(crate) fn new(config: &NodeConfig, http_address: std::net::SocketAddr) -> Self {
         StatusTracker {
+            me: config.id,
             template: empty_status(config, http_address),
             started: Instant::now(),
             last: None,
@@ -93,12 +96,7 @@ impl StatusTracker {
         let status = raft.status();
         let now = Instant::now();
         let committed_in_term = raft.log().term(raft.commit_index()) == Some(status.term);
-        let key = (
-            status.leader.map(|l| l.0),
-            status.term.0,
-            status.role,
-            committed_in_term,
-        );
+        let key = (status.leader, status.term.0, status.role, committed_in_term);
         let changed = self.last.as_ref() != Some(&key);
         if changed {
             self.record_change(key, now, metrics);
@@ -124,7 +122,7 @@ impl StatusTracker {
     /// leader changed, adds it to the history and times the election.
     fn record_change(&mut self, key: StateKey, now: Instant, metrics: &Metrics) {
         let (leader, term, role, committed_in_term) = key;
-        tracing::info!(term, role = role.as_str(), leader = ?leader, committed_in_term, "raft state changed");
+        tracing::info!(term, role = role.as_str(), leader = ?leader.map(|l| l.0), committed_in_term, "raft state changed");
         let previous_leader = self.last.as_ref().and_then(|(l, _, _, _)| *l);
         if leader != previous_leader {
             if leader.is_none() {
@@ -179,7 +177,7 @@ impl StatusTracker {
         leader_uptime: Duration,
     ) -> NodeStatus {
         let cluster = raft.cluster();
-        let me = NodeId(self.template.id);
+        let me = self.me;
         NodeStatus {
             role: status.role,
             term: status.term.0,
@@ -221,12 +219,12 @@ fn other_members(raft: &RaftNode, roster: &Roster, me: NodeId) -> Vec<MemberStat
         .map(|id| {
             let matched = raft.progress(id).map(|p| p.match_index.0);
             MemberStatus {
-                id: id.0,
+                id,
                 peer_address: roster
-                    .peer_address(id.0)
+                    .peer_address(id)
                     .map_or_else(String::new, |a| a.to_string()),
-                http_address: roster.http_address(id.0).map(|a| a.to_string()),
-                client_address: roster.client_address(id.0).map(|a| a.to_string()),
+                http_address: roster.http_address(id).map(|a| a.to_string()),
+                client_address: roster.client_address(id).map(|a| a.to_string()),
                 learner: cluster.learners.contains(&id),
                 match_index: matched,
                 lag: matched.map(|m| last_index.saturating_sub(m)),

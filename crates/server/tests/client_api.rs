@@ -1,7 +1,7 @@
 //! The in-process client API: proposals come back with the state machine's
 //! answer, read barriers complete, and a node that cannot lead says so.
 
-use bellwether_core::LogIndex;
+use bellwether_core::{LogIndex, NodeId};
 use bellwether_server::config::{ConfigLayer, NodeConfig};
 use bellwether_server::node::Node;
 use bellwether_server::{ClientError, StateMachine};
@@ -185,7 +185,7 @@ impl Cluster {
         };
         for (i, dir) in dirs.iter().enumerate() {
             let mut config = config(dir.path(), peers.clone());
-            config.id = i as u64 + 1;
+            config.id = NodeId(i as u64 + 1);
             config.heartbeat_ms = heartbeat_ms;
             config.election_ms = election_ms;
             config.answer_poll_us = answer_poll_us;
@@ -226,7 +226,7 @@ impl Cluster {
             loop {
                 let known: Vec<Option<u64>> = ids
                     .iter()
-                    .map(|id| self.statuses[*id as usize - 1].borrow().leader)
+                    .map(|id| self.statuses[*id as usize - 1].borrow().leader.map(|l| l.0))
                     .collect();
                 if known[0].is_some() && known.iter().all(|l| *l == known[0]) {
                     break known[0].unwrap();

@@ -85,7 +85,10 @@ macro_rules! query_or_forward {
 }
 
 impl AuthService {
-    async fn leader(&self, leader: u64) -> Result<AuthClient<tonic::transport::Channel>, Status> {
+    async fn leader(
+        &self,
+        leader: bellwether_core::NodeId,
+    ) -> Result<AuthClient<tonic::transport::Channel>, Status> {
         Ok(AuthClient::new(self.backend.channel_to(leader).await?))
     }
 

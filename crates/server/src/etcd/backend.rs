@@ -13,6 +13,7 @@ use super::command::{grpc_code, read_answer, Answer, Checked, Command, NO_SPACE}
 use crate::client::{ClientError, NodeClient};
 use crate::status::NodeStatus;
 use bellwether_api::etcdserverpb as pb;
+use bellwether_core::NodeId;
 use bellwether_kv::{AlarmKind, KvError, KvStore, REQUEST_BYTES_MAX};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,7 +30,7 @@ const FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub enum NotHere {
     /// Another member leads: forward the call to it.
-    Forward(u64),
+    Forward(NodeId),
     /// A failure to report to the client as is.
     Fail(Status),
 }
@@ -55,13 +56,13 @@ pub struct EtcdBackend {
     /// Cluster id in headers (a hash of the cluster name).
     pub cluster_id: u64,
     /// This member's id.
-    pub member_id: u64,
+    pub member_id: NodeId,
     /// Members' peer addresses.
-    pub peers: Arc<BTreeMap<u64, SocketAddr>>,
+    pub peers: Arc<BTreeMap<NodeId, SocketAddr>>,
     /// Members' client (gRPC) addresses, to forward requests to the leader.
-    pub client_addresses: Arc<BTreeMap<u64, SocketAddr>>,
+    pub client_addresses: Arc<BTreeMap<NodeId, SocketAddr>>,
     /// Open channels to other members, made on first use.
-    channels: Arc<tokio::sync::Mutex<BTreeMap<u64, Channel>>>,
+    channels: Arc<tokio::sync::Mutex<BTreeMap<NodeId, Channel>>>,
     /// Applications' elections and locks served here (see
     /// [`EtcdBackend::with_app_elections`]).
     pub app_elections: Arc<crate::app_elections::AppElections>,
@@ -109,9 +110,9 @@ impl EtcdBackend {
         status: watch::Receiver<NodeStatus>,
         revisions: watch::Receiver<i64>,
         cluster_id: u64,
-        member_id: u64,
-        peers: BTreeMap<u64, SocketAddr>,
-        client_addresses: BTreeMap<u64, SocketAddr>,
+        member_id: NodeId,
+        peers: BTreeMap<NodeId, SocketAddr>,
+        client_addresses: BTreeMap<NodeId, SocketAddr>,
     ) -> Self {
         EtcdBackend {
             client,
@@ -360,7 +361,7 @@ impl EtcdBackend {
     pub(crate) fn header_at(&self, revision: i64) -> pb::ResponseHeader {
         pb::ResponseHeader {
             cluster_id: self.cluster_id,
-            member_id: self.member_id,
+            member_id: self.member_id.0,
             revision,
             raft_term: self.status.borrow().term,
         }
@@ -462,7 +463,7 @@ impl EtcdBackend {
         }
         let raise = Command::Alarm(pb::AlarmRequest {
             action: pb::alarm_request::AlarmAction::Activate as i32,
-            member_id: self.member_id,
+            member_id: self.member_id.0,
             alarm: pb::AlarmType::Nospace as i32,
         });
         match self.client.propose(raise.encode()).await {
@@ -484,14 +485,14 @@ impl EtcdBackend {
 
     /// A channel to member `member`'s gRPC address, connected on first use
     /// and reused after.
-    pub async fn channel_to(&self, member: u64) -> Result<Channel, Status> {
+    pub async fn channel_to(&self, member: NodeId) -> Result<Channel, Status> {
         let mut channels = self.channels.lock().await;
         if let Some(channel) = channels.get(&member) {
             return Ok(channel.clone());
         }
         let address = self.client_address_of(member).ok_or_else(|| {
             Status::unavailable(format!(
-                "etcdserver: not the leader; the leader n{member} has no client address configured"
+                "etcdserver: not the leader; the leader {member} has no client address configured"
             ))
         })?;
         let url = format!("{}://{address}", self.client_scheme());
@@ -505,9 +506,7 @@ impl EtcdBackend {
                 .map_err(|e| Status::internal(format!("member TLS: {e}")))?;
         }
         let channel = endpoint.connect().await.map_err(|e| {
-            Status::unavailable(format!(
-                "etcdserver: cannot reach the leader n{member}: {e}"
-            ))
+            Status::unavailable(format!("etcdserver: cannot reach the leader {member}: {e}"))
         })?;
         channels.insert(member, channel.clone());
         Ok(channel)
@@ -515,7 +514,7 @@ impl EtcdBackend {
 
     /// Where `member` serves the etcd API: as the member directory or the
     /// configuration says (see `roster.rs`).
-    pub fn client_address_of(&self, member: u64) -> Option<String> {
+    pub fn client_address_of(&self, member: NodeId) -> Option<String> {
         let status = self.status.borrow();
         status
             .members
@@ -527,10 +526,10 @@ impl EtcdBackend {
 
     /// Every member of the cluster's configuration, this one included
     /// unless it is outside it.
-    pub fn member_ids(&self) -> Vec<u64> {
+    pub fn member_ids(&self) -> Vec<NodeId> {
         let status = self.status.borrow();
         let own = (!status.outside).then_some(status.id);
-        let mut ids: Vec<u64> = own
+        let mut ids: Vec<NodeId> = own
             .into_iter()
             .chain(status.members.iter().map(|m| m.id))
             .collect();
@@ -540,7 +539,7 @@ impl EtcdBackend {
 
     /// Forgets the channel to `member` after it failed, so the next call
     /// reconnects.
-    pub async fn drop_channel(&self, member: u64) {
+    pub async fn drop_channel(&self, member: NodeId) {
         self.channels.lock().await.remove(&member);
     }
 

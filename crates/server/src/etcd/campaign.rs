@@ -39,6 +39,7 @@ use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::kv_client::KvClient;
 use bellwether_api::etcdserverpb::lease_client::LeaseClient;
 use bellwether_api::mvccpb;
+use bellwether_core::NodeId;
 use bellwether_kv::{KeyRange, KeyValue, KvStore, RangeRequest, SortOrder, SortTarget};
 use tonic::{Code, Status};
 
@@ -180,7 +181,7 @@ pub async fn range(
 }
 
 /// Forgets a channel that failed, so the next forward reconnects.
-async fn forward_failed(backend: &EtcdBackend, leader: u64, status: Status) -> Status {
+async fn forward_failed(backend: &EtcdBackend, leader: NodeId, status: Status) -> Status {
     if status.code() == Code::Unavailable {
         backend.drop_channel(leader).await;
     }
@@ -196,7 +197,7 @@ async fn forward_failed(backend: &EtcdBackend, leader: u64, status: Status) -> S
 pub async fn session_lease(backend: &EtcdBackend) -> Result<i64, Status> {
     if !backend.client_addresses.contains_key(&backend.member_id) {
         return Err(Status::unavailable(format!(
-            "bellwether: n{} cannot grant a lease for a campaign or lock without one: \
+            "bellwether: {} cannot grant a lease for a campaign or lock without one: \
              its own client address is missing from peer_client; add it, or pass a lease",
             backend.member_id
         )));
@@ -213,7 +214,7 @@ pub async fn session_lease(backend: &EtcdBackend) -> Result<i64, Status> {
         Ok(response) => Ok(response.into_inner().id),
         Err(status) if status.code() == Code::Unimplemented => {
             tracing::warn!(
-                member_id = backend.member_id,
+                member_id = backend.member_id.0,
                 "no Lease service: an election or lock key without a lease is written without one"
             );
             Ok(0)
@@ -447,7 +448,7 @@ impl Drop for WithdrawOnDrop {
         runtime.spawn(async move {
             if let Err(status) = withdraw(&backend, &caller, &key, create_revision).await {
                 tracing::warn!(
-                    member_id = backend.member_id,
+                    member_id = backend.member_id.0,
                     key = %String::from_utf8_lossy(&key),
                     error = %status.message(),
                     "could not withdraw the claim of a cancelled call; its lease will remove it"

@@ -112,7 +112,7 @@ impl Maintenance for ClusterService {
             db_size,
             db_size_in_use: i64::try_from(in_use).unwrap_or(i64::MAX),
             errors,
-            leader: status.leader.unwrap_or(0),
+            leader: status.leader.map_or(0, |leader| leader.0),
             raft_index: status.commit,
             raft_term: status.term,
             raft_applied_index: status.applied,
@@ -240,7 +240,7 @@ impl Maintenance for ClusterService {
         request: Request<pb::MoveLeaderRequest>,
     ) -> Result<Response<pb::MoveLeaderResponse>, Status> {
         self.admin(&request).await?;
-        let target = request.into_inner().target_id;
+        let target = bellwether_core::NodeId(request.into_inner().target_id);
         let voter = {
             let status = self.backend.status.borrow();
             (target == status.id && !status.learner && !status.outside)

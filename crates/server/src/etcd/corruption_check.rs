@@ -15,6 +15,7 @@ use super::backend::EtcdBackend;
 use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::maintenance_client::MaintenanceClient;
+use bellwether_core::NodeId;
 use bellwether_kv::{AlarmKind, KvError, KvStore};
 use std::time::Duration;
 
@@ -64,7 +65,7 @@ pub async fn run(backend: EtcdBackend, interval: Duration) {
 }
 
 /// One round: returns the members found to differ (each now alarmed).
-pub async fn check_once(backend: &EtcdBackend) -> Vec<u64> {
+pub async fn check_once(backend: &EtcdBackend) -> Vec<NodeId> {
     let hashing = backend.clone();
     let ours = tokio::task::spawn_blocking(move || {
         let store = hashing.store();
@@ -87,9 +88,9 @@ pub async fn check_once(backend: &EtcdBackend) -> Vec<u64> {
             continue;
         };
         let answered_by = answer.header.map(|h| h.member_id);
-        if answered_by != Some(member) {
+        if answered_by != Some(member.0) {
             tracing::warn!(
-                member,
+                member = member.0,
                 ?answered_by,
                 "consistency check: another member answered at this member's address; skipped"
             );
@@ -97,7 +98,7 @@ pub async fn check_once(backend: &EtcdBackend) -> Vec<u64> {
         }
         if answer.compact_revision == compact_revision && answer.hash != ours {
             tracing::error!(
-                member,
+                member = member.0,
                 revision,
                 ours,
                 theirs = answer.hash,
@@ -111,14 +112,14 @@ pub async fn check_once(backend: &EtcdBackend) -> Vec<u64> {
 }
 
 /// `member`'s HashKV at `revision`, or `None` if it cannot be compared now.
-async fn ask(backend: &EtcdBackend, member: u64, revision: i64) -> Option<pb::HashKvResponse> {
+async fn ask(backend: &EtcdBackend, member: NodeId, revision: i64) -> Option<pb::HashKvResponse> {
     let channel = backend.channel_to(member).await.ok()?;
     let request = pb::HashKvRequest { revision };
     let mut client = MaintenanceClient::new(channel);
     match tokio::time::timeout(ANSWER_WAIT, client.hash_kv(backend.as_member(request))).await {
         Ok(Ok(answer)) => Some(answer.into_inner()),
         Ok(Err(status)) => {
-            tracing::debug!(member, %status, "consistency check: no comparable hash this round");
+            tracing::debug!(member = member.0, %status, "consistency check: no comparable hash this round");
             None
         }
         Err(_) => {
@@ -129,24 +130,24 @@ async fn ask(backend: &EtcdBackend, member: u64, revision: i64) -> Option<pb::Ha
 }
 
 /// Raises the CORRUPT alarm for `member` unless it is raised already.
-async fn raise_corrupt(backend: &EtcdBackend, member: u64) {
+async fn raise_corrupt(backend: &EtcdBackend, member: NodeId) {
     let raised = backend
         .store()
         .alarms()
-        .any(|a| a.member_id == member && a.kind == AlarmKind::Corrupt);
+        .any(|a| a.member_id == member.0 && a.kind == AlarmKind::Corrupt);
     if raised {
         return;
     }
     let command = Command::Alarm(pb::AlarmRequest {
         action: pb::alarm_request::AlarmAction::Activate as i32,
-        member_id: member,
+        member_id: member.0,
         alarm: pb::AlarmType::Corrupt as i32,
     });
     if let Err(error) = backend.write::<pb::AlarmResponse>(&command).await {
         let error = match error {
-            super::backend::NotHere::Forward(leader) => format!("n{leader} leads now"),
+            super::backend::NotHere::Forward(leader) => format!("{leader} leads now"),
             super::backend::NotHere::Fail(status) => status.to_string(),
         };
-        tracing::warn!(member, %error, "could not raise the CORRUPT alarm; the next round retries");
+        tracing::warn!(member = member.0, %error, "could not raise the CORRUPT alarm; the next round retries");
     }
 }

@@ -24,7 +24,10 @@ pub struct KvService {
 
 impl KvService {
     /// A client of the leader `leader`, for forwarding.
-    async fn leader(&self, leader: u64) -> Result<KvClient<tonic::transport::Channel>, Status> {
+    async fn leader(
+        &self,
+        leader: bellwether_core::NodeId,
+    ) -> Result<KvClient<tonic::transport::Channel>, Status> {
         Ok(KvClient::new(self.backend.channel_to(leader).await?))
     }
 }

@@ -12,6 +12,7 @@ use super::lessor::{Lessor, Renewal};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::lease_client::LeaseClient;
 use bellwether_api::etcdserverpb::lease_server::Lease;
+use bellwether_core::NodeId;
 use bellwether_kv::{KvError, Permission};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -103,16 +104,16 @@ impl LeaseService {
     /// bits of a counter that starts at the clock.
     fn choose_id(&self) -> i64 {
         let counter = self.next_id.fetch_add(1, Ordering::Relaxed) & ((1 << 48) - 1);
-        let id = ((self.backend.member_id & 0x7fff) << 48) | counter;
+        let id = ((self.backend.member_id.0 & 0x7fff) << 48) | counter;
         (id as i64).max(1)
     }
 
-    async fn leader_client(&self, leader: u64) -> Result<LeaseClient<Channel>, Status> {
+    async fn leader_client(&self, leader: NodeId) -> Result<LeaseClient<Channel>, Status> {
         Ok(LeaseClient::new(self.backend.channel_to(leader).await?))
     }
 
     /// The leader this member knows, if it is another member.
-    fn other_leader(&self) -> Option<u64> {
+    fn other_leader(&self) -> Option<NodeId> {
         self.backend
             .status
             .borrow()
@@ -169,7 +170,7 @@ enum LeaseClock {
     /// This member is the primary lessor.
     Here,
     /// Another member leads.
-    Leader(u64),
+    Leader(NodeId),
 }
 
 #[tonic::async_trait]
@@ -399,7 +400,7 @@ impl Lease for LeaseService {
 
 /// A keep-alive stream to the leader, for a stream opened on a follower.
 struct KeepAliveRelay {
-    leader: u64,
+    leader: NodeId,
     requests: mpsc::Sender<pb::LeaseKeepAliveRequest>,
     responses: Streaming<pb::LeaseKeepAliveResponse>,
 }

@@ -55,8 +55,8 @@ pub fn members(backend: &EtcdBackend) -> Vec<pb::Member> {
     let mut out = Vec::new();
     if !status.outside {
         out.push(pb::Member {
-            id: status.id,
-            name: format!("n{}", status.id),
+            id: status.id.0,
+            name: status.id.to_string(),
             peer_urls: url(peer_scheme, &status.peer_address),
             client_urls: backend
                 .client_address_of(status.id)
@@ -67,8 +67,8 @@ pub fn members(backend: &EtcdBackend) -> Vec<pb::Member> {
     }
     for member in &status.members {
         out.push(pb::Member {
-            id: member.id,
-            name: format!("n{}", member.id),
+            id: member.id.0,
+            name: member.id.to_string(),
             peer_urls: if member.peer_address.is_empty() {
                 Vec::new()
             } else {
@@ -177,17 +177,17 @@ async fn wait_for(
 }
 
 fn has_member(status: &crate::status::NodeStatus, id: u64) -> bool {
-    (status.id == id && !status.outside) || status.members.iter().any(|m| m.id == id)
+    (status.id.0 == id && !status.outside) || status.members.iter().any(|m| m.id.0 == id)
 }
 
 fn is_learner(status: &crate::status::NodeStatus, id: u64) -> Option<bool> {
-    if status.id == id && !status.outside {
+    if status.id.0 == id && !status.outside {
         return Some(status.learner);
     }
     status
         .members
         .iter()
-        .find(|m| m.id == id)
+        .find(|m| m.id.0 == id)
         .map(|m| m.learner)
 }
 
@@ -223,8 +223,8 @@ pub async fn member_add(
             .iter()
             .map(|m| m.id)
             .chain(recorded.iter().copied())
-            .chain(backend.peers.keys().copied())
-            .chain([status.id])
+            .chain(backend.peers.keys().map(|id| id.0))
+            .chain([status.id.0])
             .max()
             .unwrap_or(0);
         let taken = configured
@@ -276,9 +276,9 @@ pub async fn member_remove(
     let (known, last_voter) = {
         let status = backend.status.borrow();
         let voters: Vec<u64> = (!status.outside && !status.learner)
-            .then_some(status.id)
+            .then_some(status.id.0)
             .into_iter()
-            .chain(status.members.iter().filter(|m| !m.learner).map(|m| m.id))
+            .chain(status.members.iter().filter(|m| !m.learner).map(|m| m.id.0))
             .collect();
         (has_member(&status, id), voters == [id])
     };
@@ -302,7 +302,7 @@ pub async fn member_remove(
     // A member removing itself may never hear of its removal (the leader
     // stops sending to it once the entry is in the log): the recorded
     // removal is its answer.
-    if id != backend.member_id {
+    if id != backend.member_id.0 {
         wait_for(backend, |s| !has_member(s, id)).await?;
     }
     Ok(pb::MemberRemoveResponse {
@@ -337,10 +337,10 @@ pub async fn member_update(
     let wanted = url_address(&request.peer_urls[0]).map(|a| a.to_string());
     let id = request.id;
     wait_for(backend, |s| {
-        s.id == id
+        s.id.0 == id
             || s.members
                 .iter()
-                .any(|m| m.id == id && Some(&m.peer_address) == wanted.as_ref())
+                .any(|m| m.id.0 == id && Some(&m.peer_address) == wanted.as_ref())
     })
     .await?;
     Ok(pb::MemberUpdateResponse {
@@ -367,11 +367,15 @@ pub async fn member_promote(
     let learner = is_learner_or_added(backend, id);
     let ready = {
         let status = backend.status.borrow();
-        status.members.iter().find(|m| m.id == id).is_some_and(|m| {
-            m.match_index.is_some_and(|matched| {
-                matched as f64 >= PROMOTE_MATCHED_SHARE * status.last_index as f64
+        status
+            .members
+            .iter()
+            .find(|m| m.id.0 == id)
+            .is_some_and(|m| {
+                m.match_index.is_some_and(|matched| {
+                    matched as f64 >= PROMOTE_MATCHED_SHARE * status.last_index as f64
+                })
             })
-        })
     };
     // A voter-to-be still catching up is a Raft learner, but it was added
     // as a voter: there is nothing to promote.
@@ -436,7 +440,7 @@ pub async fn publish_client_url(backend: EtcdBackend, client_url: String) {
         let (id, learner, ready) = {
             let status = backend.status.borrow();
             (
-                status.id,
+                status.id.0,
                 status.learner,
                 status.leader.is_some() && !status.outside,
             )
@@ -458,7 +462,10 @@ pub async fn publish_client_url(backend: EtcdBackend, client_url: String) {
             match backend.write::<pb::MemberAddResponse>(&command).await {
                 Ok(_) => {}
                 Err(NotHere::Forward(leader)) => {
-                    tracing::debug!(leader, "publishing the client URL waits for the leader");
+                    tracing::debug!(
+                        leader = leader.0,
+                        "publishing the client URL waits for the leader"
+                    );
                 }
                 Err(NotHere::Fail(status)) => {
                     tracing::debug!(%status, "publishing the client URL failed; retrying");

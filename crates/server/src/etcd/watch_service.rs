@@ -115,7 +115,7 @@ impl Watch for WatchService {
             stop: self.stop.clone(),
             header: pb::ResponseHeader {
                 cluster_id: self.backend.cluster_id,
-                member_id: self.backend.member_id,
+                member_id: self.backend.member_id.0,
                 revision: 0,
                 raft_term: 0,
             },

@@ -3,6 +3,7 @@
 //! (a `TcpStream` and a hand-written request) reads the answers, so no
 //! client crate is needed.
 
+use bellwether_core::NodeId;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,7 +139,7 @@ fn parse(text: &str) -> Response {
 
 fn status_fixture() -> NodeStatus {
     NodeStatus {
-        id: 1,
+        id: NodeId(1),
         cluster: "test".to_owned(),
         peer_address: "127.0.0.1:7001".to_owned(),
         http_address: "127.0.0.1:7101".to_owned(),
@@ -154,7 +155,7 @@ fn status_fixture() -> NodeStatus {
         learner: false,
         outside: false,
         members: vec![MemberStatus {
-            id: 2,
+            id: NodeId(2),
             peer_address: "127.0.0.1:7002".to_owned(),
             http_address: Some("127.0.0.1:7102".to_owned()),
             client_address: None,
@@ -166,7 +167,7 @@ fn status_fixture() -> NodeStatus {
             LeadershipChange {
                 at_unix_ms: 1_700_000_000_000,
                 term: 3,
-                leader: Some(2),
+                leader: Some(bellwether_core::NodeId(2)),
             },
             LeadershipChange {
                 at_unix_ms: 1_700_000_060_000,
@@ -219,7 +220,7 @@ async fn ready_waits_for_a_leader_and_for_applied_to_reach_commit() {
     );
 
     sender.send_modify(|s| {
-        s.leader = Some(2);
+        s.leader = Some(NodeId(2));
         s.applied = 8;
     });
     let response = get(harness.address, "/ready").await;
@@ -337,7 +338,7 @@ async fn serve_returns_after_the_shutdown_signal() {
 fn readiness_explains_itself_and_agrees_with_is_ready() {
     let mut status = status_fixture();
     assert_eq!(readiness(&status), Err(NotReady::NoLeader));
-    status.leader = Some(1);
+    status.leader = Some(NodeId(1));
     status.applied = 3;
     let verdict = readiness(&status);
     assert_eq!(
