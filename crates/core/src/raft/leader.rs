@@ -227,7 +227,7 @@ impl RaftNode {
         }
         // A paused probe resumes on any sign of life; a follower that is
         // behind gets entries without waiting for the next proposal.
-        progress.unpause();
+        progress.unpause(round);
         if progress.match_index < last {
             self.send_appends_to(from);
         }

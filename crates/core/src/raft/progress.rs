@@ -58,6 +58,14 @@ pub struct Progress {
     /// an answer to anything older may have overtaken appends still in
     /// flight and proves nothing.
     pub loss_probe: Option<LossProbe>,
+    /// The highest numbered heartbeat round sent to this follower.
+    pub round_sent: u64,
+    /// `round_sent` when the outstanding probe append left. An answer to
+    /// that round or an older one was sent before the append arrived (the
+    /// connection is FIFO), so it says nothing of the append and does not
+    /// unpause the probe; without this a new leader sent its first entry
+    /// twice, unpaused by the answer to the heartbeat sent just before it.
+    pub probe_round: u64,
 }
 
 /// A heartbeat that doubles as a check for lost appends.
@@ -83,6 +91,8 @@ impl Progress {
             round_acked: 0,
             commit_sent: LogIndex(0),
             loss_probe: None,
+            round_sent: 0,
+            probe_round: 0,
         }
     }
 
@@ -132,6 +142,7 @@ impl Progress {
     /// linearizable reads, cannot keep replacing it unanswered). Round 0 (a
     /// commit notice) is not numbered and not answered.
     pub fn on_heartbeat_sent(&mut self, round: u64) {
+        self.round_sent = self.round_sent.max(round);
         if round > 0 && self.state == ReplicationState::Replicate && self.loss_probe.is_none() {
             self.loss_probe = Some(LossProbe {
                 round,
@@ -169,7 +180,10 @@ impl Progress {
     /// Records an AppendEntries ending at `last` that was just sent.
     pub fn on_sent(&mut self, last: LogIndex, inflight_max: usize) {
         match &mut self.state {
-            ReplicationState::Probe { paused } => *paused = true,
+            ReplicationState::Probe { paused } => {
+                *paused = true;
+                self.probe_round = self.round_sent;
+            }
             ReplicationState::Replicate => {
                 assert!(
                     self.inflight.len() < inflight_max,
@@ -184,12 +198,17 @@ impl Progress {
         }
     }
 
-    /// Lets a probing follower receive again (after a heartbeat answer).
-    pub fn unpause(&mut self) {
+    /// Lets a probing follower receive again after an answer to heartbeat
+    /// `round`: a probe append only once the answer is to a heartbeat sent
+    /// after it (see `probe_round`), a snapshot chunk on any answer.
+    pub fn unpause(&mut self, round: u64) {
         match &mut self.state {
-            ReplicationState::Probe { paused } | ReplicationState::Snapshot { paused, .. } => {
-                *paused = false
+            ReplicationState::Probe { paused } => {
+                if round > self.probe_round {
+                    *paused = false;
+                }
             }
+            ReplicationState::Snapshot { paused, .. } => *paused = false,
             ReplicationState::Replicate => {}
         }
     }
