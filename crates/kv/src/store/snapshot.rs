@@ -322,7 +322,7 @@ pub(super) fn encode_leases(out: &mut Encoder, leases: &IdMap<Lease>) {
         match previous {
             None => out.varint(zigzag(id)),
             Some(previous) => {
-                debug_assert!(previous < id, "ids ascend");
+                assert!(previous < id, "ids ascend");
                 out.varint((id as u64).wrapping_sub(previous as u64));
             }
         }

@@ -72,7 +72,7 @@ impl MemoryImage {
         let keep = first.0 - self.anchor_index.0 - 1;
         self.entries.truncate(keep as usize);
         self.entries.extend(entries);
-        debug_assert_eq!(
+        assert_eq!(
             self.entries.back().map(|e| e.index),
             Some(self.last_index())
         );
