@@ -79,12 +79,32 @@ const GRPC_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 /// Runs one member.
 pub fn execute(args: NodeArgs) -> Result<ExitCode> {
     let config = args.resolve()?;
+    stop_the_process_on_any_panic();
     raise_open_files_limit(config.client_connections_max);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
     runtime.block_on(run(config))
+}
+
+/// Makes a panic anywhere in the member stop the whole process at once
+/// (fail-stop), after the panic's message is printed.
+///
+/// Why: the member's invariants are asserted in release builds, and a
+/// failed one means its state can no longer be trusted. But a panic in a
+/// spawned task (the lease clock, a watch stream, a gRPC call) only ends
+/// that task: the member would run on without its lease expiry or with a
+/// poisoned lock, and answer clients from a state it has stopped checking.
+/// Stopping it instead is safe by construction: Raft treats it as a crash,
+/// the others carry on, and its data directory is what it last fsynced.
+fn stop_the_process_on_any_panic() {
+    let print = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        print(info);
+        eprintln!("bellwether: an invariant failed (above); the member stops now");
+        std::process::abort();
+    }));
 }
 
 /// Starts the member with its etcd API and HTTP port, runs it until

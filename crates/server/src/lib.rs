@@ -10,6 +10,7 @@ pub mod app_tasks;
 pub mod client;
 pub mod config;
 pub mod data_dir;
+pub mod durable_watermark;
 pub mod etcd;
 pub mod forwarding;
 pub mod http;

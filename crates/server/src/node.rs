@@ -10,6 +10,7 @@
 use crate::client::{ClientError, ClientRequest, NodeClient};
 use crate::config::NodeConfig;
 use crate::data_dir::{self, DataDirError};
+use crate::durable_watermark::DurableWatermark;
 use crate::forwarding::{self, Forwarding};
 use crate::lone_writes::LoneWrites;
 use crate::metrics::Metrics;
@@ -193,6 +194,9 @@ pub struct Node {
     transport: Option<(Identity, mpsc::Sender<PeerEvent>)>,
     /// Writes and reads forwarded to the leader, or served for followers.
     forwarding: Forwarding,
+    /// What the disk holds as of the last finished fsync; every Raft
+    /// message is checked against it before it leaves.
+    durable: DurableWatermark,
 }
 
 fn raft_config(config: &NodeConfig) -> RaftConfig {
@@ -232,6 +236,7 @@ impl Node {
             None => None,
         };
         let (wal, durable) = data_dir::open(&config)?;
+        let durable_watermark = watermark_of(&wal);
         let snapshot_index = durable
             .snapshot
             .as_ref()
@@ -313,6 +318,7 @@ impl Node {
             transport: None,
             forwarding,
             lone_writes: LoneWrites::default(),
+            durable: durable_watermark,
         })
     }
 
@@ -654,7 +660,7 @@ impl Node {
                 .into_iter()
                 .partition(|envelope| sendable_before_persist(&envelope.message));
             let sent_early = !early.is_empty();
-            send_all(&self.outbound, early);
+            send_all(&self.outbound, &self.durable, early);
             let mut output = ready.output.into_iter().peekable();
             if let Some(persist) = ready.persist {
                 let unwritten_from = first_written_index(&persist);
@@ -687,7 +693,7 @@ impl Node {
                     poll_due = false;
                 }
             }
-            send_all(&self.outbound, late);
+            send_all(&self.outbound, &self.durable, late);
             for output in output {
                 self.apply_output(output);
             }
@@ -774,7 +780,7 @@ impl Node {
         self.maybe_snapshot();
         if !ready.messages.is_empty() {
             tokio::task::yield_now().await;
-            send_all(&self.outbound, ready.messages);
+            send_all(&self.outbound, &self.durable, ready.messages);
         }
     }
 
@@ -832,7 +838,9 @@ impl Node {
         persist_to(wal, persist, None).map_err(|error| NodeError::Persist {
             path: self.config.data_dir.display().to_string(),
             error,
-        })
+        })?;
+        self.durable = watermark_of(wal);
+        Ok(())
     }
 
     /// Starts writing and fsyncing `persist` on a blocking thread, with the
@@ -854,11 +862,14 @@ impl Node {
         syncing: tokio::task::JoinHandle<PersistDone>,
     ) -> Result<(), NodeError> {
         let (wal, result) = syncing.await.expect("persisting does not panic");
+        let durable = watermark_of(&wal);
         self.wal = Some(wal);
         result.map_err(|error| NodeError::Persist {
             path: self.config.data_dir.display().to_string(),
             error,
-        })
+        })?;
+        self.durable = durable;
+        Ok(())
     }
 
     fn handle_request(&mut self, request: ClientRequest) {
@@ -987,6 +998,12 @@ impl Node {
     fn apply_output(&mut self, output: RaftOutput) {
         match output {
             RaftOutput::Apply(entry) => {
+                assert!(
+                    entry.index <= self.raft.commit_index(),
+                    "entry {} applied before it committed (commit {})",
+                    entry.index,
+                    self.raft.commit_index()
+                );
                 self.applied_bytes_since_snapshot += ENTRY_BYTES_IN_MEMORY;
                 let answer = match &entry.payload {
                     Payload::Command(command) => {
@@ -1253,12 +1270,24 @@ fn sendable_before_persist(message: &RaftMessage) -> bool {
 /// or gone: the message is dropped; Raft retransmits what matters.
 fn send_all(
     outbound: &BTreeMap<NodeId, mpsc::Sender<PeerMessage>>,
+    durable: &DurableWatermark,
     envelopes: Vec<bellwether_core::Envelope<RaftMessage>>,
 ) {
     for envelope in envelopes {
+        durable.assert_may_send(envelope.to, &envelope.message);
         if let Some(queue) = outbound.get(&envelope.to) {
             let _ = queue.try_send(PeerMessage::Raft(envelope.message));
         }
+    }
+}
+
+/// What `wal` holds once its staged writes are synced: its last index and
+/// hard state (the storage answers both "synced or not"; called only after
+/// an fsync, or at start, when nothing is staged).
+fn watermark_of(wal: &WalStorage) -> DurableWatermark {
+    DurableWatermark {
+        last_index: wal.last_index(),
+        hard_state: wal.hard_state(),
     }
 }
 
