@@ -447,6 +447,17 @@ struct Measurement {
 }
 
 impl Measurement {
+    /// Nothing measured yet, for a cluster of `members`.
+    fn new(members: usize) -> Measurement {
+        Measurement {
+            samples: [Vec::new(), Vec::new(), Vec::new()],
+            after_failover_kib_max: vec![None; members],
+            poll_rounds: 0,
+            poll_time: Duration::ZERO,
+            poll_gap_max: Duration::ZERO,
+        }
+    }
+
     fn sample_memory(&mut self, contender: &dyn Contender) {
         for (max, member) in self
             .after_failover_kib_max
@@ -483,30 +494,7 @@ fn measure(
         .collect();
     let (under_load_kib, load) = memory_under_load(contender)?;
     tracing::info!(system = %system, ?idle_kib, ?under_load_kib, "cluster up; measuring failovers");
-    let mut measurement = Measurement {
-        samples: [Vec::new(), Vec::new(), Vec::new()],
-        after_failover_kib_max: vec![None; contender.members().len()],
-        poll_rounds: 0,
-        poll_time: Duration::ZERO,
-        poll_gap_max: Duration::ZERO,
-    };
-    for run in 1..=args.runs {
-        for (slot, scenario) in Scenario::ALL.into_iter().enumerate() {
-            if scenario == Scenario::Silent && partitioning.is_err() {
-                continue;
-            }
-            let sample = failover_once(contender, scenario, timing, &table, &mut measurement)
-                .with_context(|| {
-                    format!(
-                        "{system}: {} scenario, run {run} of {}",
-                        scenario.name(),
-                        args.runs
-                    )
-                })?;
-            tracing::info!(system = %system, scenario = scenario.name(), run, failover_ms = ms(sample.0), "failover measured");
-            measurement.samples[slot].push(sample);
-        }
-    }
+    let measurement = measure_failovers(contender, &system, args, timing, partitioning, &table)?;
     let scenarios = Scenario::ALL
         .into_iter()
         .zip(&measurement.samples)
@@ -530,6 +518,38 @@ fn measure(
         leader_detection: detection.to_string(),
         partition_rules: format!("table ip {table}, chain output (type filter hook output priority 0): ip saddr <leader IP> drop, ip daddr <leader IP> drop{uid_rule}"),
     })
+}
+
+/// `--runs` rounds of one failover per scenario, in `Scenario::ALL`
+/// order (the silent one only where nftables can partition); `table` is
+/// the nftables table the silent scenario uses.
+fn measure_failovers(
+    contender: &mut dyn Contender,
+    system: &str,
+    args: &FailoverArgs,
+    timing: Timing,
+    partitioning: &Result<(), String>,
+    table: &str,
+) -> Result<Measurement> {
+    let mut measurement = Measurement::new(contender.members().len());
+    for run in 1..=args.runs {
+        for (slot, scenario) in Scenario::ALL.into_iter().enumerate() {
+            if scenario == Scenario::Silent && partitioning.is_err() {
+                continue;
+            }
+            let sample = failover_once(contender, scenario, timing, table, &mut measurement)
+                .with_context(|| {
+                    format!(
+                        "{system}: {} scenario, run {run} of {}",
+                        scenario.name(),
+                        args.runs
+                    )
+                })?;
+            tracing::info!(system = %system, scenario = scenario.name(), run, failover_ms = ms(sample.0), "failover measured");
+            measurement.samples[slot].push(sample);
+        }
+    }
+    Ok(measurement)
 }
 
 /// Injects one fault into the agreed leader, times the failover, then

@@ -180,38 +180,7 @@ pub fn run(seconds: u64, seed: u64, base_port: u16, dir: &Path) -> Result<ChaosR
     })?;
     let endpoints = cluster.client_endpoints();
     let log = dir.join("runs.log");
-    let mut workers: Vec<WorkerProcess> = Vec::new();
-    for i in 0..WORKERS {
-        let mut args: Vec<String> = [
-            "tasks",
-            "worker",
-            "chaos",
-            "--concurrency",
-            "4",
-            "--ttl",
-            "2",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend([
-            "--release-on-disconnect".into(),
-            "300".into(),
-            "--label".into(),
-            format!("w{i}"),
-        ]);
-        args.extend(["--endpoints".into(), endpoints.join(",")]);
-        args.push("--".into());
-        args.extend(handler(&log));
-        let mut worker = WorkerProcess {
-            child: None,
-            args,
-            stderr: dir.join(format!("w{i}.err")),
-            paused: false,
-        };
-        worker.spawn()?;
-        workers.push(worker);
-    }
+    let mut workers = start_workers(&endpoints, &log, dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -242,6 +211,45 @@ pub fn run(seconds: u64, seed: u64, base_port: u16, dir: &Path) -> Result<ChaosR
     drop(workers);
     check(&records, &tasks, &groups, &log, &mut report)?;
     Ok(report)
+}
+
+/// Starts the [`WORKERS`] worker processes of queue "chaos" (labels
+/// `w0`, `w1`, …, which is how the nemesis finds the leading one), each
+/// running [`handler`] and logging its stderr to `dir/w<i>.err`.
+fn start_workers(endpoints: &[String], log: &Path, dir: &Path) -> Result<Vec<WorkerProcess>> {
+    let mut workers: Vec<WorkerProcess> = Vec::new();
+    for i in 0..WORKERS {
+        let mut args: Vec<String> = [
+            "tasks",
+            "worker",
+            "chaos",
+            "--concurrency",
+            "4",
+            "--ttl",
+            "2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend([
+            "--release-on-disconnect".into(),
+            "300".into(),
+            "--label".into(),
+            format!("w{i}"),
+        ]);
+        args.extend(["--endpoints".into(), endpoints.join(",")]);
+        args.push("--".into());
+        args.extend(handler(log));
+        let mut worker = WorkerProcess {
+            child: None,
+            args,
+            stderr: dir.join(format!("w{i}.err")),
+            paused: false,
+        };
+        worker.spawn()?;
+        workers.push(worker);
+    }
+    Ok(workers)
 }
 
 /// Submits a task every 10 ms and a group every 100 tasks for `span`.
@@ -305,84 +313,152 @@ fn nemesis(
     seed: u64,
     actions: &mut BTreeMap<String, u32>,
 ) -> Result<()> {
-    let mut rng = Rng(seed);
+    let mut nemesis = Nemesis {
+        cluster,
+        workers,
+        rng: Rng(seed),
+        member_down: None,
+        paused: Vec::new(),
+        actions,
+    };
     let start = Instant::now();
-    let mut member_down: Option<(usize, Instant)> = None;
-    let mut paused: Vec<(usize, Instant)> = Vec::new();
-    let mut count = |what: &str| *actions.entry(what.to_string()).or_default() += 1;
     while start.elapsed() < Duration::from_secs(seconds) {
-        std::thread::sleep(Duration::from_millis(400 + rng.below(400)));
-        paused.retain(|(i, until)| {
+        std::thread::sleep(Duration::from_millis(400 + nemesis.rng.below(400)));
+        nemesis.end_due_faults()?;
+        match nemesis.rng.below(4) {
+            0 => nemesis.kill_a_worker()?,
+            1 => nemesis.kill_the_leading_worker(runtime, queue)?,
+            2 => nemesis.pause_a_worker(),
+            _ => nemesis.kill_a_member()?,
+        }
+    }
+    nemesis.heal()
+}
+
+/// The nemesis's state between its steps: what it broke and until when,
+/// and its random source (seeded from the report's seed).
+struct Nemesis<'a> {
+    cluster: &'a mut ProcessCluster,
+    workers: &'a mut [WorkerProcess],
+    rng: Rng,
+    /// The member killed (its 1-based index) and when to restart it.
+    member_down: Option<(usize, Instant)>,
+    /// Paused workers and when to resume each.
+    paused: Vec<(usize, Instant)>,
+    /// Actions taken, by kind, for the report.
+    actions: &'a mut BTreeMap<String, u32>,
+}
+
+impl Nemesis<'_> {
+    /// Counts one action of kind `what` for the report.
+    fn count(&mut self, what: &str) {
+        *self.actions.entry(what.to_string()).or_default() += 1;
+    }
+
+    /// Whether worker `i` is paused: a paused worker is left alone (not
+    /// killed, not paused again) until its pause ends.
+    fn is_paused(&self, i: usize) -> bool {
+        self.paused.iter().any(|(p, _)| *p == i)
+    }
+
+    /// Resumes the workers whose pause is over and restarts the member
+    /// whose downtime is over.
+    fn end_due_faults(&mut self) -> Result<()> {
+        let workers = &mut *self.workers;
+        self.paused.retain(|(i, until)| {
             let over = Instant::now() >= *until;
             if over {
                 workers[*i].pause(false);
             }
             !over
         });
-        if let Some((i, until)) = member_down {
+        if let Some((i, until)) = self.member_down {
             if Instant::now() >= until {
-                cluster.restart(i)?;
-                member_down = None;
+                self.cluster.restart(i)?;
+                self.member_down = None;
             }
         }
-        let is_paused = |i: usize, paused: &[(usize, Instant)]| paused.iter().any(|(p, _)| *p == i);
-        match rng.below(4) {
-            0 => {
-                let i = rng.below(WORKERS as u64) as usize;
-                if !is_paused(i, &paused) {
-                    workers[i].kill();
-                    workers[i].spawn()?;
-                    count("kill a worker");
-                }
-            }
-            1 => {
-                let leader = runtime.block_on(queue.status()).ok().and_then(|s| s.leader);
-                let index = leader.and_then(|name| {
-                    name.strip_prefix('w')?
-                        .split('-')
-                        .next()?
-                        .parse::<usize>()
-                        .ok()
-                });
-                if let Some(i) = index.filter(|i| *i < WORKERS && !is_paused(*i, &paused)) {
-                    workers[i].kill();
-                    workers[i].spawn()?;
-                    count("kill the leading worker");
-                }
-            }
-            2 => {
-                let i = rng.below(WORKERS as u64) as usize;
-                if !is_paused(i, &paused) {
-                    workers[i].pause(true);
-                    paused.push((
-                        i,
-                        Instant::now() + Duration::from_millis(500 + rng.below(2500)),
-                    ));
-                    count("pause a worker");
-                }
-            }
-            _ => {
-                if member_down.is_none() {
-                    let i = 1 + rng.below(3) as usize;
-                    let member = &mut cluster.members_mut()[i - 1];
-                    member.kill()?;
-                    member.wait_exit(Duration::from_secs(10))?;
-                    member_down = Some((
-                        i,
-                        Instant::now() + Duration::from_millis(500 + rng.below(1500)),
-                    ));
-                    count("kill a member");
-                }
-            }
+        Ok(())
+    }
+
+    /// SIGKILLs a random worker that is not paused and starts it again.
+    fn kill_a_worker(&mut self) -> Result<()> {
+        let i = self.rng.below(WORKERS as u64) as usize;
+        if !self.is_paused(i) {
+            self.workers[i].kill();
+            self.workers[i].spawn()?;
+            self.count("kill a worker");
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs the worker the queue names as its leader, unless it is
+    /// paused, and starts it again.
+    fn kill_the_leading_worker(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        queue: &Queue,
+    ) -> Result<()> {
+        let leader = runtime.block_on(queue.status()).ok().and_then(|s| s.leader);
+        let index = leader.and_then(|name| worker_index(&name));
+        if let Some(i) = index.filter(|i| *i < WORKERS && !self.is_paused(*i)) {
+            self.workers[i].kill();
+            self.workers[i].spawn()?;
+            self.count("kill the leading worker");
+        }
+        Ok(())
+    }
+
+    /// SIGSTOPs a random worker that is not paused, for 0.5 to 3 s.
+    fn pause_a_worker(&mut self) {
+        let i = self.rng.below(WORKERS as u64) as usize;
+        if !self.is_paused(i) {
+            self.workers[i].pause(true);
+            self.paused.push((
+                i,
+                Instant::now() + Duration::from_millis(500 + self.rng.below(2500)),
+            ));
+            self.count("pause a worker");
         }
     }
-    for (i, _) in paused.drain(..) {
-        workers[i].pause(false);
+
+    /// SIGKILLs a random member, for 0.5 to 2 s, unless one is down
+    /// already: two down would leave a 3-member cluster without a quorum.
+    fn kill_a_member(&mut self) -> Result<()> {
+        if self.member_down.is_none() {
+            let i = 1 + self.rng.below(3) as usize;
+            let member = &mut self.cluster.members_mut()[i - 1];
+            member.kill()?;
+            member.wait_exit(Duration::from_secs(10))?;
+            self.member_down = Some((
+                i,
+                Instant::now() + Duration::from_millis(500 + self.rng.below(1500)),
+            ));
+            self.count("kill a member");
+        }
+        Ok(())
     }
-    if let Some((i, _)) = member_down.take() {
-        cluster.restart(i)?;
+
+    /// Resumes every paused worker and restarts the member that is down.
+    fn heal(mut self) -> Result<()> {
+        for (i, _) in self.paused.drain(..) {
+            self.workers[i].pause(false);
+        }
+        if let Some((i, _)) = self.member_down.take() {
+            self.cluster.restart(i)?;
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// The index of worker `w<i>` from a name its queue gives it
+/// (`w<i>-<suffix>`), or `None` for a name of another form.
+fn worker_index(name: &str) -> Option<usize> {
+    name.strip_prefix('w')?
+        .split('-')
+        .next()?
+        .parse::<usize>()
+        .ok()
 }
 
 /// Waits for every task, member and aggregator to finish (bounded);

@@ -193,23 +193,9 @@ async fn lead_and_run(
                 return Err(error);
             }
         };
-        eprintln!(
-            "bellwether: leading {name} (token {}, lease {:x})",
-            leadership.token(),
-            session.lease_id()
-        );
-        let mut program = tokio::process::Command::new(&command[0]);
-        program
-            .args(&command[1..])
-            .env("BELLWETHER_ELECTION", name)
-            .env(
-                "BELLWETHER_LEADER_KEY",
-                String::from_utf8_lossy(leadership.key()).to_string(),
-            )
-            .env("BELLWETHER_FENCING_TOKEN", leadership.token().to_string())
-            .env("BELLWETHER_LEASE_ID", format!("{:x}", session.lease_id()));
         let grace = Duration::from_millis(lease.grace);
-        let ending = supervisor::run(program, leadership.lost(), grace, &mut signals).await;
+        let ending =
+            run_while_leading(&session, &leadership, name, command, grace, &mut signals).await;
         match ending {
             Ok(Ending::Exited(status)) => {
                 // Resign at once so that the next campaigner leads within
@@ -231,6 +217,37 @@ async fn lead_and_run(
             }
         }
     }
+}
+
+/// Announces the leadership on stderr and runs `command` until it exits
+/// or the leadership is lost (then it is stopped: TERM, and KILL after
+/// `grace`), forwarding signals to it. Its environment names the
+/// election, the leader key, the fencing token and the lease, so that the
+/// program can fence its own writes.
+async fn run_while_leading(
+    session: &Session,
+    leadership: &Leadership,
+    name: &str,
+    command: &[String],
+    grace: Duration,
+    signals: &mut Signals,
+) -> anyhow::Result<Ending> {
+    eprintln!(
+        "bellwether: leading {name} (token {}, lease {:x})",
+        leadership.token(),
+        session.lease_id()
+    );
+    let mut program = tokio::process::Command::new(&command[0]);
+    program
+        .args(&command[1..])
+        .env("BELLWETHER_ELECTION", name)
+        .env(
+            "BELLWETHER_LEADER_KEY",
+            String::from_utf8_lossy(leadership.key()).to_string(),
+        )
+        .env("BELLWETHER_FENCING_TOKEN", leadership.token().to_string())
+        .env("BELLWETHER_LEASE_ID", format!("{:x}", session.lease_id()));
+    supervisor::run(program, leadership.lost(), grace, signals).await
 }
 
 /// How a campaign ended.

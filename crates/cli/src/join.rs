@@ -23,6 +23,7 @@ use bellwether_core::NodeId;
 use bellwether_server::config::{client_tls, ConfigLayer};
 use bellwether_server::tls::ClientTls;
 use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 use tonic::transport::ClientTlsConfig;
@@ -74,27 +75,7 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
         return toml::from_str(&text)
             .with_context(|| format!("{} is damaged; restore it or start afresh", path.display()));
     }
-    let holds_data = std::fs::read_dir(data_dir).is_ok_and(|mut entries| entries.next().is_some());
-    if holds_data {
-        bail!(
-            "--join needs an empty --data-dir, and {} holds data but no {JOINED_FILE}: \
-             it is another member's, or its join record was lost",
-            data_dir.display()
-        );
-    }
-    if layer.id.is_some() || layer.peers.is_some() {
-        bail!("--join takes the id and members from the cluster: drop --id and --peers");
-    }
-    let peer_listen = layer
-        .peer_listen
-        .as_deref()
-        .context("--join needs --peer-listen: the address other members reach this one at")?;
-    let peer_address: std::net::SocketAddr = peer_listen
-        .parse()
-        .with_context(|| format!("--peer-listen {peer_listen:?} is not host:port"))?;
-    if peer_address.port() == 0 || peer_address.ip().is_unspecified() {
-        bail!("--peer-listen {peer_listen} must name the host and port other members dial");
-    }
+    let peer_address = first_join_peer_address(layer, data_dir)?;
     let cluster = layer.cluster.clone().unwrap_or_else(|| "bellwether".into());
     let peer_scheme = if layer.peer_cert_file.is_some() {
         "https"
@@ -111,6 +92,48 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
         .build()?;
     let expected = bellwether_server::etcd::cluster_id(&cluster);
     let response = runtime.block_on(add(endpoints, request, expected, &cluster, tls))?;
+    let joined = record_of(&response, peer_address, layer.client_listen.as_deref())?;
+    write_durably(data_dir, &path, &toml::to_string(&joined)?)?;
+    Ok(joined)
+}
+
+/// Checks that a first join may go ahead (an empty data directory, no id
+/// or members of its own) and returns the peer address to announce: the
+/// cluster dials it, so it must name a real host and port.
+fn first_join_peer_address(layer: &ConfigLayer, data_dir: &Path) -> Result<SocketAddr> {
+    let holds_data = std::fs::read_dir(data_dir).is_ok_and(|mut entries| entries.next().is_some());
+    if holds_data {
+        bail!(
+            "--join needs an empty --data-dir, and {} holds data but no {JOINED_FILE}: \
+             it is another member's, or its join record was lost",
+            data_dir.display()
+        );
+    }
+    if layer.id.is_some() || layer.peers.is_some() {
+        bail!("--join takes the id and members from the cluster: drop --id and --peers");
+    }
+    let peer_listen = layer
+        .peer_listen
+        .as_deref()
+        .context("--join needs --peer-listen: the address other members reach this one at")?;
+    let peer_address: SocketAddr = peer_listen
+        .parse()
+        .with_context(|| format!("--peer-listen {peer_listen:?} is not host:port"))?;
+    if peer_address.port() == 0 || peer_address.ip().is_unspecified() {
+        bail!("--peer-listen {peer_listen} must name the host and port other members dial");
+    }
+    Ok(peer_address)
+}
+
+/// The join record from the cluster's MemberAdd answer: this member's id,
+/// every member's peer and client address and the voters besides this
+/// one. This member's own addresses come from its flags (`peer_address`,
+/// `client_listen`), not from what the cluster lists.
+fn record_of(
+    response: &pb::MemberAddResponse,
+    peer_address: SocketAddr,
+    client_listen: Option<&str>,
+) -> Result<Joined> {
     let id = response
         .member
         .as_ref()
@@ -146,7 +169,7 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
             "the cluster's answer names no voter besides this member; remove it with `etcdctl member remove {id:x}`"
         );
     }
-    if let Some(client) = &layer.client_listen {
+    if let Some(client) = client_listen {
         joined
             .peer_client
             .retain(|p| !p.starts_with(&format!("{id}=")));
@@ -159,7 +182,6 @@ pub fn joined(layer: &ConfigLayer, endpoints: &[String], learner: bool) -> Resul
     {
         joined.peers.push(format!("{id}={peer_address}"));
     }
-    write_durably(data_dir, &path, &toml::to_string(&joined)?)?;
     Ok(joined)
 }
 

@@ -101,8 +101,9 @@ struct Verdict {
     history_json: String,
 }
 
-/// Runs `bellwether verify`.
-pub fn execute(args: VerifyArgs) -> Result<ExitCode> {
+/// Refuses flags a run cannot use, before anything starts: cluster size,
+/// client count and length, and partitions where nftables cannot run.
+fn check_args(args: &VerifyArgs) -> Result<()> {
     if args.nodes != 3 && args.nodes != 5 {
         bail!("--nodes must be 3 or 5");
     }
@@ -117,6 +118,12 @@ pub fn execute(args: VerifyArgs) -> Result<ExitCode> {
             bail!("partitions need nftables: {why}; or pass --no-partitions");
         }
     }
+    Ok(())
+}
+
+/// Runs `bellwether verify`.
+pub fn execute(args: VerifyArgs) -> Result<ExitCode> {
+    check_args(&args)?;
     let root = match &args.dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("bellwether-verify-{}", std::process::id())),
@@ -198,9 +205,7 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
     let origin = Instant::now();
     let until = origin + span;
     let channels = verify_workload::channels(&endpoints)?;
-    let register = Arc::new(Mutex::new(RegisterHistory::default()));
-    let set = Arc::new(Mutex::new(SetHistory::default()));
-    let election = Arc::new(Mutex::new(ElectionHistory::default()));
+    let histories = Histories::default();
     let clients: Vec<_> = (0..args.clients as u64)
         .map(|i| match args.workload {
             Workload::Register => runtime.spawn(verify_workload::register_client(
@@ -210,20 +215,20 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
                 until,
                 seed,
                 args.serializable_reads,
-                register.clone(),
+                histories.register.clone(),
             )),
             Workload::Set => runtime.spawn(verify_workload::set_client(
                 i,
                 channels.clone(),
                 origin,
                 until,
-                set.clone(),
+                histories.set.clone(),
             )),
             Workload::Election => runtime.spawn(verify_workload::election_client(
                 i,
                 endpoints.clone(),
                 until,
-                election.clone(),
+                histories.election.clone(),
             )),
         })
         .collect();
@@ -235,21 +240,44 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
         runtime.block_on(task)?;
     }
     std::thread::sleep(SETTLE);
-    let verdict = match args.workload {
-        Workload::Register => {
-            let history = std::mem::take(&mut register.lock().expect("history").operations);
-            register_verdict(history)
-        }
-        Workload::Set => {
-            let history = std::mem::take(&mut *set.lock().expect("history"));
-            runtime.block_on(set_verdict(&client, history))?
-        }
-        Workload::Election => {
-            let history = std::mem::take(&mut *election.lock().expect("history"));
-            runtime.block_on(election_verdict(&client, history))?
-        }
-    };
+    let verdict = histories.verdict(args.workload, &runtime, &client)?;
     Ok((verdict, actions))
+}
+
+/// What a run's clients record, one history per workload (only the chosen
+/// workload's fills): shared with the client tasks, checked once they end.
+#[derive(Default)]
+struct Histories {
+    register: Arc<Mutex<RegisterHistory>>,
+    set: Arc<Mutex<SetHistory>>,
+    election: Arc<Mutex<ElectionHistory>>,
+}
+
+impl Histories {
+    /// Checks the history `workload` recorded; the set and election checks
+    /// read the settled cluster through `client` first.
+    fn verdict(
+        &self,
+        workload: Workload,
+        runtime: &tokio::runtime::Runtime,
+        client: &Client,
+    ) -> Result<Verdict> {
+        Ok(match workload {
+            Workload::Register => {
+                let history =
+                    std::mem::take(&mut self.register.lock().expect("history").operations);
+                register_verdict(history)
+            }
+            Workload::Set => {
+                let history = std::mem::take(&mut *self.set.lock().expect("history"));
+                runtime.block_on(set_verdict(client, history))?
+            }
+            Workload::Election => {
+                let history = std::mem::take(&mut *self.election.lock().expect("history"));
+                runtime.block_on(election_verdict(client, history))?
+            }
+        })
+    }
 }
 
 fn register_verdict(history: Vec<bellwether_sim::linearizability::Operation>) -> Verdict {

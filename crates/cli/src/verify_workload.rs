@@ -131,31 +131,15 @@ pub async fn register_client(
         if history.lock().expect("history lock").operations.len() >= OPERATIONS_MAX {
             return;
         }
-        let key = Key(rng.range(0, REGISTER_KEYS));
         sequence += 1;
-        let value = Value((client + 1) * 10_000_000 + sequence);
-        let command = match rng.range(0, 10) {
-            0..=3 => Command::Get { key },
-            4..=6 => Command::Put { key, value },
-            _ => Command::CompareAndSet {
-                key,
-                expected: seen[key.0 as usize],
-                new: value,
-            },
-        };
+        let command = next_command(&mut rng, client, sequence, &seen);
+        let key = command.key();
         let invoke_us = session.now_us();
         let request = send(&session, command, serializable_reads);
         let answer = tokio::time::timeout(REQUEST_TIMEOUT, request).await;
         let operation = match answer {
             Ok(Ok(response)) => {
-                seen[key.0 as usize] = match (command, response) {
-                    (Command::Get { .. }, Response::Get(value)) => value,
-                    (Command::Put { value, .. }, _) => Some(value),
-                    (Command::CompareAndSet { new, .. }, Response::CompareAndSet(true)) => {
-                        Some(new)
-                    }
-                    _ => seen[key.0 as usize],
-                };
+                seen[key.0 as usize] = seen_after(command, response, seen[key.0 as usize]);
                 Some(Operation::ok(
                     ClientId(session.client),
                     command,
@@ -184,6 +168,40 @@ pub async fn register_client(
                 .operations
                 .push(operation);
         }
+    }
+}
+
+/// Client `client`'s command number `sequence`: a get (40%), a put (30%)
+/// or a compare-and-set (30%) on a random key, writing a value no other
+/// write uses; a compare-and-set expects what the client last saw there.
+fn next_command(
+    rng: &mut bellwether_core::Rng,
+    client: u64,
+    sequence: u64,
+    seen: &[Option<Value>],
+) -> Command {
+    let key = Key(rng.range(0, REGISTER_KEYS));
+    let value = Value((client + 1) * 10_000_000 + sequence);
+    match rng.range(0, 10) {
+        0..=3 => Command::Get { key },
+        4..=6 => Command::Put { key, value },
+        _ => Command::CompareAndSet {
+            key,
+            expected: seen[key.0 as usize],
+            new: value,
+        },
+    }
+}
+
+/// What the client knows its command's key holds after `response`:
+/// what a get read, what a put or a successful compare-and-set wrote,
+/// else what it knew before (`seen`).
+fn seen_after(command: Command, response: Response, seen: Option<Value>) -> Option<Value> {
+    match (command, response) {
+        (Command::Get { .. }, Response::Get(value)) => value,
+        (Command::Put { value, .. }, _) => Some(value),
+        (Command::CompareAndSet { new, .. }, Response::CompareAndSet(true)) => Some(new),
+        _ => seen,
     }
 }
 

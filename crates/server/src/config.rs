@@ -465,29 +465,94 @@ fn priorities(
     Ok((priority, map))
 }
 
+/// This member's id, every member's peer address and this member's own,
+/// from `id` and `peers`: the id must be set and listed.
+fn id_and_peers(
+    layer: &ConfigLayer,
+) -> Result<(NodeId, BTreeMap<NodeId, SocketAddr>, SocketAddr), ConfigError> {
+    let id = layer.id.ok_or_else(|| {
+        ConfigError("id is missing: set --id, BELLWETHER_ID or `id` in the file".into())
+    })?;
+    if id == 0 {
+        return Err(ConfigError("id must be 1 or more".into()));
+    }
+    let peers = members("peers", layer.peers.as_deref().unwrap_or_default())?;
+    if peers.is_empty() {
+        return Err(ConfigError(
+            "peers is missing: list every member as id=host:port, this one included".into(),
+        ));
+    }
+    let own = *peers.get(&NodeId(id)).ok_or_else(|| {
+        ConfigError(format!(
+            "peers does not list this node's id {id}; add {id}=host:port"
+        ))
+    })?;
+    Ok((NodeId(id), peers, own))
+}
+
+/// The heartbeat and the minimum election timeout in ms (defaults 100 and
+/// 1000): an election timeout under two heartbeats would let followers
+/// campaign against a healthy leader.
+fn heartbeat_and_election_ms(
+    heartbeat_ms: Option<u64>,
+    election_ms: Option<u64>,
+) -> Result<(u64, u64), ConfigError> {
+    let heartbeat_ms = heartbeat_ms.unwrap_or(100);
+    let election_ms = election_ms.unwrap_or(1000);
+    if heartbeat_ms == 0 || election_ms < 2 * heartbeat_ms {
+        return Err(ConfigError(format!(
+            "election_ms ({election_ms}) must be at least twice heartbeat_ms ({heartbeat_ms}), and heartbeat_ms at least 1"
+        )));
+    }
+    Ok((heartbeat_ms, election_ms))
+}
+
+/// `answer_poll_us`, defaulted and bounded: the poll holds the member's
+/// loop, so it may not be long.
+fn answer_poll_us(answer_poll_us: Option<u64>) -> Result<u64, ConfigError> {
+    let answer_poll_us = answer_poll_us.unwrap_or(ANSWER_POLL_US_DEFAULT);
+    if answer_poll_us > ANSWER_POLL_US_MAX {
+        return Err(ConfigError(format!(
+            "answer_poll_us ({answer_poll_us}) must be at most {ANSWER_POLL_US_MAX}; 0 turns polling off"
+        )));
+    }
+    Ok(answer_poll_us)
+}
+
+/// `quota_backend_bytes` in bytes: unset or 0 is the default (2 GiB), as
+/// etcd reads its flag.
+fn quota_backend_bytes(bytes: Option<u64>) -> u64 {
+    match bytes {
+        None | Some(0) => QUOTA_BACKEND_BYTES_DEFAULT,
+        Some(bytes) => bytes,
+    }
+}
+
+/// `client_connections_max`: unset or 0 is the default (1,024), and any
+/// value is capped at 2^20, so a mistyped huge number stays a bound.
+fn client_connections_max(max: Option<u64>) -> usize {
+    match max {
+        None | Some(0) => crate::etcd::client_limits::CLIENT_CONNECTIONS_MAX_DEFAULT,
+        Some(max) => usize::try_from(max).unwrap_or(usize::MAX).min(1 << 20),
+    }
+}
+
+/// `auth_token_ttl` as a duration: unset or 0 is etcd's default (300 s),
+/// and any value is capped at a year, so a mistyped huge number stays a
+/// bound.
+fn auth_token_ttl(seconds: Option<u64>) -> std::time::Duration {
+    match seconds {
+        None | Some(0) => crate::etcd::auth_gate::AUTH_TOKEN_TTL_DEFAULT,
+        Some(seconds) => std::time::Duration::from_secs(seconds.min(365 * 24 * 3600)),
+    }
+}
+
 impl NodeConfig {
     /// Validates a merged layer.
     pub fn from_layer(layer: ConfigLayer) -> Result<Self, ConfigError> {
         let client_tls = client_tls(&layer)?;
         let peer_tls = peer_tls(&layer)?;
-        let id = layer.id.ok_or_else(|| {
-            ConfigError("id is missing: set --id, BELLWETHER_ID or `id` in the file".into())
-        })?;
-        if id == 0 {
-            return Err(ConfigError("id must be 1 or more".into()));
-        }
-        let peers = members("peers", layer.peers.as_deref().unwrap_or_default())?;
-        if peers.is_empty() {
-            return Err(ConfigError(
-                "peers is missing: list every member as id=host:port, this one included".into(),
-            ));
-        }
-        let own = *peers.get(&NodeId(id)).ok_or_else(|| {
-            ConfigError(format!(
-                "peers does not list this node's id {id}; add {id}=host:port"
-            ))
-        })?;
-        let id = NodeId(id);
+        let (id, peers, own) = id_and_peers(&layer)?;
         let peer_listen = match &layer.peer_listen {
             Some(value) => address("peer_listen", value)?,
             None => own,
@@ -506,19 +571,9 @@ impl NodeConfig {
                 "data_dir is missing: set --data-dir, BELLWETHER_DATA_DIR or `data_dir`".into(),
             )
         })?;
-        let heartbeat_ms = layer.heartbeat_ms.unwrap_or(100);
-        let election_ms = layer.election_ms.unwrap_or(1000);
-        if heartbeat_ms == 0 || election_ms < 2 * heartbeat_ms {
-            return Err(ConfigError(format!(
-                "election_ms ({election_ms}) must be at least twice heartbeat_ms ({heartbeat_ms}), and heartbeat_ms at least 1"
-            )));
-        }
-        let answer_poll_us = layer.answer_poll_us.unwrap_or(ANSWER_POLL_US_DEFAULT);
-        if answer_poll_us > ANSWER_POLL_US_MAX {
-            return Err(ConfigError(format!(
-                "answer_poll_us ({answer_poll_us}) must be at most {ANSWER_POLL_US_MAX}; 0 turns polling off"
-            )));
-        }
+        let (heartbeat_ms, election_ms) =
+            heartbeat_and_election_ms(layer.heartbeat_ms, layer.election_ms)?;
+        let answer_poll_us = answer_poll_us(layer.answer_poll_us)?;
         let (priority, priorities) = priorities(layer.priority, &layer.peer_priority, id, &peers)?;
         let cluster = layer.cluster.unwrap_or_else(|| "bellwether".to_string());
         if cluster.is_empty() || cluster.len() > 255 {
@@ -536,19 +591,10 @@ impl NodeConfig {
             priority,
             priorities,
             answer_poll_us,
-            quota_backend_bytes: match layer.quota_backend_bytes {
-                None | Some(0) => QUOTA_BACKEND_BYTES_DEFAULT,
-                Some(bytes) => bytes,
-            },
+            quota_backend_bytes: quota_backend_bytes(layer.quota_backend_bytes),
             corrupt_check_ms: layer.corrupt_check_ms.unwrap_or(0),
-            client_connections_max: match layer.client_connections_max {
-                None | Some(0) => crate::etcd::client_limits::CLIENT_CONNECTIONS_MAX_DEFAULT,
-                Some(max) => usize::try_from(max).unwrap_or(usize::MAX).min(1 << 20),
-            },
-            auth_token_ttl: match layer.auth_token_ttl {
-                None | Some(0) => crate::etcd::auth_gate::AUTH_TOKEN_TTL_DEFAULT,
-                Some(seconds) => std::time::Duration::from_secs(seconds.min(365 * 24 * 3600)),
-            },
+            client_connections_max: client_connections_max(layer.client_connections_max),
+            auth_token_ttl: auth_token_ttl(layer.auth_token_ttl),
             peers,
             peer_http: members("peer_http", layer.peer_http.as_deref().unwrap_or_default())?,
             peer_client: members(

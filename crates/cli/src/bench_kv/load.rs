@@ -426,8 +426,6 @@ async fn client_loop(
     window: Window,
     interrupted: Arc<AtomicBool>,
 ) -> ClientResult {
-    let key = format!("bench/{client}").into_bytes();
-    let value = vec![b'x'; value_bytes];
     let mut result = ClientResult::default();
     let uris = match MethodUris::of(&connection) {
         Ok(uris) => uris,
@@ -440,12 +438,8 @@ async fn client_loop(
         }
     };
     let campaign_lease = if op == Op::Campaign {
-        let request = LeaseGrantRequest {
-            ttl: campaign_lease_ttl(window),
-            id: 0,
-        };
-        match call::<LeaseGrantResponse>(&connection, &uris.lease_grant, frame(&request)).await {
-            Ok(granted) => granted.id,
+        match grant_campaign_lease(&connection, &uris, window).await {
+            Ok(lease) => lease,
             Err(status) => {
                 // Without a lease this client cannot campaign: one error.
                 result.record(Err(status), Instant::now());
@@ -455,28 +449,7 @@ async fn client_loop(
     } else {
         0
     };
-    // Every request but Resign is the same each time: encoded once.
-    let request = match op {
-        Op::Put => frame(&PutRequest {
-            key,
-            value: value.clone(),
-            ..Default::default()
-        }),
-        Op::Get => frame(&RangeRequest {
-            key,
-            ..Default::default()
-        }),
-        Op::Lease => frame(&LeaseGrantRequest {
-            ttl: LEASE_TTL_SECONDS,
-            id: 0,
-        }),
-        Op::Campaign => frame(&CampaignRequest {
-            name,
-            lease: campaign_lease,
-            value,
-        }),
-        Op::GatewayPut => unreachable!("gateway clients run gateway_client_loop"),
-    };
+    let request = framed_request(op, client, value_bytes, name, campaign_lease);
     while Instant::now() < window.deadline && !interrupted.load(Ordering::Relaxed) {
         let sent = Instant::now();
         let outcome = match op {
@@ -503,6 +476,58 @@ async fn client_loop(
         }
     }
     result
+}
+
+/// Grants the one lease every campaign of a `campaign` client uses (not
+/// timed: it is set-up, not load); it lasts past the end of the run, see
+/// [`campaign_lease_ttl`].
+async fn grant_campaign_lease(
+    connection: &GrpcConnection,
+    uris: &MethodUris,
+    window: Window,
+) -> Result<i64, tonic::Status> {
+    let request = LeaseGrantRequest {
+        ttl: campaign_lease_ttl(window),
+        id: 0,
+    };
+    call::<LeaseGrantResponse>(connection, &uris.lease_grant, frame(&request))
+        .await
+        .map(|granted| granted.id)
+}
+
+/// The request client `client` sends for `op`, framed once before its
+/// loop: every request but Resign is the same each time, so the loop only
+/// clones the bytes.
+fn framed_request(
+    op: Op,
+    client: usize,
+    value_bytes: usize,
+    name: Vec<u8>,
+    campaign_lease: i64,
+) -> Bytes {
+    let key = format!("bench/{client}").into_bytes();
+    let value = vec![b'x'; value_bytes];
+    match op {
+        Op::Put => frame(&PutRequest {
+            key,
+            value,
+            ..Default::default()
+        }),
+        Op::Get => frame(&RangeRequest {
+            key,
+            ..Default::default()
+        }),
+        Op::Lease => frame(&LeaseGrantRequest {
+            ttl: LEASE_TTL_SECONDS,
+            id: 0,
+        }),
+        Op::Campaign => frame(&CampaignRequest {
+            name,
+            lease: campaign_lease,
+            value,
+        }),
+        Op::GatewayPut => unreachable!("gateway clients run gateway_client_loop"),
+    }
 }
 
 /// One gateway client's loop: its own HTTP/1.1 connection, one JSON put

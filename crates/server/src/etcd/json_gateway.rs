@@ -408,22 +408,10 @@ where
 {
     let path = request.uri().path().to_string();
     if path == "/version" {
-        let version = format!("3.4.0-bellwether-{}", env!("CARGO_PKG_VERSION"));
-        let body = serde_json::json!({"etcdserver": version, "etcdcluster": "3.4.0"});
-        return json_response(http::StatusCode::OK, &body);
+        return version_response();
     }
     if path == "/health" {
-        // As etcd 3.4: healthy while a leader is known and no alarm is
-        // raised.
-        let leader = backend.status.borrow().leader.is_some();
-        let alarmed = backend.store().alarms().next().is_some();
-        let healthy = leader && !alarmed;
-        let status = if healthy {
-            http::StatusCode::OK
-        } else {
-            http::StatusCode::SERVICE_UNAVAILABLE
-        };
-        return json_response(status, &serde_json::json!({"health": healthy.to_string()}));
+        return health_response(backend);
     }
     let route = PREFIXES
         .iter()
@@ -435,15 +423,7 @@ where
     if request.method() != http::Method::POST {
         return plain(http::StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n");
     }
-    // Who is calling goes with the call: a token (etcd's gateway takes it
-    // in `Authorization`) and the TLS session's client certificate.
-    let credentials = Credentials {
-        headers: ["authorization", "token"]
-            .iter()
-            .filter_map(|name| Some((*name, request.headers().get(*name)?.clone())))
-            .collect(),
-        extensions: request.extensions().clone(),
-    };
+    let credentials = Credentials::of(&request);
     let body = match http_body_util::Limited::new(request.into_body(), GRPC_MESSAGE_BYTES_MAX)
         .collect()
         .await
@@ -469,10 +449,45 @@ where
     call_grpc(inner, &grpc_path, &method, messages, credentials).await
 }
 
+/// `GET /version`, as etcd 3.4 answers it, naming this server too.
+fn version_response() -> http::Response<Body> {
+    let version = format!("3.4.0-bellwether-{}", env!("CARGO_PKG_VERSION"));
+    let body = serde_json::json!({"etcdserver": version, "etcdcluster": "3.4.0"});
+    json_response(http::StatusCode::OK, &body)
+}
+
+/// `GET /health`, as etcd 3.4: healthy while a leader is known and no
+/// alarm is raised.
+fn health_response(backend: &EtcdBackend) -> http::Response<Body> {
+    let leader = backend.status.borrow().leader.is_some();
+    let alarmed = backend.store().alarms().next().is_some();
+    let healthy = leader && !alarmed;
+    let status = if healthy {
+        http::StatusCode::OK
+    } else {
+        http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    json_response(status, &serde_json::json!({"health": healthy.to_string()}))
+}
+
 /// What names the caller of a gateway request.
 struct Credentials {
     headers: Vec<(&'static str, http::HeaderValue)>,
     extensions: http::Extensions,
+}
+
+impl Credentials {
+    /// Who is calling, to go with the call: a token (etcd's gateway takes
+    /// it in `Authorization`) and the TLS session's client certificate.
+    fn of(request: &http::Request<Body>) -> Credentials {
+        Credentials {
+            headers: ["authorization", "token"]
+                .iter()
+                .filter_map(|name| Some((*name, request.headers().get(*name)?.clone())))
+                .collect(),
+            extensions: request.extensions().clone(),
+        }
+    }
 }
 
 /// One gRPC message with its 5-byte prefix.

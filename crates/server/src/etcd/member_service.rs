@@ -358,25 +358,43 @@ pub async fn member_promote(
 ) -> Result<pb::MemberPromoteResponse, Status> {
     let id = request.id;
     if backend.status.borrow().role != bellwether_core::Role::Leader {
-        return Ok(leader_client(backend)
-            .await?
-            .member_promote(backend.forwarded(caller, request))
-            .await?
-            .into_inner());
+        return forward_promote(backend, caller, request).await;
     }
+    check_promotable(backend, id)?;
+    let command = Command::MemberPromote(MemberChange {
+        id,
+        ..Default::default()
+    });
+    if write(backend, caller, &command).await?.is_none() {
+        return forward_promote(backend, caller, request).await;
+    }
+    wait_for(backend, |s| is_learner(s, id) == Some(false)).await?;
+    Ok(pb::MemberPromoteResponse {
+        header: Some(header(backend)),
+        members: members(backend),
+    })
+}
+
+/// Passes a MemberPromote on to the leader, the only member that knows
+/// how far the learner got.
+async fn forward_promote(
+    backend: &EtcdBackend,
+    caller: &Caller,
+    request: pb::MemberPromoteRequest,
+) -> Result<pb::MemberPromoteResponse, Status> {
+    Ok(leader_client(backend)
+        .await?
+        .member_promote(backend.forwarded(caller, request))
+        .await?
+        .into_inner())
+}
+
+/// On the leader: refuses, as etcd does, to promote a member that is
+/// unknown, not a learner (or a voter-to-be still catching up), or not
+/// yet caught up with the leader's log.
+fn check_promotable(backend: &EtcdBackend, id: u64) -> Result<(), Status> {
     let learner = is_learner_or_added(backend, id);
-    let ready = {
-        let status = backend.status.borrow();
-        status
-            .members
-            .iter()
-            .find(|m| m.id.0 == id)
-            .is_some_and(|m| {
-                m.match_index.is_some_and(|matched| {
-                    matched as f64 >= PROMOTE_MATCHED_SHARE * status.last_index as f64
-                })
-            })
-    };
+    let ready = caught_up(backend, id);
     // A voter-to-be still catching up is a Raft learner, but it was added
     // as a voter: there is nothing to promote.
     let added_as_voter = backend
@@ -406,30 +424,29 @@ pub async fn member_promote(
         .store()
         .member(id)
         .is_some_and(|m| m.intent == MemberIntent::Learner);
-    let command = if recorded {
-        Command::MemberPromote(MemberChange {
-            id,
-            ..Default::default()
-        })
-    } else {
+    if !recorded {
         // A learner without a record cannot exist: learners are added
         // through the directory. Refuse rather than guess.
         return Err(Status::failed_precondition(
             "etcdserver: can only promote a learner member",
         ));
-    };
-    if write(backend, caller, &command).await?.is_none() {
-        return Ok(leader_client(backend)
-            .await?
-            .member_promote(backend.forwarded(caller, request))
-            .await?
-            .into_inner());
     }
-    wait_for(backend, |s| is_learner(s, id) == Some(false)).await?;
-    Ok(pb::MemberPromoteResponse {
-        header: Some(header(backend)),
-        members: members(backend),
-    })
+    Ok(())
+}
+
+/// Whether member `id` has at least [`PROMOTE_MATCHED_SHARE`] of the
+/// leader's log, by the leader's view of its match index.
+fn caught_up(backend: &EtcdBackend, id: u64) -> bool {
+    let status = backend.status.borrow();
+    status
+        .members
+        .iter()
+        .find(|m| m.id.0 == id)
+        .is_some_and(|m| {
+            m.match_index.is_some_and(|matched| {
+                matched as f64 >= PROMOTE_MATCHED_SHARE * status.last_index as f64
+            })
+        })
 }
 
 /// Run by a member that joined a running cluster: records its client

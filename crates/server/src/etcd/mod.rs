@@ -63,12 +63,6 @@ pub async fn serve(
     connections_max: usize,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    use bellwether_api::etcdserverpb::{
-        cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
-        maintenance_server::MaintenanceServer,
-    };
-    use bellwether_api::v3electionpb::election_server::ElectionServer;
-    use bellwether_api::v3lockpb::lock_server::LockServer;
     let incoming = client_limits::LimitedIncoming::new(listener, connections_max);
     // Watch streams never end on their own; they end when shutdown begins,
     // or the graceful shutdown would wait for them forever.
@@ -76,9 +70,6 @@ pub async fn serve(
     let shutdown = async move {
         shutdown.await;
         stop_watches.send_replace(true);
-    };
-    let cluster = ClusterService {
-        backend: backend.clone(),
     };
     let expiry = tokio::spawn(lessor.clone().run(backend.clone()));
     let compaction = tokio::spawn(compactor::run(backend.clone()));
@@ -93,15 +84,44 @@ pub async fn serve(
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
+    let routes = services(&backend, kv.clone(), lease.clone(), watches_stopped);
     let served = builder
         .max_concurrent_streams(client_limits::STREAMS_PER_CONNECTION_MAX)
         // HTTP/1.1 too, for the JSON gateway's clients (curl, HTTP libraries).
         .accept_http1(true)
         .layer(json_gateway::JsonGatewayLayer::new(backend.clone()))
-        .layer(unary_fast_path::UnaryFastPathLayer::new(
-            kv.clone(),
-            lease.clone(),
-        ))
+        .layer(unary_fast_path::UnaryFastPathLayer::new(kv, lease))
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await;
+    expiry.abort();
+    compaction.abort();
+    if let Some(task) = consistency {
+        task.abort();
+    }
+    served
+}
+
+/// Every gRPC service of the etcd API over `backend`, as one set of
+/// routes: `kv` and `lease` are the services the unary fast path also
+/// answers from, and watch streams end when `watches_stopped` turns true.
+fn services(
+    backend: &EtcdBackend,
+    kv: KvService,
+    lease: LeaseService,
+    watches_stopped: tokio::sync::watch::Receiver<bool>,
+) -> tonic::service::Routes {
+    use bellwether_api::etcdserverpb::{
+        auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
+        lease_server::LeaseServer, maintenance_server::MaintenanceServer,
+        watch_server::WatchServer,
+    };
+    use bellwether_api::v3electionpb::election_server::ElectionServer;
+    use bellwether_api::v3lockpb::lock_server::LockServer;
+    let cluster = ClusterService {
+        backend: backend.clone(),
+    };
+    tonic::service::Routes::default()
         .add_service(KvServer::new(kv).max_decoding_message_size(GRPC_MESSAGE_BYTES_MAX))
         .add_service(MaintenanceServer::new(cluster.clone()))
         .add_service(ClusterServer::new(cluster))
@@ -115,22 +135,11 @@ pub async fn serve(
             backend: backend.clone(),
         }))
         .add_service(LeaseServer::new(lease))
-        .add_service(bellwether_api::etcdserverpb::auth_server::AuthServer::new(
-            auth_service::AuthService {
-                backend: backend.clone(),
-            },
-        ))
-        .add_service(
-            bellwether_api::etcdserverpb::watch_server::WatchServer::new(
-                watch_service::WatchService::new(backend.clone(), watches_stopped),
-            ),
-        )
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
-    expiry.abort();
-    compaction.abort();
-    if let Some(task) = consistency {
-        task.abort();
-    }
-    served
+        .add_service(AuthServer::new(auth_service::AuthService {
+            backend: backend.clone(),
+        }))
+        .add_service(WatchServer::new(watch_service::WatchService::new(
+            backend.clone(),
+            watches_stopped,
+        )))
 }

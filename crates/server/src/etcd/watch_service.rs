@@ -165,9 +165,7 @@ impl StreamContext {
         let mut requests = requests;
         let mut session = WatchSession::new(self.header).with_budget(self.budget.clone());
         let mut known_revision = *self.revisions.borrow_and_update();
-        let start = tokio::time::Instant::now() + self.progress_interval;
-        let mut ticker = tokio::time::interval_at(start, self.progress_interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticker = self.progress_ticker();
         let mut reading = true;
         loop {
             let has_work = session.has_work(known_revision);
@@ -177,25 +175,13 @@ impl StreamContext {
             let mut refused = None;
             tokio::select! {
                 biased;
-                _ = self.stop.wait_for(|stop| *stop) => {
+                () = stopped(&mut self.stop) => {
                     stopping(&responses);
                     break;
                 }
                 () = responses.closed() => break,
                 request = requests.next(), if accepts => match request {
-                    Some(Ok(request)) => {
-                        session.set_raft_term((self.raft_term)());
-                        let term = (self.raft_term)();
-                        let refusal = {
-                            let store = lock(&self.store);
-                            let refusal = denied(&self.caller, self.header, term, &request, &store);
-                            if refusal.is_none() {
-                                session.receive(request, &store);
-                            }
-                            refusal
-                        };
-                        refused = refusal;
-                    }
+                    Some(Ok(request)) => refused = self.receive(&mut session, request),
                     None => reading = false,
                     Some(Err(status)) => {
                         tracing::debug!(%status, "watch stream failed");
@@ -204,10 +190,7 @@ impl StreamContext {
                 },
                 permit = responses.reserve(), if has_work => {
                     let Ok(permit) = permit else { break };
-                    session.set_raft_term((self.raft_term)());
-                    if let Some(response) = session.next_response(&lock(&self.store)) {
-                        permit.send(Ok(response));
-                    }
+                    self.send_next_response(&mut session, permit);
                 }
                 changed = self.revisions.changed() => match changed {
                     Ok(()) => known_revision = *self.revisions.borrow_and_update(),
@@ -217,10 +200,7 @@ impl StreamContext {
                         break;
                     }
                 },
-                _ = ticker.tick() => {
-                    session.set_raft_term((self.raft_term)());
-                    session.progress_tick(&lock(&self.store));
-                }
+                _ = ticker.tick() => self.progress_tick(&mut session),
             }
             if let Some(refusal) = refused {
                 if responses.send(Ok(refusal)).await.is_err() {
@@ -229,6 +209,56 @@ impl StreamContext {
             }
         }
         tracing::debug!(watchers = session.watchers_count(), "watch stream ended");
+    }
+
+    /// The timer of idle progress notifications: first due one interval
+    /// after the stream opens; a tick missed while the task was busy is
+    /// delayed, not made up in a burst.
+    fn progress_ticker(&self) -> tokio::time::Interval {
+        let start = tokio::time::Instant::now() + self.progress_interval;
+        let mut ticker = tokio::time::interval_at(start, self.progress_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker
+    }
+
+    /// Takes one request from the client into `session`, unless it creates
+    /// a watcher the caller may not read: then the refusal to send is
+    /// returned instead (sent after the select, whose branch cannot wait
+    /// for room in the channel).
+    fn receive(
+        &self,
+        session: &mut WatchSession,
+        request: pb::WatchRequest,
+    ) -> Option<pb::WatchResponse> {
+        session.set_raft_term((self.raft_term)());
+        let term = (self.raft_term)();
+        let store = lock(&self.store);
+        let refusal = denied(&self.caller, self.header, term, &request, &store);
+        if refusal.is_none() {
+            session.receive(request, &store);
+        }
+        refusal
+    }
+
+    /// Sends the session's next response, if it has one, into the room
+    /// `permit` holds: the store is read only once the client can take
+    /// what is read.
+    fn send_next_response(
+        &self,
+        session: &mut WatchSession,
+        permit: mpsc::Permit<'_, Result<pb::WatchResponse, Status>>,
+    ) {
+        session.set_raft_term((self.raft_term)());
+        if let Some(response) = session.next_response(&lock(&self.store)) {
+            permit.send(Ok(response));
+        }
+    }
+
+    /// Gives the watchers that asked for progress notifications one, if
+    /// they have been idle.
+    fn progress_tick(&self, session: &mut WatchSession) {
+        session.set_raft_term((self.raft_term)());
+        session.progress_tick(&lock(&self.store));
     }
 }
 
@@ -271,6 +301,13 @@ fn denied(
 /// reset connection soon enough, which they retry too.
 fn stopping(responses: &mpsc::Sender<Result<pb::WatchResponse, Status>>) {
     let _ = responses.try_send(Err(Status::unavailable("etcdserver: server stopped")));
+}
+
+/// Waits until `stop` turns true (or its sender is gone). Its output
+/// borrows nothing, so the select branches of [`StreamContext::run`] may
+/// borrow the context while this waits.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
 }
 
 /// The store, locked for one read.
