@@ -13,7 +13,8 @@
 //! (`BELLWETHER_PEER_LISTEN`). The field's doc is the flag's `--help`.
 //! Flags and variables are parsed by the same clap declaration; lists are
 //! comma-separated there (`BELLWETHER_PEERS=1=a:1,2=b:2`) and TOML arrays
-//! in the file.
+//! in the file. A variable's value is trimmed, a list's empty items are
+//! dropped, and a variable set to nothing counts as unset.
 //!
 //! ```toml
 //! id = 1
@@ -209,6 +210,21 @@ impl ConfigLayer {
             let Some(value) = lookup(&variable) else {
                 continue;
             };
+            // As a shell or an env file may leave them: spaces around the
+            // value, a list's empty items (`a,b,` or an empty variable).
+            let value = value.trim();
+            let value = match setting.get_value_delimiter() {
+                Some(delimiter) => value
+                    .split(delimiter)
+                    .map(str::trim)
+                    .filter(|item| !item.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(&delimiter.to_string()),
+                None => value.to_string(),
+            };
+            if value.is_empty() {
+                continue; // set but empty: as if unset
+            }
             let flag = format!("--{long}={value}");
             // Parsed alone first, so that an error names its variable.
             if let Err(error) = command.clone().try_get_matches_from([&flag]) {
@@ -227,18 +243,25 @@ impl ConfigLayer {
         Ok(parsed.settings)
     }
 
-    /// `self` overridden by every setting `over` has. Both go through their
-    /// TOML form, so no setting is listed here; a path that is not UTF-8
-    /// cannot be written there and is refused.
+    /// `self` overridden by every setting `over` has. Both go through
+    /// their serde form (a JSON object, which holds any u64, where TOML
+    /// stops at i64), so no setting is listed here; a path that is not
+    /// UTF-8 has no such form and is refused.
     pub fn merge(self, over: ConfigLayer) -> Result<ConfigLayer, ConfigError> {
-        let table = |layer: &ConfigLayer| {
-            toml::Table::try_from(layer)
-                .map_err(|e| ConfigError(format!("a setting cannot be read as text: {e}")))
+        let object = |layer: &ConfigLayer| match serde_json::to_value(layer) {
+            Ok(serde_json::Value::Object(settings)) => Ok(settings),
+            Ok(_) => unreachable!("a struct is an object"),
+            Err(e) => Err(ConfigError(format!(
+                "a setting cannot be read as text: {e}"
+            ))),
         };
-        let mut merged = table(&self)?;
-        merged.extend(table(&over)?);
-        merged
-            .try_into()
+        let mut merged = object(&self)?;
+        for (name, value) in object(&over)? {
+            if !value.is_null() {
+                merged.insert(name, value);
+            }
+        }
+        serde_json::from_value(serde_json::Value::Object(merged))
             .map_err(|e| ConfigError(format!("the merged settings: {e}")))
     }
 }
@@ -903,6 +926,35 @@ mod tests {
                 ..all
             }
         );
+    }
+
+    #[test]
+    fn variables_are_trimmed_and_empty_list_items_dropped() {
+        let variables = BTreeMap::from([
+            ("BELLWETHER_ELECTION_MS", " 400 "),
+            ("BELLWETHER_CLIENT_CERT_AUTH", "true\r"),
+            ("BELLWETHER_PEERS", "1=127.0.0.1:1, 2=127.0.0.1:2,"),
+            ("BELLWETHER_PEER_HTTP", ""),
+        ]);
+        let env = ConfigLayer::from_env(|name| variables.get(name).map(|v| v.to_string())).unwrap();
+        assert_eq!(env.election_ms, Some(400));
+        assert_eq!(env.client_cert_auth, Some(true));
+        assert_eq!(
+            env.peers,
+            Some(vec!["1=127.0.0.1:1".into(), "2=127.0.0.1:2".into()])
+        );
+        assert_eq!(env.peer_http, None, "an empty variable is as if unset");
+    }
+
+    #[test]
+    fn numbers_past_i64_survive_the_merge() {
+        let huge = ConfigLayer {
+            quota_backend_bytes: Some(u64::MAX),
+            ..ConfigLayer::default()
+        };
+        let merged = base().merge(huge).unwrap();
+        assert_eq!(merged.quota_backend_bytes, Some(u64::MAX));
+        assert_eq!(merged.id, Some(1));
     }
 
     #[test]

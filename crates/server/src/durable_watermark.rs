@@ -11,12 +11,19 @@
 //! few comparisons per message, against two numbers and a vote.
 //!
 //! The rules, for a message to member `to`:
-//! - a granted vote: the durable term is the vote's term and the durable
-//!   vote is for `to`;
-//! - an accepted append: its match index is durable;
-//! - a leader's durable notice: its index is durable;
 //! - every message but a pre-vote request or answer (which do not raise a
-//!   term): its term is the durable term or an older one.
+//!   term): its term is the durable term or an older one;
+//! - a granted vote of the durable term: the durable vote is for `to`;
+//! - an accepted append or a leader's durable notice of the durable term:
+//!   its index is durable.
+//!
+//! A message of an older term was made before this member moved on (the
+//! core keeps what it queued when a later message in the same batch
+//! raises its term). Such a message promises nothing the disk must hold:
+//! the newer term on disk means this member never votes in the older one
+//! again, and an acknowledgement or notice of an older term cannot help
+//! commit anything a later leader overwrote. So only messages of the
+//! durable term are held to what it holds.
 
 use bellwether_core::raft::{HardState, RaftMessage};
 use bellwether_core::{LogIndex, NodeId};
@@ -42,7 +49,7 @@ impl DurableWatermark {
             RaftMessage::VoteResponse {
                 term,
                 granted: true,
-            } if (*term, Some(to)) != (durable_term, self.hard_state.voted_for) => {
+            } if *term == durable_term && self.hard_state.voted_for != Some(to) => {
                 return Some(format!(
                     "a vote for {to} in term {term} leaves before it is on disk (disk: term {durable_term}, vote {:?})",
                     self.hard_state.voted_for
@@ -51,14 +58,17 @@ impl DurableWatermark {
             RaftMessage::AppendResponse {
                 success: true,
                 match_index,
+                term,
                 ..
-            } if *match_index > self.last_index => {
+            } if *term == durable_term && *match_index > self.last_index => {
                 return Some(format!(
                     "an append acknowledged to {match_index} leaves with the disk at {}",
                     self.last_index
                 ));
             }
-            RaftMessage::LeaderDurable { index, .. } if *index > self.last_index => {
+            RaftMessage::LeaderDurable { index, term, .. }
+                if *term == durable_term && *index > self.last_index =>
+            {
                 return Some(format!(
                     "a durable notice for {index} leaves with the disk at {}",
                     self.last_index
@@ -73,6 +83,14 @@ impl DurableWatermark {
                 bellwether_core::Message::kind(message)
             )
         })
+    }
+
+    /// Whether `message` may leave before this member's next fsync ends:
+    /// its term must already be on disk. A leader elected within one batch
+    /// (a single voter) has its new term in the `Ready` it sends its first
+    /// appends from; those wait for the fsync, as everything else does.
+    pub fn term_is_durable(&self, message: &RaftMessage) -> bool {
+        message.term() <= self.hard_state.term
     }
 
     /// Stops the member if sending `message` to `to` would break the
@@ -108,6 +126,9 @@ mod tests {
         };
         assert_eq!(disk(0, 3, Some(2)).violation(NodeId(2), &vote(3)), None);
         assert!(disk(0, 2, Some(2)).violation(NodeId(2), &vote(3)).is_some());
+        // A later message of the same batch raised the term and cleared
+        // the vote: the grant of term 3 is safe, no vote of 3 can follow.
+        assert_eq!(disk(0, 4, None).violation(NodeId(2), &vote(3)), None);
         assert!(disk(0, 3, Some(1)).violation(NodeId(2), &vote(3)).is_some());
         assert!(disk(0, 3, None).violation(NodeId(2), &vote(3)).is_some());
         let refusal = RaftMessage::VoteResponse {
@@ -128,6 +149,9 @@ mod tests {
         };
         assert_eq!(disk(5, 1, None).violation(NodeId(1), &ack(5)), None);
         assert!(disk(4, 1, None).violation(NodeId(1), &ack(5)).is_some());
+        // A newer leader truncated the log after this acknowledgement of
+        // term 1 was made: it helps commit nothing of term 2.
+        assert_eq!(disk(4, 2, None).violation(NodeId(1), &ack(5)), None);
         let notice = |index| RaftMessage::LeaderDurable {
             term: Term(1),
             index: LogIndex(index),

@@ -658,7 +658,10 @@ impl Node {
             after_leader_fsync_here = false;
             let (early, late): (Vec<_>, Vec<_>) = std::mem::take(&mut ready.messages)
                 .into_iter()
-                .partition(|envelope| sendable_before_persist(&envelope.message));
+                .partition(|envelope| {
+                    sendable_before_persist(&envelope.message)
+                        && self.durable.term_is_durable(&envelope.message)
+                });
             let sent_early = !early.is_empty();
             send_all(&self.outbound, &self.durable, early);
             let mut output = ready.output.into_iter().peekable();

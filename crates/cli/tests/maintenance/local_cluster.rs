@@ -301,3 +301,61 @@ fn up_adds_a_member_to_a_tls_cluster_with_certificates_from_its_cas() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(dir.with_extension("log"));
 }
+
+/// Another base port, for the one-voter cluster, clear of the others'.
+const SINGLE_VOTER_BASE_PORT: u16 = 32_800;
+
+/// A single voter wins its election within one batch of events, so its
+/// first heartbeats and appends to a learner come in the `Ready` that
+/// persists its new term. They must wait for that fsync: a learner that
+/// got entries of a term its leader then lost in a crash could keep them
+/// against the same term's different entries after the restart. Sent
+/// early, they also tripped the member's durability check, which stopped
+/// it on every start.
+#[test]
+fn a_single_voter_with_a_learner_restarts_and_leads() {
+    super::common::etcdctl::require();
+    let dir = std::env::temp_dir().join(format!("bw-test-up-single-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let client = |i: u16| format!("127.0.0.1:{}", SINGLE_VOTER_BASE_PORT + 200 + i);
+    let mut up = Up::start_with(&dir, SINGLE_VOTER_BASE_PORT, &["--nodes", "1"]);
+    wait_until(
+        "the one-voter cluster takes writes",
+        Duration::from_secs(20),
+        || etcdctl(&client(1), &["put", "k", "1"], None).0,
+    );
+    let added = up_add(&dir, &["--learner"]);
+    assert!(added.status.success(), "{}", text(&added));
+    assert!(up.interrupt(), "`up` did not exit cleanly on Ctrl-C");
+
+    // Restarted, the voter elects itself with the learner in the
+    // configuration, leads, and the learner follows it.
+    let up_again = Up::start_with(&dir, SINGLE_VOTER_BASE_PORT, &[]);
+    wait_until(
+        "the restarted voter takes writes",
+        Duration::from_secs(20),
+        || etcdctl(&client(1), &["put", "k", "2"], None).0,
+    );
+    wait_until(
+        "the restarted learner has the write",
+        Duration::from_secs(20),
+        || {
+            let (ok, out) = etcdctl(
+                &client(2),
+                &["get", "k", "--print-value-only", "--consistency=s"],
+                None,
+            );
+            ok && out.trim() == "2"
+        },
+    );
+    let pids = member_pids(&dir);
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    assert!(
+        pids.iter().all(|pid| alive(*pid)),
+        "a member stopped: see {}",
+        dir.with_extension("log").display()
+    );
+    drop(up_again);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("log"));
+}
