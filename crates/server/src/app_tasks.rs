@@ -111,6 +111,10 @@ impl AppTasks {
                 truncated: more,
             });
         }
+        assert!(
+            views.len() <= QUEUES_MAX as usize,
+            "at most QUEUES_MAX queues are shown"
+        );
         views
     }
 }
@@ -185,7 +189,14 @@ fn range(
         request.sort_target = SortTarget::Create;
     }
     match store.lock().expect("store lock").range(&request) {
-        Ok(response) => (response.kvs, response.more, response.revision),
+        Ok(response) => {
+            // What bounds the dashboard's and /metrics' reads.
+            assert!(
+                limit > 0 && response.kvs.len() as u64 <= limit as u64,
+                "a read returns at most its limit of keys"
+            );
+            (response.kvs, response.more, response.revision)
+        }
         Err(_) => (Vec::new(), false, 0),
     }
 }

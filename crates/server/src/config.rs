@@ -522,7 +522,9 @@ fn heartbeat_and_election_ms(
 ) -> Result<(u64, u64), ConfigError> {
     let heartbeat_ms = heartbeat_ms.unwrap_or(100);
     let election_ms = election_ms.unwrap_or(1000);
-    if heartbeat_ms == 0 || election_ms < 2 * heartbeat_ms {
+    // `election_ms / 2 < heartbeat_ms` is `election_ms < 2 * heartbeat_ms`
+    // without the overflow of a huge heartbeat.
+    if heartbeat_ms == 0 || election_ms / 2 < heartbeat_ms {
         return Err(ConfigError(format!(
             "election_ms ({election_ms}) must be at least twice heartbeat_ms ({heartbeat_ms}), and heartbeat_ms at least 1"
         )));
@@ -602,7 +604,7 @@ impl NodeConfig {
         if cluster.is_empty() || cluster.len() > 255 {
             return Err(ConfigError("cluster must be 1 to 255 bytes".into()));
         }
-        Ok(NodeConfig {
+        let config = NodeConfig {
             id,
             cluster,
             peer_listen,
@@ -627,7 +629,45 @@ impl NodeConfig {
             join_voters: Vec::new(),
             client_tls,
             peer_tls,
-        })
+        };
+        config.assert_valid();
+        Ok(config)
+    }
+
+    /// What validation guarantees every part of the member that reads the
+    /// configuration; checked on each validated configuration.
+    fn assert_valid(&self) {
+        assert!(
+            self.id.0 >= 1 && self.peers.contains_key(&self.id),
+            "a member's id is 1 or more and peers lists it"
+        );
+        assert!(
+            self.heartbeat_ms >= 1 && self.election_ms / 2 >= self.heartbeat_ms,
+            "election_ms >= 2 * heartbeat_ms >= 2"
+        );
+        assert!(
+            self.answer_poll_us <= ANSWER_POLL_US_MAX,
+            "answer polling is bounded"
+        );
+        assert!(
+            self.quota_backend_bytes > 0
+                && self.client_connections_max > 0
+                && !self.auth_token_ttl.is_zero(),
+            "the quota, the connection bound and the token lifetime are never 0"
+        );
+        assert!(
+            !self.cluster.is_empty() && self.cluster.len() <= 255,
+            "a cluster name is 1 to 255 bytes"
+        );
+        assert_eq!(
+            self.priorities.get(&self.id).copied().unwrap_or(0),
+            self.priority,
+            "the priorities agree with this member's own"
+        );
+        assert!(
+            self.priorities.keys().all(|id| self.peers.contains_key(id)),
+            "priorities name only members peers lists"
+        );
     }
 
     /// Length of one Raft tick: a tenth of the heartbeat, at least 1 ms.

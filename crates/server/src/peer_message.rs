@@ -19,6 +19,17 @@ const READ_INDEX: u8 = 34;
 const READ_INDEX_CONFIRMED: u8 = 35;
 const READ_INDEX_REFUSED: u8 = 36;
 
+// `decode` sends every kind below `PROPOSE` to Raft's decoder: the
+// forwarding kinds follow Raft's, one each, in `Forward`'s order.
+const _: () = assert!(
+    PROPOSE == KINDS_END
+        && PROPOSE_REFUSED == PROPOSE + 1
+        && READ_INDEX == PROPOSE + 2
+        && READ_INDEX_CONFIRMED == PROPOSE + 3
+        && READ_INDEX_REFUSED == PROPOSE + 4,
+    "the forwarding kinds follow every Raft kind"
+);
+
 /// One message between members.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PeerMessage {
@@ -124,7 +135,15 @@ impl WireMessage for PeerMessage {
 /// Appends `message` to `out`.
 pub fn encode(out: &mut Vec<u8>, message: &PeerMessage) {
     let forward = match message {
-        PeerMessage::Raft(message) => return wire::encode(out, message),
+        PeerMessage::Raft(message) => {
+            let start = out.len();
+            wire::encode(out, message);
+            assert!(
+                out.get(start).is_some_and(|kind| *kind < PROPOSE),
+                "a Raft message's kind is below the forwarding kinds"
+            );
+            return;
+        }
         PeerMessage::Forward(forward) => forward,
     };
     match forward {

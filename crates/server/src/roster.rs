@@ -130,6 +130,12 @@ impl Roster {
         if let Some((id, _)) =
             records().find(|(id, intent)| *intent == MemberIntent::Removed && removable(*id))
         {
+            // The core keeps a voter in every configuration, so one other
+            // than `id` remains.
+            assert!(
+                in_cluster(id) && cluster.voters.iter().any(|voter| *voter != id),
+                "a removal names a member and never the last voter"
+            );
             return Some(MembershipChange::Remove(id));
         }
         if let Some((id, _)) =
@@ -137,9 +143,14 @@ impl Roster {
         {
             return Some(MembershipChange::AddLearner(id));
         }
-        records()
+        let promotion = records()
             .find(|(id, intent)| *intent == MemberIntent::Voter && cluster.learners.contains(id))
-            .map(|(id, _)| MembershipChange::PromoteLearner(id))
+            .map(|(id, _)| id);
+        assert!(
+            promotion.is_none_or(|id| !cluster.voters.contains(&id)),
+            "only a learner is promoted"
+        );
+        promotion.map(MembershipChange::PromoteLearner)
     }
 }
 

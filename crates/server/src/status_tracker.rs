@@ -136,6 +136,12 @@ impl StatusTracker {
                 metrics.leader_changes.inc();
             }
             self.failover_pending = true;
+            // Raft's term never goes back (the core asserts it when it
+            // raises it), so neither does the history's.
+            assert!(
+                self.history.last().is_none_or(|last| last.term <= term),
+                "leadership history terms never go back"
+            );
             if self.history.len() >= LEADERSHIP_HISTORY_MAX {
                 self.history.remove(0);
             }
@@ -144,6 +150,10 @@ impl StatusTracker {
                 term,
                 leader,
             });
+            assert!(
+                self.history.len() <= LEADERSHIP_HISTORY_MAX,
+                "the leadership history is bounded"
+            );
         }
         self.leader_since = (role == Role::Leader).then_some(now);
         self.last = Some(key);

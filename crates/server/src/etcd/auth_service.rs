@@ -127,6 +127,11 @@ impl Auth for AuthService {
         let request = request.into_inner();
         let mut change = Self::change(AuthOp::Enable, "");
         change.secret = credentials::new_secret();
+        // Tokens are signed with it; an empty one would sign none.
+        assert!(
+            !change.secret.is_empty(),
+            "auth is enabled with a token secret"
+        );
         change_or_forward!(
             self,
             caller,
@@ -212,6 +217,12 @@ impl Auth for AuthService {
         if !no_password {
             change.password_hash = hashed(request.password.clone()).await?;
         }
+        // An empty hash is a user without a password (it never
+        // authenticates): only one asked for without gets it.
+        assert!(
+            no_password || !change.password_hash.is_empty(),
+            "a user added with a password is stored with its hash"
+        );
         change_or_forward!(
             self,
             caller,
@@ -289,6 +300,10 @@ impl Auth for AuthService {
         self.admin(&caller).await?;
         let mut change = Self::change(AuthOp::UserChangePassword, &request.name);
         change.password_hash = hashed(request.password.clone()).await?;
+        assert!(
+            !change.password_hash.is_empty(),
+            "a new password is stored as its hash"
+        );
         change_or_forward!(
             self,
             caller,

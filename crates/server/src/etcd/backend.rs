@@ -420,6 +420,10 @@ impl EtcdBackend {
         bytes: Vec<u8>,
         envelope: usize,
     ) -> Result<M, NotHere> {
+        assert!(
+            envelope <= bytes.len(),
+            "the envelope is part of the entry's bytes"
+        );
         if bytes.len() - envelope > REQUEST_BYTES_MAX {
             // Refused before it reaches the log, as etcd does.
             return Err(NotHere::Fail(Status::invalid_argument(
@@ -534,6 +538,12 @@ impl EtcdBackend {
             .chain(status.members.iter().map(|m| m.id))
             .collect();
         ids.sort_unstable();
+        // The status lists the other members of the configuration, each
+        // once, and this one apart.
+        assert!(
+            ids.windows(2).all(|pair| pair[0] < pair[1]),
+            "each member is listed once"
+        );
         ids
     }
 

@@ -175,6 +175,11 @@ impl Maintenance for ClusterService {
             } else {
                 revision
             };
+            // The store hashes only a retained revision it has reached.
+            assert!(
+                compact_revision <= hash_revision && hash_revision <= store.revision(),
+                "HashKV answers for a retained, reached revision"
+            );
             Ok::<_, Status>(pb::HashKvResponse {
                 header: Some(backend.header()),
                 hash,
@@ -217,6 +222,7 @@ impl Maintenance for ClusterService {
             let total = file.len();
             for (i, chunk) in file.chunks(SNAPSHOT_CHUNK_BYTES).enumerate() {
                 let sent = (i * SNAPSHOT_CHUNK_BYTES + chunk.len()) as u64;
+                assert!(sent <= total as u64, "a chunk ends within the file");
                 let response = pb::SnapshotResponse {
                     header: Some(header),
                     remaining_bytes: total as u64 - sent,

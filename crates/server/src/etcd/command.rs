@@ -23,6 +23,25 @@ const AUTH: u8 = 12;
 /// bytes little-endian, user length as 2, user, command...]`.
 const CHECKED: u8 = 13;
 
+// `decode_entry` tells a checked entry by its first byte, and `decode` a
+// command by its tag: the tags are distinct and none is `CHECKED`.
+const _: () = assert!(
+    PUT > 0
+        && PUT < DELETE_RANGE
+        && DELETE_RANGE < TXN
+        && TXN < COMPACT
+        && COMPACT < LEASE_GRANT
+        && LEASE_GRANT < LEASE_REVOKE
+        && LEASE_REVOKE < ALARM
+        && ALARM < MEMBER_ADD
+        && MEMBER_ADD < MEMBER_UPDATE
+        && MEMBER_UPDATE < MEMBER_PROMOTE
+        && MEMBER_PROMOTE < MEMBER_REMOVE
+        && MEMBER_REMOVE < AUTH
+        && AUTH < CHECKED,
+    "command tags are distinct and below CHECKED"
+);
+
 /// How a client's write was checked (see `auth_gate.rs`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checked {
@@ -217,6 +236,13 @@ impl Command {
         out.extend_from_slice(&user_len.to_le_bytes());
         out.extend_from_slice(user);
         out.extend_from_slice(&inner);
+        // `EtcdBackend::write_as` leaves exactly this envelope out of the
+        // request size limit.
+        assert_eq!(
+            out.len(),
+            Self::CHECKED_ENVELOPE_BYTES + user.len() + inner.len(),
+            "the envelope adds CHECKED_ENVELOPE_BYTES and the user"
+        );
         out
     }
 

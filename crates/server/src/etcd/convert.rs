@@ -48,6 +48,12 @@ pub fn range_request(r: pb::RangeRequest) -> kv::RangeRequest {
 
 /// A store range response for the wire (header filled in by the caller).
 pub fn range_response(r: kv::RangeResponse) -> pb::RangeResponse {
+    // The keys sent are among those counted (filters and the limit only
+    // leave keys out), as etcd's clients expect of `count`.
+    assert!(
+        r.kvs.len() as u64 <= r.count.max(0) as u64,
+        "a range returns no more keys than it counts"
+    );
     pb::RangeResponse {
         header: None,
         kvs: r.kvs.into_iter().map(key_value).collect(),
@@ -87,6 +93,11 @@ pub fn delete_request(r: pb::DeleteRangeRequest) -> kv::DeleteRangeRequest {
 
 /// A store delete response for the wire.
 pub fn delete_response(r: kv::DeleteRangeResponse) -> pb::DeleteRangeResponse {
+    // With prev_kv, one previous state per deleted key; without, none.
+    assert!(
+        r.prev_kvs.is_empty() || r.prev_kvs.len() as u64 == r.deleted.max(0) as u64,
+        "a delete returns the previous state of each key it deleted"
+    );
     pb::DeleteRangeResponse {
         header: None,
         deleted: r.deleted,

@@ -29,7 +29,17 @@ const ANSWER_WAIT: Duration = Duration::from_secs(5);
 pub fn hash_kv(store: &KvStore, revision: i64) -> Result<u32, KvError> {
     let mut hash = 0;
     let mut buffer = Vec::new();
+    let upto = if revision <= 0 {
+        store.revision()
+    } else {
+        revision
+    };
     for write in store.retained_writes(revision)? {
+        // Members compare hashes of the same revision: nothing later counts.
+        assert!(
+            write.revision <= upto,
+            "HashKV hashes only writes at or below its revision"
+        );
         buffer.clear();
         buffer.extend_from_slice(&(write.key.len() as u64).to_le_bytes());
         buffer.extend_from_slice(write.key);
@@ -72,6 +82,10 @@ pub async fn check_once(backend: &EtcdBackend) -> Vec<NodeId> {
         // 0: the current revision, always served (an explicit revision
         // equal to the compact revision is refused, as etcd refuses it).
         let hash = hash_kv(&store, 0).expect("the current revision is always served");
+        assert!(
+            store.compact_revision() <= store.revision(),
+            "the store never compacts past its revision"
+        );
         (store.revision(), store.compact_revision(), hash)
     })
     .await;

@@ -306,6 +306,18 @@ impl ElectionService {
         loop {
             revisions.borrow_and_update();
             let sightings = observer.step(&self.backend.store(), OBSERVE_STEP_SIGHTINGS_MAX);
+            // `full` tells a step cut short by the bound from one that
+            // found everything; and one step reports in revision order.
+            assert!(
+                sightings.len() <= OBSERVE_STEP_SIGHTINGS_MAX,
+                "a step reports at most the sightings asked for"
+            );
+            assert!(
+                sightings
+                    .windows(2)
+                    .all(|pair| pair[0].revision <= pair[1].revision),
+                "a step reports in revision order"
+            );
             let full = sightings.len() == OBSERVE_STEP_SIGHTINGS_MAX;
             for sighting in sightings {
                 let response = epb::LeaderResponse {

@@ -445,6 +445,11 @@ where
         }
         Err(error) => return error_response(tonic::Code::InvalidArgument, &error),
     };
+    // An empty body is one empty request; a unary call sends exactly one.
+    assert!(
+        !messages.is_empty() && (method.is_client_streaming() || messages.len() == 1),
+        "a call sends at least one request, a unary call exactly one"
+    );
     let grpc_path = format!("/{}/{}", method.parent_service().full_name(), method.name());
     call_grpc(inner, &grpc_path, &method, messages, credentials).await
 }
@@ -492,6 +497,12 @@ impl Credentials {
 
 /// One gRPC message with its 5-byte prefix.
 fn framed(message: &[u8]) -> Bytes {
+    // Each message is re-encoded from a body of at most
+    // GRPC_MESSAGE_BYTES_MAX: far below what a length prefix holds.
+    assert!(
+        u32::try_from(message.len()).is_ok(),
+        "a gateway request fits a gRPC length prefix"
+    );
     let mut out = BytesMut::with_capacity(5 + message.len());
     out.put_u8(0);
     out.put_u32(message.len() as u32);

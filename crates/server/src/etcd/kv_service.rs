@@ -41,6 +41,10 @@ impl KvService {
         caller: Caller,
         request: pb::TxnRequest,
     ) -> Result<Response<pb::TxnResponse>, Status> {
+        assert!(
+            is_read_only(&request),
+            "a txn served outside the log only reads"
+        );
         if !is_serializable(&request) {
             match self.backend.read_barrier().await {
                 Ok(()) => {}

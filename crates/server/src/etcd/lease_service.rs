@@ -104,8 +104,14 @@ impl LeaseService {
     /// bits of a counter that starts at the clock.
     fn choose_id(&self) -> i64 {
         let counter = self.next_id.fetch_add(1, Ordering::Relaxed) & ((1 << 48) - 1);
-        let id = ((self.backend.member_id.0 & 0x7fff) << 48) | counter;
-        (id as i64).max(1)
+        let member_bits = self.backend.member_id.0 & 0x7fff;
+        let id = ((member_bits << 48) | counter) as i64;
+        let id = id.max(1);
+        assert!(
+            id > 0 && (id as u64) >> 48 == member_bits,
+            "a chosen lease id is positive and carries this member's bits"
+        );
+        id
     }
 
     async fn leader_client(&self, leader: NodeId) -> Result<LeaseClient<Channel>, Status> {
@@ -265,6 +271,10 @@ impl Lease for LeaseService {
                 if release.is_some() && renewed.len() < RELEASED_LEASES_PER_STREAM_MAX {
                     renewed.insert(request.id);
                 }
+                assert!(
+                    renewed.len() <= RELEASED_LEASES_PER_STREAM_MAX,
+                    "a stream tracks a bounded number of leases"
+                );
                 let reply = service
                     .keep_alive_once(request.id, &mut relay, release)
                     .await;
@@ -430,6 +440,11 @@ impl LeaseService {
                 ttl,
             });
         };
+        // Relaying to this member would send the keep-alive round and round.
+        assert_ne!(
+            leader, self.backend.member_id,
+            "a keep-alive is relayed to another member"
+        );
         if relay.as_ref().is_none_or(|r| r.leader != leader) {
             let (requests, receiver) = mpsc::channel(KEEP_ALIVE_QUEUE_MAX);
             let mut relayed = Request::new(ChannelStream::new(receiver));

@@ -89,6 +89,20 @@ impl Lock for LockService {
         let claim = campaign::claim(&self.backend, &caller, &request.name, lease, b"")
             .await
             .map_err(as_etcd)?;
+        // The claim txn read its own key and the holder together: the key
+        // lies under the lock's prefix (which the caller was authorized
+        // for), and the holder was in line no later than it.
+        assert!(
+            claim.key.starts_with(&prefix),
+            "a lock's key lies under its name"
+        );
+        assert!(
+            claim
+                .holder
+                .as_ref()
+                .is_none_or(|holder| holder.create_revision <= claim.create_revision),
+            "the holder was in line no later than the claim"
+        );
         if claim.holds() {
             self.backend
                 .app_elections

@@ -215,7 +215,7 @@ pub async fn member_add(
     check_urls(&request.peer_urls)?;
     // What the store cannot know on its own: ids and peer URLs of members
     // the cluster started with (they have no record).
-    let (min_id, taken_peer_urls) = {
+    let (max_id, taken_peer_urls) = {
         let status = backend.status.borrow().clone();
         let configured = members(backend);
         let recorded: Vec<u64> = backend.store().members().map(|m| m.id).collect();
@@ -232,10 +232,10 @@ pub async fn member_add(
             .filter(|m| !recorded.contains(&m.id))
             .flat_map(|m| m.peer_urls)
             .collect();
-        (max_id.saturating_add(1), taken)
+        (max_id, taken)
     };
     let command = Command::MemberAdd(MemberChange {
-        id: min_id,
+        id: max_id.saturating_add(1),
         peer_urls: request.peer_urls.clone(),
         learner: request.is_learner,
         taken_peer_urls,
@@ -254,6 +254,10 @@ pub async fn member_add(
         }
         return Ok(answer);
     };
+    // The store gives a new member at least the id the command asked for,
+    // one above every id known here (none is left above u64::MAX: it
+    // refuses the add).
+    assert!(id > max_id, "a new member's id is above every known id");
     wait_for(backend, |s| has_member(s, id)).await?;
     Ok(pb::MemberAddResponse {
         header: Some(header(backend)),

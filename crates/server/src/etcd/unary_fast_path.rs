@@ -192,6 +192,10 @@ async fn read_message(mut body: Body, limit: usize) -> Result<Bytes, Status> {
             if buffer.len() >= MESSAGE_PREFIX_BYTES + length {
                 buffer.advance(MESSAGE_PREFIX_BYTES);
                 buffer.truncate(length);
+                assert!(
+                    buffer.len() == length && length <= limit,
+                    "the message is exactly its announced length, within the limit"
+                );
                 return Ok(buffer.freeze());
             }
         }
@@ -235,6 +239,11 @@ fn encoded<M: prost::Message>(response: Response<M>) -> Result<Bytes, Status> {
     message
         .encode(&mut buffer)
         .expect("the buffer was sized for the message");
+    assert_eq!(
+        buffer.len(),
+        MESSAGE_PREFIX_BYTES + length,
+        "the answer is its prefix then exactly the length it announces"
+    );
     Ok(buffer.freeze())
 }
 
