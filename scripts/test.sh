@@ -102,6 +102,14 @@ sweep "raft + kv workload, 5 nodes, $KV_SEEDS chaos seeds, linearizability" \
 sweep "raft + kv workload, 3 nodes, $KV_SEEDS chaos seeds, linearizability" \
   --algorithm raft --nodes 3 --workload kv --check linearizability \
   --faults chaos --seeds "$KV_SEEDS"
+# The member driver that production runs (crates/member), carried out on
+# the simulator's disk and network, with the etcd store behind it.
+sweep "member driver + etcd workload, 3 nodes, $SEEDS chaos seeds, linearizability" \
+  --algorithm raft --nodes 3 --workload etcd --check linearizability \
+  --faults chaos --seeds "$SEEDS"
+sweep "member driver + etcd workload, 5 nodes, $SEEDS chaos seeds, linearizability" \
+  --algorithm raft --nodes 5 --workload etcd --check linearizability \
+  --faults chaos --seeds "$SEEDS"
 
 phase "dashboard in headless Chromium: the leader shown changes after the leader is killed"
 if command -v chromium >/dev/null 2>&1; then

@@ -108,9 +108,11 @@ pub struct SpecArgs {
     /// under chaos, 0 otherwise).
     #[arg(long)]
     skew_ppm: Option<u64>,
-    /// none, or kv: clients put/get/compare-and-set through the Raft log
-    /// (disks then take 500 µs per fsync, can stall, and lose unsynced
-    /// writes on a crash).
+    /// none; kv: clients put/get/compare-and-set through the Raft log; or
+    /// etcd: the same clients through the member driver that production
+    /// runs, with the etcd store behind it, via leaders and followers
+    /// (with either, disks take 500 µs per fsync, can stall, and lose
+    /// unsynced writes on a crash).
     #[arg(long, default_value = "none")]
     workload: Workload,
     /// What to check besides the invariants: `linearizability` (needs
@@ -146,8 +148,8 @@ impl SpecArgs {
             if check != "linearizability" {
                 bail!("--check accepts only 'linearizability', got '{check}'");
             }
-            if self.workload != Workload::Kv {
-                bail!("--check linearizability needs --workload kv (a history to check)");
+            if self.workload == Workload::None {
+                bail!("--check linearizability needs --workload kv or etcd (a history to check)");
             }
         }
         if self.workload != Workload::Kv
@@ -155,11 +157,18 @@ impl SpecArgs {
         {
             bail!("--reads and --membership-changes apply to --workload kv only");
         }
-        if self.workload == Workload::Kv && self.algorithm != Algorithm::Raft {
-            bail!("--workload kv needs --algorithm raft: the KV state machine runs on Raft's log");
+        if self.workload != Workload::None && self.algorithm != Algorithm::Raft {
+            bail!(
+                "--workload {} needs --algorithm raft: the state machine runs on Raft's log",
+                self.workload
+            );
+        }
+        if self.workload == Workload::Etcd && self.readers != 0 {
+            bail!("--readers applies to --workload kv only");
         }
         let mut spec = match self.workload {
             Workload::Kv => RunSpec::kv(self.nodes, seed, self.faults),
+            Workload::Etcd => RunSpec::etcd(self.nodes, seed, self.faults),
             Workload::None => RunSpec::new(self.algorithm, self.nodes, seed, self.faults),
         };
         spec.hint = !self.no_hint;

@@ -9,41 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 /// wait when it is full).
 pub const CLIENT_QUEUE_MAX: usize = 4_096;
 
-/// Why a request failed. Each says what the caller can do.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ClientError {
-    /// Only the leader orders writes and confirms reads.
-    #[error("not the leader; {}", match .leader { Some(l) => format!("the leader is {l}"), None => "no leader is known yet".to_string() })]
-    NotLeader {
-        /// The leader, if known.
-        leader: Option<NodeId>,
-    },
-    /// Too much is in flight; retry after backing off.
-    #[error("busy: too many requests in flight; retry after backing off")]
-    Busy,
-    /// The command was replaced by another leader's entry: it was not
-    /// applied; retrying is safe.
-    #[error("leadership changed before the command committed; it was not applied")]
-    NotApplied,
-    /// The node stopped.
-    #[error("the node is shutting down")]
-    Stopped,
-    /// A write forwarded to a leader that lost leadership before this
-    /// member applied it: it may or may not be applied.
-    #[error("leader changed")]
-    LeaderChanged,
-    /// A forwarded write was not seen applied in time: it may or may not
-    /// be applied.
-    #[error("request timed out")]
-    TimedOut,
-}
-
-impl ClientError {
-    /// [`ClientError::NotLeader`], naming `leader` if one is known.
-    pub fn not_leader(leader: Option<NodeId>) -> ClientError {
-        ClientError::NotLeader { leader }
-    }
-}
+pub use bellwether_member::ClientError;
 
 /// A request to the event loop.
 #[derive(Debug)]

@@ -8,10 +8,10 @@
 
 use crate::config::NodeConfig;
 use crate::metrics::Metrics;
-use crate::roster::Roster;
 use crate::status::{LeadershipChange, MemberStatus, NodeStatus, LEADERSHIP_HISTORY_MAX};
 use bellwether_core::raft::RaftNode;
 use bellwether_core::{NodeId, Protocol, Role, Status};
+use bellwether_member::Roster;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 

@@ -5,6 +5,9 @@
 //! crashes, pauses, partitions, loss and clock skew; reports aggregate
 //! election time, failover time, message counts and split-brain incidents.
 //! One seed reproduces a whole run.
+//!
+//! Besides the bare cores, the `etcd` workload ([`member`]) runs the member
+//! driver that production runs, with the etcd store behind it.
 
 pub mod checkers;
 pub mod compare;
@@ -14,6 +17,7 @@ pub mod host;
 pub mod html;
 pub mod kv;
 pub mod linearizability;
+pub mod member;
 pub mod network;
 pub mod partition;
 pub mod report;

@@ -4,7 +4,9 @@
 use crate::checkers::ChosenValues;
 use crate::checkers::Violation;
 use crate::kv::{KvApp, KvConfig, RaftLike};
+use crate::linearizability::Operation;
 use crate::linearizability::{check, CheckOptions, CheckResult};
+use crate::member::{EtcdApp, Runtime, SimMember, SimMemberConfig};
 use crate::report::RunReport;
 use crate::report::WorkloadReport;
 use crate::scenario::run_with;
@@ -17,6 +19,14 @@ use bellwether_core::ring::{RingConfig, RingNode};
 
 /// Runs `spec` and reports what happened.
 pub fn run(spec: &RunSpec) -> RunReport {
+    if spec.workload == Workload::Etcd {
+        assert_eq!(
+            spec.algorithm,
+            Algorithm::Raft,
+            "the etcd workload runs the member driver, which runs Raft"
+        );
+        return run_etcd_with(spec, Runtime::Faithful);
+    }
     if spec.workload == Workload::Kv {
         assert_eq!(
             spec.algorithm,
@@ -104,7 +114,46 @@ pub fn run_kv_with<P: RaftLike>(spec: &RunSpec, config: RaftConfig) -> RunReport
     let app = KvApp::new(kv_config, spec.nodes, spec.seed);
     let (mut report, mut world) = run_with_app::<P, KvApp>(spec, config, app, KvApp::start);
     world.app.finish();
-    let history = &world.app.history;
+    let stats = world.app.stats;
+    let completed = world.app.completed();
+    let mut workload = check_history(&mut report, &world.app.history, world.now_us());
+    workload.completed = completed;
+    workload.indeterminate = workload.operations - completed;
+    workload.reads_without_round = stats.reads_without_round;
+    workload.membership_changes = stats.membership_changes;
+    workload.leader_removals = stats.leader_removals;
+    workload.membership_refused = stats.membership_refused;
+    report.workload = Some(workload);
+    report
+}
+
+/// The etcd workload: the member driver on every node, carried out by
+/// `runtime` (faithful, or broken on purpose by tests).
+pub fn run_etcd_with(spec: &RunSpec, runtime: Runtime) -> RunReport {
+    let kv_config = KvConfig {
+        op_timeout_us: spec.op_timeout_ms * 1000,
+        ..KvConfig::default()
+    };
+    let config = SimMemberConfig {
+        raft: kv_raft_config(spec),
+        tick_us: spec.tick_us,
+        runtime,
+    };
+    let app = EtcdApp::new(kv_config, spec.nodes, spec.seed);
+    let (mut report, mut world) =
+        run_with_app::<SimMember, EtcdApp>(spec, config, app, EtcdApp::start);
+    world.app.finish();
+    let completed = world.app.completed();
+    let mut workload = check_history(&mut report, &world.app.history, world.now_us());
+    workload.completed = completed;
+    workload.indeterminate = workload.operations - completed;
+    report.workload = Some(workload);
+    report
+}
+
+/// Checks `history` for linearizability; a violation fails the run (unless
+/// it failed already). The counts besides the verdict are left at zero.
+fn check_history(report: &mut RunReport, history: &[Operation], now_us: u64) -> WorkloadReport {
     let result = check(history, &CheckOptions::default());
     let verdict = match &result {
         CheckResult::Linearizable => "linearizable".to_string(),
@@ -116,22 +165,20 @@ pub fn run_kv_with<P: RaftLike>(spec: &RunSpec, config: RaftConfig) -> RunReport
     if !result.is_linearizable() && report.violation.is_none() {
         report.violation = Some(Violation {
             property: "linearizability",
-            time_us: world.now_us(),
+            time_us: now_us,
             detail: verdict.clone(),
         });
     }
-    let completed = world.app.completed();
-    report.workload = Some(WorkloadReport {
+    WorkloadReport {
         operations: history.len(),
-        completed,
-        indeterminate: history.len() - completed,
+        completed: 0,
+        indeterminate: 0,
         linearizability: verdict,
-        reads_without_round: world.app.stats.reads_without_round,
-        membership_changes: world.app.stats.membership_changes,
-        leader_removals: world.app.stats.leader_removals,
-        membership_refused: world.app.stats.membership_refused,
-    });
-    report
+        reads_without_round: 0,
+        membership_changes: 0,
+        leader_removals: 0,
+        membership_refused: 0,
+    }
 }
 
 #[cfg(test)]

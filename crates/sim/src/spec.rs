@@ -101,6 +101,11 @@ pub enum Workload {
     /// Simulated clients put, get and compare-and-set through the Raft log;
     /// the history is checked for linearizability (Raft only).
     Kv,
+    /// The member driver that production runs (`bellwether-member`), with
+    /// the `kv` crate's etcd store behind it: clients put, get and
+    /// compare-and-set through leaders and followers (forwarding included);
+    /// the history is checked for linearizability (Raft only).
+    Etcd,
 }
 
 impl Workload {
@@ -109,6 +114,7 @@ impl Workload {
         match self {
             Workload::None => "none",
             Workload::Kv => "kv",
+            Workload::Etcd => "etcd",
         }
     }
 }
@@ -150,7 +156,7 @@ pub fn lease_skew_ppm_bound(config: &RaftConfig) -> u64 {
     margin * 1_000_000 / (2 * election + margin)
 }
 
-from_str_by_name!(Workload, [Workload::None, Workload::Kv]);
+from_str_by_name!(Workload, [Workload::None, Workload::Kv, Workload::Etcd]);
 from_str_by_name!(ReadMode, [ReadMode::ReadIndex, ReadMode::Lease]);
 from_str_by_name!(Algorithm, Algorithm::ALL);
 from_str_by_name!(
@@ -272,6 +278,15 @@ impl RunSpec {
         }
     }
 
+    /// An etcd-workload spec: the member driver on every node, disks with
+    /// a 500 µs fsync that can stall and lose unsynced writes on a crash.
+    pub fn etcd(nodes: usize, seed: u64, faults: FaultProfile) -> Self {
+        RunSpec {
+            workload: Workload::Etcd,
+            ..RunSpec::kv(nodes, seed, faults)
+        }
+    }
+
     /// The KV spec with lease reads: connection-loss hints off, as leases
     /// require (a hinted follower may vote inside the lease).
     pub fn with_lease_reads(self) -> Self {
@@ -293,6 +308,12 @@ impl RunSpec {
     /// The workload and its options, for summary headers: empty without a
     /// workload.
     pub fn workload_label(&self) -> String {
+        if self.workload == Workload::Etcd {
+            return format!(
+                " · etcd (member driver, op timeout {} ms)",
+                self.op_timeout_ms
+            );
+        }
         if self.workload != Workload::Kv {
             return String::new();
         }
@@ -313,6 +334,12 @@ impl RunSpec {
             "bellwether sim run --algorithm {} --nodes {} --seed {} --faults {}",
             self.algorithm, self.nodes, self.seed, self.faults
         );
+        if self.workload == Workload::Etcd {
+            command.push_str(" --workload etcd --check linearizability");
+            if self.op_timeout_ms != 1_000 {
+                command.push_str(&format!(" --op-timeout-ms {}", self.op_timeout_ms));
+            }
+        }
         if self.workload == Workload::Kv {
             command.push_str(" --workload kv --check linearizability");
             if self.reads != ReadMode::ReadIndex {

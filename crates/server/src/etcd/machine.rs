@@ -9,13 +9,13 @@ use super::command::{
 };
 use super::convert;
 use super::lessor::Lessor;
-use crate::state_machine::StateMachine;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_core::LogIndex;
 use bellwether_kv::{
     Alarm, AlarmKind, AuthError, KeyPermission, KvError, KvStore, MemberError, MemberIntent,
     MemberRecord, Permission,
 };
+use bellwether_member::StateMachine;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 

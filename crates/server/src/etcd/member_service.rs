@@ -19,10 +19,10 @@
 use super::auth_gate::Caller;
 use super::backend::{EtcdBackend, NotHere};
 use super::command::{Command, MemberChange};
-use crate::roster::url_address;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_client::ClusterClient;
 use bellwether_kv::MemberIntent;
+use bellwether_member::roster::url_address;
 use std::time::Duration;
 use tonic::Status;
 

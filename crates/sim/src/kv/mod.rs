@@ -3,8 +3,8 @@
 
 mod app;
 mod checks;
-mod client;
-mod codec;
+pub(crate) mod client;
+pub(crate) mod codec;
 mod machine;
 mod membership;
 

@@ -29,6 +29,12 @@ pub trait Application<P: Protocol>: Sized {
     ) {
     }
 
+    /// Node `node` was just flushed: everything it had ready went to its
+    /// disk or the network. An application whose nodes answer clients on
+    /// their own (not through output, which waits for the disk) collects
+    /// the answers here.
+    fn on_flushed(_world: &mut World<P, Self>, _node: NodeIndex) {}
+
     /// A timer the application scheduled with [`World::schedule_app_timer`].
     fn on_timer(_world: &mut World<P, Self>, _token: u64) {}
 

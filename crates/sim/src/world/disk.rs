@@ -63,6 +63,9 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
         for ready in batch {
             self.complete(index, ready);
         }
+        // A node may have waited for this fsync to carry on (the member
+        // driver takes no input while its disk works).
+        self.flush(index);
         self.observe_after_disk(index);
     }
 

@@ -418,11 +418,12 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
                 return;
             };
             if !node.has_ready() {
-                return;
+                break;
             }
             let ready = node.ready();
             self.write_through_disk(index, ready);
         }
+        A::on_flushed(self, index);
     }
 
     fn send(&mut self, from: NodeIndex, to: NodeIndex, message: P::Message) {

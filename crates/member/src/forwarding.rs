@@ -18,11 +18,11 @@
 //! the clock at boot, so an entry a previous incarnation forwarded, applied
 //! again after a restart, never matches a request of this one.
 
-use crate::client::ClientError;
+use crate::client_error::ClientError;
+use crate::effect::Answer;
 use bellwether_core::NodeId;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::oneshot;
+use std::time::Duration;
 
 /// Forwarded writes and reads waiting at once, at most; past it the
 /// follower falls back to forwarding the gRPC call.
@@ -38,11 +38,6 @@ pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 const ENVELOPE_MARKER: u8 = 0xFE;
 /// Marker, origin and request id.
 const ENVELOPE_HEADER_BYTES: usize = 1 + 8 + 8;
-
-/// Where a write's answer goes.
-pub type WriteReply = oneshot::Sender<Result<Vec<u8>, ClientError>>;
-/// Where a read barrier's answer goes.
-pub type ReadReply = oneshot::Sender<Result<(), ClientError>>;
 
 /// `command` as forwarded by member `origin` under id `request`.
 pub fn envelope(origin: NodeId, request: u64, command: &[u8]) -> Vec<u8> {
@@ -86,35 +81,45 @@ pub fn open(entry: &[u8]) -> (Option<(NodeId, u64)>, &[u8]) {
 struct Waiting<R> {
     /// The leader it was sent to.
     leader: NodeId,
-    /// When it was sent.
-    sent: Instant,
+    /// When it was sent, on the member's clock.
+    sent: Duration,
     /// Where the answer goes.
     reply: R,
 }
 
 /// One member's forwarded requests: as a follower, those it sent and waits
-/// for; as a leader, the reads it confirms for followers.
-pub struct Forwarding {
+/// for; as a leader, the reads it confirms for followers. `W` and `R` are
+/// where a write's and a read's answer go (see [`Answer`]).
+pub struct Forwarding<W, R> {
     /// This member.
     me: NodeId,
     /// Next request id.
     next_request: u64,
     /// Writes sent to a leader, by request id.
-    writes: BTreeMap<u64, Waiting<WriteReply>>,
+    writes: BTreeMap<u64, Waiting<W>>,
     /// Read-index requests sent to a leader, by request id.
-    reads: BTreeMap<u64, Waiting<ReadReply>>,
+    reads: BTreeMap<u64, Waiting<R>>,
     /// Leader side: the core's read id of a follower's read → (follower,
     /// its request id).
     remote_reads: BTreeMap<u64, (NodeId, u64)>,
     /// The leader known at the last [`Forwarding::expire`].
     known_leader: Option<NodeId>,
+    /// Leader side: the highest write request id proposed for each
+    /// follower (see [`Forwarding::first_sight`]).
+    proposed_up_to: BTreeMap<NodeId, u64>,
 }
 
-/// Records `request`, sent to `leader` now, waiting to answer `reply`.
-fn wait<R>(requests: &mut BTreeMap<u64, Waiting<R>>, request: u64, leader: NodeId, reply: R) {
+/// Records `request`, sent to `leader` at `now`, waiting to answer `reply`.
+fn wait<R>(
+    requests: &mut BTreeMap<u64, Waiting<R>>,
+    request: u64,
+    leader: NodeId,
+    reply: R,
+    now: Duration,
+) {
     let waiting = Waiting {
         leader,
-        sent: Instant::now(),
+        sent: now,
         reply,
     };
     assert!(
@@ -135,19 +140,18 @@ fn ids_where<R>(
         .collect()
 }
 
-impl Forwarding {
-    /// Nothing forwarded yet; ids start from the clock (see the module doc).
-    pub fn new(me: NodeId) -> Self {
-        let boot_us = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(1, |d| d.as_micros() as u64);
+impl<W, R> Forwarding<W, R> {
+    /// Nothing forwarded yet; ids start at `first_request`, which the
+    /// runtime takes from the wall clock at boot (see the module doc).
+    pub fn new(me: NodeId, first_request: u64) -> Self {
         Forwarding {
             me,
-            next_request: boot_us.max(1),
+            next_request: first_request.max(1),
             writes: BTreeMap::new(),
             reads: BTreeMap::new(),
             remote_reads: BTreeMap::new(),
             known_leader: None,
+            proposed_up_to: BTreeMap::new(),
         }
     }
 
@@ -178,40 +182,41 @@ impl Forwarding {
         &mut self,
         leader: NodeId,
         command: &[u8],
-        reply: WriteReply,
-    ) -> Result<(u64, Vec<u8>), WriteReply> {
+        reply: W,
+        now: Duration,
+    ) -> Result<(u64, Vec<u8>), W> {
         if self.full() {
             return Err(reply);
         }
         let request = self.take_id();
-        wait(&mut self.writes, request, leader, reply);
+        wait(&mut self.writes, request, leader, reply, now);
         Ok((request, envelope(self.me, request, command)))
     }
 
     /// Registers a read barrier for `leader`; returns the request id, or
     /// gives `reply` back when full.
-    pub fn read(&mut self, leader: NodeId, reply: ReadReply) -> Result<u64, ReadReply> {
+    pub fn read(&mut self, leader: NodeId, reply: R, now: Duration) -> Result<u64, R> {
         if self.full() {
             return Err(reply);
         }
         let request = self.take_id();
-        wait(&mut self.reads, request, leader, reply);
+        wait(&mut self.reads, request, leader, reply, now);
         Ok(request)
     }
 
     /// A write whose send failed: its reply, to answer otherwise.
-    pub fn unsent_write(&mut self, request: u64) -> Option<WriteReply> {
+    pub fn unsent_write(&mut self, request: u64) -> Option<W> {
         self.writes.remove(&request).map(|w| w.reply)
     }
 
     /// A read whose send failed: its reply, to answer otherwise.
-    pub fn unsent_read(&mut self, request: u64) -> Option<ReadReply> {
+    pub fn unsent_read(&mut self, request: u64) -> Option<R> {
         self.reads.remove(&request).map(|r| r.reply)
     }
 
     /// An applied entry carried `forwarded`: the reply waiting for it, if
     /// this member forwarded it in this incarnation.
-    pub fn applied(&mut self, forwarded: Option<(NodeId, u64)>) -> Option<WriteReply> {
+    pub fn applied(&mut self, forwarded: Option<(NodeId, u64)>) -> Option<W> {
         let (origin, request) = forwarded?;
         if origin != self.me {
             return None;
@@ -219,30 +224,37 @@ impl Forwarding {
         self.writes.remove(&request).map(|w| w.reply)
     }
 
-    /// The leader refused write `request`, naming the leader it knows.
-    pub fn write_refused(&mut self, request: u64, leader: Option<NodeId>, busy: bool) {
-        if let Some(write) = self.writes.remove(&request) {
-            let error = if busy {
-                ClientError::Busy
-            } else {
-                ClientError::not_leader(leader)
-            };
-            let _ = write.reply.send(Err(error));
-        }
+    /// The leader refused write `request`, naming the leader it knows:
+    /// the answer its client gets, if it still waits.
+    pub fn write_refused(
+        &mut self,
+        request: u64,
+        leader: Option<NodeId>,
+        busy: bool,
+    ) -> Option<Answer<W, R>> {
+        let write = self.writes.remove(&request)?;
+        let error = if busy {
+            ClientError::Busy
+        } else {
+            ClientError::not_leader(leader)
+        };
+        Some(Answer::Write(write.reply, Err(error)))
     }
 
     /// The leader confirmed read `request` at `index`: its reply, to
     /// release once `index` is applied here.
-    pub fn read_confirmed(&mut self, request: u64) -> Option<ReadReply> {
+    pub fn read_confirmed(&mut self, request: u64) -> Option<R> {
         self.reads.remove(&request).map(|r| r.reply)
     }
 
     /// The leader could not confirm read `request`, naming the leader it
     /// knows.
-    pub fn read_refused(&mut self, request: u64, leader: Option<NodeId>) {
-        if let Some(read) = self.reads.remove(&request) {
-            let _ = read.reply.send(Err(ClientError::not_leader(leader)));
-        }
+    pub fn read_refused(&mut self, request: u64, leader: Option<NodeId>) -> Option<Answer<W, R>> {
+        let read = self.reads.remove(&request)?;
+        Some(Answer::Read(
+            read.reply,
+            Err(ClientError::not_leader(leader)),
+        ))
     }
 
     /// Leader side: the core's read `id` serves follower `origin`'s
@@ -265,43 +277,75 @@ impl Forwarding {
     /// "timed out" (their outcome is unknown); reads get "not the leader"
     /// (safe to retry). Cheap when nothing changed: ids grow with time, so
     /// only the oldest requests are looked at unless the leader changed.
-    pub fn expire(&mut self, leader: Option<NodeId>, now: Instant) {
+    /// The answers go into `out`.
+    pub fn expire(&mut self, leader: Option<NodeId>, now: Duration, out: &mut Vec<Answer<W, R>>) {
         if let Some(current) = leader.filter(|l| Some(*l) != self.known_leader) {
             for id in ids_where(&self.writes, |w| w.leader != current) {
                 let write = self.writes.remove(&id).expect("listed");
-                let _ = write.reply.send(Err(ClientError::LeaderChanged));
+                out.push(Answer::Write(write.reply, Err(ClientError::LeaderChanged)));
             }
             for id in ids_where(&self.reads, |r| r.leader != current) {
                 let read = self.reads.remove(&id).expect("listed");
-                let _ = read.reply.send(Err(ClientError::not_leader(leader)));
+                out.push(Answer::Read(
+                    read.reply,
+                    Err(ClientError::not_leader(leader)),
+                ));
             }
         }
         if leader.is_some() {
             self.known_leader = leader;
         }
-        let old = |sent: Instant| now.duration_since(sent) >= FORWARD_TIMEOUT;
+        let old = |sent: Duration| now.saturating_sub(sent) >= FORWARD_TIMEOUT;
         while let Some(entry) = self.writes.first_entry() {
             if !old(entry.get().sent) {
                 break;
             }
-            let _ = entry.remove().reply.send(Err(ClientError::TimedOut));
+            out.push(Answer::Write(
+                entry.remove().reply,
+                Err(ClientError::TimedOut),
+            ));
         }
         while let Some(entry) = self.reads.first_entry() {
             if !old(entry.get().sent) {
                 break;
             }
-            let _ = entry
-                .remove()
-                .reply
-                .send(Err(ClientError::not_leader(leader)));
+            let reply = entry.remove().reply;
+            out.push(Answer::Read(reply, Err(ClientError::not_leader(leader))));
         }
     }
 
+    /// Leader side: true the first time follower `origin`'s write
+    /// `request` arrives, so it is proposed once. A follower's ids grow,
+    /// and the peer connection delivers in order and at most once, so a
+    /// request at or below the highest one proposed is a copy (or, on a
+    /// network that reorders, an older request overtaken by a newer one):
+    /// it is dropped, and its client's wait ends with an unknown outcome.
+    /// Proposing a copy would apply the write twice, the second time after
+    /// writes that came later.
+    pub fn first_sight(&mut self, origin: NodeId, request: u64) -> bool {
+        if self.proposed_up_to.len() >= FORWARDED_MAX && !self.proposed_up_to.contains_key(&origin)
+        {
+            self.proposed_up_to.clear();
+        }
+        let seen = self.proposed_up_to.entry(origin).or_insert(0);
+        if request <= *seen {
+            return false;
+        }
+        *seen = request;
+        true
+    }
+
+    /// Leader side: the connection to `origin` broke; a new incarnation of
+    /// it counts its ids afresh (from its own clock).
+    pub fn forget_origin(&mut self, origin: NodeId) {
+        self.proposed_up_to.remove(&origin);
+    }
+
     /// The state machine was replaced by a snapshot: writes it may cover
-    /// can no longer be answered from an apply.
-    pub fn restored(&mut self) {
+    /// can no longer be answered from an apply. Their answers go into `out`.
+    pub fn restored(&mut self, out: &mut Vec<Answer<W, R>>) {
         for (_, write) in std::mem::take(&mut self.writes) {
-            let _ = write.reply.send(Err(ClientError::TimedOut));
+            out.push(Answer::Write(write.reply, Err(ClientError::TimedOut)));
         }
     }
 
@@ -326,54 +370,75 @@ mod tests {
         assert_eq!(local_command(b"\x01x".to_vec()), b"\x01x".to_vec());
     }
 
+    /// A member's forwarding whose answers go to numbered clients.
+    fn forwarding() -> Forwarding<u32, u32> {
+        Forwarding::new(NodeId(2), 1_000)
+    }
+
     #[test]
     fn a_write_is_answered_once_by_the_apply_that_carries_it() {
-        let mut forwarding = Forwarding::new(NodeId(2));
-        let (reply, mut answer) = oneshot::channel();
-        let (request, command) = forwarding.write(NodeId(1), b"\x01put", reply).ok().unwrap();
+        let mut forwarding = forwarding();
+        let (request, command) = forwarding
+            .write(NodeId(1), b"\x01put", 7, Duration::ZERO)
+            .ok()
+            .unwrap();
         let (forwarded, inner) = open(&command);
         assert_eq!(inner, b"\x01put");
         // Another member's forward, or a stale id, answers nobody.
         assert!(forwarding.applied(Some((NodeId(3), request))).is_none());
         assert!(forwarding.applied(Some((NodeId(2), request + 1))).is_none());
-        let reply = forwarding.applied(forwarded).expect("waiting");
-        reply.send(Ok(b"ok".to_vec())).unwrap();
-        assert_eq!(answer.try_recv().unwrap(), Ok(b"ok".to_vec()));
+        assert_eq!(forwarding.applied(forwarded), Some(7), "client 7 waits");
         assert!(forwarding.applied(forwarded).is_none(), "answered once");
     }
 
     #[test]
     fn a_leader_change_gives_pending_writes_an_unknown_outcome() {
-        let mut forwarding = Forwarding::new(NodeId(2));
-        let (reply, mut answer) = oneshot::channel();
-        forwarding.write(NodeId(1), b"\x01put", reply).ok().unwrap();
-        let (reply, mut read) = oneshot::channel();
-        forwarding.read(NodeId(1), reply).ok().unwrap();
-        let now = Instant::now();
-        forwarding.expire(Some(NodeId(1)), now);
-        assert!(answer.try_recv().is_err(), "same leader: still waiting");
-        forwarding.expire(Some(NodeId(3)), now);
-        assert_eq!(answer.try_recv().unwrap(), Err(ClientError::LeaderChanged));
+        let mut forwarding = forwarding();
+        let now = Duration::from_secs(1);
+        forwarding
+            .write(NodeId(1), b"\x01put", 7, now)
+            .ok()
+            .unwrap();
+        forwarding.read(NodeId(1), 8, now).ok().unwrap();
+        let mut answers = Vec::new();
+        forwarding.expire(Some(NodeId(1)), now, &mut answers);
+        assert!(answers.is_empty(), "same leader: still waiting");
+        forwarding.expire(Some(NodeId(3)), now, &mut answers);
         assert_eq!(
-            read.try_recv().unwrap(),
-            Err(ClientError::NotLeader {
-                leader: Some(NodeId(3))
-            })
+            answers,
+            [
+                Answer::Write(7, Err(ClientError::LeaderChanged)),
+                Answer::Read(8, Err(ClientError::not_leader(Some(NodeId(3))))),
+            ]
         );
     }
 
     #[test]
+    fn a_copy_of_a_forwarded_write_is_proposed_once() {
+        let mut leader = forwarding();
+        assert!(leader.first_sight(NodeId(1), 5));
+        assert!(!leader.first_sight(NodeId(1), 5), "a copy");
+        assert!(!leader.first_sight(NodeId(1), 4), "overtaken");
+        assert!(leader.first_sight(NodeId(3), 4), "another follower's ids");
+        assert!(leader.first_sight(NodeId(1), 6));
+        leader.forget_origin(NodeId(1));
+        assert!(leader.first_sight(NodeId(1), 2), "a new incarnation");
+    }
+
+    #[test]
     fn old_requests_time_out_and_the_table_is_bounded() {
-        let mut forwarding = Forwarding::new(NodeId(2));
-        let (reply, mut answer) = oneshot::channel();
-        forwarding.write(NodeId(1), b"\x01put", reply).ok().unwrap();
-        forwarding.expire(Some(NodeId(1)), Instant::now() + FORWARD_TIMEOUT);
-        assert_eq!(answer.try_recv().unwrap(), Err(ClientError::TimedOut));
-        for _ in 0..FORWARDED_MAX {
-            let (reply, _answer) = oneshot::channel();
-            assert!(forwarding.read(NodeId(1), reply).is_ok());
+        let mut forwarding = forwarding();
+        forwarding
+            .write(NodeId(1), b"\x01put", 7, Duration::ZERO)
+            .ok()
+            .unwrap();
+        let mut answers = Vec::new();
+        forwarding.expire(Some(NodeId(1)), FORWARD_TIMEOUT, &mut answers);
+        assert_eq!(answers, [Answer::Write(7, Err(ClientError::TimedOut))]);
+        for client in 0..FORWARDED_MAX as u32 {
+            assert!(forwarding.read(NodeId(1), client, Duration::ZERO).is_ok());
         }
-        let (reply, _answer) = oneshot::channel();
-        assert!(forwarding.write(NodeId(1), b"x", reply).is_err(), "full");
+        let full = forwarding.write(NodeId(1), b"x", 9, Duration::ZERO);
+        assert!(full.is_err(), "full");
     }
 }

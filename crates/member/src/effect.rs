@@ -1,0 +1,69 @@
+//! What the member asks its runtime to do, besides carrying out a
+//! [`crate::ReadyPlan`]: answer clients, send forwarding messages, and
+//! run the slow parts of a snapshot on another thread.
+//!
+//! The member queues effects in the order it decides them; the runtime
+//! takes them with [`crate::Member::take_effects`] after every call and
+//! carries them out in that order. Nothing here touches the disk's
+//! durability order: every answer queued is one that may go out now.
+
+use crate::client_error::ClientError;
+use crate::forward::Forward;
+use bellwether_core::raft::Snapshot;
+use bellwether_core::NodeId;
+use std::fmt;
+use std::time::Duration;
+
+/// An answer this member owes a client. `W` and `R` are where a write's
+/// and a read barrier's answers go: a channel in the server, an
+/// operation's number in the simulator.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer<W, R> {
+    /// A write's outcome: the state machine's answer, or why not.
+    Write(W, Result<Vec<u8>, ClientError>),
+    /// A read barrier's outcome: reading this member's state now is
+    /// linearizable, or why not.
+    Read(R, Result<(), ClientError>),
+}
+
+/// One thing for the runtime to do.
+pub enum Effect<W, R> {
+    /// Answer a client.
+    Answer(Answer<W, R>),
+    /// Send a forwarding message to `to`. A request that cannot be queued
+    /// goes back through [`crate::Member::forward_unsent`].
+    Forward(NodeId, Forward),
+    /// A local client's write, proposed at `proposed_at` on the member's
+    /// clock, was applied and answered (for the latency metric).
+    ProposalApplied {
+        /// When it was proposed.
+        proposed_at: Duration,
+    },
+    /// Run this job on another thread and hand its bytes to
+    /// [`crate::Member::snapshot_encoded`].
+    EncodeSnapshot(Box<dyn FnOnce() -> Vec<u8> + Send>),
+    /// Write this snapshot beside the log (and fsync it), then tell
+    /// [`crate::Member::snapshot_written`]. A failed write stops the member
+    /// as a failed log write does.
+    WriteSnapshot(Snapshot),
+}
+
+impl<W: fmt::Debug, R: fmt::Debug> fmt::Debug for Effect<W, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Effect::Answer(answer) => f.debug_tuple("Answer").field(answer).finish(),
+            Effect::Forward(to, forward) => {
+                f.debug_tuple("Forward").field(to).field(forward).finish()
+            }
+            Effect::ProposalApplied { proposed_at } => f
+                .debug_struct("ProposalApplied")
+                .field("proposed_at", proposed_at)
+                .finish(),
+            Effect::EncodeSnapshot(_) => f.write_str("EncodeSnapshot"),
+            Effect::WriteSnapshot(snapshot) => f
+                .debug_tuple("WriteSnapshot")
+                .field(&snapshot.meta)
+                .finish(),
+        }
+    }
+}

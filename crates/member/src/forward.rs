@@ -1,0 +1,53 @@
+//! What a follower and its leader tell each other about forwarded client
+//! requests (see [`crate::forwarding`]). The server encodes these beside
+//! Raft's messages on the peer connection.
+
+use bellwether_core::{LogIndex, NodeId};
+
+/// Client requests forwarded from a follower to the leader, and the
+/// leader's answers. A write's result is not sent back: the follower reads
+/// it off its own state machine when it applies the entry, which carries
+/// the follower's id and `request` (see [`crate::forwarding::envelope`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Forward {
+    /// Follower to leader: propose `command` (already enveloped).
+    Propose {
+        /// The follower's request id.
+        request: u64,
+        /// The log entry's command bytes.
+        command: Vec<u8>,
+    },
+    /// Leader to follower: the write was not proposed (not the leader any
+    /// more, or too busy).
+    ProposeRefused {
+        /// The follower's request id.
+        request: u64,
+        /// The leader the refusing member knows, if any (on the wire: its
+        /// number, 0 for none).
+        leader: Option<NodeId>,
+        /// True when refused for back-pressure rather than leadership.
+        busy: bool,
+    },
+    /// Follower to leader: confirm leadership and name a read index
+    /// (Raft thesis §6.4, reads from followers).
+    ReadIndex {
+        /// The follower's request id.
+        request: u64,
+    },
+    /// Leader to follower: reading once `index` is applied is linearizable.
+    ReadIndexConfirmed {
+        /// The follower's request id.
+        request: u64,
+        /// The leader's commit index when the read arrived, confirmed by a
+        /// quorum afterwards.
+        index: LogIndex,
+    },
+    /// Leader to follower: the read could not be confirmed.
+    ReadIndexRefused {
+        /// The follower's request id.
+        request: u64,
+        /// The leader the refusing member knows, if any (on the wire: its
+        /// number, 0 for none).
+        leader: Option<NodeId>,
+    },
+}

@@ -1,0 +1,321 @@
+//! [`Member`]: the Raft core and the decisions around it, driven by events.
+//!
+//! The runtime calls [`Member::wake`] with its clock once per wake-up, then
+//! feeds what woke it (a tick, a peer's message, a client's request), then
+//! carries out the member's [`crate::Step`]s until it has none left
+//! (`ready_plan.rs`), and after every call takes the [`Effect`]s queued.
+//! Client requests and forwarding are in `requests.rs`, applying committed
+//! output in `apply.rs`.
+
+use crate::durable_watermark::DurableWatermark;
+use crate::effect::{Answer, Effect};
+use crate::forward::Forward;
+use crate::forwarding::Forwarding;
+use crate::lone_writes::LoneWrites;
+use crate::ready_plan::Batch;
+use crate::roster::Roster;
+use crate::snapshots::{Snapshots, SNAPSHOT_HOLD_ENTRIES_MAX};
+use crate::state_machine::StateMachine;
+use bellwether_core::raft::{MembershipChange, RaftMessage, RaftNode, TransferError};
+use bellwether_core::Protocol;
+use bellwether_core::{LogIndex, NodeId, Role, Term};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// What a member is built from: its recovered core, its restored state
+/// machine and where its members are.
+pub struct MemberParts {
+    /// This member.
+    pub id: NodeId,
+    /// The Raft core, recovered from the log.
+    pub raft: RaftNode,
+    /// The state machine, restored from the last snapshot.
+    pub machine: Box<dyn StateMachine>,
+    /// The members' addresses (the directory is read from `machine`).
+    pub roster: Roster,
+    /// What the log held when the member started (all of it is synced).
+    pub durable: DurableWatermark,
+    /// The index and size of the snapshot `machine` was restored from.
+    pub snapshot: (LogIndex, u64),
+    /// The first forwarded request's id: the wall clock at boot, in
+    /// microseconds (see [`crate::forwarding`]).
+    pub first_request: u64,
+    /// The member's clock now.
+    pub now: Duration,
+}
+
+/// One member's state and decisions (see the crate doc). `W` and `R` are
+/// where a client's write and read answers go ([`Answer`]).
+pub struct Member<W, R> {
+    pub(crate) id: NodeId,
+    pub(crate) raft: RaftNode,
+    pub(crate) machine: Box<dyn StateMachine>,
+    pub(crate) roster: Roster,
+    /// Proposals waiting for their entry: index → (term proposed in, when,
+    /// reply). An entry of another term at that index means it was replaced.
+    pub(crate) proposals: BTreeMap<LogIndex, (Term, Duration, W)>,
+    /// Reads waiting for ReadIndex confirmation, by read id.
+    pub(crate) reads: BTreeMap<u64, R>,
+    /// Confirmed reads waiting for the state machine to reach their index.
+    pub(crate) confirmed_reads: Vec<(LogIndex, R)>,
+    /// Next read id.
+    pub(crate) next_read_id: u64,
+    /// Writes and reads forwarded to the leader, or served for followers.
+    pub(crate) forwarding: Forwarding<W, R>,
+    /// Whether this member's appends come one at a time.
+    pub(crate) lone_writes: LoneWrites,
+    /// What the disk holds as of the last finished fsync; every Raft
+    /// message is checked against it before it leaves.
+    pub(crate) durable: DurableWatermark,
+    /// The snapshot schedule.
+    pub(crate) snapshots: Snapshots,
+    /// What the current wake-up's batch has done (see `ready_plan.rs`).
+    pub(crate) batch: Batch,
+    /// The member's clock at this wake-up.
+    pub(crate) now: Duration,
+    /// What the runtime is to do, in order.
+    pub(crate) effects: VecDeque<Effect<W, R>>,
+}
+
+impl<W, R> Member<W, R> {
+    /// A member from its recovered parts.
+    pub fn new(parts: MemberParts) -> Self {
+        let MemberParts {
+            id,
+            raft,
+            machine,
+            mut roster,
+            durable,
+            snapshot,
+            first_request,
+            now,
+        } = parts;
+        assert_eq!(raft.status().id, id, "the core is this member's");
+        roster.set_directory(machine.directory(), machine.directory_version());
+        Member {
+            id,
+            raft,
+            machine,
+            roster,
+            proposals: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            confirmed_reads: Vec::new(),
+            next_read_id: 1,
+            forwarding: Forwarding::new(id, first_request),
+            lone_writes: LoneWrites::default(),
+            durable,
+            snapshots: Snapshots::new(snapshot.0, snapshot.1, now),
+            batch: Batch::default(),
+            now,
+            effects: VecDeque::new(),
+        }
+    }
+
+    /// The Raft core, to observe.
+    pub fn raft(&self) -> &RaftNode {
+        &self.raft
+    }
+
+    /// The state machine, to observe.
+    pub fn machine(&self) -> &dyn StateMachine {
+        self.machine.as_ref()
+    }
+
+    /// The members and their addresses.
+    pub fn roster(&self) -> &Roster {
+        &self.roster
+    }
+
+    /// Reads the member directory afresh if the state machine changed it.
+    pub fn refresh_roster(&mut self) {
+        let version = self.machine.directory_version();
+        if version != self.roster.directory_version {
+            self.roster.set_directory(self.machine.directory(), version);
+        }
+    }
+
+    /// What the disk holds as of the last finished fsync.
+    pub fn durable(&self) -> DurableWatermark {
+        self.durable
+    }
+
+    /// True while this member leads.
+    pub fn is_leader(&self) -> bool {
+        self.raft.status().role == Role::Leader
+    }
+
+    /// The next effect to carry out, in the order they were queued.
+    pub fn next_effect(&mut self) -> Option<Effect<W, R>> {
+        self.effects.pop_front()
+    }
+
+    /// A new wake-up at `now` on the member's clock.
+    pub fn wake(&mut self, now: Duration) {
+        self.now = now;
+    }
+
+    /// A tick of the clock: the core's timers, forwarded requests that
+    /// can no longer be answered, the leader's membership step, and a
+    /// snapshot encoded while no entry was applied.
+    pub fn tick(&mut self) {
+        self.raft.tick();
+        let leader = self.raft.status().leader;
+        let mut answers = Vec::new();
+        self.forwarding.expire(leader, self.now, &mut answers);
+        self.effects.extend(answers.into_iter().map(Effect::Answer));
+        self.step_membership();
+        self.maybe_snapshot();
+    }
+
+    /// Forgets the confirmed reads whose callers gave up: a confirmed read
+    /// waits for this member to apply its index, which a cut-off follower
+    /// may never do, so they must not pile up.
+    pub fn forget_abandoned_reads(&mut self, abandoned: impl Fn(&R) -> bool) {
+        self.confirmed_reads.retain(|(_, reply)| !abandoned(reply));
+    }
+
+    /// A Raft message from member `from`.
+    pub fn step_raft(&mut self, from: NodeId, message: RaftMessage) {
+        if let RaftMessage::AppendEntries {
+            prev_log_index,
+            entries,
+            leader_commit,
+            ..
+        } = &message
+        {
+            self.lone_writes
+                .note_append(entries.len(), *prev_log_index, *leader_commit);
+        }
+        self.raft.step(from, message)
+    }
+
+    /// The connection to member `peer` was lost.
+    pub fn peer_lost(&mut self, peer: NodeId) {
+        self.forwarding.forget_origin(peer);
+        self.raft.peer_unreachable(peer)
+    }
+
+    /// Shutting down: a leader hands leadership to the most up-to-date
+    /// follower. Returns the target, or why there is none.
+    pub fn hand_over(&mut self) -> Option<Result<NodeId, TransferError>> {
+        self.is_leader()
+            .then(|| self.raft.transfer_leadership(None))
+    }
+
+    /// A forwarding message to `to` could not be queued: a request of this
+    /// member's client is answered "not the leader" naming `to`, so the
+    /// caller forwards its gRPC call instead. An answer to a follower is
+    /// dropped; the follower's request times out.
+    pub fn forward_unsent(&mut self, to: NodeId, forward: Forward) {
+        let not_leader = crate::ClientError::not_leader(Some(to));
+        let answer = match forward {
+            Forward::Propose { request, .. } => self
+                .forwarding
+                .unsent_write(request)
+                .map(|reply| Answer::Write(reply, Err(not_leader))),
+            Forward::ReadIndex { request } => self
+                .forwarding
+                .unsent_read(request)
+                .map(|reply| Answer::Read(reply, Err(not_leader))),
+            _ => None,
+        };
+        self.effects.extend(answer.map(Effect::Answer));
+    }
+
+    /// A leader steps Raft's configuration toward the member directory,
+    /// one change at a time (see [`Roster::next_change`]).
+    fn step_membership(&mut self) {
+        if !self.is_leader() {
+            return;
+        }
+        self.refresh_roster();
+        let Some(change) = self.roster.next_change(&self.raft) else {
+            return;
+        };
+        // A leader asked to remove itself hands leadership over first, so
+        // the cluster does not wait out an election timeout after the
+        // removal commits; the next leader removes it. With no voter to
+        // hand over to, it removes itself.
+        if change == MembershipChange::Remove(self.id) {
+            if self.raft.transfer().is_some() {
+                return;
+            }
+            match self.raft.transfer_leadership(None) {
+                Ok(target) => {
+                    tracing::info!(
+                        target = target.0,
+                        "removed from the cluster: handing leadership over first"
+                    );
+                    return;
+                }
+                Err(error) => tracing::info!(%error, "removing itself without a handover"),
+            }
+        }
+        match self.raft.propose_membership(change) {
+            Ok(index) => tracing::info!(?change, index = index.0, "membership change proposed"),
+            Err(error) => tracing::debug!(?change, %error, "membership change waits"),
+        }
+    }
+
+    /// Takes a snapshot when one is due, and compacts the log with the one
+    /// held once the followers have what it covers (see `snapshots.rs`).
+    pub(crate) fn maybe_snapshot(&mut self) {
+        if self.snapshots.busy() {
+            return;
+        }
+        let applied = self.raft.applied_index();
+        let Some((index, _)) = &self.snapshots.held else {
+            if self.snapshots.due(applied, self.now) {
+                self.snapshots.start(applied, self.now);
+                let encode = self.machine.snapshot_later();
+                self.effects.push_back(Effect::EncodeSnapshot(encode));
+            }
+            return;
+        };
+        let index = *index;
+        let waited = applied.0 - index.0;
+        if !self.followers_hold(index) && waited < SNAPSHOT_HOLD_ENTRIES_MAX {
+            return;
+        }
+        let (index, data) = self.snapshots.held.take().expect("held above");
+        let bytes = data.len() as u64;
+        if let Ok(snapshot) = self.raft.compact_unpersisted(index, data) {
+            tracing::debug!(index = index.0, bytes, waited, "snapshot taken");
+            self.snapshots.index = index;
+            self.snapshots.bytes = bytes;
+            self.snapshots.writing = Some(snapshot.meta.clone());
+            self.effects.push_back(Effect::WriteSnapshot(snapshot));
+        }
+    }
+
+    /// The snapshot asked for with [`Effect::EncodeSnapshot`] is encoded.
+    /// A snapshot from the leader restored meanwhile makes it useless:
+    /// compacting then fails harmlessly, as for any snapshot at or below
+    /// the log's.
+    pub fn snapshot_encoded(&mut self, data: Vec<u8>) {
+        self.snapshots.encoded(data);
+    }
+
+    /// The snapshot asked for with [`Effect::WriteSnapshot`] is on disk:
+    /// the log records it at its next persist.
+    pub fn snapshot_written(&mut self) {
+        self.snapshots.written();
+    }
+
+    /// True unless this member leads and some follower lacks entries up to
+    /// `index`.
+    fn followers_hold(&self, index: LogIndex) -> bool {
+        if !self.is_leader() {
+            return true;
+        }
+        self.raft
+            .cluster()
+            .members()
+            .filter(|id| *id != self.id)
+            .all(|id| {
+                self.raft
+                    .progress(id)
+                    .is_none_or(|p| p.match_index >= index)
+            })
+    }
+}

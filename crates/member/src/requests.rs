@@ -1,0 +1,200 @@
+//! Client requests, served here or forwarded to the leader, and the
+//! forwarding messages between a follower and its leader.
+//!
+//! A leader proposes a write or starts a ReadIndex read itself. A follower
+//! that knows its leader forwards both over the peer connection (see
+//! [`crate::forwarding`]); one that cannot (no connection, too many in
+//! flight) answers "not the leader" naming it, and the caller forwards its
+//! call instead.
+
+use crate::client_error::ClientError;
+use crate::effect::{Answer, Effect};
+use crate::forward::Forward;
+use crate::forwarding;
+use crate::member::Member;
+use bellwether_core::raft::{ProposeError, ReadError};
+use bellwether_core::Protocol;
+use bellwether_core::{NodeId, Role};
+
+/// A client's request to this member.
+#[derive(Debug)]
+pub enum Request<W, R> {
+    /// Replicate and apply `command`; answer with the state machine's reply.
+    Propose {
+        /// The command bytes.
+        command: Vec<u8>,
+        /// Where the answer goes.
+        reply: W,
+    },
+    /// Answer once everything committed before the request is applied here
+    /// and the leader is confirmed (ReadIndex).
+    ReadBarrier {
+        /// Where the answer goes.
+        reply: R,
+    },
+}
+
+impl<W, R> Member<W, R> {
+    /// A client's request.
+    pub fn request(&mut self, request: Request<W, R>) {
+        match request {
+            Request::Propose { command, reply } => match self.leader_elsewhere() {
+                Some(leader) => self.forward_write(leader, &command, reply),
+                None => self.propose(command, reply),
+            },
+            Request::ReadBarrier { reply } => match self.leader_elsewhere() {
+                Some(leader) => self.forward_read(leader, reply),
+                None => self.read_here(reply),
+            },
+        }
+    }
+
+    /// Starts a leadership transfer to `target`, with etcd's error texts
+    /// where etcd has one.
+    pub fn move_leader(&mut self, target: NodeId) -> Result<(), String> {
+        if !self.is_leader() {
+            return Err("etcdserver: not leader".into());
+        }
+        if target == self.id {
+            return Ok(());
+        }
+        match self.raft.transfer_leadership(Some(target)) {
+            Ok(_) => {
+                tracing::info!(target = target.0, "moving leadership");
+                Ok(())
+            }
+            Err(error) => Err(format!(
+                "etcdserver: cannot move leadership to {:x}: {error}",
+                target.0
+            )),
+        }
+    }
+
+    /// A forwarded request from a follower, or a leader's answer to one of
+    /// ours.
+    pub fn forwarded(&mut self, from: NodeId, forward: Forward) {
+        match forward {
+            Forward::Propose { request, command } => {
+                if !self.forwarding.first_sight(from, request) {
+                    return;
+                }
+                if let Err(error) = self.raft.propose(command) {
+                    let busy = !matches!(error, ProposeError::NotLeader { .. });
+                    let leader = self.raft.status().leader;
+                    let refused = Forward::ProposeRefused {
+                        request,
+                        leader,
+                        busy,
+                    };
+                    self.effects.push_back(Effect::Forward(from, refused));
+                }
+            }
+            Forward::ReadIndex { request } => {
+                let id = self.take_read_id();
+                match self.raft.read_index(id) {
+                    Ok(()) => self.forwarding.serve_remote_read(id, from, request),
+                    Err(_) => {
+                        let leader = self.raft.status().leader;
+                        let refused = Forward::ReadIndexRefused { request, leader };
+                        self.effects.push_back(Effect::Forward(from, refused));
+                    }
+                }
+            }
+            Forward::ProposeRefused {
+                request,
+                leader,
+                busy,
+            } => {
+                let answer = self.forwarding.write_refused(request, leader, busy);
+                self.effects.extend(answer.map(Effect::Answer));
+            }
+            Forward::ReadIndexConfirmed { request, index } => {
+                if let Some(reply) = self.forwarding.read_confirmed(request) {
+                    self.confirmed_reads.push((index, reply));
+                }
+            }
+            Forward::ReadIndexRefused { request, leader } => {
+                let answer = self.forwarding.read_refused(request, leader);
+                self.effects.extend(answer.map(Effect::Answer));
+            }
+        }
+    }
+
+    /// The leader, when this member follows a known one.
+    fn leader_elsewhere(&self) -> Option<NodeId> {
+        let status = self.raft.status();
+        let leader = status.leader?;
+        (status.role != Role::Leader && leader != self.id).then_some(leader)
+    }
+
+    /// Proposes a local client's command.
+    fn propose(&mut self, command: Vec<u8>, reply: W) {
+        match self.raft.propose(forwarding::local_command(command)) {
+            Ok(index) => {
+                let term = self.raft.status().term;
+                self.proposals.insert(index, (term, self.now, reply));
+            }
+            Err(ProposeError::NotLeader { leader }) => {
+                self.answer_write(reply, Err(ClientError::not_leader(leader)))
+            }
+            Err(_) => self.answer_write(reply, Err(ClientError::Busy)),
+        }
+    }
+
+    /// A fresh id for a ReadIndex read.
+    pub(crate) fn take_read_id(&mut self) -> u64 {
+        let id = self.next_read_id;
+        self.next_read_id += 1;
+        id
+    }
+
+    /// Starts a ReadIndex read for a local client.
+    fn read_here(&mut self, reply: R) {
+        let id = self.take_read_id();
+        match self.raft.read_index(id) {
+            Ok(()) => {
+                self.reads.insert(id, reply);
+            }
+            Err(ReadError::NotLeader { leader }) => {
+                self.answer_read(reply, Err(ClientError::not_leader(leader)))
+            }
+            Err(ReadError::Busy) => self.answer_read(reply, Err(ClientError::Busy)),
+        }
+    }
+
+    /// Sends a write to `leader` over the peer connection, or answers "not
+    /// the leader" naming it when too many are in flight.
+    fn forward_write(&mut self, leader: NodeId, command: &[u8], reply: W) {
+        match self.forwarding.write(leader, command, reply, self.now) {
+            Ok((request, command)) => {
+                let propose = Forward::Propose { request, command };
+                self.effects.push_back(Effect::Forward(leader, propose));
+            }
+            Err(reply) => self.answer_write(reply, Err(ClientError::not_leader(Some(leader)))),
+        }
+    }
+
+    /// Asks `leader` for a read index over the peer connection, or answers
+    /// "not the leader" naming it when too many are in flight.
+    fn forward_read(&mut self, leader: NodeId, reply: R) {
+        match self.forwarding.read(leader, reply, self.now) {
+            Ok(request) => {
+                let read = Forward::ReadIndex { request };
+                self.effects.push_back(Effect::Forward(leader, read));
+            }
+            Err(reply) => self.answer_read(reply, Err(ClientError::not_leader(Some(leader)))),
+        }
+    }
+
+    /// Queues a write's answer.
+    pub(crate) fn answer_write(&mut self, reply: W, result: Result<Vec<u8>, ClientError>) {
+        self.effects
+            .push_back(Effect::Answer(Answer::Write(reply, result)));
+    }
+
+    /// Queues a read's answer.
+    pub(crate) fn answer_read(&mut self, reply: R, result: Result<(), ClientError>) {
+        self.effects
+            .push_back(Effect::Answer(Answer::Read(reply, result)));
+    }
+}

@@ -1,0 +1,281 @@
+//! The member's ordering rules, checked on the driver alone: a small
+//! in-memory cluster carries out its steps as the server does (disk images
+//! instead of a log, queues instead of connections) and records when each
+//! client was answered relative to the fsyncs.
+
+use bellwether_core::raft::{RaftConfig, RaftDurable, RaftNode};
+use bellwether_core::{LogIndex, NodeId, Protocol, Rng};
+use bellwether_member::{
+    Answer, ClientError, DurableWatermark, Effect, Forward, Member, MemberParts, Request, Roster,
+    StateMachine, Step,
+};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// A state machine whose answer to a command is the index it was applied
+/// at and the command itself.
+#[derive(Default)]
+struct Echo {
+    applied: Vec<u64>,
+}
+
+impl StateMachine for Echo {
+    fn apply(&mut self, index: LogIndex, command: &[u8]) -> Vec<u8> {
+        self.applied.push(index.0);
+        let mut answer = index.0.to_le_bytes().to_vec();
+        answer.extend_from_slice(command);
+        answer
+    }
+    fn snapshot(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn restore(&mut self, _applied: LogIndex, _data: &[u8]) {}
+}
+
+/// A message between two members.
+enum Wire {
+    Raft(bellwether_core::raft::RaftMessage),
+    Forward(Forward),
+}
+
+/// Members, their disks, the messages in flight and the answers given.
+struct Cluster {
+    members: Vec<Member<u32, u32>>,
+    disks: Vec<RaftDurable>,
+    in_flight: VecDeque<(NodeId, NodeId, Wire)>,
+    /// (member, answer, fsyncs that member had finished when it answered).
+    answers: Vec<(usize, Answer<u32, u32>, u64)>,
+    fsyncs: Vec<u64>,
+    now: Duration,
+}
+
+fn watermark(disk: &RaftDurable) -> DurableWatermark {
+    let last_index = disk.entries.last().map(|e| e.index).unwrap_or_else(|| {
+        disk.snapshot
+            .as_ref()
+            .map_or(LogIndex(0), |s| s.meta.last_index)
+    });
+    DurableWatermark {
+        last_index,
+        hard_state: disk.hard_state,
+    }
+}
+
+impl Cluster {
+    fn new(size: u64) -> Cluster {
+        let ids: Vec<NodeId> = (1..=size).map(NodeId).collect();
+        let config = RaftConfig {
+            heartbeat_ticks: 2,
+            election_ticks_min: 10,
+            election_jitter_ticks: 10,
+            ..RaftConfig::default()
+        };
+        let members = ids
+            .iter()
+            .map(|&id| {
+                let raft = RaftNode::new(&config, id, &ids, RaftDurable::default(), Rng::new(id.0));
+                Member::new(MemberParts {
+                    id,
+                    raft,
+                    machine: Box::new(Echo::default()),
+                    roster: Roster::new(&BTreeMap::new(), &BTreeMap::new(), &BTreeMap::new()),
+                    durable: DurableWatermark::default(),
+                    snapshot: (LogIndex(0), 0),
+                    first_request: 1_000 * id.0,
+                    now: Duration::ZERO,
+                })
+            })
+            .collect();
+        Cluster {
+            members,
+            disks: vec![RaftDurable::default(); size as usize],
+            in_flight: VecDeque::new(),
+            answers: Vec::new(),
+            fsyncs: vec![0; size as usize],
+            now: Duration::ZERO,
+        }
+    }
+
+    /// Carries out member `i`'s effects.
+    fn effects(&mut self, i: usize) {
+        while let Some(effect) = self.members[i].next_effect() {
+            match effect {
+                Effect::Answer(answer) => self.answers.push((i, answer, self.fsyncs[i])),
+                Effect::Forward(to, forward) => {
+                    let from = NodeId(i as u64 + 1);
+                    self.in_flight.push_back((from, to, Wire::Forward(forward)));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn send(
+        &mut self,
+        i: usize,
+        messages: Vec<bellwether_core::Envelope<bellwether_core::raft::RaftMessage>>,
+    ) {
+        let from = NodeId(i as u64 + 1);
+        for envelope in messages {
+            self.in_flight
+                .push_back((from, envelope.to, Wire::Raft(envelope.message)));
+        }
+    }
+
+    /// Carries out member `i`'s steps, as the server's shell does.
+    fn batch(&mut self, i: usize) {
+        self.members[i].begin_batch();
+        loop {
+            match self.members[i].next_step() {
+                Step::Done => break,
+                Step::PollForAnswers => {}
+                Step::AnswerThenSend(messages) => {
+                    self.effects(i);
+                    self.send(i, messages);
+                }
+                Step::Ready(plan) => {
+                    let plan = *plan;
+                    self.send(i, plan.early);
+                    if let Some(planned) = plan.persist {
+                        self.members[i].apply_all(plan.apply_before);
+                        self.effects(i);
+                        self.disks[i].apply(planned.persist);
+                        self.fsyncs[i] += 1;
+                        let durable = watermark(&self.disks[i]);
+                        self.members[i].persisted(durable, planned.on_loop);
+                    }
+                    let late = self.members[i].checked(plan.late);
+                    self.send(i, late);
+                    self.members[i].apply_all(plan.apply_after);
+                    self.members[i].finish_ready();
+                    self.effects(i);
+                }
+            }
+        }
+        self.effects(i);
+    }
+
+    /// One round: every member ticks and carries out its batch, then every
+    /// message in flight is delivered and carried out.
+    fn round(&mut self) {
+        self.now += Duration::from_millis(1);
+        for i in 0..self.members.len() {
+            self.members[i].wake(self.now);
+            self.members[i].tick();
+            self.batch(i);
+        }
+        while let Some((from, to, wire)) = self.in_flight.pop_front() {
+            let i = to.0 as usize - 1;
+            match wire {
+                Wire::Raft(message) => self.members[i].step_raft(from, message),
+                Wire::Forward(forward) => self.members[i].forwarded(from, forward),
+            }
+            self.effects(i);
+            self.batch(i);
+        }
+    }
+
+    fn leader(&self) -> Option<usize> {
+        self.members.iter().position(|m| m.is_leader())
+    }
+
+    fn elect(&mut self) -> usize {
+        for _ in 0..200 {
+            self.round();
+            if let Some(leader) = self.leader() {
+                return leader;
+            }
+        }
+        panic!("no leader after 200 rounds");
+    }
+
+    fn write(&mut self, at: usize, reply: u32, command: &[u8]) {
+        self.members[at].wake(self.now);
+        self.members[at].request(Request::Propose {
+            command: command.to_vec(),
+            reply,
+        });
+        self.effects(at);
+        self.batch(at);
+    }
+
+    fn answer_to(&self, reply: u32) -> Option<&(usize, Answer<u32, u32>, u64)> {
+        self.answers.iter().find(|(_, answer, _)| match answer {
+            Answer::Write(r, _) | Answer::Read(r, _) => *r == reply,
+        })
+    }
+}
+
+#[test]
+fn a_lone_voters_write_is_answered_only_after_the_fsync_that_holds_it() {
+    let mut cluster = Cluster::new(1);
+    let leader = cluster.elect();
+    let fsyncs_before = cluster.fsyncs[leader];
+    cluster.write(leader, 7, b"x");
+    let (_, answer, fsyncs_then) = cluster.answer_to(7).expect("answered in its batch");
+    match answer {
+        Answer::Write(_, Ok(bytes)) => assert_eq!(&bytes[8..], b"x"),
+        other => panic!("unexpected answer {other:?}"),
+    }
+    assert!(
+        *fsyncs_then > fsyncs_before,
+        "answered after the fsync of its entry"
+    );
+}
+
+#[test]
+fn a_leaders_write_is_answered_once_a_majority_holds_it() {
+    let mut cluster = Cluster::new(3);
+    let leader = cluster.elect();
+    cluster.round();
+    cluster.write(leader, 7, b"x");
+    assert!(cluster.answer_to(7).is_none(), "no quorum has it yet");
+    cluster.round();
+    let (member, answer, _) = cluster.answer_to(7).expect("answered");
+    assert_eq!(*member, leader);
+    assert!(matches!(answer, Answer::Write(7, Ok(_))));
+    let holding = cluster
+        .disks
+        .iter()
+        .filter(|disk| {
+            disk.entries
+                .iter()
+                .any(|e| e.payload == bellwether_core::raft::Payload::Command(b"x".to_vec()))
+        })
+        .count();
+    assert!(holding >= 2, "a majority's disks hold the entry: {holding}");
+}
+
+#[test]
+fn a_followers_write_is_forwarded_and_answered_from_its_own_apply() {
+    let mut cluster = Cluster::new(3);
+    let leader = cluster.elect();
+    cluster.round();
+    let follower = (leader + 1) % 3;
+    cluster.write(follower, 9, b"y");
+    for _ in 0..5 {
+        cluster.round();
+    }
+    let (member, answer, _) = cluster.answer_to(9).expect("answered");
+    assert_eq!(*member, follower, "the follower answers its own client");
+    let Answer::Write(_, Ok(bytes)) = answer else {
+        panic!("unexpected answer {answer:?}");
+    };
+    assert_eq!(&bytes[8..], b"y", "the command, without the envelope");
+    let index = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    assert!(
+        cluster.members[follower].raft().commit_index() >= LogIndex(index),
+        "answered from a committed entry"
+    );
+}
+
+#[test]
+fn a_write_to_a_member_without_a_leader_is_refused_with_no_leader_named() {
+    let mut cluster = Cluster::new(3);
+    cluster.write(0, 5, b"z");
+    let (_, answer, _) = cluster.answer_to(5).expect("answered at once");
+    assert_eq!(
+        *answer,
+        Answer::Write(5, Err(ClientError::not_leader(None)))
+    );
+}

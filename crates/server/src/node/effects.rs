@@ -1,0 +1,89 @@
+//! Carrying out the member's effects: answers to clients, forwarding
+//! messages, and the snapshot jobs that run on blocking threads.
+
+use super::Node;
+use crate::peer_message::PeerMessage;
+use bellwether_member::{Answer, Effect};
+use tokio::sync::oneshot;
+
+impl Node {
+    /// Carries out the effects the member queued, in order.
+    pub(super) fn carry_out_effects(&mut self) {
+        while let Some(effect) = self.member.next_effect() {
+            match effect {
+                Effect::Answer(Answer::Write(reply, result)) => {
+                    let _ = reply.send(result);
+                }
+                Effect::Answer(Answer::Read(reply, result)) => {
+                    let _ = reply.send(result);
+                }
+                Effect::Forward(to, forward) => {
+                    let message = PeerMessage::Forward(forward);
+                    let unsent = match self.outbound.get(&to) {
+                        Some(queue) => queue.try_send(message).err().map(|e| e.into_inner()),
+                        None => Some(message),
+                    };
+                    if let Some(PeerMessage::Forward(forward)) = unsent {
+                        self.member.forward_unsent(to, forward);
+                    }
+                }
+                Effect::ProposalApplied { proposed_at } => {
+                    let waited = self.now().saturating_sub(proposed_at);
+                    self.metrics
+                        .proposal_latency
+                        .observe_us(waited.as_micros() as u64);
+                }
+                Effect::EncodeSnapshot(encode) => {
+                    let (done, encoded) = oneshot::channel();
+                    tokio::task::spawn_blocking(move || {
+                        let _ = done.send(encode());
+                    });
+                    self.encoding_snapshot = Some(encoded);
+                }
+                Effect::WriteSnapshot(snapshot) => {
+                    let writer = self.snapshot_writer.clone();
+                    let (done, written) = oneshot::channel();
+                    tokio::task::spawn_blocking(move || {
+                        let _ = done.send(writer.write(&snapshot));
+                    });
+                    self.writing_snapshot = Some(written);
+                }
+            }
+        }
+    }
+
+    /// Hands the member the snapshot jobs that finished. A snapshot that
+    /// could not be written (a full disk, an IO error, one over the log's
+    /// size bound) stops the member at its next batch, as a failed write
+    /// to its log does: it must not run on with a log it can no longer
+    /// compact.
+    pub(super) fn collect_snapshot_jobs(&mut self) {
+        if let Some(encoded) = &mut self.encoding_snapshot {
+            match encoded.try_recv() {
+                Ok(data) => {
+                    self.encoding_snapshot = None;
+                    self.member.snapshot_encoded(data);
+                }
+                Err(oneshot::error::TryRecvError::Empty) => {}
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    panic!("encoding a snapshot does not panic")
+                }
+            }
+        }
+        if let Some(written) = &mut self.writing_snapshot {
+            match written.try_recv() {
+                Ok(outcome) => {
+                    self.writing_snapshot = None;
+                    match outcome {
+                        Ok(()) => self.member.snapshot_written(),
+                        Err(error) => self.snapshot_failed = Some(error),
+                    }
+                }
+                Err(oneshot::error::TryRecvError::Empty) => {}
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    panic!("writing a snapshot does not panic")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The etcd state machine of the `kv` crate behind a simulated member: the
+//! workload's puts and compare-and-sets become the store's puts and txns,
+//! and its reads read the store.
+
+use crate::kv::codec::{decode, LoggedWrite};
+use crate::linearizability::{Command, Key, Response, Value};
+use bellwether_core::LogIndex;
+use bellwether_kv::{
+    Compare, CompareResult, CompareTarget, KvStore, PutRequest, RequestOp, TxnRequest,
+};
+use bellwether_member::StateMachine;
+use std::sync::{Arc, Mutex};
+
+/// The store, shared between the member's state machine and the workload,
+/// which reads it once a read barrier is answered.
+pub type SharedStore = Arc<Mutex<KvStore>>;
+
+/// The bytes of `key` in the store.
+pub fn key_bytes(key: Key) -> Vec<u8> {
+    format!("k{}", key.0).into_bytes()
+}
+
+/// The value of `key` in `store`, as the workload's model sees it.
+pub fn read(store: &SharedStore, key: Key) -> Option<Value> {
+    let store = store.lock().expect("the simulation runs on one thread");
+    let kv = store.get(&key_bytes(key))?;
+    let bytes: [u8; 8] = kv.value.as_slice().try_into().expect("values are 8 bytes");
+    Some(Value(u64::from_le_bytes(bytes)))
+}
+
+/// A write's answer: the id of the operation whose entry was applied, and
+/// what the client sees.
+pub fn encode_answer(op_id: u64, response: Response) -> Vec<u8> {
+    let tag = match response {
+        Response::Put => 1u8,
+        Response::CompareAndSet(false) => 2,
+        Response::CompareAndSet(true) => 3,
+        Response::Get(_) => panic!("reads are never applied"),
+    };
+    let mut out = op_id.to_le_bytes().to_vec();
+    out.push(tag);
+    out
+}
+
+/// The operation id and response [`encode_answer`] wrote.
+pub fn decode_answer(bytes: &[u8]) -> Option<(u64, Response)> {
+    let (id, tag) = bytes.split_at_checked(8)?;
+    let response = match tag {
+        [1] => Response::Put,
+        [2] => Response::CompareAndSet(false),
+        [3] => Response::CompareAndSet(true),
+        _ => return None,
+    };
+    Some((u64::from_le_bytes(id.try_into().ok()?), response))
+}
+
+/// A member's state machine: the `kv` crate's store.
+pub struct StoreMachine {
+    /// The store, also read by the workload.
+    pub store: SharedStore,
+}
+
+impl StateMachine for StoreMachine {
+    fn apply(&mut self, _index: LogIndex, command: &[u8]) -> Vec<u8> {
+        let Some(LoggedWrite { op_id, command }) = decode(command) else {
+            return Vec::new();
+        };
+        let mut store = self.store.lock().expect("one thread");
+        let response = match command {
+            Command::Put { key, value } => {
+                let put = PutRequest::new(key_bytes(key), value.0.to_le_bytes().to_vec());
+                store.put(&put).expect("a small put applies");
+                Response::Put
+            }
+            Command::CompareAndSet { key, expected, new } => {
+                let guard = match expected {
+                    Some(value) => Compare::new(
+                        key_bytes(key),
+                        CompareResult::Equal,
+                        CompareTarget::Value(value.0.to_le_bytes().to_vec()),
+                    ),
+                    None => Compare::new(
+                        key_bytes(key),
+                        CompareResult::Equal,
+                        CompareTarget::Create(0),
+                    ),
+                };
+                let put = PutRequest::new(key_bytes(key), new.0.to_le_bytes().to_vec());
+                let txn = TxnRequest {
+                    compare: vec![guard],
+                    success: vec![RequestOp::Put(put)],
+                    failure: Vec::new(),
+                };
+                let answer = store.txn(&txn).expect("a small txn applies");
+                Response::CompareAndSet(answer.succeeded)
+            }
+            Command::Get { .. } => panic!("reads are never logged"),
+        };
+        encode_answer(op_id, response)
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.store.lock().expect("one thread").snapshot()
+    }
+
+    fn restore(&mut self, _applied: LogIndex, data: &[u8]) {
+        let restored = KvStore::restore(data).expect("a snapshot this store wrote");
+        *self.store.lock().expect("one thread") = restored;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::codec::encode;
+
+    #[test]
+    fn writes_apply_to_the_store_and_answers_name_their_operation() {
+        let store = SharedStore::default();
+        let mut machine = StoreMachine {
+            store: store.clone(),
+        };
+        let (key, one, two) = (Key(3), Value(1), Value(2));
+        let cas = |expected, new| LoggedWrite {
+            op_id: 9,
+            command: Command::CompareAndSet { key, expected, new },
+        };
+        let answer = machine.apply(LogIndex(1), &encode(&cas(None, one)));
+        assert_eq!(
+            decode_answer(&answer),
+            Some((9, Response::CompareAndSet(true)))
+        );
+        let answer = machine.apply(LogIndex(2), &encode(&cas(None, two)));
+        assert_eq!(
+            decode_answer(&answer),
+            Some((9, Response::CompareAndSet(false)))
+        );
+        assert_eq!(read(&store, key), Some(one));
+        let put = LoggedWrite {
+            op_id: 10,
+            command: Command::Put { key, value: two },
+        };
+        let answer = machine.apply(LogIndex(3), &encode(&put));
+        assert_eq!(decode_answer(&answer), Some((10, Response::Put)));
+        assert_eq!(read(&store, key), Some(two));
+        let mut copy = StoreMachine {
+            store: SharedStore::default(),
+        };
+        copy.restore(LogIndex(3), &machine.snapshot());
+        assert_eq!(read(&copy.store, key), Some(two));
+    }
+}

@@ -1,0 +1,22 @@
+//! The `etcd` workload: the member driver that production runs
+//! (`bellwether-member`), with the `kv` crate's etcd store behind it, on the
+//! simulator's clock, network and disk. Clients go through leaders and
+//! followers alike, so forwarding runs too; the history is checked for
+//! linearizability.
+//!
+//! [`SimMember`] carries out the driver's steps as the server's event loop
+//! does; [`Runtime`] can break that on purpose, to show the checks catch a
+//! runtime that answers before its fsync or applies before commit.
+
+mod app;
+mod machine;
+mod message;
+mod protocol;
+
+pub use app::EtcdApp;
+pub use machine::{SharedStore, StoreMachine};
+pub use message::MemberMessage;
+pub use protocol::{ClientAnswer, OpRef, Runtime, SimMember, SimMemberConfig};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,459 @@
+//! [`SimMember`]: the member driver of `bellwether-member` as a simulated
+//! node. It carries out the driver's steps the way the server's event loop
+//! does (`crates/server/src/node/steps.rs`), on the simulator's disk and
+//! network instead of a log file and TCP:
+//!
+//! - a batch's early messages and the answers of what may be applied
+//!   before its fsync leave at once;
+//! - its persist goes to the simulated disk, and until that fsync ends the
+//!   member takes no input: messages, ticks and client requests that arrive
+//!   meanwhile wait, as they wait in the server's queues while its loop
+//!   waits on the disk;
+//! - once the fsync ends, the member is told what the disk holds, sends the
+//!   messages that waited for it, applies the rest and answers, and steps
+//!   what arrived meanwhile.
+//!
+//! Clients are answered through [`SimMember::take_answers`], not through
+//! the disk: a real member answers a client the moment it decides to, so a
+//! runtime that answered too early must be able to show it here
+//! ([`Runtime::AnswersBeforeFsync`]).
+
+use super::machine::{decode_answer, read, SharedStore, StoreMachine};
+use super::message::MemberMessage;
+use crate::linearizability::{Key, Response};
+use bellwether_core::raft::{
+    RaftConfig, RaftDurable, RaftMessage, RaftNode, RaftOutput, RaftPersist, Snapshot,
+};
+use bellwether_core::{Envelope, LogIndex, NodeId, Protocol, Ready, Rng, Status, Term};
+use bellwether_member::{
+    Answer, ClientError, DurableWatermark, Effect, Member, MemberParts, Request, Roster, Step,
+};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Who asked: a client's attempt at an operation, and the key it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpRef {
+    /// The client.
+    pub client: u64,
+    /// Its attempt.
+    pub attempt: u32,
+    /// The key a read reads (a write's is in its command).
+    pub key: Key,
+}
+
+impl OpRef {
+    /// The operation id the write's command carries.
+    pub fn op_id(&self) -> u64 {
+        (self.client << 32) | u64::from(self.attempt)
+    }
+}
+
+/// What a client is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientAnswer {
+    /// The answer to `op`.
+    Answered(OpRef, Result<Response, ClientError>),
+    /// A write was answered from the entry of another operation: the
+    /// runtime routed an answer wrongly.
+    Misrouted(OpRef, u64),
+}
+
+/// How the runtime around the driver behaves: faithfully, or broken on
+/// purpose to show that the checks catch it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Runtime {
+    /// As the server's event loop.
+    #[default]
+    Faithful,
+    /// Goes on with a batch without waiting for its fsync: clients are
+    /// answered, and inputs stepped, while the write may still be lost.
+    AnswersBeforeFsync,
+    /// Applies each entry it writes at once, before it commits.
+    AppliesBeforeCommit,
+}
+
+/// A simulated member's settings.
+#[derive(Clone, Debug)]
+pub struct SimMemberConfig {
+    /// The Raft core's.
+    pub raft: RaftConfig,
+    /// The simulated time of one tick.
+    pub tick_us: u64,
+    /// The runtime around the driver.
+    pub runtime: Runtime,
+}
+
+/// An input that arrived while the member waited on its disk.
+enum Held {
+    Tick,
+    Message(NodeId, MemberMessage),
+    Lost(NodeId),
+    Request(Request<OpRef, OpRef>),
+}
+
+/// What waits for the fsync of the persist handed out.
+struct AfterFsync {
+    late: bellwether_member::AfterPersist,
+    apply_after: Vec<RaftOutput>,
+    on_loop: bool,
+    durable: DurableWatermark,
+}
+
+/// The member driver on a simulated host (see the module doc).
+pub struct SimMember {
+    member: Member<OpRef, OpRef>,
+    store: SharedStore,
+    runtime: Runtime,
+    tick: Duration,
+    now: Duration,
+    /// The disk as it will be once everything handed out is synced.
+    written: RaftDurable,
+    in_batch: bool,
+    /// A persist to hand out with the next `ready`, and the messages that
+    /// go with it.
+    to_persist: Option<(RaftPersist, Vec<Envelope<MemberMessage>>)>,
+    /// What waits for the fsync of the persist handed out.
+    awaiting: Option<AfterFsync>,
+    /// That fsync ended.
+    synced: bool,
+    /// This member's own snapshot, for the next persist to record.
+    snapshot_to_record: Option<Snapshot>,
+    held: VecDeque<Held>,
+    messages: Vec<Envelope<MemberMessage>>,
+    answers: Vec<ClientAnswer>,
+}
+
+/// What `disk` holds, as the driver's durability check sees it.
+fn watermark(disk: &RaftDurable) -> DurableWatermark {
+    let last_index = disk.entries.last().map(|e| e.index).unwrap_or_else(|| {
+        disk.snapshot
+            .as_ref()
+            .map_or(LogIndex(0), |s| s.meta.last_index)
+    });
+    DurableWatermark {
+        last_index,
+        hard_state: disk.hard_state,
+    }
+}
+
+impl SimMember {
+    /// A client's request. Waits, as in the server's queue, while the
+    /// member waits on its disk.
+    pub fn request(&mut self, request: Request<OpRef, OpRef>) {
+        if self.waits_on_disk() {
+            self.held.push_back(Held::Request(request));
+            return;
+        }
+        self.member.wake(self.now);
+        self.member.request(request);
+    }
+
+    /// The persist handed out is synced (the workload calls this from the
+    /// disk's hook).
+    pub fn persist_done(&mut self) {
+        if self.awaiting.is_some() {
+            self.synced = true;
+        }
+    }
+
+    /// The answers given since the last call, in order.
+    pub fn take_answers(&mut self) -> Vec<ClientAnswer> {
+        std::mem::take(&mut self.answers)
+    }
+
+    /// The store, to read.
+    pub fn store(&self) -> &SharedStore {
+        &self.store
+    }
+
+    fn waits_on_disk(&self) -> bool {
+        self.awaiting.is_some()
+    }
+
+    fn carry_out(&mut self, input: Held) {
+        self.member.wake(self.now);
+        match input {
+            Held::Tick => self.member.tick(),
+            Held::Message(from, MemberMessage::Raft(message)) => {
+                self.member.step_raft(from, message)
+            }
+            Held::Message(from, MemberMessage::Forward(forward)) => {
+                self.member.forwarded(from, forward)
+            }
+            Held::Lost(peer) => self.member.peer_lost(peer),
+            Held::Request(request) => self.member.request(request),
+        }
+        self.carry_effects();
+    }
+
+    fn input(&mut self, input: Held) {
+        if self.waits_on_disk() {
+            self.held.push_back(input);
+        } else {
+            self.carry_out(input);
+        }
+    }
+
+    fn step_held(&mut self) {
+        while let Some(input) = self.held.pop_front() {
+            self.carry_out(input);
+        }
+    }
+
+    fn queue_raft(&mut self, envelopes: Vec<Envelope<RaftMessage>>) {
+        self.messages
+            .extend(envelopes.into_iter().map(|envelope| Envelope {
+                to: envelope.to,
+                message: MemberMessage::Raft(envelope.message),
+            }));
+    }
+
+    /// Carries out the driver's effects: answers go to the clients at once.
+    fn carry_effects(&mut self) {
+        while let Some(effect) = self.member.next_effect() {
+            match effect {
+                Effect::Answer(Answer::Write(op, Ok(bytes))) => {
+                    let answer = match decode_answer(&bytes) {
+                        Some((id, response)) if id == op.op_id() => {
+                            ClientAnswer::Answered(op, Ok(response))
+                        }
+                        Some((id, _)) => ClientAnswer::Misrouted(op, id),
+                        None => ClientAnswer::Misrouted(op, 0),
+                    };
+                    self.answers.push(answer);
+                }
+                Effect::Answer(Answer::Write(op, Err(error))) => {
+                    self.answers.push(ClientAnswer::Answered(op, Err(error)))
+                }
+                Effect::Answer(Answer::Read(op, result)) => {
+                    let result = result.map(|()| Response::Get(read(&self.store, op.key)));
+                    self.answers.push(ClientAnswer::Answered(op, result));
+                }
+                Effect::Forward(to, forward) => self.messages.push(Envelope {
+                    to,
+                    message: MemberMessage::Forward(forward),
+                }),
+                Effect::ProposalApplied { .. } => {}
+                Effect::EncodeSnapshot(encode) => self.member.snapshot_encoded(encode()),
+                Effect::WriteSnapshot(snapshot) => {
+                    self.snapshot_to_record = Some(snapshot);
+                    self.member.snapshot_written();
+                }
+            }
+        }
+    }
+
+    /// Starts carrying out `plan`: early messages and the output that may
+    /// be applied before the fsync now, the persist with the next `ready`.
+    fn start_plan(&mut self, plan: bellwether_member::ReadyPlan) {
+        self.queue_raft(plan.early);
+        let Some(planned) = plan.persist else {
+            let late = self.member.checked(plan.late);
+            self.queue_raft(late);
+            self.member.apply_all(plan.apply_after);
+            self.member.finish_ready();
+            return;
+        };
+        let mut persist = planned.persist;
+        if let Some(snapshot) = self.snapshot_to_record.take() {
+            // Recorded with this persist, as the server's log records a
+            // snapshot written beside it.
+            if persist.snapshot.is_none()
+                && persist
+                    .entries
+                    .first()
+                    .is_none_or(|e| e.index > snapshot.meta.last_index)
+            {
+                persist.snapshot = Some(snapshot);
+            }
+        }
+        if self.runtime == Runtime::AppliesBeforeCommit {
+            for entry in &persist.entries {
+                self.member.apply(RaftOutput::Apply(entry.clone()));
+            }
+        }
+        self.member.apply_all(plan.apply_before);
+        self.carry_effects();
+        RaftNode::apply_persist(&mut self.written, persist.clone());
+        let durable = watermark(&self.written);
+        if self.runtime == Runtime::AnswersBeforeFsync {
+            // Broken: goes on as if the fsync had ended. Its messages still
+            // wait for the disk (the simulated disk sends nothing early),
+            // so only its answers come too soon.
+            self.member.persisted(durable, planned.on_loop);
+            let late = self.member.checked(plan.late);
+            let before = self.messages.len();
+            self.queue_raft(late);
+            let late = self.messages.split_off(before);
+            self.member.apply_all(plan.apply_after);
+            self.member.finish_ready();
+            self.to_persist = Some((persist, late));
+            return;
+        }
+        self.to_persist = Some((persist, Vec::new()));
+        self.awaiting = Some(AfterFsync {
+            late: plan.late,
+            apply_after: plan.apply_after,
+            on_loop: planned.on_loop,
+            durable,
+        });
+    }
+
+    /// The fsync ended: what waited for it.
+    fn finish_plan(&mut self) {
+        let after = self.awaiting.take().expect("a persist was awaited");
+        self.synced = false;
+        self.member.persisted(after.durable, after.on_loop);
+        let late = self.member.checked(after.late);
+        self.queue_raft(late);
+        self.member.apply_all(after.apply_after);
+        if self.member.finish_ready() {
+            // What arrived during the fsync, as the server's loop drains it.
+            self.step_held();
+        }
+    }
+}
+
+impl Protocol for SimMember {
+    type Config = SimMemberConfig;
+    type Message = MemberMessage;
+    type Durable = RaftDurable;
+    type Persist = RaftPersist;
+    type Output = ();
+
+    /// Raft underneath, carried out by the member's runtime.
+    const NAME: &'static str = "member";
+
+    fn new(
+        config: &SimMemberConfig,
+        id: NodeId,
+        members: &[NodeId],
+        durable: RaftDurable,
+        mut rng: Rng,
+    ) -> Self {
+        // The server starts forwarded request ids from the wall clock at
+        // boot, so an incarnation never reuses its predecessor's; here each
+        // incarnation draws its start, far from every other's.
+        let first_request = rng.next_u64() >> 1;
+        let store = SharedStore::default();
+        let mut machine = StoreMachine {
+            store: store.clone(),
+        };
+        let snapshot = durable.snapshot.as_ref().map_or((LogIndex(0), 0), |s| {
+            bellwether_member::StateMachine::restore(&mut machine, s.meta.last_index, &s.data);
+            (s.meta.last_index, s.data.len() as u64)
+        });
+        let written = durable.clone();
+        let raft = RaftNode::new(&config.raft, id, members, durable, rng);
+        let member = Member::new(MemberParts {
+            id,
+            raft,
+            machine: Box::new(machine),
+            roster: Roster::new(&BTreeMap::new(), &BTreeMap::new(), &BTreeMap::new()),
+            durable: watermark(&written),
+            snapshot,
+            first_request,
+            now: Duration::ZERO,
+        });
+        SimMember {
+            member,
+            store,
+            runtime: config.runtime,
+            tick: Duration::from_micros(config.tick_us),
+            now: Duration::ZERO,
+            written,
+            in_batch: false,
+            to_persist: None,
+            awaiting: None,
+            synced: false,
+            snapshot_to_record: None,
+            held: VecDeque::new(),
+            messages: Vec::new(),
+            answers: Vec::new(),
+        }
+    }
+
+    fn apply_persist(durable: &mut RaftDurable, persist: RaftPersist) {
+        RaftNode::apply_persist(durable, persist)
+    }
+
+    fn durable_term(durable: &RaftDurable) -> Term {
+        RaftNode::durable_term(durable)
+    }
+
+    fn tick(&mut self) {
+        self.now += self.tick;
+        self.input(Held::Tick);
+    }
+
+    fn step(&mut self, from: NodeId, message: MemberMessage) {
+        self.input(Held::Message(from, message));
+    }
+
+    fn peer_unreachable(&mut self, peer: NodeId) {
+        self.input(Held::Lost(peer));
+    }
+
+    fn has_ready(&self) -> bool {
+        if self.to_persist.is_some() || self.synced {
+            return true;
+        }
+        if self.waits_on_disk() {
+            return false;
+        }
+        self.in_batch
+            || !self.held.is_empty()
+            || !self.messages.is_empty()
+            || self.member.raft().has_ready()
+    }
+
+    fn ready(&mut self) -> Ready<Self> {
+        let mut ready = Ready::default();
+        if let Some((persist, messages)) = self.to_persist.take() {
+            ready.persist = Some(persist);
+            ready.messages = messages;
+            return ready;
+        }
+        if self.synced {
+            self.finish_plan();
+        } else if !self.in_batch {
+            self.step_held();
+        }
+        if !self.in_batch {
+            self.member.begin_batch();
+            self.in_batch = true;
+        }
+        if !self.waits_on_disk() {
+            loop {
+                match self.member.next_step() {
+                    Step::Done => {
+                        self.in_batch = false;
+                        break;
+                    }
+                    Step::PollForAnswers => continue,
+                    Step::AnswerThenSend(messages) => {
+                        self.carry_effects();
+                        self.queue_raft(messages);
+                        break;
+                    }
+                    Step::Ready(plan) => {
+                        self.start_plan(*plan);
+                        break;
+                    }
+                }
+            }
+        }
+        self.carry_effects();
+        ready.messages = std::mem::take(&mut self.messages);
+        ready
+    }
+
+    fn status(&self) -> Status {
+        self.member.raft().status()
+    }
+
+    fn catch_up_entries(&self) -> Option<u64> {
+        self.member.raft().catch_up_entries()
+    }
+}

@@ -1,0 +1,99 @@
+//! The etcd workload runs the member driver and its checks catch broken
+//! runtimes around it.
+
+use super::{EtcdApp, Runtime, SimMemberConfig};
+use crate::kv::KvConfig;
+use crate::linearizability::{check, CheckOptions, CheckResult};
+use crate::run::{kv_raft_config, run_etcd_with};
+use crate::spec::{FaultProfile, RunSpec};
+use crate::world::{World, WorldConfig};
+
+/// Runs the etcd workload for `seeds` seeds; returns the failures' details.
+fn failures(nodes: usize, faults: FaultProfile, seeds: u64, runtime: Runtime) -> Vec<String> {
+    (1..=seeds)
+        .filter_map(|seed| {
+            let report = run_etcd_with(&RunSpec::etcd(nodes, seed, faults), runtime);
+            report
+                .violation
+                .map(|v| format!("seed {seed}: {}: {}", v.property, v.detail))
+        })
+        .collect()
+}
+
+#[test]
+fn the_member_driver_stays_linearizable_under_chaos_with_forwarding() {
+    let mut forwarded = 0;
+    let mut completed = 0;
+    for seed in 1..=10 {
+        let spec = RunSpec::etcd(3, seed, FaultProfile::Chaos);
+        let report = run_etcd_with(&spec, Runtime::Faithful);
+        assert!(report.passed(), "seed {seed}: {:?}", report.violation);
+        let workload = report.workload.expect("a workload ran");
+        assert_eq!(workload.linearizability, "linearizable");
+        completed += workload.completed;
+        forwarded += report
+            .messages_by_kind
+            .get("forward_propose")
+            .copied()
+            .unwrap_or(0);
+    }
+    assert!(completed > 1_000, "clients got answers: {completed}");
+    assert!(forwarded > 0, "followers forwarded writes");
+}
+
+/// One member whose disk stalls while its clients write, and which then
+/// crashes before the stalled fsync ends and restarts: what the
+/// linearizability checker says of the clients' history.
+fn stall_then_crash(runtime: Runtime, seed: u64) -> CheckResult {
+    let spec = RunSpec::etcd(1, seed, FaultProfile::None);
+    let world_config = WorldConfig {
+        fsync_us: spec.fsync_us,
+        ..WorldConfig::new(1, seed)
+    };
+    let config = SimMemberConfig {
+        raft: kv_raft_config(&spec),
+        tick_us: spec.tick_us,
+        runtime,
+    };
+    let app = EtcdApp::new(KvConfig::default(), 1, seed);
+    let mut world = World::with_app(world_config, config, app);
+    EtcdApp::start(&mut world);
+    let _ = world.run_until(1_000_000);
+    world.stall_disk(0, 1_500_000);
+    let _ = world.run_until(1_300_000);
+    world.crash(0);
+    let _ = world.run_until(1_350_000);
+    world.restart(0);
+    let _ = world.run_until(3_000_000);
+    world.app.finish();
+    check(&world.app.history, &CheckOptions::default())
+}
+
+/// A runtime that answers before its fsync tells clients of writes that a
+/// crash then loses: the checker sees reads that miss acknowledged writes.
+/// The faithful runtime answers none of those writes (their clients time
+/// out with an unknown outcome), and its history stays linearizable.
+#[test]
+fn a_runtime_that_answers_before_its_fsync_is_caught() {
+    for seed in 1..=5 {
+        let broken = stall_then_crash(Runtime::AnswersBeforeFsync, seed);
+        assert!(
+            matches!(broken, CheckResult::NotLinearizable { .. }),
+            "seed {seed}: {broken:?}"
+        );
+        let faithful = stall_then_crash(Runtime::Faithful, seed);
+        assert!(faithful.is_linearizable(), "seed {seed}: {faithful:?}");
+    }
+}
+
+#[test]
+fn the_faithful_runtime_passes_twenty_chaos_runs_of_three_members() {
+    let found = failures(3, FaultProfile::Chaos, 20, Runtime::Faithful);
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+#[should_panic(expected = "applied before it committed")]
+fn a_runtime_that_applies_before_commit_is_stopped_by_the_drivers_check() {
+    failures(3, FaultProfile::None, 1, Runtime::AppliesBeforeCommit);
+}
