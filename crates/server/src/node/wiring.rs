@@ -15,17 +15,17 @@ impl Node {
     pub(super) fn rewire(&mut self) {
         self.member.refresh_roster();
         let version = self.member.roster().directory_version;
-        let cluster = self.member.raft().cluster().clone();
         let unchanged = self
             .wired
             .as_ref()
-            .is_some_and(|(wired, v)| *wired == cluster && *v == version);
+            .is_some_and(|(wired, v)| wired == self.member.raft().cluster() && *v == version);
         let Some((identity, events_tx)) = &self.transport else {
             return;
         };
         if unchanged {
             return;
         }
+        let cluster = self.member.raft().cluster().clone();
         let me = self.config.id;
         let was_member = self
             .wired
