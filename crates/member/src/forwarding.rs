@@ -87,6 +87,33 @@ struct Waiting<R> {
     reply: R,
 }
 
+/// Forwarded write ids a leader remembers per follower: more than a
+/// follower forwards while one copy of a message could still be in flight.
+pub const RECENT_PROPOSALS_MAX: usize = 4_096;
+
+/// The latest ids seen, at most [`RECENT_PROPOSALS_MAX`], oldest first.
+#[derive(Default)]
+struct RecentIds {
+    order: std::collections::VecDeque<u64>,
+    set: std::collections::HashSet<u64>,
+}
+
+impl RecentIds {
+    /// Records `id`; false if it is among the latest ids already.
+    fn insert(&mut self, id: u64) -> bool {
+        if !self.set.insert(id) {
+            return false;
+        }
+        self.order.push_back(id);
+        if self.order.len() > RECENT_PROPOSALS_MAX {
+            let oldest = self.order.pop_front().expect("over the bound");
+            self.set.remove(&oldest);
+        }
+        assert_eq!(self.order.len(), self.set.len(), "one entry per id");
+        true
+    }
+}
+
 /// One member's forwarded requests: as a follower, those it sent and waits
 /// for; as a leader, the reads it confirms for followers. `W` and `R` are
 /// where a write's and a read's answer go (see [`Answer`]).
@@ -104,9 +131,9 @@ pub struct Forwarding<W, R> {
     remote_reads: BTreeMap<u64, (NodeId, u64)>,
     /// The leader known at the last [`Forwarding::expire`].
     known_leader: Option<NodeId>,
-    /// Leader side: the highest write request id proposed for each
+    /// Leader side: the latest write request ids proposed for each
     /// follower (see [`Forwarding::first_sight`]).
-    proposed_up_to: BTreeMap<NodeId, u64>,
+    proposed: BTreeMap<NodeId, RecentIds>,
 }
 
 /// Records `request`, sent to `leader` at `now`, waiting to answer `reply`.
@@ -151,7 +178,7 @@ impl<W, R> Forwarding<W, R> {
             reads: BTreeMap::new(),
             remote_reads: BTreeMap::new(),
             known_leader: None,
-            proposed_up_to: BTreeMap::new(),
+            proposed: BTreeMap::new(),
         }
     }
 
@@ -315,30 +342,24 @@ impl<W, R> Forwarding<W, R> {
     }
 
     /// Leader side: true the first time follower `origin`'s write
-    /// `request` arrives, so it is proposed once. A follower's ids grow,
-    /// and the peer connection delivers in order and at most once, so a
-    /// request at or below the highest one proposed is a copy (or, on a
-    /// network that reorders, an older request overtaken by a newer one):
-    /// it is dropped, and its client's wait ends with an unknown outcome.
-    /// Proposing a copy would apply the write twice, the second time after
-    /// writes that came later.
+    /// `request` arrives, so it is proposed once: proposing a copy would
+    /// apply the write twice, the second time after writes that came
+    /// later. The peer connection delivers in order and at most once, so a
+    /// copy should never come; this holds even on a network that
+    /// duplicates. It remembers the last [`RECENT_PROPOSALS_MAX`] ids per
+    /// follower, compared exactly: a follower restarted with its clock
+    /// stepped back (smaller ids) is not refused.
     pub fn first_sight(&mut self, origin: NodeId, request: u64) -> bool {
-        if self.proposed_up_to.len() >= FORWARDED_MAX && !self.proposed_up_to.contains_key(&origin)
-        {
-            self.proposed_up_to.clear();
+        if self.proposed.len() >= FORWARDED_MAX && !self.proposed.contains_key(&origin) {
+            self.proposed.clear();
         }
-        let seen = self.proposed_up_to.entry(origin).or_insert(0);
-        if request <= *seen {
-            return false;
-        }
-        *seen = request;
-        true
+        self.proposed.entry(origin).or_default().insert(request)
     }
 
-    /// Leader side: the connection to `origin` broke; a new incarnation of
-    /// it counts its ids afresh (from its own clock).
+    /// Leader side: the connection to `origin` broke; what it proposed
+    /// before is forgotten.
     pub fn forget_origin(&mut self, origin: NodeId) {
-        self.proposed_up_to.remove(&origin);
+        self.proposed.remove(&origin);
     }
 
     /// The state machine was replaced by a snapshot: writes it may cover
@@ -418,11 +439,18 @@ mod tests {
         let mut leader = forwarding();
         assert!(leader.first_sight(NodeId(1), 5));
         assert!(!leader.first_sight(NodeId(1), 5), "a copy");
-        assert!(!leader.first_sight(NodeId(1), 4), "overtaken");
-        assert!(leader.first_sight(NodeId(3), 4), "another follower's ids");
-        assert!(leader.first_sight(NodeId(1), 6));
+        assert!(leader.first_sight(NodeId(1), 4), "overtaken, not a copy");
+        assert!(leader.first_sight(NodeId(3), 5), "another follower's ids");
+        for id in 100..100 + RECENT_PROPOSALS_MAX as u64 {
+            assert!(leader.first_sight(NodeId(1), id));
+        }
+        assert!(leader.first_sight(NodeId(1), 5), "forgotten past the bound");
+        assert!(!leader.first_sight(NodeId(1), 5));
         leader.forget_origin(NodeId(1));
-        assert!(leader.first_sight(NodeId(1), 2), "a new incarnation");
+        assert!(
+            leader.first_sight(NodeId(1), 5),
+            "forgotten with its connection"
+        );
     }
 
     #[test]

@@ -138,6 +138,7 @@ pub fn run_etcd_with(spec: &RunSpec, runtime: Runtime) -> RunReport {
         raft: kv_raft_config(spec),
         tick_us: spec.tick_us,
         runtime,
+        boots: Default::default(),
     };
     let app = EtcdApp::new(kv_config, spec.nodes, spec.seed);
     let (mut report, mut world) =

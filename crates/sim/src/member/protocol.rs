@@ -82,6 +82,10 @@ pub struct SimMemberConfig {
     pub tick_us: u64,
     /// The runtime around the driver.
     pub runtime: Runtime,
+    /// Members booted so far in this cluster: each incarnation starts its
+    /// forwarded request ids above every earlier one's, as the server's
+    /// start from the wall clock does.
+    pub boots: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// An input that arrived while the member waited on its disk.
@@ -141,12 +145,7 @@ impl SimMember {
     /// A client's request. Waits, as in the server's queue, while the
     /// member waits on its disk.
     pub fn request(&mut self, request: Request<OpRef, OpRef>) {
-        if self.waits_on_disk() {
-            self.held.push_back(Held::Request(request));
-            return;
-        }
-        self.member.wake(self.now);
-        self.member.request(request);
+        self.input(Held::Request(request));
     }
 
     /// The persist handed out is synced (the workload calls this from the
@@ -330,12 +329,15 @@ impl Protocol for SimMember {
         id: NodeId,
         members: &[NodeId],
         durable: RaftDurable,
-        mut rng: Rng,
+        rng: Rng,
     ) -> Self {
         // The server starts forwarded request ids from the wall clock at
-        // boot, so an incarnation never reuses its predecessor's; here each
-        // incarnation draws its start, far from every other's.
-        let first_request = rng.next_u64() >> 1;
+        // boot, so an incarnation's ids are above its predecessor's; here
+        // from the count of boots.
+        let boot = config
+            .boots
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let first_request = (boot + 1) << 40;
         let store = SharedStore::default();
         let mut machine = StoreMachine {
             store: store.clone(),

@@ -64,8 +64,11 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
             self.complete(index, ready);
         }
         // A node may have waited for this fsync to carry on (the member
-        // driver takes no input while its disk works).
-        self.flush(index);
+        // driver takes no input while its disk works); a paused one carries
+        // on once resumed.
+        if self.hosts[index].is_running() {
+            self.flush(index);
+        }
         self.observe_after_disk(index);
     }
 
