@@ -200,6 +200,17 @@ impl SimMember {
         }
     }
 
+    fn step_held_peer_events(&mut self) {
+        let mut later = VecDeque::new();
+        while let Some(input) = self.held.pop_front() {
+            match input {
+                Held::Message(..) | Held::Lost(_) => self.carry_out(input),
+                other => later.push_back(other),
+            }
+        }
+        self.held = later;
+    }
+
     fn queue_raft(&mut self, envelopes: Vec<Envelope<RaftMessage>>) {
         self.messages
             .extend(envelopes.into_iter().map(|envelope| Envelope {
@@ -308,8 +319,10 @@ impl SimMember {
         self.queue_raft(late);
         self.member.apply_all(after.apply_after);
         if self.member.finish_ready() {
-            // What arrived during the fsync, as the server's loop drains it.
-            self.step_held();
+            // What peers sent during the fsync, as the server's loop drains
+            // its peer events then; ticks and client requests wait for the
+            // next wake-up.
+            self.step_held_peer_events();
         }
     }
 }
