@@ -25,7 +25,7 @@
 //! commit anything a later leader overwrote. So only messages of the
 //! durable term are held to what it holds.
 
-use bellwether_core::raft::{HardState, RaftMessage};
+use bellwether_core::raft::{HardState, RaftDurable, RaftMessage};
 use bellwether_core::{LogIndex, NodeId};
 
 /// The member's Raft state on disk as of its last finished fsync.
@@ -38,6 +38,20 @@ pub struct DurableWatermark {
 }
 
 impl DurableWatermark {
+    /// What an in-memory image of the disk holds (the simulator's and
+    /// tests' disks): its last entry's index, or its snapshot's.
+    pub fn of(disk: &RaftDurable) -> Self {
+        let last_index = disk.entries.last().map(|e| e.index).unwrap_or_else(|| {
+            disk.snapshot
+                .as_ref()
+                .map_or(LogIndex(0), |s| s.meta.last_index)
+        });
+        DurableWatermark {
+            last_index,
+            hard_state: disk.hard_state,
+        }
+    }
+
     /// Why sending `message` to `to` now would break the durability order,
     /// or `None` when it may leave.
     pub fn violation(&self, to: NodeId, message: &RaftMessage) -> Option<String> {

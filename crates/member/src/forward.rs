@@ -51,3 +51,26 @@ pub enum Forward {
         leader: Option<NodeId>,
     },
 }
+
+impl Forward {
+    /// Every kind, in the enum's order, for message counters.
+    pub const KINDS: [&'static str; 5] = [
+        "forward_propose",
+        "forward_propose_refused",
+        "forward_read_index",
+        "forward_read_index_confirmed",
+        "forward_read_index_refused",
+    ];
+
+    /// This message's kind: one of [`Forward::KINDS`].
+    pub fn kind(&self) -> &'static str {
+        let index = match self {
+            Forward::Propose { .. } => 0,
+            Forward::ProposeRefused { .. } => 1,
+            Forward::ReadIndex { .. } => 2,
+            Forward::ReadIndexConfirmed { .. } => 3,
+            Forward::ReadIndexRefused { .. } => 4,
+        };
+        Forward::KINDS[index]
+    }
+}

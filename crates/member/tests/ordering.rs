@@ -49,18 +49,6 @@ struct Cluster {
     now: Duration,
 }
 
-fn watermark(disk: &RaftDurable) -> DurableWatermark {
-    let last_index = disk.entries.last().map(|e| e.index).unwrap_or_else(|| {
-        disk.snapshot
-            .as_ref()
-            .map_or(LogIndex(0), |s| s.meta.last_index)
-    });
-    DurableWatermark {
-        last_index,
-        hard_state: disk.hard_state,
-    }
-}
-
 impl Cluster {
     fn new(size: u64) -> Cluster {
         let ids: Vec<NodeId> = (1..=size).map(NodeId).collect();
@@ -141,7 +129,7 @@ impl Cluster {
                         self.effects(i);
                         self.disks[i].apply(planned.persist);
                         self.fsyncs[i] += 1;
-                        let durable = watermark(&self.disks[i]);
+                        let durable = DurableWatermark::of(&self.disks[i]);
                         self.members[i].persisted(durable, planned.on_loop);
                     }
                     let late = self.members[i].checked(plan.late);

@@ -40,25 +40,12 @@ pub enum PeerMessage {
     Forward(Forward),
 }
 
-/// The kinds of the member's own messages, in [`Forward`]'s order.
-const FORWARD_KINDS: [&str; 5] = [
-    "forward_propose",
-    "forward_propose_refused",
-    "forward_read_index",
-    "forward_read_index_confirmed",
-    "forward_read_index_refused",
-];
-
 impl PeerMessage {
     /// The kind, for the messages-sent metric.
     pub fn kind(&self) -> &'static str {
         match self {
             PeerMessage::Raft(message) => bellwether_core::Message::kind(message),
-            PeerMessage::Forward(Forward::Propose { .. }) => FORWARD_KINDS[0],
-            PeerMessage::Forward(Forward::ProposeRefused { .. }) => FORWARD_KINDS[1],
-            PeerMessage::Forward(Forward::ReadIndex { .. }) => FORWARD_KINDS[2],
-            PeerMessage::Forward(Forward::ReadIndexConfirmed { .. }) => FORWARD_KINDS[3],
-            PeerMessage::Forward(Forward::ReadIndexRefused { .. }) => FORWARD_KINDS[4],
+            PeerMessage::Forward(forward) => forward.kind(),
         }
     }
 
@@ -67,7 +54,7 @@ impl PeerMessage {
         <RaftMessage as bellwether_core::Message>::all_kinds()
             .iter()
             .copied()
-            .chain(FORWARD_KINDS)
+            .chain(Forward::KINDS)
     }
 }
 

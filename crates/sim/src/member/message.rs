@@ -16,24 +16,11 @@ pub enum MemberMessage {
     Forward(Forward),
 }
 
-/// The forwarding kinds, in [`Forward`]'s order.
-const FORWARD_KINDS: [&str; 5] = [
-    "forward_propose",
-    "forward_propose_refused",
-    "forward_read_index",
-    "forward_read_index_confirmed",
-    "forward_read_index_refused",
-];
-
 impl Message for MemberMessage {
     fn kind(&self) -> &'static str {
         match self {
             MemberMessage::Raft(message) => message.kind(),
-            MemberMessage::Forward(Forward::Propose { .. }) => FORWARD_KINDS[0],
-            MemberMessage::Forward(Forward::ProposeRefused { .. }) => FORWARD_KINDS[1],
-            MemberMessage::Forward(Forward::ReadIndex { .. }) => FORWARD_KINDS[2],
-            MemberMessage::Forward(Forward::ReadIndexConfirmed { .. }) => FORWARD_KINDS[3],
-            MemberMessage::Forward(Forward::ReadIndexRefused { .. }) => FORWARD_KINDS[4],
+            MemberMessage::Forward(forward) => forward.kind(),
         }
     }
 
@@ -43,7 +30,7 @@ impl Message for MemberMessage {
             RaftMessage::all_kinds()
                 .iter()
                 .copied()
-                .chain(FORWARD_KINDS)
+                .chain(Forward::KINDS)
                 .collect()
         })
     }

@@ -128,19 +128,6 @@ pub struct SimMember {
     answers: Vec<ClientAnswer>,
 }
 
-/// What `disk` holds, as the driver's durability check sees it.
-fn watermark(disk: &RaftDurable) -> DurableWatermark {
-    let last_index = disk.entries.last().map(|e| e.index).unwrap_or_else(|| {
-        disk.snapshot
-            .as_ref()
-            .map_or(LogIndex(0), |s| s.meta.last_index)
-    });
-    DurableWatermark {
-        last_index,
-        hard_state: disk.hard_state,
-    }
-}
-
 impl SimMember {
     /// A client's request. Waits, as in the server's queue, while the
     /// member waits on its disk.
@@ -286,7 +273,7 @@ impl SimMember {
         self.member.apply_all(plan.apply_before);
         self.carry_effects();
         RaftNode::apply_persist(&mut self.written, persist.clone());
-        let durable = watermark(&self.written);
+        let durable = DurableWatermark::of(&self.written);
         if self.runtime == Runtime::AnswersBeforeFsync {
             // Broken: goes on as if the fsync had ended. Its messages still
             // wait for the disk (the simulated disk sends nothing early),
@@ -366,7 +353,7 @@ impl Protocol for SimMember {
             raft,
             machine: Box::new(machine),
             roster: Roster::new(&BTreeMap::new(), &BTreeMap::new(), &BTreeMap::new()),
-            durable: watermark(&written),
+            durable: DurableWatermark::of(&written),
             snapshot,
             first_request,
             now: Duration::ZERO,
