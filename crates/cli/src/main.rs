@@ -37,9 +37,7 @@ mod tasks_command;
 mod transfer_command;
 mod up_add;
 mod up_command;
-mod verify_command;
-mod verify_nemesis;
-mod verify_workload;
+mod verify;
 
 use clap::{Parser, Subcommand};
 
@@ -91,7 +89,7 @@ enum Command {
     /// Jepsen-style checks of real member processes: clients over the etcd
     /// API while members are killed, paused and partitioned, then the
     /// history is checked (linearizability, lost writes).
-    Verify(verify_command::VerifyArgs),
+    Verify(verify::VerifyArgs),
     /// Benchmarks (measurements, not tests).
     Bench {
         #[command(subcommand)]
@@ -157,7 +155,7 @@ fn main() -> std::process::ExitCode {
         Command::Tasks { command } => tasks_command::execute(command),
         Command::Peer(args) => peer_command::execute(args),
         Command::Sim { command } => sim_command::execute(command),
-        Command::Verify(args) => verify_command::execute(args),
+        Command::Verify(args) => verify::execute(args),
         Command::Transfer(args) => transfer_command::execute(args),
         Command::Snapshot { command } => snapshot_command::execute(command),
         Command::Bench { command } => bench(command),

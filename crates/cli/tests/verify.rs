@@ -1,6 +1,6 @@
 //! `bellwether verify` end to end: real member processes, clients over the
 //! etcd API, a nemesis that kills, pauses and partitions members. A short
-//! run of each workload (register, set, election) must pass, and a
+//! run of each workload (register, set, election, lease) must pass, and a
 //! deliberately weak client (reads served from a member's own, possibly
 //! stale, state) must be caught.
 //! Longer runs are the command itself: `bellwether verify --runs 50`.
@@ -76,6 +76,18 @@ fn an_election_run_keeps_fenced_writes_in_token_order() {
     );
     assert!(passed, "{out}");
     assert!(out.contains("leaderships won"), "{out}");
+}
+
+#[test]
+fn a_lease_run_expires_every_lease_once_and_never_early() {
+    let (passed, out) = verify(
+        241,
+        5480,
+        &["--workload", "lease", "--seconds", "10", "--seed", "14"],
+    );
+    assert!(passed, "{out}");
+    assert!(out.contains("leases granted"), "{out}");
+    assert!(out.contains("events watched"), "{out}");
 }
 
 #[test]

@@ -1,29 +1,39 @@
 //! `bellwether verify`: Jepsen-style runs of real member processes. Each
 //! run starts a 3- or 5-member cluster of `bellwether node` processes,
 //! runs one workload's clients over the etcd API while a nemesis kills,
-//! pauses and partitions members (`verify_nemesis.rs`), heals everything,
-//! and checks the history (`verify_workload.rs`):
+//! pauses and partitions members (`nemesis.rs`), heals everything, and
+//! checks the history. One file per workload, its clients and its check:
 //!
-//! - **register**: linearizability, with the simulator's checker
-//!   (`bellwether_sim::linearizability`);
-//! - **set**: every acknowledged write is read back at the end, and
-//!   nothing appears that nobody wrote.
+//! - **register** (`register.rs`): linearizability, with the simulator's
+//!   checker (`bellwether_sim::linearizability`);
+//! - **set** (`set.rs`): every acknowledged write is read back at the end,
+//!   and nothing appears that nobody wrote;
+//! - **election** (`election.rs`): fenced writes land in token order;
+//! - **lease** (`lease.rs`, `lease_check.rs`): leases expire exactly once,
+//!   never early, each with all its keys in one revision.
 //!
 //! It prints a verdict per run and exits 1 if any run found an anomaly,
 //! keeping that run's history (`history.json`) and member logs.
 
+mod election;
+mod lease;
+mod lease_check;
+mod nemesis;
+mod register;
+mod session;
+mod set;
+
 use crate::contender::Contender;
 use crate::partition::nft_unavailable;
 use crate::process_cluster::{ClusterLayout, ProcessCluster};
-use crate::verify_nemesis::{self, Actions, Faults};
-use crate::verify_workload::{
-    self, ElectionHistory, RegisterHistory, SetHistory, ELECTION_PREFIX, SET_PREFIX,
-};
 use anyhow::{bail, Context, Result};
-use bellwether_api::etcdserverpb as pb;
 use bellwether_client::Client;
-use bellwether_sim::linearizability::{check, CheckOptions, CheckResult};
 use clap::{Args, ValueEnum};
+use election::ElectionHistory;
+use lease::LeaseHistory;
+use nemesis::{Actions, Faults};
+use register::RegisterHistory;
+use set::SetHistory;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -45,13 +55,17 @@ pub enum Workload {
     Set,
     /// Campaigning clients whose fenced writes must land in token order.
     Election,
+    /// Keys attached to leases, which must expire exactly once, never
+    /// early, all of a lease's keys in one revision.
+    Lease,
 }
 
 /// Flags of `bellwether verify`.
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// register (linearizability), set (no acknowledged write lost) or
-    /// election (fenced writes land in token order).
+    /// register (linearizability), set (no acknowledged write lost),
+    /// election (fenced writes land in token order) or lease (leases
+    /// expire exactly once, never early).
     #[arg(long, value_enum, default_value = "register")]
     workload: Workload,
     /// Members: 3 or 5.
@@ -204,11 +218,19 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
     let span = Duration::from_secs(args.seconds);
     let origin = Instant::now();
     let until = origin + span;
-    let channels = verify_workload::channels(&endpoints)?;
+    let channels = session::channels(&endpoints)?;
     let histories = Histories::default();
+    let watcher = match args.workload {
+        Workload::Lease => Some(runtime.block_on(lease::start_watcher(
+            &client,
+            channels.clone(),
+            histories.lease.clone(),
+        ))?),
+        _ => None,
+    };
     let clients: Vec<_> = (0..args.clients as u64)
         .map(|i| match args.workload {
-            Workload::Register => runtime.spawn(verify_workload::register_client(
+            Workload::Register => runtime.spawn(register::register_client(
                 i,
                 channels.clone(),
                 origin,
@@ -217,30 +239,46 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
                 args.serializable_reads,
                 histories.register.clone(),
             )),
-            Workload::Set => runtime.spawn(verify_workload::set_client(
+            Workload::Set => runtime.spawn(set::set_client(
                 i,
                 channels.clone(),
                 origin,
                 until,
                 histories.set.clone(),
             )),
-            Workload::Election => runtime.spawn(verify_workload::election_client(
+            Workload::Election => runtime.spawn(election::election_client(
                 i,
                 endpoints.clone(),
                 until,
                 histories.election.clone(),
+            )),
+            Workload::Lease => runtime.spawn(lease::lease_client(
+                i,
+                channels.clone(),
+                origin,
+                until,
+                seed,
+                histories.lease.clone(),
             )),
         })
         .collect();
     let faults = Faults {
         partitions: !args.no_partitions,
     };
-    let actions = verify_nemesis::run(&mut cluster, args.net, span, seed, faults)?;
+    let actions = nemesis::run(&mut cluster, args.net, span, seed, faults)?;
     for task in clients {
         runtime.block_on(task)?;
     }
     std::thread::sleep(SETTLE);
-    let verdict = histories.verdict(args.workload, &runtime, &client)?;
+    let verdict = match watcher {
+        Some(watcher) => runtime.block_on(lease::lease_verdict(
+            &client,
+            &channels,
+            &histories.lease,
+            watcher,
+        ))?,
+        None => histories.verdict(args.workload, &runtime, &client)?,
+    };
     Ok((verdict, actions))
 }
 
@@ -251,6 +289,7 @@ struct Histories {
     register: Arc<Mutex<RegisterHistory>>,
     set: Arc<Mutex<SetHistory>>,
     election: Arc<Mutex<ElectionHistory>>,
+    lease: Arc<Mutex<LeaseHistory>>,
 }
 
 impl Histories {
@@ -266,163 +305,17 @@ impl Histories {
             Workload::Register => {
                 let history =
                     std::mem::take(&mut self.register.lock().expect("history").operations);
-                register_verdict(history)
+                register::register_verdict(history)
             }
             Workload::Set => {
                 let history = std::mem::take(&mut *self.set.lock().expect("history"));
-                runtime.block_on(set_verdict(client, history))?
+                runtime.block_on(set::set_verdict(client, history))?
             }
             Workload::Election => {
                 let history = std::mem::take(&mut *self.election.lock().expect("history"));
-                runtime.block_on(election_verdict(client, history))?
+                runtime.block_on(election::election_verdict(client, history))?
             }
+            Workload::Lease => unreachable!("the lease verdict needs its watcher"),
         })
     }
-}
-
-fn register_verdict(history: Vec<bellwether_sim::linearizability::Operation>) -> Verdict {
-    let completed = history.iter().filter(|o| o.complete_us().is_some()).count();
-    let result = check(&history, &CheckOptions::default());
-    let summary = format!(
-        "{} operations ({completed} answered, {} indeterminate) on {} keys",
-        history.len(),
-        history.len() - completed,
-        verify_workload::REGISTER_KEYS
-    );
-    let anomaly = match result {
-        CheckResult::Linearizable => None,
-        CheckResult::NotLinearizable { key, explanation } => {
-            Some(format!("not linearizable on {key}: {explanation}"))
-        }
-        CheckResult::Unknown { key, reason } => {
-            Some(format!("the checker could not decide on {key}: {reason:?}"))
-        }
-    };
-    Verdict {
-        summary,
-        anomaly,
-        history_json: serde_json::to_string(&history).unwrap_or_default(),
-    }
-}
-
-async fn set_verdict(client: &Client, history: SetHistory) -> Result<Verdict> {
-    let mut end = SET_PREFIX.as_bytes().to_vec();
-    *end.last_mut().expect("a prefix") += 1;
-    let request = pb::RangeRequest {
-        key: SET_PREFIX.as_bytes().to_vec(),
-        range_end: end,
-        keys_only: true,
-        ..pb::RangeRequest::default()
-    };
-    let answer = client
-        .range(request)
-        .await
-        .context("the final read of every key failed")?;
-    let present: std::collections::BTreeSet<String> = answer
-        .kvs
-        .iter()
-        .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
-        .collect();
-    let lost: Vec<&String> = history.acknowledged.difference(&present).collect();
-    let phantoms: Vec<&String> = present
-        .iter()
-        .filter(|k| !history.acknowledged.contains(*k) && !history.indeterminate.contains(*k))
-        .collect();
-    let indeterminate_present = history
-        .indeterminate
-        .iter()
-        .filter(|k| present.contains(*k))
-        .count();
-    let summary = format!(
-        "{} writes acknowledged, {} unanswered ({indeterminate_present} of them applied), {} keys read back",
-        history.acknowledged.len(),
-        history.indeterminate.len(),
-        present.len()
-    );
-    let anomaly = match (lost.is_empty(), phantoms.is_empty()) {
-        (true, true) => None,
-        _ => Some(format!(
-            "{} acknowledged writes lost (first: {:?}), {} keys nobody wrote (first: {:?})",
-            lost.len(),
-            lost.first(),
-            phantoms.len(),
-            phantoms.first()
-        )),
-    };
-    let history_json = serde_json::json!({
-        "acknowledged": history.acknowledged,
-        "indeterminate": history.indeterminate,
-        "present": present,
-    })
-    .to_string();
-    Ok(Verdict {
-        summary,
-        anomaly,
-        history_json,
-    })
-}
-
-/// The fenced writes, in the order the store applied them (their mod
-/// revision): their tokens must never go down.
-async fn election_verdict(client: &Client, history: ElectionHistory) -> Result<Verdict> {
-    let mut end = ELECTION_PREFIX.as_bytes().to_vec();
-    *end.last_mut().expect("a prefix") += 1;
-    let request = pb::RangeRequest {
-        key: ELECTION_PREFIX.as_bytes().to_vec(),
-        range_end: end,
-        ..pb::RangeRequest::default()
-    };
-    let answer = client
-        .range(request)
-        .await
-        .context("the final read of the fenced writes failed")?;
-    let mut writes: Vec<(i64, i64, String)> = answer
-        .kvs
-        .iter()
-        .map(|kv| {
-            let token = String::from_utf8_lossy(&kv.value).parse().unwrap_or(-1);
-            (
-                kv.mod_revision,
-                token,
-                String::from_utf8_lossy(&kv.key).into_owned(),
-            )
-        })
-        .collect();
-    writes.sort();
-    let regression = writes
-        .windows(2)
-        .find(|pair| pair[1].1 < pair[0].1)
-        .map(|pair| {
-            format!(
-                "{} (token {}) was applied at revision {} after {} (token {}) at revision {}",
-                pair[1].2, pair[1].1, pair[1].0, pair[0].2, pair[0].1, pair[0].0
-            )
-        });
-    let tokens: std::collections::BTreeSet<i64> = writes.iter().map(|w| w.1).collect();
-    let summary = format!(
-        "{} leaderships won, {} fenced writes accepted ({} refused, {} unanswered), {} read back under {} tokens",
-        history.leaderships,
-        history.accepted,
-        history.refused,
-        history.unanswered,
-        writes.len(),
-        tokens.len()
-    );
-    let anomaly = match (regression, writes.len() as u64 >= history.accepted) {
-        (Some(regression), _) => Some(format!(
-            "a fenced write landed out of token order: {regression}"
-        )),
-        (None, false) => Some(format!(
-            "{} accepted writes but only {} read back",
-            history.accepted,
-            writes.len()
-        )),
-        (None, true) => None,
-    };
-    let history_json = serde_json::json!({ "writes": writes }).to_string();
-    Ok(Verdict {
-        summary,
-        anomaly,
-        history_json,
-    })
 }
