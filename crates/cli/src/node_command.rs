@@ -79,6 +79,13 @@ const GRPC_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1
 /// Runs one member.
 pub fn execute(args: NodeArgs) -> Result<ExitCode> {
     let config = args.resolve()?;
+    if config.runtime != bellwether_member::Runtime::Faithful {
+        eprintln!(
+            "bellwether: UNSAFE: this member runs the {} runtime, broken on purpose for \
+`bellwether verify`; it loses acknowledged writes",
+            config.runtime.name()
+        );
+    }
     stop_the_process_on_any_panic();
     raise_open_files_limit(config.client_connections_max);
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -1,8 +1,10 @@
 //! `bellwether verify` end to end: real member processes, clients over the
-//! etcd API, a nemesis that kills, pauses and partitions members. A short
-//! run of each workload (register, set, election, lease) must pass, and a
-//! deliberately weak client (reads served from a member's own, possibly
-//! stale, state) must be caught.
+//! etcd API, a nemesis that kills, pauses and partitions members, cuts the
+//! power of all of them and fills one's disk. A short run of each workload
+//! (register, set, election, lease) must pass, and what is broken on
+//! purpose must be caught: a weak client (reads served from a member's
+//! own, possibly stale, state), a runtime that answers before its fsync,
+//! and one that applies entries before they commit.
 //! Longer runs are the command itself: `bellwether verify --runs 50`.
 
 mod common;
@@ -112,6 +114,54 @@ fn stale_serializable_reads_are_caught() {
 }
 
 #[test]
+fn a_runtime_that_answers_before_its_fsync_is_caught() {
+    let (passed, out) = verify(
+        242,
+        5430,
+        &[
+            "--workload",
+            "register",
+            "--seconds",
+            "20",
+            "--seed",
+            "21",
+            "--unsafe-mutation",
+            "answers-before-fsync",
+        ],
+    );
+    assert!(
+        !passed,
+        "a runtime that answers before its fsync went unnoticed: {out}"
+    );
+    assert!(out.contains("power cut"), "{out}");
+    assert!(out.contains("ANOMALY: not linearizable"), "{out}");
+}
+
+#[test]
+fn a_runtime_that_applies_before_commit_is_caught() {
+    let (passed, out) = verify(
+        243,
+        5450,
+        &[
+            "--workload",
+            "set",
+            "--seconds",
+            "5",
+            "--seed",
+            "3",
+            "--unsafe-mutation",
+            "applies-before-commit",
+        ],
+    );
+    assert!(
+        !passed,
+        "a runtime that applies before commit went unnoticed: {out}"
+    );
+    assert!(out.contains("members exited on their own"), "{out}");
+    assert!(out.contains("applied before it committed"), "{out}");
+}
+
+#[test]
 fn bad_flags_get_a_clear_error() {
     let output = Command::new(common::bellwether_binary())
         .args(["verify", "--nodes", "4"])
@@ -119,4 +169,14 @@ fn bad_flags_get_a_clear_error() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--nodes must be 3 or 5"));
+    let output = Command::new(common::bellwether_binary())
+        .args(["verify", "--unsafe-mutation", "fast"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--unsafe-mutation \"fast\": not a runtime"),
+        "{stderr}"
+    );
 }

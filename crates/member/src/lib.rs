@@ -30,6 +30,7 @@ mod member;
 mod ready_plan;
 mod requests;
 pub mod roster;
+mod runtime;
 mod snapshots;
 pub mod state_machine;
 
@@ -41,4 +42,5 @@ pub use member::{Member, MemberParts};
 pub use ready_plan::{AfterPersist, PlannedPersist, ReadyPlan, Step};
 pub use requests::Request;
 pub use roster::Roster;
+pub use runtime::Runtime;
 pub use state_machine::{NullMachine, StateMachine};

@@ -172,6 +172,18 @@ pub struct ConfigLayer {
     /// The CA (PEM) that signs every member's peer certificate.
     #[arg(long)]
     pub peer_trusted_ca_file: Option<PathBuf>,
+    /// Testing only (`bellwether verify`), slower: keep the log's appended
+    /// bytes in the process until their fsync, so that a SIGKILL loses
+    /// them as a power cut would.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub hold_unsynced_writes: Option<bool>,
+    /// UNSAFE, for `bellwether verify`'s own test only: run a runtime
+    /// broken on purpose (answers-before-fsync, applies-before-commit), to
+    /// show that the checks catch it. It loses acknowledged writes.
+    #[arg(long, hide = true)]
+    pub unsafe_mutation: Option<String>,
 }
 
 /// The settings alone as a command, to parse flags or variables with.
@@ -325,6 +337,11 @@ pub struct NodeConfig {
     pub client_tls: Option<ClientTlsFiles>,
     /// Mutual TLS between members, if set.
     pub peer_tls: Option<PeerTlsFiles>,
+    /// Where the log's appended bytes wait for their fsync (in the kernel,
+    /// unless `hold_unsynced_writes` or a mutation says otherwise).
+    pub unsynced: bellwether_storage::Unsynced,
+    /// The runtime: faithful, unless `unsafe_mutation` breaks it.
+    pub runtime: bellwether_member::Runtime,
 }
 
 /// The files of the client and HTTP ports' TLS.
@@ -532,6 +549,36 @@ fn heartbeat_and_election_ms(
     Ok((heartbeat_ms, election_ms))
 }
 
+/// The runtime `unsafe_mutation` names (faithful when unset).
+fn runtime(name: Option<&str>) -> Result<bellwether_member::Runtime, ConfigError> {
+    use bellwether_member::Runtime;
+    let Some(name) = name else {
+        return Ok(Runtime::Faithful);
+    };
+    Runtime::named(name).ok_or_else(|| {
+        let names: Vec<&str> = Runtime::NAMES.iter().map(|(_, n)| *n).collect();
+        ConfigError(format!(
+            "unsafe_mutation {name:?} is none of {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// Where appended log bytes wait for their fsync: held in the process for
+/// `verify` (`hold`), and past their fsync when answering before the fsync
+/// is the mutation (a SIGKILL can show that only when bytes are held).
+fn unsynced(
+    hold: Option<bool>,
+    runtime: bellwether_member::Runtime,
+) -> bellwether_storage::Unsynced {
+    use bellwether_storage::Unsynced;
+    match (runtime, hold) {
+        (bellwether_member::Runtime::AnswersBeforeFsync, _) => Unsynced::HeldPastTheirFsync,
+        (_, Some(true)) => Unsynced::HeldInProcess,
+        _ => Unsynced::InKernel,
+    }
+}
+
 /// `answer_poll_us`, defaulted and bounded: the poll holds the member's
 /// loop, so it may not be long.
 fn answer_poll_us(answer_poll_us: Option<u64>) -> Result<u64, ConfigError> {
@@ -599,6 +646,7 @@ impl NodeConfig {
         let (heartbeat_ms, election_ms) =
             heartbeat_and_election_ms(layer.heartbeat_ms, layer.election_ms)?;
         let answer_poll_us = answer_poll_us(layer.answer_poll_us)?;
+        let runtime = runtime(layer.unsafe_mutation.as_deref())?;
         let (priority, priorities) = priorities(layer.priority, &layer.peer_priority, id, &peers)?;
         let cluster = layer.cluster.unwrap_or_else(|| "bellwether".to_string());
         if cluster.is_empty() || cluster.len() > 255 {
@@ -629,6 +677,8 @@ impl NodeConfig {
             join_voters: Vec::new(),
             client_tls,
             peer_tls,
+            unsynced: unsynced(layer.hold_unsynced_writes, runtime),
+            runtime,
         };
         config.assert_valid();
         Ok(config)
@@ -892,6 +942,8 @@ mod tests {
             peer_cert_file: Some("p.pem".into()),
             peer_key_file: Some("pk.pem".into()),
             peer_trusted_ca_file: Some("pca.pem".into()),
+            hold_unsynced_writes: Some(true),
+            unsafe_mutation: Some("faithful".into()),
         }
     }
 

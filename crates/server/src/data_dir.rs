@@ -60,7 +60,11 @@ pub fn open(config: &NodeConfig) -> Result<(WalStorage, RaftDurable), DataDirErr
         path: wal_dir.display().to_string(),
         error,
     };
-    let mut wal = WalStorage::open(&wal_dir, WalOptions::default()).map_err(storage_error)?;
+    let file_system = bellwether_storage::RealFileSystem {
+        unsynced: config.unsynced,
+    };
+    let mut wal = WalStorage::with_file_system(file_system, &wal_dir, WalOptions::default())
+        .map_err(storage_error)?;
     let recovered = wal.recover().map_err(storage_error)?;
     let durable = RaftDurable {
         hard_state: recovered.hard_state,

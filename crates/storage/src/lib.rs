@@ -65,7 +65,9 @@ pub mod wal;
 
 pub use corruption::Corruption;
 pub use error::StorageError;
-pub use fs::{FileSystem, RealFileSystem, SimFault, SimFileSystem, UnsyncedData, WalFile};
+pub use fs::{
+    FileSystem, RealFileSystem, SimFault, SimFileSystem, Unsynced, UnsyncedData, WalFile,
+};
 pub use memory::{MemoryStorage, PENDING_WRITES_MAX};
 pub use recovered::Recovered;
 pub use storage::Storage;

@@ -15,6 +15,7 @@
 //! It prints a verdict per run and exits 1 if any run found an anomaly,
 //! keeping that run's history (`history.json`) and member logs.
 
+mod disk_full;
 mod election;
 mod lease;
 mod lease_check;
@@ -29,9 +30,10 @@ use crate::process_cluster::{ClusterLayout, ProcessCluster};
 use anyhow::{bail, Context, Result};
 use bellwether_client::Client;
 use clap::{Args, ValueEnum};
+use disk_full::{tmpfs_unavailable, DiskFull};
 use election::ElectionHistory;
 use lease::LeaseHistory;
-use nemesis::{Actions, Faults};
+use nemesis::{Faults, Outcome};
 use register::RegisterHistory;
 use set::SetHistory;
 use std::path::{Path, PathBuf};
@@ -98,6 +100,15 @@ pub struct VerifyArgs {
     /// run.
     #[arg(long)]
     no_partitions: bool,
+    /// No full disk: by default a small tmpfs is mounted under one
+    /// member's data dir and filled now and then, which needs root.
+    #[arg(long)]
+    no_disk_full: bool,
+    /// UNSAFE, to show that the checks catch it: run the members with a
+    /// runtime broken on purpose, answers-before-fsync or
+    /// applies-before-commit (see `bellwether_member::Runtime`).
+    #[arg(long, value_name = "RUNTIME")]
+    unsafe_mutation: Option<String>,
     /// Register reads that a member answers from its own state (etcd's
     /// serializable reads), which may be stale: a deliberately weak
     /// client, to show that the check catches what it must.
@@ -132,6 +143,16 @@ fn check_args(args: &VerifyArgs) -> Result<()> {
             bail!("partitions need nftables: {why}; or pass --no-partitions");
         }
     }
+    if let Some(name) = &args.unsafe_mutation {
+        if bellwether_member::Runtime::named(name).is_none() {
+            bail!("--unsafe-mutation {name:?}: not a runtime (answers-before-fsync, applies-before-commit)");
+        }
+    }
+    if !args.no_disk_full {
+        if let Some(why) = tmpfs_unavailable() {
+            bail!("a full disk needs a tmpfs mounted: {why}; or pass --no-disk-full");
+        }
+    }
     Ok(())
 }
 
@@ -152,9 +173,20 @@ pub fn execute(args: VerifyArgs) -> Result<ExitCode> {
         let seed = first_seed + run;
         let dir = root.join(format!("run-{seed}"));
         let started = std::time::Instant::now();
-        let (verdict, actions) = run_once(&args, seed, &dir)?;
+        let (mut verdict, outcome) = run_once(&args, seed, &dir)?;
         let took = started.elapsed().as_secs_f64();
-        let faults: Vec<String> = actions.iter().map(|(k, v)| format!("{v} × {k}")).collect();
+        let faults: Vec<String> = outcome
+            .actions
+            .iter()
+            .map(|(k, v)| format!("{v} × {k}"))
+            .collect();
+        if !outcome.exits.is_empty() {
+            let exits = format!("members exited on their own: {}", outcome.exits.join("; "));
+            verdict.anomaly = Some(match verdict.anomaly {
+                Some(anomaly) => format!("{anomaly}; {exits}"),
+                None => exits,
+            });
+        }
         match &verdict.anomaly {
             None => {
                 println!(
@@ -196,17 +228,36 @@ pub fn execute(args: VerifyArgs) -> Result<ExitCode> {
     })
 }
 
+/// The flags every member of a run starts with: writes held until their
+/// fsync (so that each SIGKILL is a power cut), and the mutation, if any.
+fn member_args(args: &VerifyArgs) -> Vec<String> {
+    let mut member_args = vec!["--hold-unsynced-writes".to_string()];
+    if let Some(name) = &args.unsafe_mutation {
+        member_args.push(format!("--unsafe-mutation={name}"));
+    }
+    member_args
+}
+
 /// One run on a fresh cluster.
-fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Actions)> {
+fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcome)> {
     let _ = std::fs::remove_dir_all(dir);
-    let mut cluster = ProcessCluster::start(ClusterLayout {
+    // Declared before the cluster, so dropped after its members stop.
+    let disk = match args.no_disk_full {
+        true => None,
+        false => Some(DiskFull::mount(
+            args.nodes,
+            &dir.join(format!("n{}", args.nodes)),
+        )?),
+    };
+    let layout = ClusterLayout {
         dir: dir.to_path_buf(),
         net: args.net,
         base_port: args.base_port,
         nodes: args.nodes,
         heartbeat_ms: 50,
         election_ms: 300,
-    })?;
+    };
+    let mut cluster = ProcessCluster::start_with_args(layout, member_args(args))?;
     let endpoints = cluster.client_endpoints();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -214,7 +265,17 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
         .build()?;
     let _inside = runtime.enter();
     let client = Client::connect(&endpoints)?;
-    runtime.block_on(crate::bench_election::wait_ready(&client))?;
+    if let Err(error) = runtime.block_on(crate::bench_election::wait_ready(&client)) {
+        // Members that fail at once (an assertion) are the anomaly.
+        let mut outcome = Outcome::default();
+        nemesis::restart_exited(&mut cluster, disk.as_ref(), &mut outcome)?;
+        let verdict = Verdict {
+            summary: "no operations".to_string(),
+            anomaly: Some(format!("the cluster never took a write: {error:#}")),
+            history_json: "{}".to_string(),
+        };
+        return Ok((verdict, outcome));
+    }
     let span = Duration::from_secs(args.seconds);
     let origin = Instant::now();
     let until = origin + span;
@@ -265,7 +326,7 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
     let faults = Faults {
         partitions: !args.no_partitions,
     };
-    let actions = nemesis::run(&mut cluster, args.net, span, seed, faults)?;
+    let mut outcome = nemesis::run(&mut cluster, args.net, span, seed, faults, disk.as_ref())?;
     for task in clients {
         runtime.block_on(task)?;
     }
@@ -279,7 +340,8 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Action
         ))?,
         None => histories.verdict(args.workload, &runtime, &client)?,
     };
-    Ok((verdict, actions))
+    nemesis::restart_exited(&mut cluster, disk.as_ref(), &mut outcome)?;
+    Ok((verdict, outcome))
 }
 
 /// What a run's clients record, one history per workload (only the chosen

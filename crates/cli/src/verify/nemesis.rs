@@ -1,15 +1,27 @@
-//! The nemesis of `bellwether verify`: while the clients run, it hurts one
-//! member at a time, chosen by a seeded generator, the leader more often
-//! than not:
+//! The nemesis of `bellwether verify`: while the clients run, it hurts the
+//! cluster, one fault at a time, chosen by a seeded generator, the leader
+//! more often than not:
 //!
-//! - SIGKILL, then a restart from the member's data dir;
-//! - SIGSTOP, then SIGCONT (a pause: the member wakes with a stale view);
-//! - an nftables partition of the member's peer address, then healing.
+//! - SIGKILL one member, then restart it from its data dir;
+//! - SIGSTOP one member, then SIGCONT (a pause: it wakes with a stale view);
+//! - an nftables partition of one member's peer address, then healing;
+//! - a power cut: SIGKILL every member at once, then restart them all;
+//! - a full disk: fill the small tmpfs under one member's data dir, then
+//!   free it (see [`DiskFull`]).
 //!
-//! One fault at a time keeps a majority alive, so the cluster must keep
-//! serving; each fault lasts 0.3 to 2 s and the next comes 0.2 to 1 s after
-//! the previous one healed. When the time is up everything is healed.
+//! Members run with `--hold-unsynced-writes`, so each SIGKILL loses what
+//! was written but not fsynced, as a power cut would. A single fault keeps
+//! a majority alive, so the cluster must keep serving; a power cut stops it
+//! for a moment, and afterwards it must hold everything it acknowledged.
+//! Each fault lasts 0.3 to 2 s and the next comes 0.2 to 1 s after the
+//! previous one healed. When the time is up everything is healed.
+//!
+//! Before each fault the nemesis checks that every member still runs: one
+//! that exited on its own (a failed assertion, a crash) is an anomaly,
+//! reported with the end of its log, and restarted. A member that stopped
+//! because its disk was full is expected, if its log says so.
 
+use super::disk_full::DiskFull;
 use crate::contender::Contender;
 use crate::partition::{delete_table, partition_script, Partition};
 use crate::process_cluster::ProcessCluster;
@@ -22,6 +34,8 @@ use std::time::{Duration, Instant};
 /// SIGSTOP's and SIGCONT's numbers on Linux.
 const SIGSTOP: i32 = 19;
 const SIGCONT: i32 = 18;
+/// Lines of a member's log quoted when it exited on its own.
+const LOG_LINES_QUOTED: usize = 4;
 
 /// A duration drawn from `[low, high)` ms.
 fn millis(rng: &mut Rng, low: u64, high: u64) -> Duration {
@@ -31,6 +45,14 @@ fn millis(rng: &mut Rng, low: u64, high: u64) -> Duration {
 /// What the nemesis did, by action.
 pub type Actions = BTreeMap<String, u32>;
 
+/// What the nemesis did and saw.
+#[derive(Default)]
+pub struct Outcome {
+    pub actions: Actions,
+    /// Members that exited on their own, with the end of their log.
+    pub exits: Vec<String>,
+}
+
 /// The faults `verify` may inject.
 #[derive(Clone, Copy, Debug)]
 pub struct Faults {
@@ -38,64 +60,153 @@ pub struct Faults {
     pub partitions: bool,
 }
 
-/// Hurts members until `span` has passed, then heals everything.
+/// The fault kinds, by their share of the draws.
+enum Fault {
+    Kill,
+    Pause,
+    Partition,
+    PowerCut,
+    DiskFull,
+}
+
+/// Draws the next fault among those the run can inject.
+fn draw(rng: &mut Rng, faults: Faults, disk: bool) -> Fault {
+    loop {
+        let fault = match rng.range(0, 20) {
+            0 | 1 => Fault::PowerCut,
+            2 | 3 => Fault::DiskFull,
+            4..=9 => Fault::Kill,
+            10..=14 => Fault::Pause,
+            _ => Fault::Partition,
+        };
+        match fault {
+            Fault::Partition if !faults.partitions => continue,
+            Fault::DiskFull if !disk => continue,
+            fault => return fault,
+        }
+    }
+}
+
+/// Hurts the cluster until `span` has passed, then heals everything.
 pub fn run(
     cluster: &mut ProcessCluster,
     net: u8,
     span: Duration,
     seed: u64,
     faults: Faults,
-) -> Result<Actions> {
+    disk: Option<&DiskFull>,
+) -> Result<Outcome> {
     let mut rng = Rng::new(seed);
-    let mut actions = Actions::new();
+    let mut outcome = Outcome::default();
     let start = Instant::now();
     let nodes = cluster.members().len();
     let table = format!("bwverify{net}");
     delete_table(&table);
     while start.elapsed() < span {
         std::thread::sleep(millis(&mut rng, 200, 1_000));
+        restart_exited(cluster, disk, &mut outcome)?;
         let leader = cluster.claimed_leader();
         let member = match leader {
             Some(leader) if rng.range(0, 3) != 0 => leader,
             _ => rng.range(1, nodes as u64 + 1) as usize,
         };
         let hold = millis(&mut rng, 300, 2_000);
-        let kinds = if faults.partitions { 3 } else { 2 };
         let role = if Some(member) == leader {
             "leader"
         } else {
             "follower"
         };
-        match rng.range(0, kinds) {
-            0 => {
+        let action = match draw(&mut rng, faults, disk.is_some()) {
+            Fault::Kill => {
                 let process = &mut cluster.members_mut()[member - 1];
                 process.kill()?;
                 process.wait_exit(Duration::from_secs(10))?;
                 std::thread::sleep(hold);
                 cluster.restart(member)?;
-                *actions
-                    .entry(format!("kill and restart a {role}"))
-                    .or_default() += 1;
+                format!("kill and restart a {role}")
             }
-            1 => {
-                let pid = cluster.members()[member - 1].pid();
-                if let Some(pid) = pid {
-                    send_signal(pid, SIGSTOP)?;
-                    std::thread::sleep(hold);
-                    send_signal(pid, SIGCONT)?;
-                    *actions.entry(format!("pause a {role}")).or_default() += 1;
-                }
+            Fault::Pause => {
+                let Some(pid) = cluster.members()[member - 1].pid() else {
+                    continue;
+                };
+                send_signal(pid, SIGSTOP)?;
+                std::thread::sleep(hold);
+                send_signal(pid, SIGCONT)?;
+                format!("pause a {role}")
             }
-            _ => {
+            Fault::Partition => {
                 let guard = Partition {
                     table: table.clone(),
                 };
                 guard.apply(&partition_script(&table, cluster.peer_ip(member), None))?;
                 std::thread::sleep(hold);
                 drop(guard);
-                *actions.entry(format!("partition a {role}")).or_default() += 1;
+                format!("partition a {role}")
             }
-        }
+            Fault::PowerCut => {
+                for process in cluster.members_mut() {
+                    process.kill()?;
+                }
+                for process in cluster.members_mut() {
+                    process.wait_exit(Duration::from_secs(10))?;
+                }
+                std::thread::sleep(hold);
+                for i in 1..=nodes {
+                    cluster.restart(i)?;
+                }
+                "power cut (every member killed at once)".to_string()
+            }
+            Fault::DiskFull => {
+                let disk = disk.expect("drawn only with a disk");
+                let filler = disk.fill()?;
+                std::thread::sleep(hold);
+                drop(filler);
+                format!("fill the disk of member {}", disk.member)
+            }
+        };
+        *outcome.actions.entry(action).or_default() += 1;
     }
-    Ok(actions)
+    restart_exited(cluster, disk, &mut outcome)?;
+    Ok(outcome)
+}
+
+/// Restarts every member that exited on its own since the last look,
+/// noting it as an anomaly unless its disk was full and its log says so.
+pub fn restart_exited(
+    cluster: &mut ProcessCluster,
+    disk: Option<&DiskFull>,
+    outcome: &mut Outcome,
+) -> Result<()> {
+    for i in 1..=cluster.members().len() {
+        let process = &mut cluster.members_mut()[i - 1];
+        let Err(exited) = process.check_running() else {
+            continue;
+        };
+        let log = std::fs::read_to_string(process.log_path()).unwrap_or_default();
+        let last = quoted_end(&log);
+        if disk.is_some_and(|d| d.member == i) && last.contains("No space left on device") {
+            let action = "member stopped on a full disk, as designed, and restarted";
+            *outcome.actions.entry(action.to_string()).or_default() += 1;
+        } else {
+            outcome
+                .exits
+                .push(format!("member {i}: {exited:#}; its log ends: {last}"));
+        }
+        cluster.restart(i)?;
+    }
+    Ok(())
+}
+
+/// What a member's log says of why it stopped: a failed assertion's
+/// message (rather than its backtrace), else its last lines.
+fn quoted_end(log: &str) -> String {
+    let lines: Vec<&str> = match log.rfind("panicked at") {
+        Some(at) => log[at..].lines().take(2).collect(),
+        None => {
+            let mut last: Vec<&str> = log.lines().rev().take(LOG_LINES_QUOTED).collect();
+            last.reverse();
+            last
+        }
+    };
+    lines.join(" | ")
 }

@@ -4,9 +4,9 @@
 
 use super::{Node, NodeError, PeerEvent};
 use crate::peer_message::PeerMessage;
-use bellwether_core::raft::RaftMessage;
+use bellwether_core::raft::{RaftMessage, RaftOutput};
 use bellwether_core::Envelope;
-use bellwether_member::{ReadyPlan, Step};
+use bellwether_member::{ReadyPlan, Runtime, Step};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -53,6 +53,13 @@ impl Node {
         let sent_early = !plan.early.is_empty();
         self.send_raft(plan.early);
         if let Some(planned) = plan.persist {
+            if self.config.runtime == Runtime::AppliesBeforeCommit {
+                // Broken on purpose (`--unsafe-mutation`): the member's
+                // own assertion must stop it.
+                for entry in &planned.persist.entries {
+                    self.member.apply(RaftOutput::Apply(entry.clone()));
+                }
+            }
             if planned.on_loop {
                 let applied = self.member.apply_all(plan.apply_before);
                 self.carry_out_effects();

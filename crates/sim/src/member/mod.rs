@@ -14,9 +14,10 @@ mod message;
 mod protocol;
 
 pub use app::EtcdApp;
+pub use bellwether_member::Runtime;
 pub use machine::{SharedStore, StoreMachine};
 pub use message::MemberMessage;
-pub use protocol::{ClientAnswer, OpRef, Runtime, SimMember, SimMemberConfig};
+pub use protocol::{ClientAnswer, OpRef, SimMember, SimMemberConfig};
 
 #[cfg(test)]
 mod tests;

@@ -26,7 +26,8 @@ use bellwether_core::raft::{
 };
 use bellwether_core::{Envelope, LogIndex, NodeId, Protocol, Ready, Rng, Status, Term};
 use bellwether_member::{
-    Answer, ClientError, DurableWatermark, Effect, Member, MemberParts, Request, Roster, Step,
+    Answer, ClientError, DurableWatermark, Effect, Member, MemberParts, Request, Roster, Runtime,
+    Step,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -57,20 +58,6 @@ pub enum ClientAnswer {
     /// A write was answered from the entry of another operation: the
     /// runtime routed an answer wrongly.
     Misrouted(OpRef, u64),
-}
-
-/// How the runtime around the driver behaves: faithfully, or broken on
-/// purpose to show that the checks catch it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Runtime {
-    /// As the server's event loop.
-    #[default]
-    Faithful,
-    /// Goes on with a batch without waiting for its fsync: clients are
-    /// answered, and inputs stepped, while the write may still be lost.
-    AnswersBeforeFsync,
-    /// Applies each entry it writes at once, before it commits.
-    AppliesBeforeCommit,
 }
 
 /// A simulated member's settings.

@@ -14,7 +14,7 @@ mod sim_disk;
 mod sim_fault;
 mod unsynced_data;
 
-pub use real::{RealFile, RealFileSystem};
+pub use real::{RealFile, RealFileSystem, Unsynced};
 pub use sim::{SimFile, SimFileSystem};
 pub use sim_fault::SimFault;
 pub use unsynced_data::UnsyncedData;

@@ -8,7 +8,31 @@ use std::path::Path;
 
 /// [`FileSystem`] over `std::fs`: real files, real `fsync`.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RealFileSystem;
+pub struct RealFileSystem {
+    /// Where appended bytes wait for their fsync.
+    pub unsynced: Unsynced,
+}
+
+/// Where bytes appended to a log file wait for their fsync.
+///
+/// A SIGKILL loses nothing the process handed to the kernel, so killing a
+/// member shows only what a crash of its process loses, never what a power
+/// cut would. `bellwether verify` makes each kill a power cut by holding
+/// the bytes in the process until their fsync, the way Jepsen's LazyFS
+/// holds them in a FUSE file system.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unsynced {
+    /// In the kernel's page cache, as any file write (production).
+    #[default]
+    InKernel,
+    /// In this process's memory, written out by the fsync that makes them
+    /// durable: a SIGKILL loses exactly what a power cut could.
+    HeldInProcess,
+    /// Broken on purpose, to show that `verify` catches it: held, and an
+    /// fsync writes nothing out, so the log reports writes durable that a
+    /// SIGKILL loses; they reach the file only when it is sealed or closed.
+    HeldPastTheirFsync,
+}
 
 /// Zeros are written this far ahead of the appends into announced space
 /// (see [`WalFile::preallocate`]), at most. One sync in every this many
@@ -31,17 +55,32 @@ pub struct RealFile {
     /// The size announced by [`WalFile::preallocate`]: zeros are written
     /// ahead up to here and no further.
     announced: u64,
+    /// Where appends wait for their fsync.
+    unsynced: Unsynced,
+    /// The appends after the file's written bytes, when they are held.
+    held: Vec<u8>,
 }
 
 impl RealFile {
-    fn opened(file: File) -> io::Result<RealFile> {
+    fn opened(file: File, unsynced: Unsynced) -> io::Result<RealFile> {
         let len = file.metadata()?.len();
         Ok(RealFile {
             file,
             end: len,
             len,
             announced: 0,
+            unsynced,
+            held: Vec::new(),
         })
+    }
+
+    /// Writes the first `count` held bytes to the file, after the bytes
+    /// written before them.
+    fn write_held(&mut self, count: usize) -> io::Result<()> {
+        let written_end = self.end - self.held.len() as u64;
+        self.file.write_all_at(&self.held[..count], written_end)?;
+        self.held.drain(..count);
+        Ok(())
     }
 
     /// Writes zeros from the file's size up to [`ZERO_FILL_AHEAD_BYTES`]
@@ -73,8 +112,23 @@ impl RealFile {
     }
 }
 
+/// A file closed with bytes still held hands them to the kernel, as a
+/// closed file's bytes stay in the page cache: only a crash of the process
+/// (a SIGKILL, where nothing is dropped) loses them.
+impl Drop for RealFile {
+    fn drop(&mut self) {
+        let _ = self.write_held(self.held.len());
+    }
+}
+
 impl WalFile for RealFile {
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.unsynced != Unsynced::InKernel {
+            self.held.extend_from_slice(bytes);
+            self.end += bytes.len() as u64;
+            self.len = self.len.max(self.end);
+            return Ok(());
+        }
         self.file.write_all_at(bytes, self.end)?;
         self.end += bytes.len() as u64;
         self.len = self.len.max(self.end);
@@ -83,10 +137,15 @@ impl WalFile for RealFile {
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
+        if self.unsynced == Unsynced::HeldPastTheirFsync {
+            return Ok(());
+        }
+        self.write_held(self.held.len())?;
         self.file.sync_data()
     }
 
     fn set_len(&mut self, len_bytes: u64) -> io::Result<()> {
+        self.write_held(self.held.len())?;
         assert!(
             len_bytes <= self.file.metadata()?.len(),
             "set_len only ever shortens a file"
@@ -98,12 +157,19 @@ impl WalFile for RealFile {
     }
 
     fn preallocate(&mut self, len_bytes: u64) -> io::Result<()> {
+        if self.unsynced != Unsynced::InKernel {
+            return Ok(());
+        }
         self.announced = self.announced.max(len_bytes);
         self.fill_ahead();
         Ok(())
     }
 
     fn seal(&mut self) -> io::Result<()> {
+        if !self.held.is_empty() {
+            self.write_held(self.held.len())?;
+            self.file.sync_data()?;
+        }
         self.announced = self.end;
         // The size on disk, not `len`: a fill cut short by a full disk may
         // have left zeros past what `len` counts.
@@ -136,12 +202,12 @@ impl FileSystem for RealFileSystem {
 
     fn create_new(&self, path: &Path) -> io::Result<RealFile> {
         let file = OpenOptions::new().write(true).create_new(true).open(path)?;
-        RealFile::opened(file)
+        RealFile::opened(file, self.unsynced)
     }
 
     fn open_append(&self, path: &Path) -> io::Result<RealFile> {
         let file = OpenOptions::new().write(true).open(path)?;
-        RealFile::opened(file)
+        RealFile::opened(file, self.unsynced)
     }
 
     fn file_len(&self, path: &Path) -> io::Result<u64> {
@@ -191,7 +257,7 @@ mod tests {
     fn appends_land_after_the_last_write_inside_preallocated_space() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let mut file = RealFileSystem.create_new(&path).unwrap();
+        let mut file = RealFileSystem::default().create_new(&path).unwrap();
         file.preallocate(4096).unwrap();
         file.write_all(b"abc").unwrap();
         file.write_all(b"de").unwrap();
@@ -215,7 +281,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         let announced = 3 * ZERO_FILL_AHEAD_BYTES;
-        let mut file = RealFileSystem.create_new(&path).unwrap();
+        let mut file = RealFileSystem::default().create_new(&path).unwrap();
         file.preallocate(announced).unwrap();
         let size = || fs::metadata(&path).unwrap().len();
         assert_eq!(size(), ZERO_FILL_AHEAD_BYTES, "one piece ahead at once");
@@ -246,16 +312,70 @@ mod tests {
     fn a_reopened_file_appends_at_its_end_and_set_len_moves_the_end() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        RealFileSystem
+        RealFileSystem::default()
             .create_new(&path)
             .unwrap()
             .write_all(b"0123456789")
             .unwrap();
-        let mut file = RealFileSystem.open_append(&path).unwrap();
+        let mut file = RealFileSystem::default().open_append(&path).unwrap();
         file.set_len(4).unwrap();
         file.preallocate(100).unwrap();
         file.write_all(b"xy").unwrap();
         file.seal().unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"0123xy");
+    }
+
+    #[test]
+    fn held_bytes_reach_the_file_only_at_their_fsync() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let held = RealFileSystem {
+            unsynced: Unsynced::HeldInProcess,
+        };
+        let mut file = held.create_new(&path).unwrap();
+        file.preallocate(4096).unwrap();
+        file.write_all(b"abc").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"", "held until the fsync");
+        file.sync_data().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"abc");
+        file.write_all(b"de").unwrap();
+        // A SIGKILL runs no destructor.
+        std::mem::forget(file);
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            b"abc",
+            "what was not synced is lost with the process"
+        );
+        let mut file = held.open_append(&path).unwrap();
+        file.write_all(b"fg").unwrap();
+        file.seal().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"abcfg", "a seal writes it out");
+        file.write_all(b"h").unwrap();
+        drop(file);
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            b"abcfgh",
+            "a file closed in a running process keeps its bytes"
+        );
+    }
+
+    #[test]
+    fn the_broken_mode_holds_bytes_past_their_fsync() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let broken = RealFileSystem {
+            unsynced: Unsynced::HeldPastTheirFsync,
+        };
+        let mut file = broken.create_new(&path).unwrap();
+        file.write_all(b"abc").unwrap();
+        file.sync_data().unwrap();
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            b"",
+            "reported durable, still held"
+        );
+        file.write_all(b"de").unwrap();
+        file.seal().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"abcde");
     }
 }

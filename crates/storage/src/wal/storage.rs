@@ -39,7 +39,7 @@ impl WalStorage<RealFileSystem> {
     /// A WAL in `dir` on the real file system; the directory is created on
     /// recovery if missing.
     pub fn open(dir: impl Into<PathBuf>, options: WalOptions) -> Result<Self, StorageError> {
-        WalStorage::with_file_system(RealFileSystem, dir, options)
+        WalStorage::with_file_system(RealFileSystem::default(), dir, options)
     }
 }
 
