@@ -289,24 +289,17 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
         ))?),
         _ => None,
     };
+    let paced = |i| session::Session::new(i, channels.clone(), origin).paced(args.clients, span);
     let clients: Vec<_> = (0..args.clients as u64)
         .map(|i| match args.workload {
             Workload::Register => runtime.spawn(register::register_client(
-                i,
-                channels.clone(),
-                origin,
+                paced(i),
                 until,
                 seed,
                 args.serializable_reads,
                 histories.register.clone(),
             )),
-            Workload::Set => runtime.spawn(set::set_client(
-                i,
-                channels.clone(),
-                origin,
-                until,
-                histories.set.clone(),
-            )),
+            Workload::Set => runtime.spawn(set::set_client(paced(i), until, histories.set.clone())),
             Workload::Election => runtime.spawn(election::election_client(
                 i,
                 endpoints.clone(),

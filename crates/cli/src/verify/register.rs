@@ -14,7 +14,6 @@ use bellwether_sim::linearizability::{
 use pb::compare::{CompareResult, CompareTarget, TargetUnion};
 use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
-use tonic::transport::Channel;
 
 /// Keys of the register workload: few, so that operations conflict.
 pub const REGISTER_KEYS: u64 = 4;
@@ -36,15 +35,13 @@ fn decode_value(bytes: &[u8]) -> Option<Value> {
 
 /// Runs one register client until `until`, recording into `history`.
 pub async fn register_client(
-    client: u64,
-    channels: Vec<Channel>,
-    origin: Instant,
+    mut session: Session,
     until: Instant,
     seed: u64,
     serializable_reads: bool,
     history: Arc<Mutex<RegisterHistory>>,
 ) {
-    let mut session = Session::new(client, channels, origin);
+    let client = session.client;
     let mut rng = bellwether_core::Rng::derive(seed, client);
     let mut sequence = 0u64;
     // The last value this client saw under each key: what its
@@ -55,6 +52,7 @@ pub async fn register_client(
             return;
         }
         sequence += 1;
+        session.wait_turn(sequence).await;
         let command = next_command(&mut rng, client, sequence, &seen);
         let key = command.key();
         let invoke_us = session.now_us();

@@ -32,12 +32,16 @@ pub fn channels(endpoints: &[String]) -> anyhow::Result<Vec<Channel>> {
         .collect()
 }
 
-/// A client's position: which member it talks to, and its clock origin.
+/// A client's position: which member it talks to, its clock origin, and
+/// its pace.
 pub struct Session {
     pub client: u64,
     channels: Vec<Channel>,
     member: usize,
     origin: Instant,
+    /// Time between the starts of this client's requests, at least, so
+    /// that a run's bounded history spreads over all of it.
+    pace: Duration,
 }
 
 impl Session {
@@ -51,7 +55,20 @@ impl Session {
             channels,
             member,
             origin,
+            pace: Duration::ZERO,
         }
+    }
+
+    /// The session with `clients` clients sharing [`OPERATIONS_MAX`]
+    /// requests evenly over `span`.
+    pub fn paced(mut self, clients: usize, span: Duration) -> Session {
+        self.pace = span * clients as u32 / OPERATIONS_MAX as u32;
+        self
+    }
+
+    /// Waits for the start of this client's request number `sequence`.
+    pub async fn wait_turn(&self, sequence: u64) {
+        tokio::time::sleep_until(self.origin + self.pace * sequence as u32).await;
     }
 
     /// A KV client on the member in use.

@@ -11,7 +11,6 @@ use bellwether_client::Client;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
-use tonic::transport::Channel;
 
 /// What the set clients recorded.
 #[derive(Default)]
@@ -26,17 +25,12 @@ pub struct SetHistory {
 pub const SET_PREFIX: &str = "verify/set/";
 
 /// Runs one set client until `until`: each key is written once.
-pub async fn set_client(
-    client: u64,
-    channels: Vec<Channel>,
-    origin: Instant,
-    until: Instant,
-    history: Arc<Mutex<SetHistory>>,
-) {
-    let mut session = Session::new(client, channels, origin);
+pub async fn set_client(mut session: Session, until: Instant, history: Arc<Mutex<SetHistory>>) {
+    let client = session.client;
     let mut sequence = 0u64;
     while Instant::now() < until {
         sequence += 1;
+        session.wait_turn(sequence).await;
         let key = format!("{SET_PREFIX}{client}/{sequence}");
         let request = pb::PutRequest {
             key: key.clone().into_bytes(),
