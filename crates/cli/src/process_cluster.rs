@@ -39,6 +39,9 @@ pub struct Member {
     /// Where its stdout and stderr go (appended to across restarts); named
     /// in every error about this member.
     log_path: PathBuf,
+    /// The log's length when the current process started: what it wrote
+    /// begins there.
+    log_start: u64,
 }
 
 impl Member {
@@ -47,6 +50,7 @@ impl Member {
         let mut member = Member {
             child: None,
             log_path,
+            log_start: 0,
         };
         member.respawn(command)?;
         Ok(member)
@@ -63,6 +67,7 @@ impl Member {
             .append(true)
             .open(&self.log_path)
             .with_context(|| format!("cannot open {}", self.log_path.display()))?;
+        self.log_start = log.metadata().map_or(0, |m| m.len());
         let child = command
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -82,6 +87,13 @@ impl Member {
     /// The member's log file.
     pub fn log_path(&self) -> &Path {
         &self.log_path
+    }
+
+    /// What the current (or last) process wrote to the log.
+    pub fn log_of_this_start(&self) -> String {
+        let log = std::fs::read(&self.log_path).unwrap_or_default();
+        let start = (self.log_start as usize).min(log.len());
+        String::from_utf8_lossy(&log[start..]).into_owned()
     }
 
     /// Sends SIGKILL (directly, no helper process: this is the crash

@@ -199,8 +199,16 @@ impl ConfigLayer {
     pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
-        toml::from_str(&text)
-            .map_err(|e| ConfigError(format!("config file {}: {e}", path.display())))
+        let layer: ConfigLayer = toml::from_str(&text)
+            .map_err(|e| ConfigError(format!("config file {}: {e}", path.display())))?;
+        if layer.hold_unsynced_writes.is_some() || layer.unsafe_mutation.is_some() {
+            return Err(ConfigError(format!(
+                "config file {}: hold_unsynced_writes and unsafe_mutation are testing flags, \
+accepted only on the command line",
+                path.display()
+            )));
+        }
+        Ok(layer)
     }
 
     /// The layer as a config file.
@@ -214,7 +222,8 @@ impl ConfigLayer {
     pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let command = SettingsCommand::command();
         let mut argv = Vec::new();
-        for setting in command.get_arguments() {
+        // Hidden flags are for testing, taken from the command line only.
+        for setting in command.get_arguments().filter(|s| !s.is_hide_set()) {
             let Some(long) = setting.get_long() else {
                 continue;
             };
@@ -942,8 +951,9 @@ mod tests {
             peer_cert_file: Some("p.pem".into()),
             peer_key_file: Some("pk.pem".into()),
             peer_trusted_ca_file: Some("pca.pem".into()),
-            hold_unsynced_writes: Some(true),
-            unsafe_mutation: Some("faithful".into()),
+            // The testing flags are taken from the command line only.
+            hold_unsynced_writes: None,
+            unsafe_mutation: None,
         }
     }
 
@@ -972,7 +982,10 @@ mod tests {
     fn every_setting_is_read_alike_from_the_file_a_flag_and_the_environment() {
         let all = every_setting();
         let settings = as_text(&all);
-        let declared = SettingsCommand::command().get_arguments().count();
+        let declared = SettingsCommand::command()
+            .get_arguments()
+            .filter(|s| !s.is_hide_set())
+            .count();
         assert_eq!(settings.len(), declared, "every setting is set once here");
 
         let file: ConfigLayer = toml::from_str(&all.to_toml().unwrap()).unwrap();
@@ -994,6 +1007,38 @@ mod tests {
         assert_eq!(
             ConfigLayer::from_env(|_| None).unwrap(),
             ConfigLayer::default()
+        );
+    }
+
+    #[test]
+    fn the_testing_flags_come_from_the_command_line_only() {
+        let flags = [
+            "--hold-unsynced-writes",
+            "--unsafe-mutation=answers-before-fsync",
+        ];
+        let parsed = SettingsCommand::try_parse_from(flags).unwrap().settings;
+        assert_eq!(parsed.hold_unsynced_writes, Some(true));
+        assert_eq!(
+            parsed.unsafe_mutation.as_deref(),
+            Some("answers-before-fsync")
+        );
+        let variables = BTreeMap::from([
+            ("BELLWETHER_HOLD_UNSYNCED_WRITES", "true"),
+            ("BELLWETHER_UNSAFE_MUTATION", "answers-before-fsync"),
+        ]);
+        let env = ConfigLayer::from_env(|name| variables.get(name).map(|v| v.to_string()));
+        assert_eq!(
+            env.unwrap(),
+            ConfigLayer::default(),
+            "variables are ignored"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "unsafe_mutation = \"applies-before-commit\"\n").unwrap();
+        let error = ConfigLayer::from_file(&path).unwrap_err().0;
+        assert!(
+            error.contains("accepted only on the command line"),
+            "{error}"
         );
     }
 

@@ -22,6 +22,8 @@ pub struct DiskFull {
     /// The member whose data dir it is (1-based).
     pub member: usize,
     dir: PathBuf,
+    /// Still mounted (not yet unmounted by [`DiskFull::unmount`]).
+    mounted: bool,
 }
 
 impl DiskFull {
@@ -40,7 +42,25 @@ impl DiskFull {
         Ok(DiskFull {
             member,
             dir: dir.to_path_buf(),
+            mounted: true,
         })
+    }
+
+    /// Unmounts it, failing if something still holds it.
+    pub fn unmount(mut self) -> Result<()> {
+        self.mounted = false;
+        run(Command::new("umount").arg(&self.dir))
+    }
+
+    /// Copies what the tmpfs holds to `to` (for a failed run, whose files
+    /// are kept), as far as it can.
+    pub fn keep_copy(&self, to: &Path) {
+        let _ = std::fs::create_dir_all(to);
+        let _ = Command::new("cp")
+            .arg("-a")
+            .arg(self.dir.join("."))
+            .arg(to)
+            .status();
     }
 
     /// Fills the tmpfs until a write fails for want of space; the space
@@ -54,7 +74,7 @@ impl DiskFull {
             match file.write(&piece) {
                 Ok(0) => break,
                 Ok(_) => continue,
-                Err(error) if error.raw_os_error() == Some(28) => break,
+                Err(error) if error.kind() == std::io::ErrorKind::StorageFull => break,
                 Err(error) => {
                     let _ = std::fs::remove_file(&path);
                     return Err(error).context("cannot fill the tmpfs");
@@ -67,7 +87,14 @@ impl DiskFull {
 
 impl Drop for DiskFull {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        if !self.mounted {
+            return;
+        }
+        if let Err(error) = run(Command::new("umount").arg(&self.dir)) {
+            // Something still holds it: detach it lazily, and say so.
+            eprintln!("verify: {error:#}; detaching it lazily");
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        }
     }
 }
 
@@ -86,7 +113,7 @@ impl Drop for Filler {
 /// run starts, on a scratch directory).
 pub fn tmpfs_unavailable() -> Option<String> {
     let dir = std::env::temp_dir().join(format!("bw-verify-tmpfs-{}", std::process::id()));
-    let result = DiskFull::mount(0, &dir).map(drop);
+    let result = DiskFull::mount(0, &dir).and_then(DiskFull::unmount);
     let _ = std::fs::remove_dir(&dir);
     result.err().map(|error| format!("{error:#}"))
 }

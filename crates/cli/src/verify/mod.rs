@@ -17,8 +17,10 @@
 
 mod disk_full;
 mod election;
+mod health;
 mod lease;
 mod lease_check;
+mod lease_watch;
 mod nemesis;
 mod register;
 mod session;
@@ -282,9 +284,10 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
     let channels = session::channels(&endpoints)?;
     let histories = Histories::default();
     let watcher = match args.workload {
-        Workload::Lease => Some(runtime.block_on(lease::start_watcher(
+        Workload::Lease => Some(runtime.block_on(lease_watch::start_watcher(
             &client,
             channels.clone(),
+            origin,
             histories.lease.clone(),
         ))?),
         _ => None,
@@ -307,9 +310,7 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
                 histories.election.clone(),
             )),
             Workload::Lease => runtime.spawn(lease::lease_client(
-                i,
-                channels.clone(),
-                origin,
+                session::Session::new(i, channels.clone(), origin),
                 until,
                 seed,
                 histories.lease.clone(),
@@ -324,8 +325,8 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
         runtime.block_on(task)?;
     }
     std::thread::sleep(SETTLE);
-    let verdict = match watcher {
-        Some(watcher) => runtime.block_on(lease::lease_verdict(
+    let mut verdict = match watcher {
+        Some(watcher) => runtime.block_on(lease_watch::lease_verdict(
             &client,
             &channels,
             &histories.lease,
@@ -333,7 +334,20 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
         ))?,
         None => histories.verdict(args.workload, &runtime, &client)?,
     };
+    if let Some(trouble) = runtime.block_on(health::final_health(&client, &channels)) {
+        verdict.anomaly = Some(match verdict.anomaly {
+            Some(anomaly) => format!("{anomaly}; {trouble}"),
+            None => trouble,
+        });
+    }
     nemesis::restart_exited(&mut cluster, disk.as_ref(), &mut outcome)?;
+    if verdict.anomaly.is_some() || !outcome.exits.is_empty() {
+        if let Some(disk) = &disk {
+            // Its data goes with the tmpfs: keep a copy with the logs.
+            drop(cluster);
+            disk.keep_copy(&dir.join(format!("n{}-data", args.nodes)));
+        }
+    }
     Ok((verdict, outcome))
 }
 

@@ -171,7 +171,8 @@ pub fn run(
 }
 
 /// Restarts every member that exited on its own since the last look,
-/// noting it as an anomaly unless its disk was full and its log says so.
+/// noting it as an anomaly unless its disk was full and what this start of
+/// it logged says so (the log file spans its restarts).
 pub fn restart_exited(
     cluster: &mut ProcessCluster,
     disk: Option<&DiskFull>,
@@ -182,9 +183,10 @@ pub fn restart_exited(
         let Err(exited) = process.check_running() else {
             continue;
         };
-        let log = std::fs::read_to_string(process.log_path()).unwrap_or_default();
+        let log = process.log_of_this_start();
         let last = quoted_end(&log);
-        if disk.is_some_and(|d| d.member == i) && last.contains("No space left on device") {
+        let full = log.contains("No space left on device") && !log.contains("panicked at");
+        if disk.is_some_and(|d| d.member == i) && full {
             let action = "member stopped on a full disk, as designed, and restarted";
             *outcome.actions.entry(action.to_string()).or_default() += 1;
         } else {

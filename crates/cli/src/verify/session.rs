@@ -81,6 +81,11 @@ impl Session {
         LeaseClient::new(self.channels[self.member].clone())
     }
 
+    /// The run's origin, which the clients' times count from.
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
     /// Microseconds since the run's origin.
     pub fn now_us(&self) -> u64 {
         self.origin.elapsed().as_micros() as u64

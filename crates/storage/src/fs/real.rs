@@ -30,7 +30,10 @@ pub enum Unsynced {
     HeldInProcess,
     /// Broken on purpose, to show that `verify` catches it: held, and an
     /// fsync writes nothing out, so the log reports writes durable that a
-    /// SIGKILL loses; they reach the file only when it is sealed or closed.
+    /// SIGKILL loses. They reach the file only when it is sealed, cut or
+    /// closed: a kill loses what the active log segment was sent since it
+    /// was opened, while a snapshot file, closed before it is renamed into
+    /// place, keeps its bytes.
     HeldPastTheirFsync,
 }
 
@@ -74,12 +77,16 @@ impl RealFile {
         })
     }
 
-    /// Writes the first `count` held bytes to the file, after the bytes
-    /// written before them.
-    fn write_held(&mut self, count: usize) -> io::Result<()> {
+    /// Writes the held bytes to the file, after the bytes written before
+    /// them.
+    fn write_held(&mut self) -> io::Result<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
         let written_end = self.end - self.held.len() as u64;
-        self.file.write_all_at(&self.held[..count], written_end)?;
-        self.held.drain(..count);
+        self.file.write_all_at(&self.held, written_end)?;
+        self.held.clear();
+        self.len = self.len.max(self.end);
         Ok(())
     }
 
@@ -117,7 +124,7 @@ impl RealFile {
 /// (a SIGKILL, where nothing is dropped) loses them.
 impl Drop for RealFile {
     fn drop(&mut self) {
-        let _ = self.write_held(self.held.len());
+        let _ = self.write_held();
     }
 }
 
@@ -126,7 +133,6 @@ impl WalFile for RealFile {
         if self.unsynced != Unsynced::InKernel {
             self.held.extend_from_slice(bytes);
             self.end += bytes.len() as u64;
-            self.len = self.len.max(self.end);
             return Ok(());
         }
         self.file.write_all_at(bytes, self.end)?;
@@ -140,12 +146,18 @@ impl WalFile for RealFile {
         if self.unsynced == Unsynced::HeldPastTheirFsync {
             return Ok(());
         }
-        self.write_held(self.held.len())?;
+        if !self.held.is_empty() {
+            // Held bytes meet a full disk here, and the zeros ahead of
+            // them are written here, as appends meet and write them in
+            // production.
+            self.write_held()?;
+            self.fill_ahead();
+        }
         self.file.sync_data()
     }
 
     fn set_len(&mut self, len_bytes: u64) -> io::Result<()> {
-        self.write_held(self.held.len())?;
+        self.write_held()?;
         assert!(
             len_bytes <= self.file.metadata()?.len(),
             "set_len only ever shortens a file"
@@ -157,17 +169,16 @@ impl WalFile for RealFile {
     }
 
     fn preallocate(&mut self, len_bytes: u64) -> io::Result<()> {
-        if self.unsynced != Unsynced::InKernel {
-            return Ok(());
-        }
         self.announced = self.announced.max(len_bytes);
-        self.fill_ahead();
+        if self.held.is_empty() {
+            self.fill_ahead();
+        }
         Ok(())
     }
 
     fn seal(&mut self) -> io::Result<()> {
         if !self.held.is_empty() {
-            self.write_held(self.held.len())?;
+            self.write_held()?;
             self.file.sync_data()?;
         }
         self.announced = self.end;
@@ -333,20 +344,19 @@ mod tests {
             unsynced: Unsynced::HeldInProcess,
         };
         let mut file = held.create_new(&path).unwrap();
-        file.preallocate(4096).unwrap();
         file.write_all(b"abc").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"", "held until the fsync");
         file.sync_data().unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"abc");
+        file.preallocate(4096).unwrap();
+        assert_eq!(fs::metadata(&path).unwrap().len(), 4096, "zeros ahead");
         file.write_all(b"de").unwrap();
         // A SIGKILL runs no destructor.
         std::mem::forget(file);
-        assert_eq!(
-            fs::read(&path).unwrap(),
-            b"abc",
-            "what was not synced is lost with the process"
-        );
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(&bytes[..5], b"abc\0\0", "what was not synced is lost");
         let mut file = held.open_append(&path).unwrap();
+        file.set_len(3).unwrap();
         file.write_all(b"fg").unwrap();
         file.seal().unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"abcfg", "a seal writes it out");
