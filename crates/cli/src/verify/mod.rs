@@ -259,6 +259,9 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
         heartbeat_ms: 50,
         election_ms: 300,
     };
+    if !args.no_partitions {
+        nemesis::heal_leftovers(args.net);
+    }
     let mut cluster = ProcessCluster::start_with_args(layout, member_args(args))?;
     let endpoints = cluster.client_endpoints();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -87,6 +87,17 @@ fn draw(rng: &mut Rng, faults: Faults, disk: bool) -> Fault {
     }
 }
 
+/// The nftables table of the partitions of peer network `net`.
+fn table(net: u8) -> String {
+    format!("bwverify{net}")
+}
+
+/// Removes a partition an earlier `verify` left behind (one killed while a
+/// member was cut off), so that a new cluster can form.
+pub fn heal_leftovers(net: u8) {
+    delete_table(&table(net));
+}
+
 /// Hurts the cluster until `span` has passed, then heals everything.
 pub fn run(
     cluster: &mut ProcessCluster,
@@ -100,7 +111,7 @@ pub fn run(
     let mut outcome = Outcome::default();
     let start = Instant::now();
     let nodes = cluster.members().len();
-    let table = format!("bwverify{net}");
+    let table = table(net);
     delete_table(&table);
     while start.elapsed() < span {
         std::thread::sleep(millis(&mut rng, 200, 1_000));
@@ -211,4 +222,25 @@ fn quoted_end(log: &str) -> String {
         }
     };
     lines.join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_quoted_by_its_message_not_its_backtrace() {
+        let log = "INFO started\nthread 'main' panicked at crates/member/src/apply.rs:70:9:\n\
+entry i1 applied before it committed (commit i0)\nstack backtrace:\n   0: std\n   1: core\n";
+        assert_eq!(
+            quoted_end(log),
+            "thread 'main' panicked at crates/member/src/apply.rs:70:9: | \
+entry i1 applied before it committed (commit i0)"
+        );
+        let log = "a\nb\nc\nd\nerror: No space left on device (os error 28)\n";
+        assert_eq!(
+            quoted_end(log),
+            "b | c | d | error: No space left on device (os error 28)"
+        );
+    }
 }
