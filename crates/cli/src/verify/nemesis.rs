@@ -234,7 +234,7 @@ mod tests {
 entry i1 applied before it committed (commit i0)\nstack backtrace:\n   0: std\n   1: core\n";
         assert_eq!(
             quoted_end(log),
-            "thread 'main' panicked at crates/member/src/apply.rs:70:9: | \
+            "panicked at crates/member/src/apply.rs:70:9: | \
 entry i1 applied before it committed (commit i0)"
         );
         let log = "a\nb\nc\nd\nerror: No space left on device (os error 28)\n";
