@@ -188,6 +188,9 @@ async fn send(
             let answer = kv.txn(request).await?.into_inner();
             Ok(Response::CompareAndSet(answer.succeeded))
         }
+        Command::LeasedPut { .. } | Command::Revoke { .. } => {
+            unreachable!("the register workload sends no lease commands (the lease workload does)")
+        }
     }
 }
 

@@ -12,7 +12,8 @@ pub const COMMAND_BYTES: usize = 1 + 8 + 8 + 8 + 1 + 8;
 pub struct LoggedWrite {
     /// Unique per client attempt: `(client << 32) | sequence`.
     pub op_id: u64,
-    /// A `Put` or a `CompareAndSet` (reads never enter the log).
+    /// A `Put`, a `CompareAndSet`, a `LeasedPut` or a `Revoke` (reads
+    /// never enter the log).
     pub command: Command,
 }
 
@@ -22,6 +23,8 @@ pub fn encode(write: &LoggedWrite) -> Vec<u8> {
     let (tag, key, value, expected) = match write.command {
         Command::Put { key, value } => (1u8, key, value, None),
         Command::CompareAndSet { key, expected, new } => (2u8, key, new, Some(expected)),
+        Command::LeasedPut { key, value } => (3u8, key, value, None),
+        Command::Revoke { key, lease } => (4u8, key, lease, None),
         Command::Get { .. } => panic!("reads are never logged"),
     };
     out.push(tag);
@@ -55,6 +58,8 @@ pub fn decode(bytes: &[u8]) -> Option<LoggedWrite> {
                 new: value,
             }
         }
+        3 => Command::LeasedPut { key, value },
+        4 => Command::Revoke { key, lease: value },
         _ => return None,
     };
     Some(LoggedWrite { op_id, command })
@@ -67,6 +72,20 @@ mod tests {
     #[test]
     fn writes_round_trip() {
         let writes = [
+            LoggedWrite {
+                op_id: 11,
+                command: Command::LeasedPut {
+                    key: Key(2),
+                    value: Value(1 << 62 | 3),
+                },
+            },
+            LoggedWrite {
+                op_id: 12,
+                command: Command::Revoke {
+                    key: Key(2),
+                    lease: Value(1 << 62 | 3),
+                },
+            },
             LoggedWrite {
                 op_id: 7,
                 command: Command::Put {

@@ -40,6 +40,16 @@ impl KvMachine {
                 }
                 Response::CompareAndSet(matches)
             }
+            Command::LeasedPut { key, value } => {
+                self.values.insert(key, value);
+                Response::Put
+            }
+            Command::Revoke { key, lease } => {
+                if self.values.get(&key) == Some(&lease) {
+                    self.values.remove(&key);
+                }
+                Response::Revoked
+            }
             Command::Get { .. } => unreachable!("reads are never logged"),
         };
         Some((write, response))

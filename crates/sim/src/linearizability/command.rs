@@ -56,6 +56,23 @@ pub enum Command {
         /// The value written when the comparison holds.
         new: Value,
     },
+    /// Grant a lease whose id is `value` and store `value` under `key`
+    /// attached to it (etcd: LeaseGrant, then a put with the lease).
+    LeasedPut {
+        /// The key written.
+        key: Key,
+        /// The value written, which is also its lease's id.
+        value: Value,
+    },
+    /// Revoke the lease whose id is `lease`: a key attached to it goes.
+    /// The workload's leases each carry one key, the one their
+    /// [`Command::LeasedPut`] wrote, so the revoke touches only `key`.
+    Revoke {
+        /// The key the lease was granted for.
+        key: Key,
+        /// The lease, named by the value its put wrote.
+        lease: Value,
+    },
 }
 
 impl Command {
@@ -64,7 +81,9 @@ impl Command {
         match *self {
             Command::Put { key, .. }
             | Command::Get { key }
-            | Command::CompareAndSet { key, .. } => key,
+            | Command::CompareAndSet { key, .. }
+            | Command::LeasedPut { key, .. }
+            | Command::Revoke { key, .. } => key,
         }
     }
 
@@ -73,9 +92,12 @@ impl Command {
     pub fn accepts(&self, response: &Response) -> bool {
         matches!(
             (self, response),
-            (Command::Put { .. }, Response::Put)
-                | (Command::Get { .. }, Response::Get(_))
+            (
+                Command::Put { .. } | Command::LeasedPut { .. },
+                Response::Put
+            ) | (Command::Get { .. }, Response::Get(_))
                 | (Command::CompareAndSet { .. }, Response::CompareAndSet(_))
+                | (Command::Revoke { .. }, Response::Revoked)
         )
     }
 }
@@ -88,6 +110,8 @@ impl fmt::Display for Command {
             Command::CompareAndSet { key, expected, new } => {
                 write!(f, "cas({key}, {}, {new})", DisplayValue(expected))
             }
+            Command::LeasedPut { key, value } => write!(f, "leased_put({key}, {value})"),
+            Command::Revoke { key, lease } => write!(f, "revoke({key}, lease {lease})"),
         }
     }
 }
@@ -102,6 +126,9 @@ pub enum Response {
     Get(Option<Value>),
     /// Whether the compare-and-set found `expected` and wrote `new`.
     CompareAndSet(bool),
+    /// The revoke was applied (whether the lease was still there is not
+    /// told: a lease outlives the key a later put detached from it).
+    Revoked,
 }
 
 impl fmt::Display for Response {
@@ -110,6 +137,7 @@ impl fmt::Display for Response {
             Response::Put => write!(f, "ok"),
             Response::Get(value) => write!(f, "{}", DisplayValue(value)),
             Response::CompareAndSet(succeeded) => write!(f, "{succeeded}"),
+            Response::Revoked => write!(f, "revoked"),
         }
     }
 }

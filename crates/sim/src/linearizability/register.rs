@@ -1,5 +1,12 @@
 //! The sequential specification of one key of the store: a register that
-//! starts absent and supports put, get and compare-and-set.
+//! starts absent and supports put, get, compare-and-set, a put under a
+//! lease and the lease's revoke.
+//!
+//! A leased put's lease id is the value it writes (values are unique), so
+//! the state needs nothing beyond the value: a revoke of lease `v` removes
+//! the key exactly when it holds `v`, that is, when the last write was the
+//! leased put of `v` (a later put or compare-and-set detached the key from
+//! the lease, as etcd does).
 //!
 //! One register per key is enough because a command touches a single key, so
 //! the history splits into independent per-key histories (Horn & Kroening,
@@ -29,7 +36,13 @@ impl Model for Register {
         response: Option<&Response>,
     ) -> Option<Option<Value>> {
         match (*command, response) {
-            (Command::Put { value, .. }, None | Some(Response::Put)) => Some(Some(value)),
+            (
+                Command::Put { value, .. } | Command::LeasedPut { value, .. },
+                None | Some(Response::Put),
+            ) => Some(Some(value)),
+            (Command::Revoke { lease, .. }, None | Some(Response::Revoked)) => {
+                Some(if *state == Some(lease) { None } else { *state })
+            }
             (Command::Get { .. }, None) => Some(*state),
             (Command::Get { .. }, Some(Response::Get(read))) => (read == state).then_some(*state),
             (Command::CompareAndSet { expected, new, .. }, observed) => {
@@ -44,7 +57,13 @@ impl Model for Register {
                 }
             }
             // A response of the wrong kind is never allowed.
-            (Command::Put { .. } | Command::Get { .. }, Some(_)) => None,
+            (
+                Command::Put { .. }
+                | Command::Get { .. }
+                | Command::LeasedPut { .. }
+                | Command::Revoke { .. },
+                Some(_),
+            ) => None,
         }
     }
 }
@@ -95,6 +114,33 @@ mod tests {
         assert_eq!(
             Register.step(&Some(Value(1)), &cas, None),
             Some(Some(Value(1)))
+        );
+    }
+
+    #[test]
+    fn a_revoke_removes_the_key_only_while_it_holds_the_leased_value() {
+        let leased = Command::LeasedPut {
+            key: KEY,
+            value: Value(5),
+        };
+        let revoke = Command::Revoke {
+            key: KEY,
+            lease: Value(5),
+        };
+        let state = Register.step(&None, &leased, Some(&Response::Put));
+        assert_eq!(state, Some(Some(Value(5))));
+        assert_eq!(
+            Register.step(&Some(Value(5)), &revoke, Some(&Response::Revoked)),
+            Some(None)
+        );
+        assert_eq!(
+            Register.step(&Some(Value(6)), &revoke, None),
+            Some(Some(Value(6))),
+            "a later put detached the key"
+        );
+        assert_eq!(
+            Register.step(&Some(Value(5)), &revoke, Some(&Response::Put)),
+            None
         );
     }
 

@@ -76,12 +76,13 @@ pub(super) fn search_commands(history: &[Operation], indices: &[usize]) -> Vec<S
         .collect()
 }
 
-/// The value whose identity `operation` observes: the one a read returned
-/// or a compare-and-set expected.
+/// The value whose identity `operation` observes: the one a read returned,
+/// a compare-and-set expected, or a revoke names as its lease.
 fn observed(operation: &Operation) -> Option<Value> {
     match (operation.command, operation.response()) {
         (Command::Get { .. }, Some(Response::Get(read))) => *read,
         (Command::CompareAndSet { expected, .. }, _) => expected,
+        (Command::Revoke { lease, .. }, _) => Some(lease),
         _ => None,
     }
 }
@@ -89,9 +90,9 @@ fn observed(operation: &Operation) -> Option<Value> {
 /// The value a command may write.
 fn written(command: &Command) -> Option<Value> {
     match *command {
-        Command::Put { value, .. } => Some(value),
+        Command::Put { value, .. } | Command::LeasedPut { value, .. } => Some(value),
         Command::CompareAndSet { new, .. } => Some(new),
-        Command::Get { .. } => None,
+        Command::Get { .. } | Command::Revoke { .. } => None,
     }
 }
 
@@ -99,12 +100,15 @@ fn written(command: &Command) -> Option<Value> {
 fn rewritten(command: Command, value: Value) -> Command {
     match command {
         Command::Put { key, .. } => Command::Put { key, value },
+        Command::LeasedPut { key, .. } => Command::LeasedPut { key, value },
         Command::CompareAndSet { key, expected, .. } => Command::CompareAndSet {
             key,
             expected,
             new: value,
         },
-        Command::Get { .. } => unreachable!("unobserved: a get writes nothing"),
+        Command::Get { .. } | Command::Revoke { .. } => {
+            unreachable!("unobserved: a get or a revoke writes no value")
+        }
     }
 }
 

@@ -127,18 +127,29 @@ impl EtcdApp {
     fn next_command(&mut self, client: usize) -> Command {
         let key = Key(self.rng.range(0, self.config.keys));
         let value = Value(((client as u64) << 32) | u64::from(self.clients[client].ops_started));
-        match self.rng.range(0, 10) {
-            0..=3 => Command::Put { key, value },
-            4..=7 => Command::Get { key },
-            _ => {
-                let seen = self.clients[client].last_seen.get(&key.0);
-                let expected = seen.copied().flatten().map(Value);
-                Command::CompareAndSet {
-                    key,
-                    expected,
-                    new: value,
-                }
-            }
+        let seen = self.clients[client]
+            .last_seen
+            .get(&key.0)
+            .copied()
+            .flatten();
+        match self.rng.range(0, 20) {
+            0..=5 => Command::Put { key, value },
+            // Bit 62 keeps a leased value, its lease's id, positive and
+            // apart from the others.
+            6 | 7 => Command::LeasedPut {
+                key,
+                value: Value(value.0 | 1 << 62),
+            },
+            8..=15 => Command::Get { key },
+            16 if seen.is_some_and(|v| v & 1 << 62 != 0) => Command::Revoke {
+                key,
+                lease: Value(seen.expect("checked")),
+            },
+            _ => Command::CompareAndSet {
+                key,
+                expected: seen.map(Value),
+                new: value,
+            },
         }
     }
 }
@@ -200,10 +211,7 @@ impl EtcdApp {
             }
             return;
         }
-        let key = match op.command {
-            Command::Get { key } | Command::Put { key, .. } => key,
-            Command::CompareAndSet { key, .. } => key,
-        };
+        let key = op.command.key();
         let reply = OpRef {
             client,
             attempt,
@@ -277,9 +285,19 @@ impl EtcdApp {
                 let record =
                     Operation::ok(ClientId(client), op.command, op.invoke_us, now, response);
                 world.app.history.push(record);
+                let last_seen = world.app.clients[c]
+                    .last_seen
+                    .get(&op.command.key().0)
+                    .copied()
+                    .flatten();
                 let seen = match (op.command, response) {
                     (Command::Get { key }, Response::Get(value)) => Some((key, value)),
-                    (Command::Put { key, value }, _) => Some((key, Some(value))),
+                    (Command::Put { key, value } | Command::LeasedPut { key, value }, _) => {
+                        Some((key, Some(value)))
+                    }
+                    (Command::Revoke { key, lease }, _) if last_seen == Some(lease.0) => {
+                        Some((key, None))
+                    }
                     (Command::CompareAndSet { key, new, .. }, Response::CompareAndSet(true)) => {
                         Some((key, Some(new)))
                     }

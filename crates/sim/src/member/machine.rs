@@ -1,6 +1,7 @@
 //! The etcd state machine of the `kv` crate behind a simulated member: the
 //! workload's puts and compare-and-sets become the store's puts and txns,
-//! and its reads read the store.
+//! a leased put a lease grant and a put under the lease, a revoke the
+//! store's lease revoke; its reads read the store.
 
 use crate::kv::codec::{decode, LoggedWrite};
 use crate::linearizability::{Command, Key, Response, Value};
@@ -20,6 +21,19 @@ pub fn key_bytes(key: Key) -> Vec<u8> {
     format!("k{}", key.0).into_bytes()
 }
 
+/// The TTL of the workload's leases. Nothing expires them in the
+/// simulation (the leader's lease clock is the server's), so it is only
+/// recorded.
+const LEASE_TTL_SECONDS: i64 = 60;
+
+/// The store's id of the lease a leased put of `value` grants: the value
+/// itself, which is unique and positive.
+fn lease_id(value: Value) -> i64 {
+    let id = i64::try_from(value.0).expect("workload values fit a lease id");
+    assert!(id > 0, "lease id 0 means no lease");
+    id
+}
+
 /// The value of `key` in `store`, as the workload's model sees it.
 pub fn read(store: &SharedStore, key: Key) -> Option<Value> {
     let store = store.lock().expect("the simulation runs on one thread");
@@ -35,6 +49,7 @@ pub fn encode_answer(op_id: u64, response: Response) -> Vec<u8> {
         Response::Put => 1u8,
         Response::CompareAndSet(false) => 2,
         Response::CompareAndSet(true) => 3,
+        Response::Revoked => 4,
         Response::Get(_) => panic!("reads are never applied"),
     };
     let mut out = op_id.to_le_bytes().to_vec();
@@ -49,6 +64,7 @@ pub fn decode_answer(bytes: &[u8]) -> Option<(u64, Response)> {
         [1] => Response::Put,
         [2] => Response::CompareAndSet(false),
         [3] => Response::CompareAndSet(true),
+        [4] => Response::Revoked,
         _ => return None,
     };
     Some((u64::from_le_bytes(id.try_into().ok()?), response))
@@ -93,6 +109,24 @@ impl StateMachine for StoreMachine {
                 };
                 let answer = store.txn(&txn).expect("a small txn applies");
                 Response::CompareAndSet(answer.succeeded)
+            }
+            Command::LeasedPut { key, value } => {
+                let lease = lease_id(value);
+                store
+                    .lease_grant(lease, LEASE_TTL_SECONDS)
+                    .expect("a fresh lease id is granted");
+                let mut put = PutRequest::new(key_bytes(key), value.0.to_le_bytes().to_vec());
+                put.lease = lease;
+                store
+                    .put(&put)
+                    .expect("a small put under a live lease applies");
+                Response::Put
+            }
+            Command::Revoke { lease, .. } => {
+                // Not found: revoked before, or never granted (its put was
+                // never applied). Either way nothing is attached to it.
+                let _ = store.lease_revoke(lease_id(lease));
+                Response::Revoked
             }
             Command::Get { .. } => panic!("reads are never logged"),
         };

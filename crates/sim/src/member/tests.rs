@@ -3,7 +3,7 @@
 
 use super::{EtcdApp, Runtime, SimMemberConfig};
 use crate::kv::KvConfig;
-use crate::linearizability::{check, CheckOptions, CheckResult};
+use crate::linearizability::{check, CheckOptions, CheckResult, Command, Operation, Response};
 use crate::run::{kv_raft_config, run_etcd_with};
 use crate::spec::{FaultProfile, RunSpec};
 use crate::world::{World, WorldConfig};
@@ -101,4 +101,68 @@ fn the_faithful_runtime_passes_twenty_chaos_runs_of_three_members() {
 #[should_panic(expected = "applied before it committed")]
 fn a_runtime_that_applies_before_commit_is_stopped_by_the_drivers_check() {
     failures(3, FaultProfile::None, 1, Runtime::AppliesBeforeCommit);
+}
+
+/// The etcd workload's history on three members without faults.
+fn history_without_faults(seed: u64) -> Vec<Operation> {
+    let spec = RunSpec::etcd(3, seed, FaultProfile::None);
+    let world_config = WorldConfig {
+        fsync_us: spec.fsync_us,
+        ..WorldConfig::new(3, seed)
+    };
+    let config = SimMemberConfig {
+        raft: kv_raft_config(&spec),
+        tick_us: spec.tick_us,
+        runtime: Runtime::Faithful,
+        boots: Default::default(),
+    };
+    let app = EtcdApp::new(KvConfig::default(), 3, seed);
+    let mut world = World::with_app(world_config, config, app);
+    EtcdApp::start(&mut world);
+    let _ = world.run_until(3_000_000);
+    world.app.finish();
+    std::mem::take(&mut world.app.history)
+}
+
+/// Leased puts grant a lease in the store and revokes delete the key
+/// through the log: clients read a key gone after it was written, which
+/// only a revoke does in this workload, and the checker needs the revokes
+/// to explain those reads.
+#[test]
+fn leases_are_granted_and_revoked_through_the_log_and_checked() {
+    let history = history_without_faults(3);
+    let completed = |wanted: fn(&Command) -> bool| {
+        let done = history.iter().filter(|o| o.complete_us().is_some());
+        done.filter(|o| wanted(&o.command)).count()
+    };
+    let leased = completed(|c| matches!(c, Command::LeasedPut { .. }));
+    let revokes = completed(|c| matches!(c, Command::Revoke { .. }));
+    println!("{leased} leased puts, {revokes} revokes");
+    assert!(
+        leased > 20 && revokes > 5,
+        "{leased} leased puts, {revokes} revokes"
+    );
+    let written_before = |read: &Operation| {
+        history.iter().any(|w| {
+            w.command.key() == read.command.key()
+                && !matches!(w.command, Command::Get { .. } | Command::Revoke { .. })
+                && w.complete_us().is_some_and(|done| done < read.invoke_us)
+        })
+    };
+    let gone = history
+        .iter()
+        .filter(|o| o.response() == Some(&Response::Get(None)) && written_before(o))
+        .count();
+    println!("{gone} reads found a revoked key gone");
+    assert!(gone > 0, "no read found a revoked key gone");
+    assert!(check(&history, &CheckOptions::default()).is_linearizable());
+    let without_revokes: Vec<Operation> = history
+        .into_iter()
+        .filter(|o| !matches!(o.command, Command::Revoke { .. }))
+        .collect();
+    let verdict = check(&without_revokes, &CheckOptions::default());
+    assert!(
+        matches!(verdict, CheckResult::NotLinearizable { .. }),
+        "the reads of gone keys need the revokes: {verdict:?}"
+    );
 }

@@ -57,7 +57,18 @@ fn random_history(rng: &mut SplitMix64) -> Vec<Operation> {
 fn apply(operation: &Operation, value: Option<Value>) -> Option<Option<Value>> {
     let response = operation.response();
     match operation.command {
-        Command::Put { value: written, .. } => Some(Some(written)),
+        Command::Put { value: written, .. } | Command::LeasedPut { value: written, .. } => {
+            match response {
+                None | Some(&Response::Put) => Some(Some(written)),
+                Some(_) => None,
+            }
+        }
+        Command::Revoke { lease, .. } => match response {
+            None | Some(&Response::Revoked) => {
+                Some(if value == Some(lease) { None } else { value })
+            }
+            Some(_) => None,
+        },
         Command::Get { .. } => match response {
             None => Some(value),
             Some(&Response::Get(read)) => (read == value).then_some(value),

@@ -117,12 +117,20 @@ fn random_command(
     last_written: &mut BTreeMap<Key, Value>,
 ) -> Command {
     let key = Key(rng.below(keys));
-    match rng.below(10) {
+    match rng.below(12) {
         0..=3 => Command::Get { key },
         4..=6 => {
             last_written.insert(key, value);
             Command::Put { key, value }
         }
+        7 => {
+            last_written.insert(key, value);
+            Command::LeasedPut { key, value }
+        }
+        8 => match last_written.get(&key) {
+            Some(&lease) => Command::Revoke { key, lease },
+            None => Command::Get { key },
+        },
         _ => {
             let expected = if rng.chance(80) {
                 last_written.get(&key).copied()
@@ -155,6 +163,16 @@ fn respond(planned: Vec<Planned>) -> Vec<Operation> {
             Command::Put { key, value } => {
                 registers.insert(key, value);
                 Response::Put
+            }
+            Command::LeasedPut { key, value } => {
+                registers.insert(key, value);
+                Response::Put
+            }
+            Command::Revoke { key, lease } => {
+                if current == Some(lease) {
+                    registers.remove(&key);
+                }
+                Response::Revoked
             }
             Command::Get { .. } => Response::Get(current),
             Command::CompareAndSet { key, expected, new } => {
