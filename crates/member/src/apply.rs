@@ -35,10 +35,14 @@ impl<W, R> Member<W, R> {
                 self.snapshots
                     .restored(snapshot.meta.last_index, snapshot.data.len() as u64);
                 // Proposals covered by a snapshot from the leader: their
-                // answers are gone with the entries. Clients retry reads.
+                // answers are gone with the entries, and whether each was
+                // kept (committed by the next leader) or replaced cannot be
+                // told from a snapshot. So their outcome is unknown: "not
+                // applied" would invite a retry that applies a kept write
+                // twice.
                 let later = self.proposals.split_off(&snapshot.meta.last_index.next());
                 for (_, (_, _, reply)) in std::mem::replace(&mut self.proposals, later) {
-                    self.answer_write(reply, Err(ClientError::NotApplied));
+                    self.answer_write(reply, Err(ClientError::LeaderChanged));
                 }
                 let mut answers = Vec::new();
                 self.forwarding.restored(&mut answers);

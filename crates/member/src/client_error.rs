@@ -23,7 +23,8 @@ pub enum ClientError {
     #[error("the node is shutting down")]
     Stopped,
     /// A write forwarded to a leader that lost leadership before this
-    /// member applied it: it may or may not be applied.
+    /// member applied it, or one whose entry a snapshot from the leader
+    /// covered: it may or may not be applied.
     #[error("leader changed")]
     LeaderChanged,
     /// A forwarded write was not seen applied in time: it may or may not

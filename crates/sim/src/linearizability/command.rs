@@ -67,6 +67,9 @@ pub enum Command {
     /// Revoke the lease whose id is `lease`: a key attached to it goes.
     /// The workload's leases each carry one key, the one their
     /// [`Command::LeasedPut`] wrote, so the revoke touches only `key`.
+    /// `lease` must be a value only a leased put of `key` writes (the
+    /// model takes "the key holds `lease`" for "the key is attached to
+    /// it").
     Revoke {
         /// The key the lease was granted for.
         key: Key,

@@ -285,19 +285,12 @@ impl EtcdApp {
                 let record =
                     Operation::ok(ClientId(client), op.command, op.invoke_us, now, response);
                 world.app.history.push(record);
-                let last_seen = world.app.clients[c]
-                    .last_seen
-                    .get(&op.command.key().0)
-                    .copied()
-                    .flatten();
                 let seen = match (op.command, response) {
                     (Command::Get { key }, Response::Get(value)) => Some((key, value)),
                     (Command::Put { key, value } | Command::LeasedPut { key, value }, _) => {
                         Some((key, Some(value)))
                     }
-                    (Command::Revoke { key, lease }, _) if last_seen == Some(lease.0) => {
-                        Some((key, None))
-                    }
+
                     (Command::CompareAndSet { key, new, .. }, Response::CompareAndSet(true)) => {
                         Some((key, Some(new)))
                     }

@@ -117,6 +117,9 @@ fn random_command(
     last_written: &mut BTreeMap<Key, Value>,
 ) -> Command {
     let key = Key(rng.below(keys));
+    // Leased values are odd and every other even, so that a revoke names
+    // only what a leased put wrote, as the model requires.
+    let (value, leased) = (Value(value.0 * 2), Value(value.0 * 2 + 1));
     match rng.below(12) {
         0..=3 => Command::Get { key },
         4..=6 => {
@@ -124,12 +127,12 @@ fn random_command(
             Command::Put { key, value }
         }
         7 => {
-            last_written.insert(key, value);
-            Command::LeasedPut { key, value }
+            last_written.insert(key, leased);
+            Command::LeasedPut { key, value: leased }
         }
         8 => match last_written.get(&key) {
-            Some(&lease) => Command::Revoke { key, lease },
-            None => Command::Get { key },
+            Some(&lease) if lease.0 % 2 == 1 => Command::Revoke { key, lease },
+            _ => Command::Get { key },
         },
         _ => {
             let expected = if rng.chance(80) {
