@@ -41,14 +41,13 @@ fn the_member_driver_stays_linearizable_under_chaos_with_forwarding() {
     assert!(forwarded > 0, "followers forwarded writes");
 }
 
-/// One member whose disk stalls while its clients write, and which then
-/// crashes before the stalled fsync ends and restarts: what the
-/// linearizability checker says of the clients' history.
-fn stall_then_crash(runtime: Runtime, seed: u64) -> CheckResult {
-    let spec = RunSpec::etcd(1, seed, FaultProfile::None);
+/// The etcd workload on `nodes` members, its clients started, for a test
+/// to drive through faults of its own.
+fn etcd_world(nodes: usize, seed: u64, runtime: Runtime) -> World<super::SimMember, EtcdApp> {
+    let spec = RunSpec::etcd(nodes, seed, FaultProfile::None);
     let world_config = WorldConfig {
         fsync_us: spec.fsync_us,
-        ..WorldConfig::new(1, seed)
+        ..WorldConfig::new(nodes, seed)
     };
     let config = SimMemberConfig {
         raft: kv_raft_config(&spec),
@@ -56,9 +55,17 @@ fn stall_then_crash(runtime: Runtime, seed: u64) -> CheckResult {
         runtime,
         boots: Default::default(),
     };
-    let app = EtcdApp::new(KvConfig::default(), 1, seed);
+    let app = EtcdApp::new(KvConfig::default(), nodes, seed);
     let mut world = World::with_app(world_config, config, app);
     EtcdApp::start(&mut world);
+    world
+}
+
+/// One member whose disk stalls while its clients write, and which then
+/// crashes before the stalled fsync ends and restarts: what the
+/// linearizability checker says of the clients' history.
+fn stall_then_crash(runtime: Runtime, seed: u64) -> CheckResult {
+    let mut world = etcd_world(1, seed, runtime);
     let _ = world.run_until(1_000_000);
     world.stall_disk(0, 1_500_000);
     let _ = world.run_until(1_300_000);
@@ -105,20 +112,7 @@ fn a_runtime_that_applies_before_commit_is_stopped_by_the_drivers_check() {
 
 /// The etcd workload's history on three members without faults.
 fn history_without_faults(seed: u64) -> Vec<Operation> {
-    let spec = RunSpec::etcd(3, seed, FaultProfile::None);
-    let world_config = WorldConfig {
-        fsync_us: spec.fsync_us,
-        ..WorldConfig::new(3, seed)
-    };
-    let config = SimMemberConfig {
-        raft: kv_raft_config(&spec),
-        tick_us: spec.tick_us,
-        runtime: Runtime::Faithful,
-        boots: Default::default(),
-    };
-    let app = EtcdApp::new(KvConfig::default(), 3, seed);
-    let mut world = World::with_app(world_config, config, app);
-    EtcdApp::start(&mut world);
+    let mut world = etcd_world(3, seed, Runtime::Faithful);
     let _ = world.run_until(3_000_000);
     world.app.finish();
     std::mem::take(&mut world.app.history)
