@@ -31,13 +31,15 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy
 fi
 
-# Debian packages the tests use: nftables for partition tests, chromium
+# Debian packages the tests use: nftables for partition tests, mount (its
+# tmpfs is verify's full disk), chromium
 # for the dashboard test, curl for the JSON gateway's transcripts, etcd-client for the etcdctl conformance tests,
 # etcd-server (a real etcd 3.4) for the tests that compare answers with it,
 # protobuf-compiler (protoc) to build the Rust etcd-client crate that
 # crates/conformance's tests use (bellwether itself never needs protoc).
 need=()
 command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v mount >/dev/null 2>&1 || need+=(mount)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v protoc >/dev/null 2>&1 || [ -n "${PROTOC:-}" ] || need+=(protobuf-compiler)
