@@ -45,6 +45,11 @@ type ReadReply = oneshot::Sender<Result<(), ClientError>>;
 /// fsync on the loop, one more such drain and at most `answer_poll_us`).
 const INPUTS_PER_BATCH_MAX: usize = 4_096;
 
+/// Ticks run in a row when the clock says more are due (after a pause), at
+/// most: past an election timeout's worth, more only repeat timeouts that
+/// have long expired.
+const MISSED_TICKS_MAX: u32 = 10_000;
+
 /// Why the node stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -91,6 +96,8 @@ pub struct Node {
     member: Member<ProposeReply, ReadReply>,
     /// The member's clock: time since this node was opened.
     started: Instant,
+    /// When the next tick is due on that clock (see `catch_up_ticks`).
+    next_tick: Duration,
     /// The write-ahead log; lent to a blocking thread during each fsync.
     wal: Option<WalStorage>,
     peer_listener: Option<TcpListener>,
@@ -161,6 +168,7 @@ impl Node {
             config,
             member,
             started: Instant::now(),
+            next_tick: Duration::ZERO,
             snapshot_writer: wal.snapshot_writer(),
             encoding_snapshot: None,
             writing_snapshot: None,
@@ -211,14 +219,15 @@ impl Node {
         self.transport = Some((identity, events_tx));
         self.rewire();
         let mut tracker = StatusTracker::new(&self.config, self.http_address);
-        let mut ticker = tokio::time::interval(Duration::from_millis(self.config.tick_ms()));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        self.next_tick = self.now() + self.tick_interval();
+        let ticker = tokio::time::sleep_until((self.started + self.next_tick).into());
+        tokio::pin!(ticker);
         tokio::pin!(shutdown);
         let mut handover_deadline: Option<Instant> = None;
         let mut requests = self.requests.take().expect("run is called once");
         loop {
             tokio::select! {
-                _ = ticker.tick() => self.tick(),
+                _ = &mut ticker => self.catch_up_ticks(),
                 Some(request) = requests.recv() => self.handle_request(request),
                 event = events.recv() => match event {
                     Some(event) => self.handle(event),
@@ -241,6 +250,10 @@ impl Node {
                 }
             }
             self.process_ready(&mut events).await?;
+            let tick_at = tokio::time::Instant::from_std(self.started + self.next_tick);
+            if ticker.deadline() != tick_at {
+                ticker.as_mut().reset(tick_at);
+            }
             self.rewire();
             tracker.publish(
                 self.member.raft(),
@@ -282,6 +295,34 @@ impl Node {
         self.started.elapsed()
     }
 
+    /// Time between ticks.
+    fn tick_interval(&self) -> Duration {
+        Duration::from_millis(self.config.tick_ms())
+    }
+
+    /// Runs every tick the clock says is due, before any input is handled.
+    ///
+    /// Why before: a member that was paused (SIGSTOP, a stalled VM) wakes
+    /// with input queued. Its timers must first count the time that went
+    /// by, as the simulator's resume does: a leader's lease, counted in
+    /// ticks, would otherwise still hold for a read that arrived during
+    /// the pause, after another member may have been elected. At most
+    /// [`MISSED_TICKS_MAX`] run in a row; more would only repeat timeouts
+    /// that have long expired.
+    fn catch_up_ticks(&mut self) {
+        let now = self.now();
+        let mut due = 0;
+        while self.next_tick <= now {
+            due += 1;
+            if due > MISSED_TICKS_MAX {
+                self.next_tick = now + self.tick_interval();
+                break;
+            }
+            self.tick();
+            self.next_tick += self.tick_interval();
+        }
+    }
+
     /// A tick of the clock.
     fn tick(&mut self) {
         self.member.wake(self.now());
@@ -305,6 +346,7 @@ impl Node {
     /// Steps a peer event. The transport names members by their numbers;
     /// they become [`NodeId`]s here.
     fn handle(&mut self, event: PeerEvent) {
+        self.catch_up_ticks();
         self.member.wake(self.now());
         match event {
             PeerEvent::Message(from, PeerMessage::Raft(message)) => {
@@ -320,6 +362,7 @@ impl Node {
 
     /// A local client's request.
     fn handle_request(&mut self, request: ClientRequest) {
+        self.catch_up_ticks();
         self.member.wake(self.now());
         match request {
             ClientRequest::Propose { command, reply } => {
