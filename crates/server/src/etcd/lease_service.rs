@@ -139,6 +139,31 @@ impl LeaseService {
         self.lessor.renew(id, ttl)
     }
 
+    /// Whether a quorum still follows this member, asked (with a read
+    /// barrier) only when its status says it leads.
+    ///
+    /// Why: a leader paused (SIGSTOP, a stalled VM) wakes believing it
+    /// leads, and a keep-alive that queued meanwhile may reach it before
+    /// it hears of the new leader. Renewing it would promise the client a
+    /// TTL from now, while the new leader, which never heard of that
+    /// renewal, expires the lease on its own count from its takeover:
+    /// early for that client. The barrier answers at once while the
+    /// leader's lease holds, and the node runs the ticks a pause missed
+    /// before it handles the barrier (`Node::catch_up_ticks`), so after a
+    /// pause it takes a heartbeat round, which a deposed leader cannot
+    /// complete. etcd 3.5 checks leadership before a renewal for the same
+    /// reason.
+    async fn still_leading(&self) -> Result<bool, Status> {
+        if !self.leading() {
+            return Ok(false);
+        }
+        match self.backend.read_barrier().await {
+            Ok(()) => Ok(true),
+            Err(NotHere::Forward(_)) => Ok(false),
+            Err(NotHere::Fail(status)) => Err(status),
+        }
+    }
+
     /// Whether the member's status says it leads now.
     fn leading(&self) -> bool {
         let status = self.backend.status.borrow();
@@ -424,7 +449,11 @@ impl LeaseService {
         release: Option<Duration>,
     ) -> Result<pb::LeaseKeepAliveResponse, Status> {
         let leader = loop {
-            let ttl = match self.renew_here(id) {
+            let renewal = match self.still_leading().await? {
+                true => self.renew_here(id),
+                false => Renewal::NotPrimary,
+            };
+            let ttl = match renewal {
                 Renewal::Renewed(ttl) => ttl,
                 Renewal::NotFound => 0,
                 Renewal::NotPrimary => match self.lease_clock().await? {
