@@ -303,12 +303,13 @@ impl Node {
     /// Runs every tick the clock says is due, before any input is handled.
     ///
     /// Why before: a member that was paused (SIGSTOP, a stalled VM) wakes
-    /// with input queued. Its timers must first count the time that went
-    /// by, as the simulator's resume does: a leader's lease, counted in
-    /// ticks, would otherwise still hold for a read that arrived during
-    /// the pause, after another member may have been elected. At most
-    /// [`MISSED_TICKS_MAX`] run in a row; more would only repeat timeouts
-    /// that have long expired.
+    /// with input queued, and its timers must first count the time that
+    /// went by, as the simulator's resume does, so that the simulator
+    /// checks the order the server runs. A leader that heard from no
+    /// quorum for an election timeout then steps down (CheckQuorum) before
+    /// it takes a client's request, instead of taking requests it can no
+    /// longer commit. At most [`MISSED_TICKS_MAX`] run in a row; more
+    /// would only repeat timeouts that have long expired.
     fn catch_up_ticks(&mut self) {
         let now = self.now();
         let mut due = 0;

@@ -140,19 +140,16 @@ impl LeaseService {
     }
 
     /// Whether a quorum still follows this member, asked (with a read
-    /// barrier) only when its status says it leads.
+    /// barrier, a heartbeat round: a member serves no read from a leader
+    /// lease) only when its status says it leads.
     ///
     /// Why: a leader paused (SIGSTOP, a stalled VM) wakes believing it
     /// leads, and a keep-alive that queued meanwhile may reach it before
     /// it hears of the new leader. Renewing it would promise the client a
     /// TTL from now, while the new leader, which never heard of that
     /// renewal, expires the lease on its own count from its takeover:
-    /// early for that client. The barrier answers at once while the
-    /// leader's lease holds, and the node runs the ticks a pause missed
-    /// before it handles the barrier (`Node::catch_up_ticks`), so after a
-    /// pause it takes a heartbeat round, which a deposed leader cannot
-    /// complete. etcd 3.5 checks leadership before a renewal for the same
-    /// reason.
+    /// early for that client. A deposed leader cannot complete the round.
+    /// etcd 3.5 checks leadership before a renewal for the same reason.
     async fn still_leading(&self) -> Result<bool, Status> {
         if !self.leading() {
             return Ok(false);
