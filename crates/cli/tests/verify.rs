@@ -134,7 +134,12 @@ fn a_runtime_that_answers_before_its_fsync_is_caught() {
         "a runtime that answers before its fsync went unnoticed: {out}"
     );
     assert!(out.contains("power cut"), "{out}");
-    assert!(out.contains("ANOMALY: not linearizable"), "{out}");
+    // Caught by the history (writes it acknowledged are gone) or by the
+    // members' own check of what they recovered; in the runs seen, both.
+    assert!(
+        out.contains("ANOMALY: not linearizable") || out.contains("terms never decrease"),
+        "{out}"
+    );
 }
 
 #[test]
