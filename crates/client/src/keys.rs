@@ -55,7 +55,7 @@ pub(crate) fn campaign_key(name: &str, lease_id: i64) -> Vec<u8> {
 }
 
 /// The end of the range of every key that starts with `prefix`.
-pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {

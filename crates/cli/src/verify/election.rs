@@ -95,8 +95,7 @@ pub async fn election_client(
 /// The fenced writes, in the order the store applied them (their mod
 /// revision): their tokens must never go down.
 pub async fn election_verdict(client: &Client, history: ElectionHistory) -> Result<Verdict> {
-    let mut end = ELECTION_PREFIX.as_bytes().to_vec();
-    *end.last_mut().expect("a prefix") += 1;
+    let end = bellwether_client::keys::prefix_end(ELECTION_PREFIX.as_bytes());
     let request = pb::RangeRequest {
         key: ELECTION_PREFIX.as_bytes().to_vec(),
         range_end: end,

@@ -84,8 +84,7 @@ impl Stream<'_> {
     /// when it ends, with why it broke if it did.
     async fn follow_from(&self, mut next: i64) -> Result<i64, (i64, String)> {
         let (channel, target) = (self.channel, self.target);
-        let mut end = LEASE_PREFIX.as_bytes().to_vec();
-        *end.last_mut().expect("a prefix") += 1;
+        let end = bellwether_client::keys::prefix_end(LEASE_PREFIX.as_bytes());
         let create = pb::WatchCreateRequest {
             key: LEASE_PREFIX.as_bytes().to_vec(),
             range_end: end,
@@ -171,8 +170,7 @@ pub async fn start_watcher(
 
 /// The store's revision, and how many keys are under the prefix.
 async fn revision_and_keys(client: &bellwether_client::Client) -> Result<(i64, i64)> {
-    let mut end = LEASE_PREFIX.as_bytes().to_vec();
-    *end.last_mut().expect("a prefix") += 1;
+    let end = bellwether_client::keys::prefix_end(LEASE_PREFIX.as_bytes());
     let request = pb::RangeRequest {
         key: LEASE_PREFIX.as_bytes().to_vec(),
         range_end: end,

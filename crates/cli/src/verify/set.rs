@@ -59,8 +59,7 @@ pub async fn set_client(mut session: Session, until: Instant, history: Arc<Mutex
 
 /// Reads every key back and compares with what was acknowledged.
 pub async fn set_verdict(client: &Client, history: SetHistory) -> Result<Verdict> {
-    let mut end = SET_PREFIX.as_bytes().to_vec();
-    *end.last_mut().expect("a prefix") += 1;
+    let end = bellwether_client::keys::prefix_end(SET_PREFIX.as_bytes());
     let request = pb::RangeRequest {
         key: SET_PREFIX.as_bytes().to_vec(),
         range_end: end,
