@@ -227,7 +227,9 @@ impl Node {
         let mut requests = self.requests.take().expect("run is called once");
         loop {
             tokio::select! {
-                _ = &mut ticker => self.catch_up_ticks(),
+                _ = &mut ticker => {
+                    self.catch_up_ticks();
+                }
                 Some(request) = requests.recv() => self.handle_request(request),
                 event = events.recv() => match event {
                     Some(event) => self.handle(event),
@@ -309,8 +311,9 @@ impl Node {
     /// quorum for an election timeout then steps down (CheckQuorum) before
     /// it takes a client's request, instead of taking requests it can no
     /// longer commit. At most [`MISSED_TICKS_MAX`] run in a row; more
-    /// would only repeat timeouts that have long expired.
-    fn catch_up_ticks(&mut self) {
+    /// would only repeat timeouts that have long expired. Returns the
+    /// clock's reading, for the input that follows.
+    fn catch_up_ticks(&mut self) -> Duration {
         let now = self.now();
         let mut due = 0;
         while self.next_tick <= now {
@@ -319,14 +322,15 @@ impl Node {
                 self.next_tick = now + self.tick_interval();
                 break;
             }
-            self.tick();
+            self.tick(now);
             self.next_tick += self.tick_interval();
         }
+        now
     }
 
-    /// A tick of the clock.
-    fn tick(&mut self) {
-        self.member.wake(self.now());
+    /// A tick of the clock, read at `now`.
+    fn tick(&mut self, now: Duration) {
+        self.member.wake(now);
         self.collect_snapshot_jobs();
         self.member
             .forget_abandoned_reads(|reply| reply.is_closed());
@@ -347,8 +351,8 @@ impl Node {
     /// Steps a peer event. The transport names members by their numbers;
     /// they become [`NodeId`]s here.
     fn handle(&mut self, event: PeerEvent) {
-        self.catch_up_ticks();
-        self.member.wake(self.now());
+        let now = self.catch_up_ticks();
+        self.member.wake(now);
         match event {
             PeerEvent::Message(from, PeerMessage::Raft(message)) => {
                 self.member.step_raft(NodeId(from), message)
@@ -363,8 +367,8 @@ impl Node {
 
     /// A local client's request.
     fn handle_request(&mut self, request: ClientRequest) {
-        self.catch_up_ticks();
-        self.member.wake(self.now());
+        let now = self.catch_up_ticks();
+        self.member.wake(now);
         match request {
             ClientRequest::Propose { command, reply } => {
                 self.member.request(Request::Propose { command, reply })
