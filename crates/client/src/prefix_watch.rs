@@ -109,6 +109,20 @@ impl PrefixWatch {
         }
     }
 
+    /// The next events if they have already arrived, without waiting:
+    /// `None` when nothing is here yet.
+    ///
+    /// Not `timeout(Duration::ZERO, next())`: a pending timer fires only at
+    /// the timer wheel's next millisecond, so that form waits up to 1 ms
+    /// whenever the stream is empty, which is exactly when it is called.
+    pub(crate) async fn next_if_here(&mut self) -> Option<Result<Vec<mvccpb::Event>>> {
+        tokio::select! {
+            biased;
+            events = self.next() => Some(events),
+            () = std::future::ready(()) => None,
+        }
+    }
+
     /// The next events, in revision order. Fails once the watch is over:
     /// read the range again and open a new one.
     pub(crate) async fn next(&mut self) -> Result<Vec<mvccpb::Event>> {

@@ -108,15 +108,9 @@ async fn watch_and_read(client: &Client, layout: &Layout) -> Option<(PrefixWatch
 /// Applies to `view` the events `watch` has already received, without
 /// waiting for more; stops at the first error too.
 async fn apply_events_already_here(watch: &mut PrefixWatch, view: &mut QueueView, layout: &Layout) {
-    loop {
-        match tokio::time::timeout(Duration::ZERO, watch.next()).await {
-            Ok(Ok(events)) => {
-                for event in &events {
-                    view.apply_event(layout, event);
-                }
-            }
-            Ok(Err(_)) => break,
-            Err(_) => break,
+    while let Some(Ok(events)) = watch.next_if_here().await {
+        for event in &events {
+            view.apply_event(layout, event);
         }
     }
 }
