@@ -13,12 +13,13 @@ use bellwether_api::etcdserverpb as pb;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// Writes per txn, at most (etcd allows 128 operations in each branch;
-/// an assignment takes up to three).
-pub const TXN_WRITES_MAX: usize = 120;
+/// Writes per txn, at most: etcd allows 128 operations in each branch of
+/// a txn (and bellwether as many). A fresh assignment takes two, so a txn
+/// assigns up to 64 tasks.
+pub const TXN_WRITES_MAX: usize = 128;
 
-/// Actions planned per txn, at most.
-const ACTIONS_PER_TXN: usize = TXN_WRITES_MAX / 3;
+/// Txns one plan may fill, and so txns in flight, at most.
+const TXNS_PER_PLAN: usize = 4;
 
 /// How long the leader waits on a quiet watch before it reads the whole
 /// queue again (a watch on a member cut off from the others may be silent).
@@ -117,6 +118,11 @@ async fn apply_events_already_here(watch: &mut PrefixWatch, view: &mut QueueView
 
 /// Plans and writes until the view has nothing more to do, or a write
 /// fails on a view that is behind (the watch then brings it up to date).
+///
+/// One plan may fill several txns; they go out together and are settled
+/// in plan order once all are answered. Under load a txn waits in line
+/// with every submit, so one txn per round trip would cap assignments at
+/// 64 per round trip.
 async fn write_plans(
     client: &Client,
     layout: &Layout,
@@ -125,57 +131,101 @@ async fn write_plans(
     stats: &WorkerStats,
 ) -> Result<()> {
     loop {
-        let actions = view.plan(ACTIONS_PER_TXN);
+        let actions = view.plan(TXNS_PER_PLAN * TXN_WRITES_MAX);
         if actions.is_empty() {
             return Ok(());
         }
-        let txn = build_txn(layout, leadership, &actions);
-        let response = match client.txn(txn).await {
-            Ok(response) => response,
-            Err(Error::Status(status)) => return Err(Error::Status(status)),
-            Err(error) => {
-                tracing::debug!(%error, "tasks leader: a write failed");
-                view.replan(&actions);
-                return Ok(());
-            }
-        };
-        if response.succeeded {
-            let revision = response.header.map_or(0, |h| h.revision);
-            count(&actions, stats);
-            record_latencies(view.applied(&actions, revision), stats);
-            continue;
+        let chunks = split_into_txns(actions);
+        let sent: Vec<_> = chunks
+            .iter()
+            .map(|chunk| {
+                let (client, txn) = (client.clone(), build_txn(layout, leadership, chunk));
+                tokio::spawn(async move { client.txn(txn).await })
+            })
+            .collect();
+        let mut all_written = true;
+        for (chunk, answer) in chunks.iter().zip(sent) {
+            let answer = answer.await.expect("a txn task does not panic");
+            all_written &= settle(client, layout, leadership, view, stats, chunk, answer).await?;
         }
-        if !still_leader(&response, leadership) {
-            return Err(Error::NotLeader);
+        if !all_written {
+            return Ok(());
         }
-        // One aggregator already existed: say so and plan again; anything
-        // else means the view is behind.
-        if let [Action::Aggregate { group, .. }] = &actions[..] {
-            view.aggregator_exists(group);
-            continue;
-        }
-        if actions.len() > 1 {
-            // Try one at a time, so that one stale task does not hold the
-            // others back.
-            for action in actions {
-                let txn = build_txn(layout, leadership, std::slice::from_ref(&action));
-                let response = client.txn(txn).await?;
-                if response.succeeded {
-                    let revision = response.header.map_or(0, |h| h.revision);
-                    count(std::slice::from_ref(&action), stats);
-                    record_latencies(view.applied(std::slice::from_ref(&action), revision), stats);
-                } else if !still_leader(&response, leadership) {
-                    return Err(Error::NotLeader);
-                } else if let Action::Aggregate { group, .. } = &action {
-                    view.aggregator_exists(group);
-                } else {
-                    // The view is behind on this task: read it.
-                    refresh(client, layout, view, &action).await?;
-                }
-            }
-        }
-        return Ok(());
     }
+}
+
+/// Splits a plan into txns of at most [`TXN_WRITES_MAX`] writes each.
+fn split_into_txns(actions: Vec<Action>) -> Vec<Vec<Action>> {
+    let mut chunks: Vec<Vec<Action>> = Vec::new();
+    let mut writes = TXN_WRITES_MAX;
+    for action in actions {
+        if writes + action.writes() > TXN_WRITES_MAX {
+            chunks.push(Vec::new());
+            writes = 0;
+        }
+        writes += action.writes();
+        chunks.last_mut().expect("a chunk was opened").push(action);
+    }
+    chunks
+}
+
+/// Records the outcome of the txn written for `actions`; returns whether
+/// all of them were written (else the caller waits for the watch before
+/// planning again).
+async fn settle(
+    client: &Client,
+    layout: &Layout,
+    leadership: &Leadership,
+    view: &mut QueueView,
+    stats: &WorkerStats,
+    actions: &[Action],
+    answer: Result<pb::TxnResponse>,
+) -> Result<bool> {
+    let response = match answer {
+        Ok(response) => response,
+        Err(Error::Status(status)) => return Err(Error::Status(status)),
+        Err(error) => {
+            tracing::debug!(%error, "tasks leader: a write failed");
+            view.replan(actions);
+            return Ok(false);
+        }
+    };
+    if response.succeeded {
+        let revision = response.header.map_or(0, |h| h.revision);
+        count(actions, stats);
+        record_latencies(view.applied(actions, revision), stats);
+        return Ok(true);
+    }
+    if !still_leader(&response, leadership) {
+        return Err(Error::NotLeader);
+    }
+    // One aggregator already existed: say so and plan again; anything
+    // else means the view is behind.
+    if let [Action::Aggregate { group, .. }] = actions {
+        view.aggregator_exists(group);
+        return Ok(true);
+    }
+    if actions.len() > 1 {
+        // Try one at a time, so that one stale task does not hold the
+        // others back.
+        for action in actions {
+            let txn = build_txn(layout, leadership, std::slice::from_ref(action));
+            let response = client.txn(txn).await?;
+            if response.succeeded {
+                let revision = response.header.map_or(0, |h| h.revision);
+                count(std::slice::from_ref(action), stats);
+                record_latencies(view.applied(std::slice::from_ref(action), revision), stats);
+            } else if !still_leader(&response, leadership) {
+                return Err(Error::NotLeader);
+            } else if let Action::Aggregate { group, .. } = action {
+                view.aggregator_exists(group);
+            } else {
+                // The view is behind on this task: read it.
+                refresh(client, layout, view, action).await?;
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Reads the task an action was planned for into the view.

@@ -110,6 +110,28 @@ pub(crate) enum Action {
     },
 }
 
+impl Action {
+    /// The fewest writes an action makes.
+    pub(crate) const WRITES_MIN: usize = 2;
+
+    /// The writes of an aggregation: its payload and its record.
+    const AGGREGATE_WRITES: usize = 2;
+
+    /// The operations this action puts in its txn's success branch, which
+    /// etcd bounds (128 by default). Its compares are never more: one for
+    /// the task and at most one for the worker.
+    pub(crate) fn writes(&self) -> usize {
+        match self {
+            // The record and the inbox entry (or the dead letter), and the
+            // delete of the entry in the inbox the task leaves.
+            Action::Assign { from, .. } | Action::DeadLetter { from, .. } => {
+                Self::WRITES_MIN + usize::from(from.is_some())
+            }
+            Action::Aggregate { .. } => Self::AGGREGATE_WRITES,
+        }
+    }
+}
+
 /// The leader's picture of one queue.
 #[derive(Debug, Default)]
 pub(crate) struct QueueView {
@@ -347,26 +369,28 @@ impl QueueView {
             .map(|(_, name, worker)| (name, worker))
     }
 
-    /// What to write next, at most `max_actions` writes: tasks of workers
-    /// that are gone first, then waiting tasks in submit order, then groups
-    /// whose members are all in.
-    pub(crate) fn plan(&mut self, max_actions: usize) -> Vec<Action> {
+    /// What to write next, in at most `writes_max` writes (see
+    /// [`Action::writes`]): tasks of workers that are gone first, then
+    /// waiting tasks in submit order, then groups whose members are all in.
+    pub(crate) fn plan(&mut self, writes_max: usize) -> Vec<Action> {
         let mut actions = Vec::new();
+        let mut writes = 0;
         let mut planned: BTreeMap<String, usize> = BTreeMap::new();
-        for (from, id) in self.tasks_to_place(max_actions) {
-            if actions.len() >= max_actions {
-                return actions;
-            }
+        for (from, id) in self.tasks_to_place(writes_max / Action::WRITES_MIN) {
             let waiting = from.is_none();
             match self.place_task(from, id, &mut planned) {
-                Some(action) => actions.push(action),
+                Some(action) if writes + action.writes() > writes_max => return actions,
+                Some(action) => {
+                    writes += action.writes();
+                    actions.push(action);
+                }
                 // No room anywhere: waiting tasks wait; orphans of dead
                 // workers still get dead-lettered when out of tries.
                 None if waiting => break,
                 None => {}
             }
         }
-        self.plan_aggregations(&mut actions, max_actions);
+        self.plan_aggregations(&mut actions, writes_max - writes);
         actions
     }
 
@@ -443,13 +467,14 @@ impl QueueView {
     /// Adds to `actions` the aggregators of the dirty groups whose members
     /// are all in, while the plan has room; the groups it does not reach
     /// stay dirty for the next plan.
-    fn plan_aggregations(&mut self, actions: &mut Vec<Action>, max_actions: usize) {
+    fn plan_aggregations(&mut self, actions: &mut Vec<Action>, mut writes_left: usize) {
         // Aggregators carry up to 1 MiB each: at most one per txn when it
         // is large, so that a txn stays under etcd's request bound.
         let mut aggregate_bytes = 0;
         let dirty = std::mem::take(&mut self.dirty_groups);
         for group in dirty {
-            if actions.len() >= max_actions || aggregate_bytes >= AGGREGATE_BYTES_PER_PLAN {
+            if writes_left < Action::AGGREGATE_WRITES || aggregate_bytes >= AGGREGATE_BYTES_PER_PLAN
+            {
                 self.dirty_groups.insert(group);
                 continue;
             }
@@ -457,6 +482,7 @@ impl QueueView {
                 if let Action::Aggregate { payload, .. } = &action {
                     aggregate_bytes += payload.len();
                 }
+                writes_left -= action.writes();
                 actions.push(action);
             }
         }

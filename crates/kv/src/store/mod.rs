@@ -17,6 +17,7 @@
 
 mod alarm;
 mod compact;
+mod compaction_queue;
 mod lease;
 mod member;
 mod read;
@@ -34,6 +35,7 @@ use crate::event_log::EventLog;
 use crate::key_history::KeyHistory;
 use crate::member::MemberRecord;
 use crate::{Alarm, AuthState, Event, IdMap, KeyRange, KvError, Lease};
+use compaction_queue::CompactionQueue;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The revision of an empty store, as in etcd.
@@ -49,6 +51,8 @@ pub struct KvStore {
     compact_revision: i64,
     /// Every key with retained history, live or deleted, in key order.
     keys: BTreeMap<Vec<u8>, KeyHistory>,
+    /// The keys the next compactions must visit.
+    to_compact: CompactionQueue,
     /// Live leases by id.
     leases: IdMap<Lease>,
     /// The keys attached to each lease that has any, in key order, so a
@@ -83,6 +87,7 @@ impl KvStore {
             revision: REVISION_INITIAL,
             compact_revision: 0,
             keys: BTreeMap::new(),
+            to_compact: CompactionQueue::default(),
             leases: IdMap::new(),
             lease_keys: BTreeMap::new(),
             events: EventLog::new(REVISION_INITIAL),

@@ -24,6 +24,7 @@
 //! version 5 adds the member directory after them (see [`crate::member`]);
 //! version 6 adds users, roles and permissions last (see [`crate::auth`]).
 
+use super::compaction_queue::CompactionQueue;
 use super::snapshot_events;
 use super::KvStore;
 use crate::codec::{Decoder, Encoder};
@@ -197,6 +198,7 @@ impl KvStore {
         let mut store = KvStore {
             revision,
             compact_revision,
+            to_compact: CompactionQueue::of(&keys),
             keys,
             leases,
             lease_keys,

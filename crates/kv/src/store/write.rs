@@ -156,7 +156,10 @@ impl KvStore {
         }
         self.size_bytes += super::alarm::revision_bytes(kv.key.len(), kv.value.len());
         match self.keys.get_mut(&kv.key) {
-            Some(history) => history.push(pending.revision, Some(kv.clone())),
+            Some(history) => {
+                history.push(pending.revision, Some(kv.clone()));
+                self.to_compact.note(pending.revision, &kv.key);
+            }
             None => {
                 let mut history = KeyHistory::default();
                 history.push(pending.revision, Some(kv.clone()));
@@ -213,6 +216,7 @@ impl KvStore {
             .get_mut(&previous.key)
             .expect("deleting a key without history");
         history.push(pending.revision, None);
+        self.to_compact.note(pending.revision, &previous.key);
         self.size_bytes += super::alarm::revision_bytes(previous.key.len(), 0);
         let kv = KeyValue::tombstone(previous.key.clone(), pending.revision);
         pending

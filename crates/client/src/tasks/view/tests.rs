@@ -291,3 +291,27 @@ fn a_refused_write_is_put_right_by_reading_the_task() {
     f.view.refresh_task("t", Some(&current));
     assert!(f.view.plan(10).is_empty(), "nothing left to assign");
 }
+
+#[test]
+fn a_plan_fills_but_never_overfills_a_txn_of_writes() {
+    let mut f = Fixture::new();
+    f.worker("a", 1000);
+    for i in 0..200 {
+        f.submit(&format!("t{i:03}"), 5, None);
+    }
+    let fresh = f.view.plan(128);
+    assert_eq!(fresh.len(), 64, "a fresh assignment is two writes");
+    assert_eq!(fresh.iter().map(Action::writes).sum::<usize>(), 128);
+    f.revision += 1;
+    f.view.applied(&fresh, f.revision);
+    // The worker dies with 64 tasks: moving one also deletes the entry in
+    // its old inbox, three writes.
+    f.worker("b", 1000);
+    f.kill("a");
+    let moved = f.view.plan(128);
+    assert_eq!(moved.len(), 42, "{} actions", moved.len());
+    assert!(moved
+        .iter()
+        .all(|a| matches!(a, Action::Assign { from: Some(_), .. })));
+    assert_eq!(moved.iter().map(Action::writes).sum::<usize>(), 126);
+}
