@@ -3,8 +3,9 @@
 //! power of all of them and fills one's disk. A short run of each workload
 //! (register, set, election, lease) must pass, and what is broken on
 //! purpose must be caught: a weak client (reads served from a member's
-//! own, possibly stale, state), a runtime that answers before its fsync,
-//! and one that applies entries before they commit.
+//! own, possibly stale, state), a client that writes without its fencing
+//! guard, a runtime that answers before its fsync, and one that applies
+//! entries before they commit.
 //! Longer runs are the command itself: `bellwether verify --runs 50`.
 
 mod common;
@@ -78,6 +79,43 @@ fn an_election_run_keeps_fenced_writes_in_token_order() {
     );
     assert!(passed, "{out}");
     assert!(out.contains("leaderships won"), "{out}");
+    let woke = number_before(&out, " hung leaders woke to write");
+    assert!(woke >= 1, "no leader hung and woke: {out}");
+}
+
+/// A client that hangs while it leads and wakes to write once more
+/// without its fencing guard: the write lands after its successor's, with
+/// a lower token, and the check must say so.
+#[test]
+fn a_client_that_writes_without_its_fence_is_caught() {
+    let (passed, out) = verify(
+        236,
+        5490,
+        &[
+            "--workload",
+            "election",
+            "--unfenced-writes",
+            "--seconds",
+            "15",
+            "--seed",
+            "16",
+        ],
+    );
+    assert!(!passed, "the unfenced writes went unnoticed: {out}");
+    assert!(out.contains("landed out of token order"), "{out}");
+}
+
+/// The number just before the first `label` in `text`.
+fn number_before(text: &str, label: &str) -> u64 {
+    let at = text
+        .find(label)
+        .unwrap_or_else(|| panic!("no {label:?} in {text}"));
+    let digits: String = text[..at]
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.chars().rev().collect::<String>().parse().unwrap()
 }
 
 #[test]
@@ -182,6 +220,16 @@ fn bad_flags_get_a_clear_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("--unsafe-mutation \"fast\": not a runtime"),
+        "{stderr}"
+    );
+    let output = Command::new(common::bellwether_binary())
+        .args(["verify", "--workload", "set", "--unfenced-writes"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--unfenced-writes is for --workload election"),
         "{stderr}"
     );
 }

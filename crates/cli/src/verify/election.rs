@@ -3,6 +3,13 @@
 //! leading, write keys in txns guarded by their fencing token. In the
 //! order the store applied them, the accepted writes' tokens must never go
 //! down: a deposed leader's write must never land after its successor's.
+//!
+//! Now and then a leading client hangs, as a process stopped by a long GC
+//! pause or a SIGSTOP would: its keep-alives stop, its lease expires,
+//! another client wins and writes, and then the hung one wakes and makes
+//! one more write as if it still led. Its fencing guard must refuse that
+//! write; `--unfenced-writes` leaves the guard out, and the check must
+//! then find the stale write landing after its successor's.
 
 use super::session::{PAUSE_AFTER_FAILURE, REQUEST_TIMEOUT};
 use super::Verdict;
@@ -20,6 +27,18 @@ const ELECTION_NAME: &str = "verify-election";
 /// Fenced writes a leader makes before it resigns, so that leadership
 /// moves often even without faults.
 const WRITES_PER_LEADERSHIP: u64 = 20;
+/// The least time from one hung leader's waking to the next hang: each
+/// hang holds the election until the hung leader's lease expires, which a
+/// nemesis that keeps moving the cluster's leadership (each new leader
+/// renews every lease) may put off until it stops.
+const HANG_GAP: Duration = Duration::from_secs(10);
+/// The longest a client stays hung waiting for a successor to lead.
+const HANG_MAX: Duration = Duration::from_secs(30);
+/// How long a hung client sleeps on after its successor leads, so that
+/// the successor has written before it wakes.
+const HANG_AFTER_SUCCESSOR: Duration = Duration::from_millis(200);
+/// How often a hung client looks for its successor.
+const HANG_POLL: Duration = Duration::from_millis(50);
 
 /// What the election clients recorded.
 #[derive(Default)]
@@ -32,16 +51,71 @@ pub struct ElectionHistory {
     pub refused: u64,
     /// Fenced writes with no answer.
     pub unanswered: u64,
+    /// Leaders that hung until a successor led, and woke to write.
+    pub hangs: u64,
+    /// Writes made on waking from a hang that the store accepted: no
+    /// successor led before the hang's limit, or the write was not fenced.
+    pub stale_accepted: u64,
+    /// Writes made on waking from a hang that the store refused.
+    pub stale_refused: u64,
+    /// The time leaders spent hung, in all.
+    pub hung_for: Duration,
+    /// Whether a leader is hung now.
+    hanging: bool,
+    /// When the last hung leader woke.
+    last_woke: Option<Instant>,
+}
+
+impl ElectionHistory {
+    /// Whether a leader may hang now: the run lasts, none is hung, and
+    /// none woke within [`HANG_GAP`]. Claims the hang when it may.
+    fn claim_hang(&mut self, now: Instant, until: Instant) -> bool {
+        let due = now < until
+            && !self.hanging
+            && self
+                .last_woke
+                .is_none_or(|woke| now.duration_since(woke) >= HANG_GAP);
+        self.hanging |= due;
+        due
+    }
+
+    /// Records a hung leader's waking write.
+    fn woke(&mut self, hung_for: Duration, accepted: bool) {
+        self.hanging = false;
+        self.last_woke = Some(Instant::now());
+        self.hangs += 1;
+        self.hung_for += hung_for;
+        match accepted {
+            true => self.stale_accepted += 1,
+            false => self.stale_refused += 1,
+        }
+    }
+}
+
+/// Whether the clients go on: the run lasts, or a leader is hung, whose
+/// successor must still be able to win and write before it wakes.
+fn going_on(history: &Mutex<ElectionHistory>, until: Instant) -> bool {
+    Instant::now() < until || history.lock().expect("history lock").hanging
+}
+
+/// How long a client may wait to start a session or to win: the rest of
+/// the run, or, while a leader is hung, up to [`HANG_MAX`].
+fn time_left(history: &Mutex<ElectionHistory>, until: Instant) -> Duration {
+    match history.lock().expect("history lock").hanging {
+        true => HANG_MAX,
+        false => until.saturating_duration_since(Instant::now()),
+    }
 }
 
 /// Runs one election client until `until`: campaign, write under the
 /// fencing token while leading, resign, and again. Every write is a txn
-/// guarded by the campaign key's create revision, to a key of its own
-/// whose value is the token.
+/// guarded by the campaign key's create revision (unless `fenced` is
+/// false: a broken client), to a key of its own whose value is the token.
 pub async fn election_client(
     client: u64,
     endpoints: Vec<String>,
     until: Instant,
+    fenced: bool,
     history: Arc<Mutex<ElectionHistory>>,
 ) {
     use bellwether_client::{Election, Session, SessionOptions};
@@ -49,8 +123,8 @@ pub async fn election_client(
         return;
     };
     let options = SessionOptions::with_ttl(Duration::from_secs(2));
-    while Instant::now() < until {
-        let left = until.saturating_duration_since(Instant::now());
+    while going_on(&history, until) {
+        let left = time_left(&history, until);
         let Ok(Ok(session)) =
             tokio::time::timeout(left, Session::new(&etcd, options.clone())).await
         else {
@@ -60,35 +134,91 @@ pub async fn election_client(
         let Ok(election) = Election::new(&session, ELECTION_NAME) else {
             return;
         };
-        let left = until.saturating_duration_since(Instant::now());
+        let left = time_left(&history, until);
         let campaign = election.campaign(format!("client-{client}"));
         let Ok(Ok(leadership)) = tokio::time::timeout(left, campaign).await else {
             continue;
         };
-        let token = leadership.token();
         history.lock().expect("history lock").leaderships += 1;
-        for sequence in 1..=WRITES_PER_LEADERSHIP {
-            if !leadership.is_leader() || Instant::now() >= until {
-                break;
-            }
+        let token = leadership.token();
+        let write = |sequence: u64| {
             let put = pb::PutRequest {
                 key: format!("{ELECTION_PREFIX}{client}/{token}/{sequence}").into_bytes(),
                 value: token.to_string().into_bytes(),
                 ..pb::PutRequest::default()
             };
-            let operation = pb::RequestOp {
-                request: Some(pb::request_op::Request::RequestPut(put)),
-            };
-            let write = leadership.guarded(vec![operation]);
-            let answer = tokio::time::timeout(REQUEST_TIMEOUT, write).await;
+            fenced_write(&etcd, &leadership, fenced, put)
+        };
+        for sequence in 1..=WRITES_PER_LEADERSHIP {
+            if !leadership.is_leader() || !going_on(&history, until) {
+                break;
+            }
+            let hangs = sequence == WRITES_PER_LEADERSHIP / 2
+                && history
+                    .lock()
+                    .expect("history lock")
+                    .claim_hang(Instant::now(), until);
+            if hangs {
+                session.stop_keep_alive();
+                let hung_at = Instant::now();
+                hang_until_succeeded(&etcd, leadership.key()).await;
+                // Awake, and still sure it leads: one more write.
+                let accepted = write(sequence).await == Some(true);
+                let mut history = history.lock().expect("history lock");
+                history.woke(hung_at.elapsed(), accepted);
+                break;
+            }
+            let answer = write(sequence).await;
             let mut history = history.lock().expect("history lock");
             match answer {
-                Ok(Ok(true)) => history.accepted += 1,
-                Ok(Ok(false)) => history.refused += 1,
-                _ => history.unanswered += 1,
+                Some(true) => history.accepted += 1,
+                Some(false) => history.refused += 1,
+                None => history.unanswered += 1,
             }
         }
         let _ = tokio::time::timeout(REQUEST_TIMEOUT, leadership.resign()).await;
+    }
+}
+
+/// Writes `put` guarded by `leadership`'s fencing token, or with no guard
+/// at all when `fenced` is false; `None` when there is no answer.
+async fn fenced_write(
+    etcd: &Client,
+    leadership: &bellwether_client::Leadership,
+    fenced: bool,
+    put: pb::PutRequest,
+) -> Option<bool> {
+    let operation = pb::RequestOp {
+        request: Some(pb::request_op::Request::RequestPut(put)),
+    };
+    let answer = if fenced {
+        tokio::time::timeout(REQUEST_TIMEOUT, leadership.guarded(vec![operation])).await
+    } else {
+        let txn = pb::TxnRequest {
+            success: vec![operation],
+            ..pb::TxnRequest::default()
+        };
+        let write = async { Ok(etcd.txn(txn).await?.succeeded) };
+        tokio::time::timeout(REQUEST_TIMEOUT, write).await
+    };
+    match answer {
+        Ok(Ok(accepted)) => Some(accepted),
+        Ok(Err::<_, bellwether_client::Error>(_)) | Err(_) => None,
+    }
+}
+
+/// Hangs, as a stopped process would, until a campaign other than the one
+/// under `key` leads (the hung one's lease expired) and has had time to
+/// write; at most [`HANG_MAX`].
+async fn hang_until_succeeded(etcd: &Client, key: &[u8]) {
+    let deadline = Instant::now() + HANG_MAX;
+    while Instant::now() < deadline {
+        let leader = bellwether_client::leader_of(etcd, ELECTION_NAME).await;
+        if matches!(&leader, Ok(Some(info)) if info.key != key) {
+            tokio::time::sleep(HANG_AFTER_SUCCESSOR).await;
+            return;
+        }
+        tokio::time::sleep(HANG_POLL).await;
     }
 }
 
@@ -129,11 +259,15 @@ pub async fn election_verdict(client: &Client, history: ElectionHistory) -> Resu
         });
     let tokens: std::collections::BTreeSet<i64> = writes.iter().map(|w| w.1).collect();
     let summary = format!(
-        "{} leaderships won, {} fenced writes accepted ({} refused, {} unanswered), {} read back under {} tokens",
+        "{} leaderships won, {} fenced writes accepted ({} refused, {} unanswered), {} hung leaders woke to write ({} refused, {} accepted; hung {:.1} s in all), {} read back under {} tokens",
         history.leaderships,
         history.accepted,
         history.refused,
         history.unanswered,
+        history.hangs,
+        history.stale_refused,
+        history.stale_accepted,
+        history.hung_for.as_secs_f64(),
         writes.len(),
         tokens.len()
     );

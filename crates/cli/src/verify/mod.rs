@@ -116,6 +116,11 @@ pub struct VerifyArgs {
     /// client, to show that the check catches what it must.
     #[arg(long)]
     serializable_reads: bool,
+    /// Election writes without their fencing guard: a deliberately broken
+    /// client, to show that the check catches a leader that woke from a
+    /// hang and wrote after its successor.
+    #[arg(long)]
+    unfenced_writes: bool,
 }
 
 /// One run's outcome.
@@ -144,6 +149,12 @@ fn check_args(args: &VerifyArgs) -> Result<()> {
         if let Some(why) = nft_unavailable() {
             bail!("partitions need nftables: {why}; or pass --no-partitions");
         }
+    }
+    if args.serializable_reads && args.workload != Workload::Register {
+        bail!("--serializable-reads is for --workload register");
+    }
+    if args.unfenced_writes && args.workload != Workload::Election {
+        bail!("--unfenced-writes is for --workload election");
     }
     if let Some(name) = &args.unsafe_mutation {
         if bellwether_member::Runtime::named(name).is_none() {
@@ -310,6 +321,7 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
                 i,
                 endpoints.clone(),
                 until,
+                !args.unfenced_writes,
                 histories.election.clone(),
             )),
             Workload::Lease => runtime.spawn(lease::lease_client(
