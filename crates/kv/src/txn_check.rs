@@ -27,7 +27,13 @@ pub(crate) fn check_txn(txn: &TxnRequest, depth: usize) -> Result<(), KvError> {
             depth_max: TXN_DEPTH_MAX,
         });
     }
-    if txn.success.len() > TXN_OPS_MAX || txn.failure.len() > TXN_OPS_MAX {
+    // etcd bounds the largest of the three lists, compares included.
+    let ops = txn
+        .compare
+        .len()
+        .max(txn.success.len())
+        .max(txn.failure.len());
+    if ops > TXN_OPS_MAX {
         return Err(KvError::TooManyOps);
     }
     if txn.compare.iter().any(|compare| compare.key.is_empty()) {

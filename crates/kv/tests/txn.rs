@@ -281,6 +281,23 @@ fn too_many_operations_are_rejected() {
     };
     assert_eq!(store.txn(&txn), Err(KvError::TooManyOps));
     assert_eq!(store.revision(), 4);
+    // Compares count too, as in etcd.
+    let compare = (0..=TXN_OPS_MAX)
+        .map(|i| {
+            Compare::new(
+                format!("k{i}"),
+                CompareResult::Equal,
+                CompareTarget::Version(0),
+            )
+        })
+        .collect();
+    let txn = TxnRequest {
+        compare,
+        success: vec![put_op("a", "v")],
+        ..TxnRequest::default()
+    };
+    assert_eq!(store.txn(&txn), Err(KvError::TooManyOps));
+    assert_eq!(store.revision(), 4);
 }
 
 #[test]

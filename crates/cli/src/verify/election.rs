@@ -34,9 +34,6 @@ const WRITES_PER_LEADERSHIP: u64 = 20;
 const HANG_GAP: Duration = Duration::from_secs(10);
 /// The longest a client stays hung waiting for a successor to lead.
 const HANG_MAX: Duration = Duration::from_secs(30);
-/// How long a hung client sleeps on after its successor leads, so that
-/// the successor has written before it wakes.
-const HANG_AFTER_SUCCESSOR: Duration = Duration::from_millis(200);
 /// How often a hung client looks for its successor.
 const HANG_POLL: Duration = Duration::from_millis(50);
 
@@ -161,7 +158,7 @@ pub async fn election_client(
             if hangs {
                 session.stop_keep_alive();
                 let hung_at = Instant::now();
-                hang_until_succeeded(&etcd, leadership.key()).await;
+                hang_until_succeeded(&etcd, token).await;
                 // Awake, and still sure it leads: one more write.
                 let accepted = write(sequence).await == Some(true);
                 let mut history = history.lock().expect("history lock");
@@ -207,16 +204,30 @@ async fn fenced_write(
     }
 }
 
-/// Hangs, as a stopped process would, until a campaign other than the one
-/// under `key` leads (the hung one's lease expired) and has had time to
-/// write; at most [`HANG_MAX`].
-async fn hang_until_succeeded(etcd: &Client, key: &[u8]) {
+/// Hangs, as a stopped process would, until a write with a higher token
+/// than `token` (a successor's) is the latest under the prefix; at most
+/// [`HANG_MAX`].
+async fn hang_until_succeeded(etcd: &Client, token: i64) {
     let deadline = Instant::now() + HANG_MAX;
+    let latest = pb::RangeRequest {
+        key: ELECTION_PREFIX.as_bytes().to_vec(),
+        range_end: bellwether_client::keys::prefix_end(ELECTION_PREFIX.as_bytes()),
+        limit: 1,
+        sort_order: pb::range_request::SortOrder::Descend as i32,
+        sort_target: pb::range_request::SortTarget::Mod as i32,
+        ..pb::RangeRequest::default()
+    };
     while Instant::now() < deadline {
-        let leader = bellwether_client::leader_of(etcd, ELECTION_NAME).await;
-        if matches!(&leader, Ok(Some(info)) if info.key != key) {
-            tokio::time::sleep(HANG_AFTER_SUCCESSOR).await;
-            return;
+        let read = tokio::time::timeout(REQUEST_TIMEOUT, etcd.range(latest.clone())).await;
+        if let Ok(Ok(answer)) = read {
+            let newest = answer.kvs.first().map(|kv| {
+                String::from_utf8_lossy(&kv.value)
+                    .parse::<i64>()
+                    .unwrap_or(-1)
+            });
+            if newest.is_some_and(|newest| newest > token) {
+                return;
+            }
         }
         tokio::time::sleep(HANG_POLL).await;
     }

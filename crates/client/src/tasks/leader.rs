@@ -13,13 +13,17 @@ use bellwether_api::etcdserverpb as pb;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// Writes per txn, at most: etcd allows 128 operations in each branch of
-/// a txn (and bellwether as many). A fresh assignment takes two, so a txn
-/// assigns up to 64 tasks.
-pub const TXN_WRITES_MAX: usize = 128;
+/// Writes per txn, and compares per txn, at most: etcd (and bellwether)
+/// refuse a txn whose compares, success or failure list holds more than
+/// 128. A fresh assignment takes two writes, so a txn assigns up to 64
+/// tasks.
+pub const TXN_OPS_MAX: usize = 128;
 
-/// Txns one plan may fill, and so txns in flight, at most.
+/// Txns one plan fills, and so txns in flight, at most.
 const TXNS_PER_PLAN: usize = 4;
+
+/// The compares of a txn besides its actions': the leader's guard.
+const GUARD_COMPARES: usize = 1;
 
 /// How long the leader waits on a quiet watch before it reads the whole
 /// queue again (a watch on a member cut off from the others may be silent).
@@ -66,7 +70,10 @@ pub(crate) async fn lead(
             // Take in every answer already here before planning again: the
             // watch answers once per revision, and planning after each
             // would hold the leader to one small txn per result.
-            apply_events_already_here(&mut watch, &mut view, layout).await;
+            if !apply_events_already_here(&mut watch, &mut view, layout).await {
+                tracing::debug!("tasks leader: the watch ended; reading again");
+                break;
+            }
         }
     }
 }
@@ -107,11 +114,21 @@ async fn watch_and_read(client: &Client, layout: &Layout) -> Option<(PrefixWatch
 }
 
 /// Applies to `view` the events `watch` has already received, without
-/// waiting for more; stops at the first error too.
-async fn apply_events_already_here(watch: &mut PrefixWatch, view: &mut QueueView, layout: &Layout) {
-    while let Some(Ok(events)) = watch.next_if_here().await {
-        for event in &events {
-            view.apply_event(layout, event);
+/// waiting for more; returns false if the watch ended (read again).
+async fn apply_events_already_here(
+    watch: &mut PrefixWatch,
+    view: &mut QueueView,
+    layout: &Layout,
+) -> bool {
+    loop {
+        match watch.next_if_here().await {
+            Some(Ok(events)) => {
+                for event in &events {
+                    view.apply_event(layout, event);
+                }
+            }
+            Some(Err(_)) => return false,
+            None => return true,
         }
     }
 }
@@ -131,11 +148,15 @@ async fn write_plans(
     stats: &WorkerStats,
 ) -> Result<()> {
     loop {
-        let actions = view.plan(TXNS_PER_PLAN * TXN_WRITES_MAX);
+        let actions = view.plan(TXNS_PER_PLAN * TXN_OPS_MAX);
         if actions.is_empty() {
             return Ok(());
         }
-        let chunks = split_into_txns(actions);
+        let mut chunks = split_into_txns(actions);
+        // Actions that would need a fifth txn wait for the next plan.
+        for later in chunks.split_off(TXNS_PER_PLAN.min(chunks.len())) {
+            view.replan(&later);
+        }
         let sent: Vec<_> = chunks
             .iter()
             .map(|chunk| {
@@ -143,6 +164,9 @@ async fn write_plans(
                 tokio::spawn(async move { client.txn(txn).await })
             })
             .collect();
+        // Txns still out when this returns early (leadership lost) are
+        // abandoned: each is guarded, and the next leader reads the state.
+        let _abandon = AbortOnDrop(sent.iter().map(|task| task.abort_handle()).collect());
         let mut all_written = true;
         for (chunk, answer) in chunks.iter().zip(sent) {
             let answer = answer.await.expect("a txn task does not panic");
@@ -154,16 +178,44 @@ async fn write_plans(
     }
 }
 
-/// Splits a plan into txns of at most [`TXN_WRITES_MAX`] writes each.
+/// Aborts the tasks it holds when dropped.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// Splits a plan, in order, into txns that etcd takes: at most
+/// [`TXN_OPS_MAX`] writes and as many compares each. A txn's compares (see
+/// [`build_txn`]) are the leader's guard, one per action (the task's
+/// record) and one per worker it assigns to.
 fn split_into_txns(actions: Vec<Action>) -> Vec<Vec<Action>> {
     let mut chunks: Vec<Vec<Action>> = Vec::new();
-    let mut writes = TXN_WRITES_MAX;
+    let (mut writes, mut compares) = (0, 0);
+    let mut workers = std::collections::BTreeSet::new();
     for action in actions {
-        if writes + action.writes() > TXN_WRITES_MAX {
+        let worker = match &action {
+            Action::Assign { worker, .. } => Some(worker.clone()),
+            _ => None,
+        };
+        let new_worker = |workers: &std::collections::BTreeSet<String>| {
+            worker.as_ref().is_some_and(|w| !workers.contains(w))
+        };
+        let fits = !chunks.is_empty()
+            && writes + action.writes() <= TXN_OPS_MAX
+            && compares + 1 + usize::from(new_worker(&workers)) <= TXN_OPS_MAX;
+        if !fits {
             chunks.push(Vec::new());
-            writes = 0;
+            (writes, compares) = (0, GUARD_COMPARES);
+            workers.clear();
         }
         writes += action.writes();
+        compares += 1 + usize::from(new_worker(&workers));
+        workers.extend(worker);
         chunks.last_mut().expect("a chunk was opened").push(action);
     }
     chunks
@@ -356,6 +408,12 @@ fn build_txn(layout: &Layout, leadership: &Leadership, actions: &[Action]) -> pb
             }
         }
     }
+    assert!(
+        compare.len() <= TXN_OPS_MAX && success.len() <= TXN_OPS_MAX,
+        "a txn of {} compares and {} writes: etcd would refuse it",
+        compare.len(),
+        success.len()
+    );
     pb::TxnRequest {
         compare,
         success,
@@ -371,5 +429,74 @@ pub(crate) fn modified_at(key: &[u8], revision: i64) -> pb::Compare {
         key: key.to_vec(),
         range_end: Vec::new(),
         target_union: Some(pb::compare::TargetUnion::ModRevision(revision)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tasks::record::TaskRecord;
+
+    fn assign(id: usize, worker: &str, from: Option<&str>) -> Action {
+        Action::Assign {
+            id: format!("t{id}"),
+            record: TaskRecord::pending(5, None),
+            expected: 1,
+            worker: worker.to_string(),
+            worker_created: 1,
+            from: from.map(str::to_string),
+        }
+    }
+
+    /// The compares `build_txn` makes, counted the way it makes them.
+    fn compares(chunk: &[Action]) -> usize {
+        let workers: std::collections::BTreeSet<&str> = chunk
+            .iter()
+            .filter_map(|a| match a {
+                Action::Assign { worker, .. } => Some(worker.as_str()),
+                _ => None,
+            })
+            .collect();
+        GUARD_COMPARES + chunk.len() + workers.len()
+    }
+
+    fn check(actions: Vec<Action>) -> Vec<Vec<Action>> {
+        let chunks = split_into_txns(actions.clone());
+        assert_eq!(chunks.concat(), actions, "every action once, in order");
+        for chunk in &chunks {
+            assert!(chunk.iter().map(Action::writes).sum::<usize>() <= TXN_OPS_MAX);
+            assert!(
+                compares(chunk) <= TXN_OPS_MAX,
+                "{} compares",
+                compares(chunk)
+            );
+        }
+        chunks
+    }
+
+    #[test]
+    fn assignments_to_one_worker_fill_a_txn_with_writes() {
+        let chunks = check((0..200).map(|i| assign(i, "w", None)).collect());
+        assert_eq!(chunks[0].len(), 64, "two writes each");
+    }
+
+    #[test]
+    fn assignments_to_many_workers_stop_at_the_compares() {
+        // Each task to a worker of its own: two compares each, and the
+        // guard, so 63 fit, not the 64 the writes allow.
+        let actions = (0..200)
+            .map(|i| assign(i, &format!("w{i}"), None))
+            .collect();
+        let chunks = check(actions);
+        assert_eq!(chunks[0].len(), 63);
+    }
+
+    #[test]
+    fn moved_tasks_take_three_writes() {
+        let actions = (0..100)
+            .map(|i| assign(i, &format!("w{}", i % 7), Some("gone")))
+            .collect();
+        let chunks = check(actions);
+        assert_eq!(chunks[0].len(), 42);
     }
 }

@@ -118,8 +118,9 @@ impl Action {
     const AGGREGATE_WRITES: usize = 2;
 
     /// The operations this action puts in its txn's success branch, which
-    /// etcd bounds (128 by default). Its compares are never more: one for
-    /// the task and at most one for the worker.
+    /// etcd bounds (128 by default). Its compares (one for the task, one
+    /// for a worker no other action of the txn assigns to) are counted
+    /// where a plan is split into txns.
     pub(crate) fn writes(&self) -> usize {
         match self {
             // The record and the inbox entry (or the dead letter), and the
