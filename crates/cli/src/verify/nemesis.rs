@@ -1,18 +1,23 @@
 //! The nemesis of `bellwether verify`: while the clients run, it hurts the
-//! cluster, one fault at a time, chosen by a seeded generator, the leader
-//! more often than not:
+//! cluster, one fault (or one pair of overlapping faults) at a time, chosen
+//! by a seeded generator, the leader more often than not:
 //!
 //! - SIGKILL one member, then restart it from its data dir;
 //! - SIGSTOP one member, then SIGCONT (a pause: it wakes with a stale view);
 //! - an nftables partition of one member's peer address, then healing;
 //! - a power cut: SIGKILL every member at once, then restart them all;
 //! - a full disk: fill the small tmpfs under one member's data dir, then
-//!   free it (see [`DiskFull`]).
+//!   free it (see [`DiskFull`]);
+//! - two faults at once: one member cut off (or paused, without
+//!   nftables) and, while it is, another SIGKILLed and restarted, so the
+//!   restarted member must catch up from the third while the first still
+//!   cannot be reached.
 //!
 //! Members run with `--hold-unsynced-writes`, so each SIGKILL loses what
 //! was written but not fsynced, as a power cut would. A single fault keeps
-//! a majority alive, so the cluster must keep serving; a power cut stops it
-//! for a moment, and afterwards it must hold everything it acknowledged.
+//! a majority alive, so the cluster must keep serving; a power cut, or two
+//! faults at once on three members, stops it for a moment, and afterwards
+//! it must hold everything it acknowledged.
 //! Each fault lasts 0.3 to 2 s and the next comes 0.2 to 1 s after the
 //! previous one healed. When the time is up everything is healed.
 //!
@@ -67,6 +72,7 @@ enum Fault {
     Partition,
     PowerCut,
     DiskFull,
+    Overlap,
 }
 
 /// Draws the next fault among those the run can inject.
@@ -75,9 +81,10 @@ fn draw(rng: &mut Rng, faults: Faults, disk: bool) -> Fault {
         let fault = match rng.range(0, 20) {
             0 | 1 => Fault::PowerCut,
             2 | 3 => Fault::DiskFull,
-            4..=9 => Fault::Kill,
-            10..=14 => Fault::Pause,
-            _ => Fault::Partition,
+            4..=8 => Fault::Kill,
+            9..=12 => Fault::Pause,
+            13..=16 => Fault::Partition,
+            _ => Fault::Overlap,
         };
         match fault {
             Fault::Partition if !faults.partitions => continue,
@@ -167,6 +174,14 @@ pub fn run(
                 }
                 "power cut (every member killed at once)".to_string()
             }
+            Fault::Overlap => {
+                let other = member % nodes + 1;
+                overlap(cluster, (member, other), &table, faults, hold)?;
+                match faults.partitions {
+                    true => format!("partition a {role} and meanwhile kill and restart another"),
+                    false => format!("pause a {role} and meanwhile kill and restart another"),
+                }
+            }
             Fault::DiskFull => {
                 let disk = disk.expect("drawn only with a disk");
                 let filler = disk.fill()?;
@@ -179,6 +194,48 @@ pub fn run(
     }
     restart_exited(cluster, disk, &mut outcome)?;
     Ok(outcome)
+}
+
+/// Two faults at once: `first` is cut off (paused without partitions) for
+/// `hold`; halfway through, `second` is SIGKILLed, and it is restarted
+/// while `first` is still away.
+fn overlap(
+    cluster: &mut ProcessCluster,
+    (first, second): (usize, usize),
+    table: &str,
+    faults: Faults,
+    hold: Duration,
+) -> Result<()> {
+    assert_ne!(first, second, "two faults on one member");
+    let paused = match faults.partitions {
+        true => None,
+        false => cluster.members()[first - 1].pid(),
+    };
+    let partition = match faults.partitions {
+        true => {
+            let guard = Partition {
+                table: table.to_string(),
+            };
+            guard.apply(&partition_script(table, cluster.peer_ip(first), None))?;
+            Some(guard)
+        }
+        false => None,
+    };
+    if let Some(pid) = paused {
+        send_signal(pid, SIGSTOP)?;
+    }
+    std::thread::sleep(hold / 2);
+    let process = &mut cluster.members_mut()[second - 1];
+    process.kill()?;
+    process.wait_exit(Duration::from_secs(10))?;
+    std::thread::sleep(hold / 4);
+    cluster.restart(second)?;
+    std::thread::sleep(hold / 4);
+    if let Some(pid) = paused {
+        send_signal(pid, SIGCONT)?;
+    }
+    drop(partition);
+    Ok(())
 }
 
 /// Restarts every member that exited on its own since the last look,
