@@ -26,6 +26,16 @@ pub enum Request<W, R> {
         /// Where the answer goes.
         reply: W,
     },
+    /// [`Request::Propose`], but only if this member leads: never
+    /// forwarded. For what only the leader may decide, such as a lease's
+    /// expiry: a deposed leader's revoke, forwarded to its successor, would
+    /// revoke a lease the successor has renewed since.
+    ProposeHere {
+        /// The command bytes.
+        command: Vec<u8>,
+        /// Where the answer goes.
+        reply: W,
+    },
     /// Answer once everything committed before the request is applied here
     /// and the leader is confirmed (ReadIndex).
     ReadBarrier {
@@ -42,6 +52,7 @@ impl<W, R> Member<W, R> {
                 Some(leader) => self.forward_write(leader, &command, reply),
                 None => self.propose(command, reply),
             },
+            Request::ProposeHere { command, reply } => self.propose(command, reply),
             Request::ReadBarrier { reply } => match self.leader_elsewhere() {
                 Some(leader) => self.forward_read(leader, reply),
                 None => self.read_here(reply),

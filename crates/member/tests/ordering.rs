@@ -267,3 +267,46 @@ fn a_write_to_a_member_without_a_leader_is_refused_with_no_leader_named() {
         Answer::Write(5, Err(ClientError::not_leader(None)))
     );
 }
+
+#[test]
+fn a_followers_leader_only_write_is_refused_and_never_forwarded() {
+    let mut cluster = Cluster::new(3);
+    let leader = cluster.elect();
+    cluster.round();
+    let follower = (leader + 1) % 3;
+    cluster.members[follower].wake(cluster.now);
+    cluster.members[follower].request(Request::ProposeHere {
+        command: b"revoke".to_vec(),
+        reply: 11,
+    });
+    cluster.effects(follower);
+    cluster.batch(follower);
+    for _ in 0..5 {
+        cluster.round();
+    }
+    let (member, answer, _) = cluster.answer_to(11).expect("answered");
+    assert_eq!(*member, follower);
+    assert!(
+        matches!(answer, Answer::Write(11, Err(_))),
+        "refused: {answer:?}"
+    );
+    let anywhere = cluster.disks.iter().any(|disk| {
+        disk.entries
+            .iter()
+            .any(|e| e.payload == bellwether_core::raft::Payload::Command(b"revoke".to_vec()))
+    });
+    assert!(!anywhere, "the write reached a log");
+    // The leader itself takes it.
+    cluster.members[leader].wake(cluster.now);
+    cluster.members[leader].request(Request::ProposeHere {
+        command: b"revoke".to_vec(),
+        reply: 12,
+    });
+    cluster.effects(leader);
+    cluster.batch(leader);
+    for _ in 0..5 {
+        cluster.round();
+    }
+    let (_, answer, _) = cluster.answer_to(12).expect("answered");
+    assert!(matches!(answer, Answer::Write(12, Ok(_))), "{answer:?}");
+}

@@ -21,6 +21,14 @@ pub enum ClientRequest {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<Vec<u8>, ClientError>>,
     },
+    /// [`ClientRequest::Propose`], but only if this node leads: never
+    /// forwarded to another member.
+    ProposeHere {
+        /// The command bytes.
+        command: Vec<u8>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<Vec<u8>, ClientError>>,
+    },
     /// Answer once everything committed before the request is applied here
     /// and this node is confirmed leader (ReadIndex).
     ReadBarrier {
@@ -56,6 +64,16 @@ impl NodeClient {
         let (reply, answer) = oneshot::channel();
         self.sender
             .send(ClientRequest::Propose { command, reply })
+            .await
+            .map_err(|_| ClientError::Stopped)?;
+        answer.await.map_err(|_| ClientError::Stopped)?
+    }
+
+    /// Proposes `command` only if this node leads; never forwards it.
+    pub async fn propose_here(&self, command: Vec<u8>) -> Result<Vec<u8>, ClientError> {
+        let (reply, answer) = oneshot::channel();
+        self.sender
+            .send(ClientRequest::ProposeHere { command, reply })
             .await
             .map_err(|_| ClientError::Stopped)?;
         answer.await.map_err(|_| ClientError::Stopped)?

@@ -373,6 +373,9 @@ impl Node {
             ClientRequest::Propose { command, reply } => {
                 self.member.request(Request::Propose { command, reply })
             }
+            ClientRequest::ProposeHere { command, reply } => {
+                self.member.request(Request::ProposeHere { command, reply })
+            }
             ClientRequest::ReadBarrier { reply } => {
                 self.member.request(Request::ReadBarrier { reply })
             }

@@ -391,7 +391,16 @@ impl EtcdBackend {
     /// NOSPACE alarm through the log; from then on every member refuses
     /// such writes until the alarm is cleared (see `machine.rs`).
     pub async fn write<M: Answer>(&self, command: &Command) -> Result<M, NotHere> {
-        self.write_bytes(command, command.encode(), 0).await
+        self.write_bytes(command, command.encode(), 0, Route::AnyMember)
+            .await
+    }
+
+    /// [`write`](Self::write), but only if this member leads: the member
+    /// never forwards it. For what only the leader decides (a lease's
+    /// expiry), which a deposed leader must not get its successor to apply.
+    pub async fn write_here<M: Answer>(&self, command: &Command) -> Result<M, NotHere> {
+        self.write_bytes(command, command.encode(), 0, Route::LeaderOnly)
+            .await
     }
 
     /// [`write`](Self::write) for a client's command, checked for `caller`:
@@ -409,7 +418,8 @@ impl EtcdBackend {
         };
         let envelope = Command::CHECKED_ENVELOPE_BYTES + checked.user.len();
         let bytes = command.encode_checked(&checked);
-        self.write_bytes(command, bytes, envelope).await
+        self.write_bytes(command, bytes, envelope, Route::AnyMember)
+            .await
     }
 
     /// Replicates `bytes`, the encoding of `command` inside an envelope of
@@ -419,6 +429,7 @@ impl EtcdBackend {
         command: &Command,
         bytes: Vec<u8>,
         envelope: usize,
+        route: Route,
     ) -> Result<M, NotHere> {
         assert!(
             envelope <= bytes.len(),
@@ -434,7 +445,11 @@ impl EtcdBackend {
             self.raise_no_space().await;
             return Err(NotHere::Fail(Status::resource_exhausted(NO_SPACE)));
         }
-        match self.client.propose(bytes).await {
+        let proposed = match route {
+            Route::AnyMember => self.client.propose(bytes).await,
+            Route::LeaderOnly => self.client.propose_here(bytes).await,
+        };
+        match proposed {
             Ok(answer) => {
                 let mut response = read_answer::<M>(&answer).map_err(NotHere::Fail)?;
                 let header = response.header_mut();
@@ -560,4 +575,13 @@ impl EtcdBackend {
         let reached = revisions.wait_for(|r| *r > revision).await.is_ok();
         reached
     }
+}
+
+/// Where a write may be proposed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    /// Here, or forwarded to the leader by the member.
+    AnyMember,
+    /// Only here, and only if this member leads.
+    LeaderOnly,
 }
