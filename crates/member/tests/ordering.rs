@@ -178,13 +178,25 @@ impl Cluster {
     }
 
     fn write(&mut self, at: usize, reply: u32, command: &[u8]) {
+        let command = command.to_vec();
+        self.request(at, Request::Propose { command, reply });
+    }
+
+    /// Hands `request` to member `at` and carries out what it does at once.
+    fn request(&mut self, at: usize, request: Request<u32, u32>) {
         self.members[at].wake(self.now);
-        self.members[at].request(Request::Propose {
-            command: command.to_vec(),
-            reply,
-        });
+        self.members[at].request(request);
         self.effects(at);
         self.batch(at);
+    }
+
+    /// Hands member `at` a leader-only write and runs five rounds.
+    fn write_here(&mut self, at: usize, reply: u32, command: &[u8]) {
+        let command = command.to_vec();
+        self.request(at, Request::ProposeHere { command, reply });
+        for _ in 0..5 {
+            self.round();
+        }
     }
 
     fn answer_to(&self, reply: u32) -> Option<&(usize, Answer<u32, u32>, u64)> {
@@ -274,16 +286,7 @@ fn a_followers_leader_only_write_is_refused_and_never_forwarded() {
     let leader = cluster.elect();
     cluster.round();
     let follower = (leader + 1) % 3;
-    cluster.members[follower].wake(cluster.now);
-    cluster.members[follower].request(Request::ProposeHere {
-        command: b"revoke".to_vec(),
-        reply: 11,
-    });
-    cluster.effects(follower);
-    cluster.batch(follower);
-    for _ in 0..5 {
-        cluster.round();
-    }
+    cluster.write_here(follower, 11, b"revoke");
     let (member, answer, _) = cluster.answer_to(11).expect("answered");
     assert_eq!(*member, follower);
     assert!(
@@ -297,16 +300,7 @@ fn a_followers_leader_only_write_is_refused_and_never_forwarded() {
     });
     assert!(!anywhere, "the write reached a log");
     // The leader itself takes it.
-    cluster.members[leader].wake(cluster.now);
-    cluster.members[leader].request(Request::ProposeHere {
-        command: b"revoke".to_vec(),
-        reply: 12,
-    });
-    cluster.effects(leader);
-    cluster.batch(leader);
-    for _ in 0..5 {
-        cluster.round();
-    }
+    cluster.write_here(leader, 12, b"revoke");
     let (_, answer, _) = cluster.answer_to(12).expect("answered");
     assert!(matches!(answer, Answer::Write(12, Ok(_))), "{answer:?}");
 }

@@ -61,19 +61,25 @@ impl NodeClient {
 
     /// Replicates `command` and returns the state machine's answer.
     pub async fn propose(&self, command: Vec<u8>) -> Result<Vec<u8>, ClientError> {
-        let (reply, answer) = oneshot::channel();
-        self.sender
-            .send(ClientRequest::Propose { command, reply })
+        self.ask(|reply| ClientRequest::Propose { command, reply })
             .await
-            .map_err(|_| ClientError::Stopped)?;
-        answer.await.map_err(|_| ClientError::Stopped)?
     }
 
     /// Proposes `command` only if this node leads; never forwards it.
     pub async fn propose_here(&self, command: Vec<u8>) -> Result<Vec<u8>, ClientError> {
+        self.ask(|reply| ClientRequest::ProposeHere { command, reply })
+            .await
+    }
+
+    /// Sends the write request `make` builds around a reply channel and
+    /// waits for its answer.
+    async fn ask(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<Vec<u8>, ClientError>>) -> ClientRequest,
+    ) -> Result<Vec<u8>, ClientError> {
         let (reply, answer) = oneshot::channel();
         self.sender
-            .send(ClientRequest::ProposeHere { command, reply })
+            .send(make(reply))
             .await
             .map_err(|_| ClientError::Stopped)?;
         answer.await.map_err(|_| ClientError::Stopped)?
