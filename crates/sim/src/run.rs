@@ -113,10 +113,10 @@ pub fn run_kv_with<P: RaftLike>(spec: &RunSpec, config: RaftConfig) -> RunReport
     };
     let app = KvApp::new(kv_config, spec.nodes, spec.seed);
     let (mut report, mut world) = run_with_app::<P, KvApp>(spec, config, app, KvApp::start);
-    world.app.finish();
+    world.app.clients.finish();
     let stats = world.app.stats;
-    let completed = world.app.completed();
-    let mut workload = check_history(&mut report, &world.app.history, world.now_us());
+    let completed = world.app.clients.completed();
+    let mut workload = check_history(&mut report, &world.app.clients.history, world.now_us());
     workload.completed = completed;
     workload.indeterminate = workload.operations - completed;
     workload.reads_without_round = stats.reads_without_round;
@@ -143,9 +143,9 @@ pub fn run_etcd_with(spec: &RunSpec, runtime: Runtime) -> RunReport {
     let app = EtcdApp::new(kv_config, spec.nodes, spec.seed);
     let (mut report, mut world) =
         run_with_app::<SimMember, EtcdApp>(spec, config, app, EtcdApp::start);
-    world.app.finish();
-    let completed = world.app.completed();
-    let mut workload = check_history(&mut report, &world.app.history, world.now_us());
+    world.app.clients.finish();
+    let completed = world.app.clients.completed();
+    let mut workload = check_history(&mut report, &world.app.clients.history, world.now_us());
     workload.completed = completed;
     workload.indeterminate = workload.operations - completed;
     report.workload = Some(workload);

@@ -123,8 +123,8 @@ fn isolated_leader_with_clocks(
     world.heal_links();
     world.run_for(1_000_000).unwrap();
     assert!(world.violation().is_none(), "{:?}", world.violation());
-    world.app.finish();
-    check(&world.app.history, &CheckOptions::default())
+    world.app.clients.finish();
+    check(&world.app.clients.history, &CheckOptions::default())
 }
 
 #[test]

@@ -107,7 +107,7 @@ fn a_removed_node_that_missed_its_removal_does_not_disrupt_the_cluster() {
             "seed {seed}: the isolated victim must not know of its removal"
         );
         let term = world.node(leader_index).expect("up").status().term;
-        let completed = world.app.completed();
+        let completed = world.app.clients.completed();
         world.heal_links();
         world.run_for(3_000_000).unwrap();
         let status = world.node(leader_index).expect("up").status();
@@ -118,7 +118,7 @@ fn a_removed_node_that_missed_its_removal_does_not_disrupt_the_cluster() {
         );
         assert_eq!(world.agreed_leader(), Some(leader), "seed {seed}");
         assert!(
-            world.app.completed() > completed + 500,
+            world.app.clients.completed() > completed + 500,
             "seed {seed}: the clients stalled"
         );
         assert!(world.violation().is_none(), "{:?}", world.violation());

@@ -52,10 +52,10 @@ fn hashicorp_raft_503_a_leader_whose_disk_stalls_does_not_block_the_cluster() {
             .expect("a leader");
         world.run_for(300_000).unwrap();
         let stalled = (leader.0 - 1) as usize;
-        let before = world.app.completed();
+        let before = world.app.clients.completed();
         world.stall_disk(stalled, world.now_us() + 3_000_000);
         world.run_for(2_000_000).unwrap();
-        let during = world.app.completed() - before;
+        let during = world.app.clients.completed() - before;
         assert!(
             during > 100,
             "seed {seed}: only {during} operations completed while the leader's disk stalled"

@@ -5,13 +5,13 @@
 //! the replication invariants are checked as events happen.
 
 use super::checks::ReplicationChecker;
-use super::client::{Client, PendingOp};
+use super::clients::{self, ClientWorkload, Clients, Pace, Reply, Timer};
 use super::codec::{encode, LoggedWrite};
 use super::machine::KvMachine;
 use super::RaftLike;
 use crate::event::NodeIndex;
 use crate::host::Host;
-use crate::linearizability::{ClientId, Command, Key, Operation, Response, Value};
+use crate::linearizability::{Command, Key, Response, Value};
 use crate::world::{Application, World};
 use bellwether_core::raft::{Payload, ProposeError, RaftOutput, RaftPersist, ReadError};
 use bellwether_core::{LogIndex, Rng, Role, Status};
@@ -57,47 +57,13 @@ impl Default for KvConfig {
     }
 }
 
-/// A reply travelling back to a client.
-#[derive(Clone, Copy, Debug)]
-enum Reply {
-    /// The operation took effect (or the read was served) with this result.
-    Done(Response),
-    /// Not the leader; try this one (or the next node).
-    Redirect(Option<NodeIndex>),
-    /// Definitely not applied (refused, or the entry was replaced): retry.
-    Retry,
-}
-
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Timer {
-    Start(u64),
-    Arrive(u64, u32),
-    Respond(u64, u32),
-    Deadline(u64, u32),
-    /// The next membership step is due.
-    Membership,
-}
-
-impl Timer {
-    pub(super) fn token(self) -> u64 {
-        let (kind, client, n) = match self {
-            Timer::Start(c) => (0, c, 0),
-            Timer::Arrive(c, a) => (1, c, a),
-            Timer::Respond(c, a) => (2, c, a),
-            Timer::Deadline(c, o) => (3, c, o),
-            Timer::Membership => (4, 0, 0),
-        };
-        (kind << 56) | (client << 32) | n as u64
-    }
-
-    fn from_token(token: u64) -> Timer {
-        let (client, n) = ((token >> 32) & 0xFF_FFFF, token as u32);
-        match token >> 56 {
-            0 => Timer::Start(client),
-            1 => Timer::Arrive(client, n),
-            2 => Timer::Respond(client, n),
-            3 => Timer::Deadline(client, n),
-            _ => Timer::Membership,
+impl KvConfig {
+    /// How the clients pace themselves.
+    pub fn pace(&self) -> Pace {
+        Pace {
+            op_timeout_us: self.op_timeout_us,
+            think_us_max: self.think_us_max,
+            ops_per_client_max: self.ops_per_client_max,
         }
     }
 }
@@ -131,165 +97,75 @@ pub struct KvStats {
 /// The workload.
 pub struct KvApp {
     pub(super) config: KvConfig,
-    /// Workload randomness, separate from the network's and the nodes'.
-    pub(super) rng: Rng,
     pub(super) nodes: usize,
     /// Counters.
     pub stats: KvStats,
     machines: Vec<KvMachine>,
     requests: Vec<NodeRequests>,
-    clients: Vec<Client>,
-    replies: BTreeMap<(u64, u32), Reply>,
-    /// Completed and abandoned operations.
-    pub history: Vec<Operation>,
+    /// The clients and their history.
+    pub clients: Clients,
     /// Replication invariants.
     checker: ReplicationChecker,
     next_read_id: u64,
-    pub(super) stopped: bool,
 }
 
 impl KvApp {
     /// A workload for a cluster of `nodes`.
     pub fn new(config: KvConfig, nodes: usize, seed: u64) -> Self {
-        let clients = (0..(config.clients + config.readers) as u64)
-            .map(|id| Client {
-                id,
-                ops_started: 0,
-                attempts: 0,
-                op: None,
-                guess: 0,
-                last_seen: BTreeMap::new(),
-            })
-            .collect();
+        let pace = config.pace();
+        let count = config.clients + config.readers;
+        let rng = Rng::derive(seed, 0x6B76);
         KvApp {
-            rng: Rng::derive(seed, 0x6B76),
             machines: vec![KvMachine::default(); nodes],
             requests: vec![NodeRequests::default(); nodes],
-            clients,
-            replies: BTreeMap::new(),
-            history: Vec::new(),
+            clients: Clients::new(count, nodes, pace, rng, |_| 0),
             checker: ReplicationChecker::new(nodes),
             next_read_id: 1,
-            stopped: false,
             stats: KvStats::default(),
             nodes,
             config,
         }
     }
 
-    /// Starts every client.
+    /// Starts every client, and the membership changes if asked.
     pub fn start<P: RaftLike>(world: &mut World<P, KvApp>) {
-        for client in 0..world.app.clients.len() as u64 {
-            let at = world.now_us() + world.app.rng.range(0, 10_000);
-            world.schedule_app_timer(at, Timer::Start(client).token());
-        }
+        clients::start(world);
         if world.app.config.membership_changes {
             Self::schedule_membership_step(world);
         }
     }
+}
 
-    /// Stops new operations and records those still open as indeterminate.
-    pub fn finish(&mut self) {
-        self.stopped = true;
-        for client in &mut self.clients {
-            if let Some(op) = client.op.take() {
-                self.history.push(Operation::indeterminate(
-                    ClientId(client.id),
-                    op.command,
-                    op.invoke_us,
-                ));
-            }
-        }
+impl ClientWorkload for KvApp {
+    fn clients(&mut self) -> &mut Clients {
+        &mut self.clients
     }
 
-    /// Operations that completed with an answer.
-    pub fn completed(&self) -> usize {
-        self.history
-            .iter()
-            .filter(|op| op.complete_us().is_some())
-            .count()
-    }
-
+    /// Writers put, get and compare-and-set; readers only get.
     fn next_command(&mut self, client: usize) -> Command {
-        let key = Key(self.rng.range(0, self.config.keys));
-        let value = Value(((client as u64) << 32) | (self.clients[client].ops_started as u64));
+        let key = Key(self.clients.rng.range(0, self.config.keys));
+        let state = self.clients.client(client);
+        let value = Value(((client as u64) << 32) | u64::from(state.ops_started));
+        let expected = state.last_seen.get(&key.0).copied().flatten().map(Value);
         if client >= self.config.clients {
             return Command::Get { key };
         }
-        match self.rng.range(0, 10) {
+        match self.clients.rng.range(0, 10) {
             0..=3 => Command::Put { key, value },
             4..=7 => Command::Get { key },
-            _ => {
-                let expected = self.clients[client]
-                    .last_seen
-                    .get(&key.0)
-                    .copied()
-                    .flatten()
-                    .map(Value);
-                Command::CompareAndSet {
-                    key,
-                    expected,
-                    new: value,
-                }
-            }
+            _ => Command::CompareAndSet {
+                key,
+                expected,
+                new: value,
+            },
         }
     }
-}
-
-fn latency<P: RaftLike>(world: &mut World<P, KvApp>) -> u64 {
-    world.network.sample_latency_us(&mut world.rng)
 }
 
 impl KvApp {
-    fn on_start<P: RaftLike>(world: &mut World<P, KvApp>, client: u64) {
-        let now = world.now_us();
-        let app = &mut world.app;
-        let c = client as usize;
-        if app.stopped
-            || app.clients[c].op.is_some()
-            || app.clients[c].ops_started >= app.config.ops_per_client_max
-        {
-            return;
-        }
-        let command = app.next_command(c);
-        app.clients[c].ops_started += 1;
-        let deadline_us = now + app.config.op_timeout_us;
-        let target = app.clients[c].guess;
-        app.clients[c].op = Some(PendingOp {
-            command,
-            invoke_us: now,
-            deadline_us,
-            attempt: 0,
-            target,
-            proposed: false,
-        });
-        let ops = app.clients[c].ops_started;
-        world.schedule_app_timer(deadline_us, Timer::Deadline(client, ops).token());
-        Self::send_attempt(world, client);
-    }
-
-    fn send_attempt<P: RaftLike>(world: &mut World<P, KvApp>, client: u64) {
-        let c = client as usize;
-        if world.app.clients[c].op.is_none() {
-            return;
-        }
-        let attempt = world.app.clients[c].next_attempt();
-        let at = world.now_us() + latency(world);
-        world.schedule_app_timer(at, Timer::Arrive(client, attempt).token());
-    }
-
-    fn reply<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, attempt: u32, reply: Reply) {
-        world.app.replies.insert((client, attempt), reply);
-        let at = world.now_us() + latency(world);
-        world.schedule_app_timer(at, Timer::Respond(client, attempt).token());
-    }
-
     /// A request reaches its target node.
     fn on_arrive<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, attempt: u32) {
-        let Some(op) = world.app.clients[client as usize]
-            .op
-            .filter(|op| op.attempt == attempt)
-        else {
+        let Some(op) = world.app.clients.op_of_attempt(client, attempt) else {
             return;
         };
         let node = op.target;
@@ -297,11 +173,11 @@ impl KvApp {
             // Connection refused (down) or never read (paused): a paused
             // node answers nothing; a down one refuses at once.
             if world.hosts[node].node.is_none() {
-                Self::reply(world, client, attempt, Reply::Retry);
+                clients::reply(world, client, attempt, Reply::Retry);
             }
             return;
         }
-        let op_id = world.app.clients[client as usize].op_id();
+        let op_id = world.app.clients.op_id(client);
         let reply = match op.command {
             Command::Get { key } => {
                 let id = world.app.next_read_id;
@@ -328,9 +204,7 @@ impl KvApp {
                         world.app.requests[node]
                             .writes
                             .insert(index, (client, attempt, op_id));
-                        if let Some(op) = world.app.clients[client as usize].op.as_mut() {
-                            op.proposed = true;
-                        }
+                        world.app.clients.mark_proposed(client);
                         None
                     }
                     Err(ProposeError::NotLeader { leader }) => {
@@ -342,86 +216,8 @@ impl KvApp {
         };
         world.flush(node);
         if let Some(reply) = reply {
-            Self::reply(world, client, attempt, reply);
+            clients::reply(world, client, attempt, reply);
         }
-    }
-
-    /// A reply reaches its client.
-    fn on_respond<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, attempt: u32) {
-        let Some(reply) = world.app.replies.remove(&(client, attempt)) else {
-            return;
-        };
-        let c = client as usize;
-        let Some(op) = world.app.clients[c].op.filter(|op| op.attempt == attempt) else {
-            return;
-        };
-        let now = world.now_us();
-        let nodes = world.app.nodes;
-        match reply {
-            Reply::Done(response) => {
-                let record =
-                    Operation::ok(ClientId(client), op.command, op.invoke_us, now, response);
-                world.app.history.push(record);
-                let seen = match (op.command, response) {
-                    (Command::Get { key }, Response::Get(value)) => Some((key, value)),
-                    (Command::Put { key, value }, _) => Some((key, Some(value))),
-                    (Command::CompareAndSet { key, new, .. }, Response::CompareAndSet(true)) => {
-                        Some((key, Some(new)))
-                    }
-                    _ => None,
-                };
-                if let Some((key, value)) = seen {
-                    world.app.clients[c]
-                        .last_seen
-                        .insert(key.0, value.map(|v| v.0));
-                }
-                world.app.clients[c].op = None;
-                world.app.clients[c].guess = op.target;
-                let at = now + world.app.rng.range(0, world.app.config.think_us_max + 1);
-                world.schedule_app_timer(at, Timer::Start(client).token());
-            }
-            Reply::Redirect(leader) => {
-                world.app.clients[c].guess = leader.unwrap_or((op.target + 1) % nodes);
-                Self::retry(world, client, 1_000);
-            }
-            Reply::Retry => {
-                if let Some(op) = world.app.clients[c].op.as_mut() {
-                    op.proposed = false;
-                }
-                world.app.clients[c].guess = (op.target + 1) % nodes;
-                Self::retry(world, client, 5_000);
-            }
-        }
-    }
-
-    fn retry<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, backoff_us: u64) {
-        let c = client as usize;
-        let Some(op) = world.app.clients[c].op else {
-            return;
-        };
-        if op.proposed || world.now_us() + backoff_us >= op.deadline_us {
-            return; // The deadline will record it.
-        }
-        let at = world.now_us() + world.app.rng.range(0, backoff_us + 1);
-        let attempt = world.app.clients[c].next_attempt();
-        world.schedule_app_timer(at, Timer::Arrive(client, attempt).token());
-    }
-
-    fn on_deadline<P: RaftLike>(world: &mut World<P, KvApp>, client: u64, ops: u32) {
-        let c = client as usize;
-        if world.app.clients[c].ops_started != ops {
-            return;
-        }
-        let Some(op) = world.app.clients[c].op.take() else {
-            return;
-        };
-        world.app.history.push(Operation::indeterminate(
-            ClientId(client),
-            op.command,
-            op.invoke_us,
-        ));
-        world.app.clients[c].guess = (op.target + 1) % world.app.nodes;
-        world.schedule_app_timer(world.now_us(), Timer::Start(client).token());
     }
 
     fn on_apply<P: RaftLike>(
@@ -445,7 +241,7 @@ impl KvApp {
                 Some((write, response)) if write.op_id == op_id => Reply::Done(response),
                 _ => Reply::Retry, // Another entry won this index: ours never applies.
             };
-            Self::reply(world, client, attempt, reply);
+            clients::reply(world, client, attempt, reply);
         }
         Self::serve_confirmed_reads(world, node);
         Self::maybe_snapshot(world, node);
@@ -460,7 +256,7 @@ impl KvApp {
         world.app.requests[node].confirmed = waiting;
         for (_, client, attempt, key) in ready {
             let value = world.app.machines[node].get(key);
-            Self::reply(world, client, attempt, Reply::Done(Response::Get(value)));
+            clients::reply(world, client, attempt, Reply::Done(Response::Get(value)));
         }
     }
 
@@ -524,7 +320,7 @@ impl<P: RaftLike> Application<P> for KvApp {
             }
             RaftOutput::ReadFailed { id } => {
                 if let Some((client, attempt, ..)) = world.app.requests[node].reads.remove(&id) {
-                    Self::reply(world, client, attempt, Reply::Redirect(None));
+                    clients::reply(world, client, attempt, Reply::Redirect(None));
                 }
             }
         }
@@ -580,12 +376,10 @@ impl<P: RaftLike> Application<P> for KvApp {
     }
 
     fn on_timer(world: &mut World<P, Self>, token: u64) {
-        match Timer::from_token(token) {
-            Timer::Start(client) => Self::on_start(world, client),
-            Timer::Arrive(client, attempt) => Self::on_arrive(world, client, attempt),
-            Timer::Respond(client, attempt) => Self::on_respond(world, client, attempt),
-            Timer::Deadline(client, ops) => Self::on_deadline(world, client, ops),
-            Timer::Membership => Self::on_membership_step(world),
+        match clients::on_timer(world, token) {
+            Some(Timer::Arrive(client, attempt)) => Self::on_arrive(world, client, attempt),
+            Some(Timer::Membership) => Self::on_membership_step(world),
+            _ => {}
         }
     }
 }

@@ -15,7 +15,8 @@
 //! is behind) are counted, not retried at once: the next step comes at the
 //! next period.
 
-use super::app::{KvApp, Timer};
+use super::app::KvApp;
+use super::clients::Timer;
 use super::RaftLike;
 use crate::event::NodeIndex;
 use crate::host::Host;
@@ -46,6 +47,7 @@ impl KvApp {
     pub(super) fn schedule_membership_step<P: RaftLike>(world: &mut World<P, KvApp>) {
         let delay = world
             .app
+            .clients
             .rng
             .range(MEMBERSHIP_PERIOD_US_MIN, MEMBERSHIP_PERIOD_US_MAX + 1);
         let at = world.now_us() + delay;
@@ -54,7 +56,7 @@ impl KvApp {
 
     /// Asks the newest acting leader for the next change.
     pub(super) fn on_membership_step<P: RaftLike>(world: &mut World<P, KvApp>) {
-        if world.app.stopped {
+        if world.app.clients.stopped {
             return;
         }
         Self::schedule_membership_step(world);
@@ -92,7 +94,7 @@ impl KvApp {
             .map(Host::<P>::id_of)
             .filter(|id| !cluster.voters.contains(id) && !cluster.learners.contains(id))
             .collect();
-        let rng = &mut world.app.rng;
+        let rng = &mut world.app.clients.rng;
         if let Some(learner) = cluster.learners.iter().next().copied() {
             return Some(if rng.chance(LEARNER_REMOVAL_CHANCE) {
                 MembershipChange::Remove(learner)

@@ -4,6 +4,7 @@
 mod app;
 mod checks;
 pub(crate) mod client;
+pub(crate) mod clients;
 pub(crate) mod codec;
 mod machine;
 mod membership;

@@ -8,131 +8,53 @@
 use super::protocol::{ClientAnswer, OpRef, SimMember};
 use crate::checkers::Violation;
 use crate::event::NodeIndex;
-use crate::kv::client::{Client, PendingOp};
+use crate::kv::clients::{self, ClientWorkload, Clients, Reply, Timer};
 use crate::kv::codec::{encode, LoggedWrite};
 use crate::kv::KvConfig;
-use crate::linearizability::{ClientId, Command, Key, Operation, Response, Value};
+use crate::linearizability::{Command, Key, Value};
 use crate::world::{Application, World};
 use bellwether_core::raft::RaftPersist;
 use bellwether_core::Rng;
 use bellwether_member::{ClientError, Request};
-use std::collections::BTreeMap;
-
-/// What a client hears back.
-#[derive(Clone, Copy, Debug)]
-enum Reply {
-    /// The operation took effect (or the read was served) with this result.
-    Done(Response),
-    /// Not the leader; try this one (or the next member).
-    Redirect(Option<NodeIndex>),
-    /// Definitely not applied: retry.
-    Retry,
-}
-
-/// The workload's timers.
-#[derive(Clone, Copy, Debug)]
-enum Timer {
-    Start(u64),
-    Arrive(u64, u32),
-    Respond(u64, u32),
-    Deadline(u64, u32),
-}
-
-impl Timer {
-    fn token(self) -> u64 {
-        let (kind, client, n) = match self {
-            Timer::Start(c) => (0, c, 0),
-            Timer::Arrive(c, a) => (1, c, a),
-            Timer::Respond(c, a) => (2, c, a),
-            Timer::Deadline(c, o) => (3, c, o),
-        };
-        (kind << 56) | (client << 32) | u64::from(n)
-    }
-
-    fn from_token(token: u64) -> Timer {
-        let (client, n) = ((token >> 32) & 0xFF_FFFF, token as u32);
-        match token >> 56 {
-            0 => Timer::Start(client),
-            1 => Timer::Arrive(client, n),
-            2 => Timer::Respond(client, n),
-            _ => Timer::Deadline(client, n),
-        }
-    }
-}
 
 /// The workload.
 pub struct EtcdApp {
     config: KvConfig,
-    rng: Rng,
-    nodes: usize,
-    clients: Vec<Client>,
-    replies: BTreeMap<(u64, u32), Reply>,
-    /// Completed and abandoned operations.
-    pub history: Vec<Operation>,
-    stopped: bool,
+    /// The clients and their history.
+    pub clients: Clients,
 }
 
 impl EtcdApp {
     /// A workload for a cluster of `nodes`.
     pub fn new(config: KvConfig, nodes: usize, seed: u64) -> Self {
-        let clients = (0..config.clients as u64)
-            .map(|id| Client {
-                id,
-                ops_started: 0,
-                attempts: 0,
-                op: None,
-                guess: (id as usize) % nodes,
-                last_seen: BTreeMap::new(),
-            })
-            .collect();
+        let pace = config.pace();
+        let rng = Rng::derive(seed, 0x6574_6364);
+        let first_guess = |id: u64| (id as usize) % nodes;
         EtcdApp {
-            rng: Rng::derive(seed, 0x6574_6364),
-            nodes,
-            clients,
-            replies: BTreeMap::new(),
-            history: Vec::new(),
-            stopped: false,
+            clients: Clients::new(config.clients, nodes, pace, rng, first_guess),
             config,
         }
     }
 
     /// Starts every client.
     pub fn start(world: &mut World<SimMember, EtcdApp>) {
-        for client in 0..world.app.clients.len() as u64 {
-            let at = world.now_us() + world.app.rng.range(0, 10_000);
-            world.schedule_app_timer(at, Timer::Start(client).token());
-        }
+        clients::start(world);
+    }
+}
+
+impl ClientWorkload for EtcdApp {
+    fn clients(&mut self) -> &mut Clients {
+        &mut self.clients
     }
 
-    /// Stops new operations and records those still open as indeterminate.
-    pub fn finish(&mut self) {
-        self.stopped = true;
-        for client in &mut self.clients {
-            if let Some(op) = client.op.take() {
-                let id = ClientId(client.id);
-                self.history
-                    .push(Operation::indeterminate(id, op.command, op.invoke_us));
-            }
-        }
-    }
-
-    /// Operations that completed with an answer.
-    pub fn completed(&self) -> usize {
-        self.history
-            .iter()
-            .filter(|op| op.complete_us().is_some())
-            .count()
-    }
-
+    /// Puts, leased puts, gets, revokes of a lease seen, and
+    /// compare-and-sets.
     fn next_command(&mut self, client: usize) -> Command {
-        let key = Key(self.rng.range(0, self.config.keys));
-        let value = Value(((client as u64) << 32) | u64::from(self.clients[client].ops_started));
-        let seen = self.clients[client]
-            .last_seen
-            .get(&key.0)
-            .copied()
-            .flatten();
-        match self.rng.range(0, 20) {
+        let key = Key(self.clients.rng.range(0, self.config.keys));
+        let state = self.clients.client(client);
+        let value = Value(((client as u64) << 32) | u64::from(state.ops_started));
+        let seen = state.last_seen.get(&key.0).copied().flatten();
+        match self.clients.rng.range(0, 20) {
             0..=5 => Command::Put { key, value },
             // Bit 62 keeps a leased value, its lease's id, positive and
             // apart from the others.
@@ -154,52 +76,10 @@ impl EtcdApp {
     }
 }
 
-fn latency(world: &mut World<SimMember, EtcdApp>) -> u64 {
-    world.network.sample_latency_us(&mut world.rng)
-}
-
 impl EtcdApp {
-    fn on_start(world: &mut World<SimMember, EtcdApp>, client: u64) {
-        let now = world.now_us();
-        let app = &mut world.app;
-        let c = client as usize;
-        if app.stopped
-            || app.clients[c].op.is_some()
-            || app.clients[c].ops_started >= app.config.ops_per_client_max
-        {
-            return;
-        }
-        let command = app.next_command(c);
-        app.clients[c].ops_started += 1;
-        let deadline_us = now + app.config.op_timeout_us;
-        let target = app.clients[c].guess;
-        app.clients[c].op = Some(PendingOp {
-            command,
-            invoke_us: now,
-            deadline_us,
-            attempt: 0,
-            target,
-            proposed: false,
-        });
-        let ops = app.clients[c].ops_started;
-        world.schedule_app_timer(deadline_us, Timer::Deadline(client, ops).token());
-        let attempt = world.app.clients[c].next_attempt();
-        let at = world.now_us() + latency(world);
-        world.schedule_app_timer(at, Timer::Arrive(client, attempt).token());
-    }
-
-    fn reply(world: &mut World<SimMember, EtcdApp>, client: u64, attempt: u32, reply: Reply) {
-        world.app.replies.insert((client, attempt), reply);
-        let at = world.now_us() + latency(world);
-        world.schedule_app_timer(at, Timer::Respond(client, attempt).token());
-    }
-
     /// A request reaches its member, which serves or forwards it.
     fn on_arrive(world: &mut World<SimMember, EtcdApp>, client: u64, attempt: u32) {
-        let Some(op) = world.app.clients[client as usize]
-            .op
-            .filter(|op| op.attempt == attempt)
-        else {
+        let Some(op) = world.app.clients.op_of_attempt(client, attempt) else {
             return;
         };
         let node = op.target;
@@ -207,7 +87,7 @@ impl EtcdApp {
             // Refused at once by a member that is down; never read by a
             // paused one.
             if world.hosts[node].node.is_none() {
-                Self::reply(world, client, attempt, Reply::Retry);
+                clients::reply(world, client, attempt, Reply::Retry);
             }
             return;
         }
@@ -265,87 +145,8 @@ impl EtcdApp {
                     continue
                 }
             };
-            Self::reply(world, op.client, op.attempt, reply);
+            clients::reply(world, op.client, op.attempt, reply);
         }
-    }
-
-    /// A reply reaches its client.
-    fn on_respond(world: &mut World<SimMember, EtcdApp>, client: u64, attempt: u32) {
-        let Some(reply) = world.app.replies.remove(&(client, attempt)) else {
-            return;
-        };
-        let c = client as usize;
-        let Some(op) = world.app.clients[c].op.filter(|op| op.attempt == attempt) else {
-            return;
-        };
-        let now = world.now_us();
-        let nodes = world.app.nodes;
-        match reply {
-            Reply::Done(response) => {
-                let record =
-                    Operation::ok(ClientId(client), op.command, op.invoke_us, now, response);
-                world.app.history.push(record);
-                let seen = match (op.command, response) {
-                    (Command::Get { key }, Response::Get(value)) => Some((key, value)),
-                    (Command::Put { key, value } | Command::LeasedPut { key, value }, _) => {
-                        Some((key, Some(value)))
-                    }
-
-                    (Command::CompareAndSet { key, new, .. }, Response::CompareAndSet(true)) => {
-                        Some((key, Some(new)))
-                    }
-                    _ => None,
-                };
-                if let Some((key, value)) = seen {
-                    world.app.clients[c]
-                        .last_seen
-                        .insert(key.0, value.map(|v| v.0));
-                }
-                world.app.clients[c].op = None;
-                world.app.clients[c].guess = op.target;
-                let at = now + world.app.rng.range(0, world.app.config.think_us_max + 1);
-                world.schedule_app_timer(at, Timer::Start(client).token());
-            }
-            Reply::Redirect(leader) => {
-                world.app.clients[c].guess = leader.unwrap_or((op.target + 1) % nodes);
-                Self::retry(world, client, 1_000);
-            }
-            Reply::Retry => {
-                world.app.clients[c].guess = (op.target + 1) % nodes;
-                Self::retry(world, client, 5_000);
-            }
-        }
-    }
-
-    /// Tries again after a definite failure, unless the deadline is near.
-    fn retry(world: &mut World<SimMember, EtcdApp>, client: u64, backoff_us: u64) {
-        let c = client as usize;
-        let Some(op) = world.app.clients[c].op else {
-            return;
-        };
-        if world.now_us() + backoff_us >= op.deadline_us {
-            return; // The deadline will record it.
-        }
-        let at = world.now_us() + world.app.rng.range(0, backoff_us + 1);
-        let attempt = world.app.clients[c].next_attempt();
-        world.schedule_app_timer(at, Timer::Arrive(client, attempt).token());
-    }
-
-    fn on_deadline(world: &mut World<SimMember, EtcdApp>, client: u64, ops: u32) {
-        let c = client as usize;
-        if world.app.clients[c].ops_started != ops {
-            return;
-        }
-        let Some(op) = world.app.clients[c].op.take() else {
-            return;
-        };
-        world.app.history.push(Operation::indeterminate(
-            ClientId(client),
-            op.command,
-            op.invoke_us,
-        ));
-        world.app.clients[c].guess = (op.target + 1) % world.app.nodes;
-        world.schedule_app_timer(world.now_us(), Timer::Start(client).token());
     }
 }
 
@@ -361,11 +162,8 @@ impl Application<SimMember> for EtcdApp {
     }
 
     fn on_timer(world: &mut World<SimMember, Self>, token: u64) {
-        match Timer::from_token(token) {
-            Timer::Start(client) => Self::on_start(world, client),
-            Timer::Arrive(client, attempt) => Self::on_arrive(world, client, attempt),
-            Timer::Respond(client, attempt) => Self::on_respond(world, client, attempt),
-            Timer::Deadline(client, ops) => Self::on_deadline(world, client, ops),
+        if let Some(Timer::Arrive(client, attempt)) = clients::on_timer(world, token) {
+            Self::on_arrive(world, client, attempt);
         }
     }
 }

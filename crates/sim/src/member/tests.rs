@@ -73,8 +73,8 @@ fn stall_then_crash(runtime: Runtime, seed: u64) -> CheckResult {
     let _ = world.run_until(1_350_000);
     world.restart(0);
     let _ = world.run_until(3_000_000);
-    world.app.finish();
-    check(&world.app.history, &CheckOptions::default())
+    world.app.clients.finish();
+    check(&world.app.clients.history, &CheckOptions::default())
 }
 
 /// A runtime that answers before its fsync tells clients of writes that a
@@ -114,8 +114,8 @@ fn a_runtime_that_applies_before_commit_is_stopped_by_the_drivers_check() {
 fn history_without_faults(seed: u64) -> Vec<Operation> {
     let mut world = etcd_world(3, seed, Runtime::Faithful);
     let _ = world.run_until(3_000_000);
-    world.app.finish();
-    std::mem::take(&mut world.app.history)
+    world.app.clients.finish();
+    std::mem::take(&mut world.app.clients.history)
 }
 
 /// Leased puts grant a lease in the store and revokes delete the key
