@@ -23,6 +23,16 @@ pub fn partition_script(table: &str, ip: Ipv4Addr, uid: Option<u32>) -> String {
     )
 }
 
+/// The rule set dropping every packet between `a` and `b` only, each
+/// still reaching everyone else: a partial partition, where a third member
+/// hears both sides (the case that makes naive elections flap).
+pub fn bridge_script(table: &str, a: Ipv4Addr, b: Ipv4Addr) -> String {
+    assert_ne!(a, b, "a link joins two members");
+    format!(
+        "table ip {table} {{\n  chain output {{\n    type filter hook output priority 0; policy accept;\n    ip saddr {a} ip daddr {b} drop\n    ip saddr {b} ip daddr {a} drop\n  }}\n}}\n"
+    )
+}
+
 impl Partition {
     /// Loads `script` with `nft -f -`.
     pub fn apply(&self, script: &str) -> Result<()> {
@@ -79,5 +89,25 @@ pub fn nft_unavailable() -> Option<String> {
             String::from_utf8_lossy(&output.stderr).trim()
         )),
         Ok(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bridge_cuts_one_link_both_ways_and_nothing_else() {
+        let (a, b) = (Ipv4Addr::new(127, 0, 9, 1), Ipv4Addr::new(127, 0, 9, 2));
+        let script = bridge_script("bwtest", a, b);
+        assert!(script.starts_with("table ip bwtest {"));
+        let drops: Vec<&str> = script.lines().filter(|l| l.contains("drop")).collect();
+        assert_eq!(
+            drops,
+            [
+                "    ip saddr 127.0.9.1 ip daddr 127.0.9.2 drop",
+                "    ip saddr 127.0.9.2 ip daddr 127.0.9.1 drop"
+            ]
+        );
     }
 }

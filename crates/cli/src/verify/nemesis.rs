@@ -8,10 +8,12 @@
 //! - a power cut: SIGKILL every member at once, then restart them all;
 //! - a full disk: fill the small tmpfs under one member's data dir, then
 //!   free it (see [`DiskFull`]);
-//! - two faults at once: one member cut off (or paused, without
-//!   nftables) and, while it is, another SIGKILLed and restarted, so the
-//!   restarted member must catch up from the third while the first still
-//!   cannot be reached.
+//! - a bridge: the link between one member and another cut both ways,
+//!   each still reaching the third, which hears both sides;
+//! - two faults at once: one member cut off or paused and, while it is
+//!   away, another SIGKILLed and restarted (it must catch up from the
+//!   third while the first still cannot be reached) or paused (it wakes
+//!   with a stale view while the first is still away).
 //!
 //! Members run with `--hold-unsynced-writes`, so each SIGKILL loses what
 //! was written but not fsynced, as a power cut would. A single fault keeps
@@ -28,7 +30,7 @@
 
 use super::disk_full::DiskFull;
 use crate::contender::Contender;
-use crate::partition::{delete_table, partition_script, Partition};
+use crate::partition::{bridge_script, delete_table, partition_script, Partition};
 use crate::process_cluster::ProcessCluster;
 use crate::signals::send_signal;
 use anyhow::Result;
@@ -66,10 +68,12 @@ pub struct Faults {
 }
 
 /// The fault kinds, by their share of the draws.
+#[derive(Clone, Copy, Debug)]
 enum Fault {
     Kill,
     Pause,
     Partition,
+    Bridge,
     PowerCut,
     DiskFull,
     Overlap,
@@ -78,18 +82,69 @@ enum Fault {
 /// Draws the next fault among those the run can inject.
 fn draw(rng: &mut Rng, faults: Faults, disk: bool) -> Fault {
     loop {
-        let fault = match rng.range(0, 20) {
+        let fault = match rng.range(0, 22) {
             0 | 1 => Fault::PowerCut,
             2 | 3 => Fault::DiskFull,
             4..=8 => Fault::Kill,
             9..=12 => Fault::Pause,
             13..=16 => Fault::Partition,
+            17 | 18 => Fault::Bridge,
             _ => Fault::Overlap,
         };
         match fault {
-            Fault::Partition if !faults.partitions => continue,
+            Fault::Partition | Fault::Bridge if !faults.partitions => continue,
             Fault::DiskFull if !disk => continue,
             fault => return fault,
+        }
+    }
+}
+
+/// How the first member of an overlap is away for all of it.
+#[derive(Clone, Copy, Debug)]
+enum Away {
+    /// Cut off by nftables: it runs on, alone.
+    Cut,
+    /// SIGSTOPped: it wakes with a stale view.
+    Paused,
+}
+
+/// What happens to a second member meanwhile.
+#[derive(Clone, Copy, Debug)]
+enum Meanwhile {
+    /// SIGKILLed and restarted: it must catch up from the third member.
+    Killed,
+    /// SIGSTOPped and woken before the first is back.
+    Paused,
+}
+
+impl Away {
+    fn draw(rng: &mut Rng, faults: Faults) -> Away {
+        match faults.partitions && rng.range(0, 2) == 0 {
+            true => Away::Cut,
+            false => Away::Paused,
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Away::Cut => "partition",
+            Away::Paused => "pause",
+        }
+    }
+}
+
+impl Meanwhile {
+    fn draw(rng: &mut Rng) -> Meanwhile {
+        match rng.range(0, 2) {
+            0 => Meanwhile::Killed,
+            _ => Meanwhile::Paused,
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Meanwhile::Killed => "kill and restart",
+            Meanwhile::Paused => "pause",
         }
     }
 }
@@ -174,13 +229,26 @@ pub fn run(
                 }
                 "power cut (every member killed at once)".to_string()
             }
+            Fault::Bridge => {
+                let other = other_member(&mut rng, member, nodes);
+                let guard = Partition {
+                    table: table.clone(),
+                };
+                let (a, b) = (cluster.peer_ip(member), cluster.peer_ip(other));
+                guard.apply(&bridge_script(&table, a, b))?;
+                std::thread::sleep(hold);
+                drop(guard);
+                format!("cut the link between a {role} and another member")
+            }
             Fault::Overlap => {
-                let other = member % nodes + 1;
-                overlap(cluster, (member, other), &table, faults, hold)?;
-                match faults.partitions {
-                    true => format!("partition a {role} and meanwhile kill and restart another"),
-                    false => format!("pause a {role} and meanwhile kill and restart another"),
-                }
+                let other = other_member(&mut rng, member, nodes);
+                let (away, meanwhile) = (Away::draw(&mut rng, faults), Meanwhile::draw(&mut rng));
+                overlap(cluster, (member, other), &table, (away, meanwhile), hold)?;
+                format!(
+                    "{} a {role} and meanwhile {} another",
+                    away.verb(),
+                    meanwhile.verb()
+                )
             }
             Fault::DiskFull => {
                 let disk = disk.expect("drawn only with a disk");
@@ -196,40 +264,56 @@ pub fn run(
     Ok(outcome)
 }
 
-/// Two faults at once: `first` is cut off (paused without partitions) for
-/// `hold`; halfway through, `second` is SIGKILLed, and it is restarted
-/// while `first` is still away.
+/// A member other than `member`, drawn among the `nodes`.
+fn other_member(rng: &mut Rng, member: usize, nodes: usize) -> usize {
+    (member + rng.range(0, nodes as u64 - 1) as usize) % nodes + 1
+}
+
+/// Two faults at once: `first` is away (cut off or paused) for `hold`;
+/// halfway through, `second` is killed (or paused), and it is back while
+/// `first` is still away.
 fn overlap(
     cluster: &mut ProcessCluster,
     (first, second): (usize, usize),
     table: &str,
-    faults: Faults,
+    (away, meanwhile): (Away, Meanwhile),
     hold: Duration,
 ) -> Result<()> {
     assert_ne!(first, second, "two faults on one member");
-    let paused = match faults.partitions {
-        true => None,
-        false => cluster.members()[first - 1].pid(),
-    };
-    let partition = match faults.partitions {
-        true => {
+    let mut partition = None;
+    let mut paused = None;
+    match away {
+        Away::Cut => {
             let guard = Partition {
                 table: table.to_string(),
             };
             guard.apply(&partition_script(table, cluster.peer_ip(first), None))?;
-            Some(guard)
+            partition = Some(guard);
         }
-        false => None,
-    };
-    if let Some(pid) = paused {
-        send_signal(pid, SIGSTOP)?;
+        Away::Paused => {
+            paused = cluster.members()[first - 1].pid();
+            if let Some(pid) = paused {
+                send_signal(pid, SIGSTOP)?;
+            }
+        }
     }
     std::thread::sleep(hold / 2);
-    let process = &mut cluster.members_mut()[second - 1];
-    process.kill()?;
-    process.wait_exit(Duration::from_secs(10))?;
-    std::thread::sleep(hold / 4);
-    cluster.restart(second)?;
+    match meanwhile {
+        Meanwhile::Killed => {
+            let process = &mut cluster.members_mut()[second - 1];
+            process.kill()?;
+            process.wait_exit(Duration::from_secs(10))?;
+            std::thread::sleep(hold / 4);
+            cluster.restart(second)?;
+        }
+        Meanwhile::Paused => {
+            if let Some(pid) = cluster.members()[second - 1].pid() {
+                send_signal(pid, SIGSTOP)?;
+                std::thread::sleep(hold / 4);
+                send_signal(pid, SIGCONT)?;
+            }
+        }
+    }
     std::thread::sleep(hold / 4);
     if let Some(pid) = paused {
         send_signal(pid, SIGCONT)?;
