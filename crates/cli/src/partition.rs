@@ -8,7 +8,8 @@ use anyhow::{bail, Context, Result};
 use std::net::Ipv4Addr;
 use std::process::Command;
 
-/// An nftables table that cuts one member off; deleted on drop.
+/// An nftables table that cuts one member off, or one link (see
+/// [`bridge_script`]); deleted on drop.
 pub struct Partition {
     /// The table's name, in family `ip`.
     pub table: String,

@@ -9,10 +9,10 @@
 //! - a full disk: fill the small tmpfs under one member's data dir, then
 //!   free it (see [`DiskFull`]);
 //! - a bridge: the link between one member and another cut both ways,
-//!   each still reaching the third, which hears both sides;
+//!   each still reaching the others, which hear both sides;
 //! - two faults at once: one member cut off or paused and, while it is
 //!   away, another SIGKILLed and restarted (it must catch up from the
-//!   third while the first still cannot be reached) or paused (it wakes
+//!   others while the first still cannot be reached) or paused (it wakes
 //!   with a stale view while the first is still away).
 //!
 //! Members run with `--hold-unsynced-writes`, so each SIGKILL loses what
@@ -43,6 +43,24 @@ const SIGSTOP: i32 = 19;
 const SIGCONT: i32 = 18;
 /// Lines of a member's log quoted when it exited on its own.
 const LOG_LINES_QUOTED: usize = 4;
+
+/// A member stopped with SIGSTOP, sent SIGCONT when dropped: no error
+/// return leaves a member stopped.
+struct Stopped(u32);
+
+impl Stopped {
+    /// Stops the process `pid`.
+    fn new(pid: u32) -> Result<Stopped> {
+        send_signal(pid, SIGSTOP)?;
+        Ok(Stopped(pid))
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = send_signal(self.0, SIGCONT);
+    }
+}
 
 /// A duration drawn from `[low, high)` ms.
 fn millis(rng: &mut Rng, low: u64, high: u64) -> Duration {
@@ -111,7 +129,7 @@ enum Away {
 /// What happens to a second member meanwhile.
 #[derive(Clone, Copy, Debug)]
 enum Meanwhile {
-    /// SIGKILLed and restarted: it must catch up from the third member.
+    /// SIGKILLed and restarted: it must catch up from the others.
     Killed,
     /// SIGSTOPped and woken before the first is back.
     Paused,
@@ -202,9 +220,9 @@ pub fn run(
                 let Some(pid) = cluster.members()[member - 1].pid() else {
                     continue;
                 };
-                send_signal(pid, SIGSTOP)?;
+                let stopped = Stopped::new(pid)?;
                 std::thread::sleep(hold);
-                send_signal(pid, SIGCONT)?;
+                drop(stopped);
                 format!("pause a {role}")
             }
             Fault::Partition => {
@@ -243,6 +261,14 @@ pub fn run(
             Fault::Overlap => {
                 let other = other_member(&mut rng, member, nodes);
                 let (away, meanwhile) = (Away::draw(&mut rng, faults), Meanwhile::draw(&mut rng));
+                let to_pause = [
+                    (matches!(away, Away::Paused), member),
+                    (matches!(meanwhile, Meanwhile::Paused), other),
+                ];
+                let not_running = |m: usize| cluster.members()[m - 1].pid().is_none();
+                if to_pause.iter().any(|&(paused, m)| paused && not_running(m)) {
+                    continue; // nothing to pause
+                }
                 overlap(cluster, (member, other), &table, (away, meanwhile), hold)?;
                 format!(
                     "{} a {role} and meanwhile {} another",
@@ -280,8 +306,9 @@ fn overlap(
     hold: Duration,
 ) -> Result<()> {
     assert_ne!(first, second, "two faults on one member");
+    let pid = |m: usize| cluster.members()[m - 1].pid().expect("checked: running");
     let mut partition = None;
-    let mut paused = None;
+    let mut stopped = None;
     match away {
         Away::Cut => {
             let guard = Partition {
@@ -290,12 +317,7 @@ fn overlap(
             guard.apply(&partition_script(table, cluster.peer_ip(first), None))?;
             partition = Some(guard);
         }
-        Away::Paused => {
-            paused = cluster.members()[first - 1].pid();
-            if let Some(pid) = paused {
-                send_signal(pid, SIGSTOP)?;
-            }
-        }
+        Away::Paused => stopped = Some(Stopped::new(pid(first))?),
     }
     std::thread::sleep(hold / 2);
     match meanwhile {
@@ -307,17 +329,13 @@ fn overlap(
             cluster.restart(second)?;
         }
         Meanwhile::Paused => {
-            if let Some(pid) = cluster.members()[second - 1].pid() {
-                send_signal(pid, SIGSTOP)?;
-                std::thread::sleep(hold / 4);
-                send_signal(pid, SIGCONT)?;
-            }
+            let second_stopped = Stopped::new(pid(second))?;
+            std::thread::sleep(hold / 4);
+            drop(second_stopped);
         }
     }
     std::thread::sleep(hold / 4);
-    if let Some(pid) = paused {
-        send_signal(pid, SIGCONT)?;
-    }
+    drop(stopped);
     drop(partition);
     Ok(())
 }

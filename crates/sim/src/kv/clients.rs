@@ -8,9 +8,10 @@
 //!
 //! Why one copy: the two workloads differ only in what a request does when
 //! it reaches its node. Each implements [`ClientWorkload`] (its mix of
-//! commands) and serves [`Timer::Arrive`] itself; everything else a client
-//! does happens here, so a fix to how clients retry or give up reaches both
-//! checks at once.
+//! commands) and serves [`Timer::Arrive`] itself (the kv workload also
+//! [`Timer::Membership`]); everything else a client does happens here, so a
+//! fix to how clients retry or give up reaches both checks at once.
+//! ([`Client`] itself, one client's state, is in `client.rs`.)
 
 use super::client::{Client, PendingOp};
 use crate::event::NodeIndex;
@@ -26,7 +27,8 @@ pub enum Reply {
     Done(Response),
     /// Not the leader; try this one (or the next node).
     Redirect(Option<NodeIndex>),
-    /// Definitely not applied (refused, or the entry was replaced): retry.
+    /// Definitely not applied (the node is down, refused it, or another
+    /// entry took its place): retry.
     Retry,
 }
 
@@ -92,7 +94,9 @@ pub trait ClientWorkload {
 
 /// Every client of a workload, their replies in flight and their history.
 pub struct Clients {
-    /// Workload randomness, separate from the network's and the nodes'.
+    /// Workload randomness, separate from the network's and the nodes':
+    /// commands, think times and backoffs (and the kv workload's
+    /// membership steps). A seed replays only if the draws keep their order.
     pub rng: Rng,
     list: Vec<Client>,
     replies: BTreeMap<(u64, u32), Reply>,
@@ -153,7 +157,8 @@ impl Clients {
     }
 
     /// `client`'s write reached a leader's log: it may take effect without
-    /// an answer, so it is not sent again.
+    /// an answer, so it is not sent again. (The kv workload's; the etcd
+    /// workload's member driver keeps a forwarded write's fate itself.)
     pub fn mark_proposed(&mut self, client: u64) {
         if let Some(op) = self.list[client as usize].op.as_mut() {
             op.proposed = true;
