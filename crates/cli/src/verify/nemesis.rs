@@ -388,6 +388,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_fault_is_drawn_and_partitions_only_where_nft_runs() {
+        let draws = |partitions: bool, disk: bool| {
+            let mut rng = Rng::new(7);
+            let faults = Faults { partitions };
+            let mut seen = std::collections::BTreeSet::new();
+            for _ in 0..2_000 {
+                seen.insert(format!("{:?}", draw(&mut rng, faults, disk)));
+            }
+            seen.into_iter().collect::<Vec<_>>().join(" ")
+        };
+        assert_eq!(
+            draws(true, true),
+            "Bridge DiskFull Kill Overlap Partition Pause PowerCut"
+        );
+        assert_eq!(draws(false, false), "Kill Overlap Pause PowerCut");
+        let mut rng = Rng::new(7);
+        let no_nft = Faults { partitions: false };
+        assert!((0..200).all(|_| matches!(Away::draw(&mut rng, no_nft), Away::Paused)));
+        for member in 1..=5 {
+            for _ in 0..50 {
+                let other = other_member(&mut rng, member, 5);
+                assert!((1..=5).contains(&other) && other != member);
+            }
+        }
+    }
+
+    #[test]
     fn a_panic_is_quoted_by_its_message_not_its_backtrace() {
         let log = "INFO started\nthread 'main' panicked at crates/member/src/apply.rs:70:9:\n\
 entry i1 applied before it committed (commit i0)\nstack backtrace:\n   0: std\n   1: core\n";
