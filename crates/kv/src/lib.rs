@@ -47,6 +47,7 @@ mod key_history;
 mod key_range;
 mod key_value;
 mod lease;
+mod lease_clock;
 mod limits;
 mod member;
 mod put;
@@ -68,6 +69,10 @@ pub use id_map::{IdMap, PAGE_ENTRIES_MAX};
 pub use key_range::KeyRange;
 pub use key_value::KeyValue;
 pub use lease::Lease;
+pub use lease_clock::{
+    Checked, LeaseClock, Renewal, CHECK_INTERVAL as LEASE_CHECK_INTERVAL, REVOKES_PER_CHECK_MAX,
+    REVOKE_RETRY,
+};
 pub use limits::{
     EVENT_LOG_EVENTS_MAX, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
     REQUEST_BYTES_MAX, TXN_DEPTH_MAX, TXN_OPS_MAX,
