@@ -29,6 +29,10 @@ pub struct WorkloadReport {
     /// Membership changes the leader refused (one pending, learner behind,
     /// no commit in its term yet, transfer under way).
     pub membership_refused: u64,
+    /// The etcd workload: leases its members' lease clocks expired.
+    pub leases_expired: u64,
+    /// The etcd workload: keep-alives answered "renewed".
+    pub keep_alives_renewed: u64,
 }
 
 /// Everything measured in one run.
@@ -216,4 +220,11 @@ fn write_workload_lines(out: &mut String, workload: &WorkloadReport) {
         "  membership       {} changes accepted ({} removed the leader itself), {} refused",
         workload.membership_changes, workload.leader_removals, workload.membership_refused
     );
+    if workload.leases_expired + workload.keep_alives_renewed > 0 {
+        let _ = writeln!(
+            out,
+            "  leases           {} expired by the lease clocks, {} keep-alives renewed",
+            workload.leases_expired, workload.keep_alives_renewed
+        );
+    }
 }

@@ -6,7 +6,7 @@ use crate::checkers::Violation;
 use crate::kv::{KvApp, KvConfig, RaftLike};
 use crate::linearizability::Operation;
 use crate::linearizability::{check, CheckOptions, CheckResult};
-use crate::member::{EtcdApp, Runtime, SimMember, SimMemberConfig};
+use crate::member::{EtcdApp, LessorMode, Runtime, SimMember, SimMemberConfig};
 use crate::report::RunReport;
 use crate::report::WorkloadReport;
 use crate::scenario::run_with;
@@ -130,6 +130,13 @@ pub fn run_kv_with<P: RaftLike>(spec: &RunSpec, config: RaftConfig) -> RunReport
 /// The etcd workload: the member driver on every node, carried out by
 /// `runtime` (faithful, or broken on purpose by tests).
 pub fn run_etcd_with(spec: &RunSpec, runtime: Runtime) -> RunReport {
+    run_etcd_with_lessor(spec, runtime, LessorMode::Faithful)
+}
+
+/// The etcd workload with the lease clocks proposing their expiry revokes
+/// as `lessor` says (faithful, or broken on purpose by tests). Besides the
+/// history's linearizability, no lease may expire before its guarantee.
+pub fn run_etcd_with_lessor(spec: &RunSpec, runtime: Runtime, lessor: LessorMode) -> RunReport {
     let kv_config = KvConfig {
         op_timeout_us: spec.op_timeout_ms * 1000,
         ..KvConfig::default()
@@ -139,15 +146,21 @@ pub fn run_etcd_with(spec: &RunSpec, runtime: Runtime) -> RunReport {
         tick_us: spec.tick_us,
         runtime,
         boots: Default::default(),
+        lessor,
     };
     let app = EtcdApp::new(kv_config, spec.nodes, spec.seed);
     let (mut report, mut world) =
         run_with_app::<SimMember, EtcdApp>(spec, config, app, EtcdApp::start);
-    world.app.clients.finish();
+    world.app.finish();
+    if report.violation.is_none() {
+        report.violation = EtcdApp::lease_expired_early(&world);
+    }
     let completed = world.app.clients.completed();
     let mut workload = check_history(&mut report, &world.app.clients.history, world.now_us());
     workload.completed = completed;
     workload.indeterminate = workload.operations - completed;
+    workload.leases_expired = world.app.leases.expiries() as u64;
+    workload.keep_alives_renewed = world.app.leases.renewed;
     report.workload = Some(workload);
     report
 }
@@ -179,6 +192,8 @@ fn check_history(report: &mut RunReport, history: &[Operation], now_us: u64) -> 
         membership_changes: 0,
         leader_removals: 0,
         membership_refused: 0,
+        leases_expired: 0,
+        keep_alives_renewed: 0,
     }
 }
 

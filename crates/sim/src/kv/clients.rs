@@ -9,7 +9,8 @@
 //! Why one copy: the two workloads differ only in what a request does when
 //! it reaches its node. Each implements [`ClientWorkload`] (its mix of
 //! commands) and serves [`Timer::Arrive`] itself (the kv workload also
-//! [`Timer::Membership`]); everything else a client does happens here, so a
+//! [`Timer::Membership`], the etcd workload [`Timer::Renew`] and
+//! [`Timer::Lessor`]); everything else a client does happens here, so a
 //! fix to how clients retry or give up reaches both checks at once.
 //! ([`Client`] itself, one client's state, is in `client.rs`.)
 
@@ -45,6 +46,11 @@ pub enum Timer {
     Deadline(u64, u32),
     /// The kv workload's next membership step is due.
     Membership,
+    /// The etcd workload's next round of keep-alives is due.
+    Renew,
+    /// The etcd workload hands a lease clock's revoke (by number) to its
+    /// member.
+    Lessor(u32),
 }
 
 impl Timer {
@@ -56,6 +62,8 @@ impl Timer {
             Timer::Respond(c, a) => (2, c, a),
             Timer::Deadline(c, o) => (3, c, o),
             Timer::Membership => (4, 0, 0),
+            Timer::Renew => (5, 0, 0),
+            Timer::Lessor(n) => (6, 0, n),
         };
         (kind << 56) | (client << 32) | u64::from(n)
     }
@@ -68,7 +76,9 @@ impl Timer {
             1 => Timer::Arrive(client, n),
             2 => Timer::Respond(client, n),
             3 => Timer::Deadline(client, n),
-            _ => Timer::Membership,
+            4 => Timer::Membership,
+            5 => Timer::Renew,
+            _ => Timer::Lessor(n),
         }
     }
 }
@@ -213,7 +223,8 @@ pub fn start<P: Protocol, A: Application<P> + ClientWorkload>(world: &mut World<
 }
 
 /// Handles the client timers; returns the ones the workload handles itself
-/// ([`Timer::Arrive`], [`Timer::Membership`]).
+/// ([`Timer::Arrive`], [`Timer::Membership`], [`Timer::Renew`],
+/// [`Timer::Lessor`]).
 pub fn on_timer<P: Protocol, A: Application<P> + ClientWorkload>(
     world: &mut World<P, A>,
     token: u64,

@@ -4,7 +4,16 @@
 //! forwards writes and read barriers to its leader, as the server does.
 //! The history goes through the linearizability checker; a write answered
 //! from another operation's entry fails the run at once.
+//!
+//! Leases expire: every few hundred milliseconds the workload sends
+//! keep-alives for the leases its clients were granted (each a few, then
+//! it lets the lease lapse), mostly to the newest leader, sometimes to any
+//! member; the members' lease clocks revoke what runs out. The
+//! [`LeaseLedger`] checks that no lease expires before the guarantee its
+//! grant or last renewal gave.
 
+use super::lease_ledger::LeaseLedger;
+use super::machine::is_expiry;
 use super::protocol::{ClientAnswer, OpRef, SimMember};
 use crate::checkers::Violation;
 use crate::event::NodeIndex;
@@ -16,12 +25,27 @@ use crate::world::{Application, World};
 use bellwether_core::raft::RaftPersist;
 use bellwether_core::Rng;
 use bellwether_member::{ClientError, Request};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Time between rounds of keep-alives.
+const RENEW_PERIOD_US: u64 = 300_000;
+/// Keep-alives a lease gets at most, one a round, before it is let lapse.
+const KEEP_ALIVES_MAX: u64 = 4;
+/// The client id of keep-alives (answered by their own variant).
+const RENEWER_CLIENT: u64 = 0xF_FFFF;
 
 /// The workload.
 pub struct EtcdApp {
     config: KvConfig,
     /// The clients and their history.
     pub clients: Clients,
+    /// Keep-alives, expiries and the leases' guarantees.
+    pub leases: LeaseLedger,
+    /// Lease clocks' revokes on their way to their member, by number: the
+    /// member, the incarnation's lessor client id, the request.
+    lessor_requests: BTreeMap<u32, (NodeIndex, u64, Request<OpRef, OpRef>)>,
+    lessor_sent: u32,
 }
 
 impl EtcdApp {
@@ -32,13 +56,40 @@ impl EtcdApp {
         let first_guess = |id: u64| (id as usize) % nodes;
         EtcdApp {
             clients: Clients::new(config.clients, nodes, pace, rng, first_guess),
+            leases: LeaseLedger::default(),
+            lessor_requests: BTreeMap::new(),
+            lessor_sent: 0,
             config,
         }
     }
 
-    /// Starts every client.
+    /// Starts every client, and the keep-alives.
     pub fn start(world: &mut World<SimMember, EtcdApp>) {
         clients::start(world);
+        let at = world.now_us() + RENEW_PERIOD_US;
+        world.schedule_app_timer(at, Timer::Renew.token());
+    }
+
+    /// Stops new operations; those still open, and expiry revokes whose
+    /// fate is unknown, are recorded as indeterminate.
+    pub fn finish(&mut self) {
+        self.clients.finish();
+        let open = self.leases.finish();
+        self.clients.history.extend(open);
+    }
+
+    /// A lease that expired before its guarantee, if one did.
+    pub fn lease_expired_early(world: &World<SimMember, EtcdApp>) -> Option<Violation> {
+        let slack_us = 2 * world.config.tick_us;
+        let (time_us, detail) = world
+            .app
+            .leases
+            .expired_early(world.config.skew_ppm_max, slack_us)?;
+        Some(Violation {
+            property: "leases-never-expire-early",
+            time_us,
+            detail,
+        })
     }
 }
 
@@ -77,6 +128,78 @@ impl ClientWorkload for EtcdApp {
 }
 
 impl EtcdApp {
+    /// A round of keep-alives: one for each lease still kept alive, to the
+    /// newest leader three times in four, else to any member (a follower
+    /// or a deposed leader answers "not primary").
+    fn on_renew(world: &mut World<SimMember, EtcdApp>) {
+        if world.app.clients.stopped {
+            return;
+        }
+        let app = &mut world.app;
+        let rng = &mut app.clients.rng;
+        app.leases.note_grants(&app.clients.history, || {
+            rng.range(0, KEEP_ALIVES_MAX + 1) as u32
+        });
+        let newest = world
+            .acting_leaders()
+            .into_iter()
+            .max_by_key(|(_, term)| *term);
+        let leases: Vec<(i64, u32)> = world
+            .app
+            .leases
+            .renewing
+            .iter()
+            .map(|(l, n)| (*l, *n))
+            .collect();
+        for (lease, left) in leases {
+            match left {
+                0 => world.app.leases.renewing.remove(&lease),
+                _ => world.app.leases.renewing.insert(lease, left - 1),
+            };
+            if left == 0 {
+                continue;
+            }
+            let rng = &mut world.app.clients.rng;
+            let node = match newest {
+                Some((leader, _)) if rng.range(0, 4) != 0 => (leader.0 - 1) as usize,
+                _ => rng.range(0, world.hosts.len() as u64) as usize,
+            };
+            if !world.hosts[node].is_running() {
+                continue;
+            }
+            let attempt = world.app.leases.keep_alive_sent(lease, world.now_us());
+            let reply = OpRef {
+                client: RENEWER_CLIENT,
+                attempt,
+                key: Key(0),
+                renew: Some(lease),
+            };
+            let member = world.node_mut(node).expect("running");
+            member.request(Request::ReadBarrier { reply });
+            world.flush(node);
+        }
+        let at = world.now_us() + RENEW_PERIOD_US;
+        world.schedule_app_timer(at, Timer::Renew.token());
+    }
+
+    /// A lease clock's revoke reaches its member's loop, unless that
+    /// process is gone or paused (then the clock proposes it again later,
+    /// if it still leads).
+    fn on_lessor_request(world: &mut World<SimMember, EtcdApp>, n: u32) {
+        let Some((node, client, request)) = world.app.lessor_requests.remove(&n) else {
+            return;
+        };
+        if !world.hosts[node].is_running() {
+            return;
+        }
+        let member = world.node_mut(node).expect("running");
+        if member.lessor_client() != client {
+            return; // from an earlier incarnation
+        }
+        member.request(request);
+        world.flush(node);
+    }
+
     /// A request reaches its member, which serves or forwards it.
     fn on_arrive(world: &mut World<SimMember, EtcdApp>, client: u64, attempt: u32) {
         let Some(op) = world.app.clients.op_of_attempt(client, attempt) else {
@@ -96,6 +219,7 @@ impl EtcdApp {
             client,
             attempt,
             key,
+            renew: None,
         };
         let request = match op.command {
             Command::Get { .. } => Request::ReadBarrier { reply },
@@ -118,6 +242,17 @@ impl EtcdApp {
         };
         for answer in member.take_answers() {
             let (op, result) = match answer {
+                ClientAnswer::KeepAlive(op, renewal) => {
+                    world.app.leases.keep_alive_answered(op, renewal);
+                    continue;
+                }
+                ClientAnswer::Answered(op, result) if is_expiry(op.op_id()) => {
+                    let now = world.now_us();
+                    if let Some(done) = world.app.leases.expiry_answered(op, result, now) {
+                        world.app.clients.history.push(done);
+                    }
+                    continue;
+                }
                 ClientAnswer::Answered(op, result) => (op, result),
                 ClientAnswer::Misrouted(op, entry_op) => {
                     let detail = format!(
@@ -158,12 +293,39 @@ impl Application<SimMember> for EtcdApp {
     }
 
     fn on_flushed(world: &mut World<SimMember, Self>, node: NodeIndex) {
+        let now = world.now_us();
+        // The host's clock: the simulated time at the host's rate.
+        let wall_us = u128::from(now) * u128::from(world.config.tick_us)
+            / u128::from(world.hosts[node].tick_interval_us);
+        let wall = Duration::from_micros(u64::try_from(wall_us).expect("a run's length"));
+        if let Some(member) = world.node_mut(node) {
+            member.lease_clock(wall);
+            let (client, requests) = member.take_lessor_requests();
+            for request in requests {
+                world.app.lessor_sent += 1;
+                let n = world.app.lessor_sent;
+                world.app.lessor_requests.insert(n, (node, client, request));
+                world.schedule_app_timer(now, Timer::Lessor(n).token());
+            }
+        }
+        if let Some(member) = world.node_mut(node) {
+            let (revokes, expired) = (member.take_expiry_revokes(), member.take_expired());
+            for (op, command) in revokes {
+                world.app.leases.expiry_proposed(op, command, now);
+            }
+            for lease in expired {
+                world.app.leases.expired(lease, now);
+            }
+        }
         Self::on_answers(world, node);
     }
 
     fn on_timer(world: &mut World<SimMember, Self>, token: u64) {
-        if let Some(Timer::Arrive(client, attempt)) = clients::on_timer(world, token) {
-            Self::on_arrive(world, client, attempt);
+        match clients::on_timer(world, token) {
+            Some(Timer::Arrive(client, attempt)) => Self::on_arrive(world, client, attempt),
+            Some(Timer::Renew) => Self::on_renew(world),
+            Some(Timer::Lessor(n)) => Self::on_lessor_request(world, n),
+            _ => {}
         }
     }
 }

@@ -21,10 +21,42 @@ pub fn key_bytes(key: Key) -> Vec<u8> {
     format!("k{}", key.0).into_bytes()
 }
 
-/// The TTL of the workload's leases. Nothing expires them in the
-/// simulation (the leader's lease clock is the server's), so it is only
-/// recorded.
-const LEASE_TTL_SECONDS: i64 = 60;
+/// The key whose bytes are `bytes` (see [`key_bytes`]).
+pub fn key_of(bytes: &[u8]) -> Key {
+    let digits = bytes.strip_prefix(b"k").expect("the workload's keys");
+    let text = std::str::from_utf8(digits).expect("digits");
+    Key(text.parse().expect("a key number"))
+}
+
+/// The TTL of the workload's leases: the shortest the store grants, so
+/// that leases left without keep-alives expire within a run.
+pub const LEASE_TTL_SECONDS: i64 = bellwether_kv::LEASE_TTL_SECONDS_MIN;
+
+/// Client ids from here up name lease clocks, whose expiry revokes are
+/// operations too (one client id per member incarnation).
+pub const LESSOR_CLIENT_BASE: u64 = 1 << 20;
+
+/// Whether operation `op_id` is an expiry revoke of a lease clock.
+pub fn is_expiry(op_id: u64) -> bool {
+    op_id >> 32 >= LESSOR_CLIENT_BASE
+}
+
+/// What the store applied that its member's lease clock must hear of, in
+/// order (the server's state machine tells its lessor the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseEvent {
+    /// A lease was granted with this TTL.
+    Granted(i64, i64),
+    /// A client's revoke removed a lease.
+    Revoked(i64),
+    /// A lease clock's expiry revoke removed a lease.
+    Expired(i64),
+    /// The store was replaced by a snapshot.
+    Restored,
+}
+
+/// Lease events, shared between the state machine and its member.
+pub type LeaseEvents = Arc<Mutex<Vec<LeaseEvent>>>;
 
 /// The store's id of the lease a leased put of `value` grants: the value
 /// itself, which is unique and positive.
@@ -74,6 +106,14 @@ pub fn decode_answer(bytes: &[u8]) -> Option<(u64, Response)> {
 pub struct StoreMachine {
     /// The store, also read by the workload.
     pub store: SharedStore,
+    /// Where it tells its member's lease clock what it applied.
+    pub lease_events: LeaseEvents,
+}
+
+impl StoreMachine {
+    fn note(&self, event: LeaseEvent) {
+        self.lease_events.lock().expect("one thread").push(event);
+    }
 }
 
 impl StateMachine for StoreMachine {
@@ -115,7 +155,9 @@ impl StateMachine for StoreMachine {
                 // Exists only if this entry is applied a second time: the
                 // put then goes under it again and the history shows the
                 // value back, as for a plain put applied twice.
-                let _ = store.lease_grant(lease, LEASE_TTL_SECONDS);
+                if store.lease_grant(lease, LEASE_TTL_SECONDS).is_ok() {
+                    self.note(LeaseEvent::Granted(lease, LEASE_TTL_SECONDS));
+                }
                 let mut put = PutRequest::new(key_bytes(key), value.0.to_le_bytes().to_vec());
                 put.lease = lease;
                 store
@@ -126,7 +168,13 @@ impl StateMachine for StoreMachine {
             Command::Revoke { lease, .. } => {
                 // Not found: revoked before, or never granted (its put was
                 // never applied). Either way nothing is attached to it.
-                let _ = store.lease_revoke(lease_id(lease));
+                let id = lease_id(lease);
+                if store.lease_revoke(id).is_ok() {
+                    match is_expiry(op_id) {
+                        true => self.note(LeaseEvent::Expired(id)),
+                        false => self.note(LeaseEvent::Revoked(id)),
+                    }
+                }
                 Response::Revoked
             }
             Command::Get { .. } => panic!("reads are never logged"),
@@ -141,6 +189,7 @@ impl StateMachine for StoreMachine {
     fn restore(&mut self, _applied: LogIndex, data: &[u8]) {
         let restored = KvStore::restore(data).expect("a snapshot this store wrote");
         *self.store.lock().expect("one thread") = restored;
+        self.note(LeaseEvent::Restored);
     }
 }
 
@@ -154,6 +203,7 @@ mod tests {
         let store = SharedStore::default();
         let mut machine = StoreMachine {
             store: store.clone(),
+            lease_events: LeaseEvents::default(),
         };
         let (key, one, two) = (Key(3), Value(1), Value(2));
         let cas = |expected, new| LoggedWrite {
@@ -180,6 +230,7 @@ mod tests {
         assert_eq!(read(&store, key), Some(two));
         let mut copy = StoreMachine {
             store: SharedStore::default(),
+            lease_events: LeaseEvents::default(),
         };
         copy.restore(LogIndex(3), &machine.snapshot());
         assert_eq!(read(&copy.store, key), Some(two));
@@ -190,6 +241,7 @@ mod tests {
         let store = SharedStore::default();
         let mut machine = StoreMachine {
             store: store.clone(),
+            lease_events: LeaseEvents::default(),
         };
         let key = Key(1);
         let apply = |machine: &mut StoreMachine, index: u64, command| {
@@ -240,6 +292,7 @@ mod tests {
         );
         let mut copy = StoreMachine {
             store: SharedStore::default(),
+            lease_events: LeaseEvents::default(),
         };
         copy.restore(LogIndex(6), &machine.snapshot());
         let cas = Command::CompareAndSet {

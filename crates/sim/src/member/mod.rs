@@ -9,12 +9,15 @@
 //! runtime that answers before its fsync or applies before commit.
 
 mod app;
+mod lease_ledger;
+mod lessor;
 mod machine;
 mod message;
 mod protocol;
 
 pub use app::EtcdApp;
 pub use bellwether_member::Runtime;
+pub use lessor::LessorMode;
 pub use machine::{SharedStore, StoreMachine};
 pub use message::MemberMessage;
 pub use protocol::{ClientAnswer, OpRef, SimMember, SimMemberConfig};

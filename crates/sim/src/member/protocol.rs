@@ -18,13 +18,15 @@
 //! runtime that answered too early must be able to show it here
 //! ([`Runtime::AnswersBeforeFsync`]).
 
-use super::machine::{decode_answer, read, SharedStore, StoreMachine};
+use super::lessor::{LessorMode, SimLessor};
+use super::machine::{decode_answer, read, LeaseEvents, SharedStore, StoreMachine};
 use super::message::MemberMessage;
 use crate::linearizability::{Key, Response};
 use bellwether_core::raft::{
     RaftConfig, RaftDurable, RaftMessage, RaftNode, RaftOutput, RaftPersist, Snapshot,
 };
-use bellwether_core::{Envelope, LogIndex, NodeId, Protocol, Ready, Rng, Status, Term};
+use bellwether_core::{Envelope, LogIndex, NodeId, Protocol, Ready, Rng, Role, Status, Term};
+use bellwether_kv::Renewal;
 use bellwether_member::{
     Answer, ClientError, DurableWatermark, Effect, Member, MemberParts, Request, Roster, Runtime,
     Step,
@@ -41,6 +43,8 @@ pub struct OpRef {
     pub attempt: u32,
     /// The key a read reads (a write's is in its command).
     pub key: Key,
+    /// A keep-alive: the lease to renew once the read barrier passes.
+    pub renew: Option<i64>,
 }
 
 impl OpRef {
@@ -58,6 +62,8 @@ pub enum ClientAnswer {
     /// A write was answered from the entry of another operation: the
     /// runtime routed an answer wrongly.
     Misrouted(OpRef, u64),
+    /// What a keep-alive found.
+    KeepAlive(OpRef, Renewal),
 }
 
 /// A simulated member's settings.
@@ -73,6 +79,8 @@ pub struct SimMemberConfig {
     /// forwarded request ids above every earlier one's, as the server's
     /// start from the wall clock does.
     pub boots: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// How the lease clock proposes its expiry revokes.
+    pub lessor: LessorMode,
 }
 
 /// An input that arrived while the member waited on its disk.
@@ -95,6 +103,7 @@ struct AfterFsync {
 pub struct SimMember {
     member: Member<OpRef, OpRef>,
     store: SharedStore,
+    lessor: SimLessor,
     runtime: Runtime,
     tick: Duration,
     now: Duration,
@@ -138,6 +147,54 @@ impl SimMember {
     /// The store, to read.
     pub fn store(&self) -> &SharedStore {
         &self.store
+    }
+
+    /// The expiry revokes the lease clock decided since the last call, for
+    /// the workload to hand back through the event queue (see
+    /// `lessor.rs`), and the client id of this incarnation's revokes.
+    pub fn take_lessor_requests(&mut self) -> (u64, Vec<Request<OpRef, OpRef>>) {
+        (self.lessor.client(), self.lessor.take_requests())
+    }
+
+    /// The client id of this incarnation's expiry revokes.
+    pub fn lessor_client(&self) -> u64 {
+        self.lessor.client()
+    }
+
+    /// The expiry revokes the lease clock handed out since the last call,
+    /// with their operations.
+    pub fn take_expiry_revokes(&mut self) -> Vec<(OpRef, crate::linearizability::Command)> {
+        self.lessor.take_proposed()
+    }
+
+    /// The leases whose expiry revoke this member applied since the last
+    /// call.
+    pub fn take_expired(&mut self) -> Vec<i64> {
+        self.lessor.take_expired()
+    }
+
+    /// The host's clock reads `wall`: the lease clock checks, if a check
+    /// is due, on the member's status as it is now.
+    pub fn lease_clock(&mut self, wall: Duration) {
+        let leading_term = self.leading_term();
+        self.lessor.on_clock(wall, leading_term, &self.store);
+    }
+
+    /// The term this member leads, has committed an entry of and applied
+    /// up to: where its lease clock decides (the server's lessor asks the
+    /// same of its status).
+    fn leading_term(&self) -> Option<u64> {
+        let raft = self.member.raft();
+        let status = raft.status();
+        let committed_in_term = raft.log().term(raft.commit_index()) == Some(status.term);
+        (self.leads() && committed_in_term && raft.applied_index() >= raft.commit_index())
+            .then_some(status.term.0)
+    }
+
+    /// This member leads, by its own status.
+    fn leads(&self) -> bool {
+        let status = self.member.raft().status();
+        status.role == Role::Leader && status.leader == Some(status.id)
     }
 
     fn waits_on_disk(&self) -> bool {
@@ -210,10 +267,17 @@ impl SimMember {
                 Effect::Answer(Answer::Write(op, Err(error))) => {
                     self.answers.push(ClientAnswer::Answered(op, Err(error)))
                 }
-                Effect::Answer(Answer::Read(op, result)) => {
-                    let result = result.map(|()| Response::Get(read(&self.store, op.key)));
-                    self.answers.push(ClientAnswer::Answered(op, result));
-                }
+                Effect::Answer(Answer::Read(op, result)) => match op.renew {
+                    Some(lease) => {
+                        let leading = result.is_ok() && self.leads();
+                        let renewal = self.lessor.renew(leading, lease, &self.store);
+                        self.answers.push(ClientAnswer::KeepAlive(op, renewal));
+                    }
+                    None => {
+                        let result = result.map(|()| Response::Get(read(&self.store, op.key)));
+                        self.answers.push(ClientAnswer::Answered(op, result));
+                    }
+                },
                 Effect::Forward(to, forward) => self.messages.push(Envelope {
                     to,
                     message: MemberMessage::Forward(forward),
@@ -326,8 +390,10 @@ impl Protocol for SimMember {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let first_request = (boot + 1) << 40;
         let store = SharedStore::default();
+        let lease_events = LeaseEvents::default();
         let mut machine = StoreMachine {
             store: store.clone(),
+            lease_events: lease_events.clone(),
         };
         let snapshot = durable.snapshot.as_ref().map_or((LogIndex(0), 0), |s| {
             bellwether_member::StateMachine::restore(&mut machine, s.meta.last_index, &s.data);
@@ -345,9 +411,13 @@ impl Protocol for SimMember {
             first_request,
             now: Duration::ZERO,
         });
+        // The server's takeover extension: two election timeouts.
+        let tick = Duration::from_micros(config.tick_us);
+        let extension = tick * (2 * config.raft.election_ticks_min) as u32;
         SimMember {
             member,
             store,
+            lessor: SimLessor::new(lease_events, extension, config.lessor, boot),
             runtime: config.runtime,
             tick: Duration::from_micros(config.tick_us),
             now: Duration::ZERO,

@@ -1,7 +1,8 @@
 //! The etcd workload runs the member driver and its checks catch broken
 //! runtimes around it.
 
-use super::{EtcdApp, Runtime, SimMemberConfig};
+use super::{EtcdApp, LessorMode, Runtime, SimMemberConfig};
+use crate::host::Host;
 use crate::kv::KvConfig;
 use crate::linearizability::{check, CheckOptions, CheckResult, Command, Operation, Response};
 use crate::run::{kv_raft_config, run_etcd_with};
@@ -41,9 +42,41 @@ fn the_member_driver_stays_linearizable_under_chaos_with_forwarding() {
     assert!(forwarded > 0, "followers forwarded writes");
 }
 
+/// Under partitions leadership moves while leases are kept alive and
+/// lapse: the lease clocks expire leases, never one before its guarantee
+/// (the run fails otherwise), and the history stays linearizable with the
+/// expiry revokes in it.
+#[test]
+fn leases_expire_by_the_clock_and_never_early_while_leadership_moves() {
+    let (mut expired, mut renewed) = (0, 0);
+    for seed in 1..=10 {
+        let spec = RunSpec::etcd(3, seed, FaultProfile::Partition);
+        let report = run_etcd_with(&spec, Runtime::Faithful);
+        assert!(report.passed(), "seed {seed}: {:?}", report.violation);
+        let workload = report.workload.expect("a workload ran");
+        assert_eq!(workload.linearizability, "linearizable");
+        expired += workload.leases_expired;
+        renewed += workload.keep_alives_renewed;
+    }
+    assert!(
+        expired > 50 && renewed > 500,
+        "{expired} expired, {renewed} renewed"
+    );
+}
+
 /// The etcd workload on `nodes` members, its clients started, for a test
 /// to drive through faults of its own.
 fn etcd_world(nodes: usize, seed: u64, runtime: Runtime) -> World<super::SimMember, EtcdApp> {
+    etcd_world_with(nodes, seed, runtime, LessorMode::Faithful)
+}
+
+/// [`etcd_world`] with the lease clocks proposing revokes as `lessor` says.
+fn etcd_world_with(
+    nodes: usize,
+    seed: u64,
+    runtime: Runtime,
+    lessor: LessorMode,
+) -> World<super::SimMember, EtcdApp> {
     let spec = RunSpec::etcd(nodes, seed, FaultProfile::None);
     let world_config = WorldConfig {
         fsync_us: spec.fsync_us,
@@ -54,6 +87,7 @@ fn etcd_world(nodes: usize, seed: u64, runtime: Runtime) -> World<super::SimMemb
         tick_us: spec.tick_us,
         runtime,
         boots: Default::default(),
+        lessor,
     };
     let app = EtcdApp::new(KvConfig::default(), nodes, seed);
     let mut world = World::with_app(world_config, config, app);
@@ -73,7 +107,7 @@ fn stall_then_crash(runtime: Runtime, seed: u64) -> CheckResult {
     let _ = world.run_until(1_350_000);
     world.restart(0);
     let _ = world.run_until(3_000_000);
-    world.app.clients.finish();
+    world.app.finish();
     check(&world.app.clients.history, &CheckOptions::default())
 }
 
@@ -114,7 +148,7 @@ fn a_runtime_that_applies_before_commit_is_stopped_by_the_drivers_check() {
 fn history_without_faults(seed: u64) -> Vec<Operation> {
     let mut world = etcd_world(3, seed, Runtime::Faithful);
     let _ = world.run_until(3_000_000);
-    world.app.clients.finish();
+    world.app.finish();
     std::mem::take(&mut world.app.clients.history)
 }
 
@@ -159,4 +193,51 @@ fn leases_are_granted_and_revoked_through_the_log_and_checked() {
         matches!(verdict, CheckResult::NotLinearizable { .. }),
         "the reads of gone keys need the revokes: {verdict:?}"
     );
+}
+
+/// The leader of a fault-free run of `seed` is paused for 2.5 s, longer
+/// than a lease's TTL, while its successor renews the leases; then it
+/// wakes. Returns the history's verdict, the leases expired and renewed,
+/// and the first lease that expired before its guarantee.
+fn pause_the_leader_past_a_ttl(
+    seed: u64,
+    lessor: LessorMode,
+) -> (CheckResult, usize, u64, Option<String>) {
+    let mut world = etcd_world_with(3, seed, Runtime::Faithful, lessor);
+    let _ = world.run_until(1_200_000);
+    let leader = world.agreed_leader().expect("a leader after 1.2 s");
+    let index = Host::<super::SimMember>::index_of(leader);
+    world.pause(index);
+    let _ = world.run_until(3_700_000);
+    world.resume(index);
+    let _ = world.run_until(5_000_000);
+    world.app.finish();
+    let early = EtcdApp::lease_expired_early(&world).map(|v| v.detail);
+    let verdict = check(&world.app.clients.history, &CheckOptions::default());
+    let leases = &world.app.leases;
+    (verdict, leases.expiries(), leases.renewed, early)
+}
+
+/// A paused leader wakes with its old view, and its lease clock, reading
+/// a clock that ran on, finds leases expired that its successor has renewed
+/// meanwhile. Proposed only where the member leads, those revokes are
+/// refused; forwarded as client writes once the member hears of its
+/// successor (what `verify --workload lease` found in the server), they
+/// delete leases before their guarantee, and the check says so.
+#[test]
+fn a_woken_leaders_expiry_revokes_are_refused_and_forwarding_them_is_caught() {
+    for seed in 1..=5 {
+        let (verdict, expired, renewed, early) =
+            pause_the_leader_past_a_ttl(seed, LessorMode::Faithful);
+        assert!(verdict.is_linearizable(), "seed {seed}: {verdict:?}");
+        assert_eq!(early, None, "seed {seed}");
+        assert!(
+            expired > 10 && renewed > 50,
+            "seed {seed}: {expired} expired, {renewed} renewed"
+        );
+        let (_, _, _, early) = pause_the_leader_past_a_ttl(seed, LessorMode::ForwardsRevokes);
+        let early =
+            early.unwrap_or_else(|| panic!("seed {seed}: the forwarded revoke went unseen"));
+        assert!(early.contains("before its guarantee"), "{early}");
+    }
 }
