@@ -97,7 +97,7 @@ pub struct LeaseClock {
     pass: Option<Pass>,
     /// Leases found expired, not yet proposed for revoking.
     expired: BTreeSet<i64>,
-    /// Leases released on disconnect (see [`Lessor::shorten`]) and the
+    /// Leases released on disconnect (see [`LeaseClock::shorten`]) and the
     /// exact instant each expires; a renewal takes a lease out. Timers
     /// revoke them at that instant, without waiting for a tick.
     released: BTreeMap<i64, Duration>,
@@ -243,6 +243,19 @@ impl LeaseClock {
     }
 }
 
+/// What the member's status says, for a [`LeaseClock::check`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// The member does not lead.
+    None,
+    /// The member leads this term but has not yet committed an entry of
+    /// it, or not yet applied everything committed.
+    CatchingUp(u64),
+    /// The member leads this term, has committed an entry of it and has
+    /// applied everything committed: its store holds every lease.
+    Ready(u64),
+}
+
 /// What one [`LeaseClock::check`] decided.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Checked {
@@ -276,10 +289,20 @@ impl LeaseClock {
         *self = LeaseClock::default();
     }
 
-    /// A keep-alive at `now` for lease `id`, whose granted TTL is
-    /// `ttl_seconds` if the store still holds it.
-    pub fn renew(&mut self, now: Duration, id: i64, ttl_seconds: Option<i64>) -> Renewal {
-        if self.primary_term.is_none() {
+    /// A keep-alive at `now`, on a member that leads `term`, for lease
+    /// `id`, whose granted TTL is `ttl_seconds` if the store still holds
+    /// it. Only a clock primary for that very term renews: one still
+    /// holding an earlier term's deadlines (the member lost and regained
+    /// leadership between two checks) would judge by deadlines another
+    /// leader has moved since.
+    pub fn renew(
+        &mut self,
+        now: Duration,
+        term: u64,
+        id: i64,
+        ttl_seconds: Option<i64>,
+    ) -> Renewal {
+        if self.primary_term != Some(term) {
             return Renewal::NotPrimary;
         }
         let Some(ttl) = ttl_seconds else {
@@ -360,22 +383,36 @@ impl LeaseClock {
         self.primary_term.is_some()
     }
 
-    /// One check at `now`: follow leadership (`leading_term`: the term
-    /// this member leads, has committed in and applied up to), rebuild
-    /// from the store (`leases`: id and granted TTL of each) on taking
-    /// over, each lease living `extension` longer than its TTL from then,
-    /// and return the leases to revoke now: expired ones, and revokes
-    /// proposed at least [`REVOKE_RETRY`] ago that have not been applied.
+    /// One check at `now`: follow `leadership`, rebuild from the store
+    /// (`leases`: id and granted TTL of each) on taking over, each lease
+    /// living `extension` longer than its TTL from then, and return the
+    /// leases to revoke now: expired ones, and revokes proposed at least
+    /// [`REVOKE_RETRY`] ago that have not been applied.
+    ///
+    /// A leader that is only catching up (its latest entries committed
+    /// but not yet applied) keeps its deadlines and decides nothing this
+    /// time. Forgetting them would forget the revokes in flight too: the
+    /// rebuild would give those leases a fresh TTL, a keep-alive would
+    /// renew one, and then its revoke would apply.
     pub fn check(
         &mut self,
         now: Duration,
-        leading_term: Option<u64>,
+        leadership: Leadership,
         extension: Duration,
         leases: impl FnOnce() -> Vec<(i64, i64)>,
     ) -> Checked {
-        let Some(term) = leading_term else {
-            *self = LeaseClock::default();
-            return Checked::default();
+        let term = match leadership {
+            Leadership::None => {
+                *self = LeaseClock::default();
+                return Checked::default();
+            }
+            Leadership::CatchingUp(term) => {
+                if self.primary_term.is_some_and(|primary| primary != term) {
+                    *self = LeaseClock::default();
+                }
+                return Checked::default();
+            }
+            Leadership::Ready(term) => term,
         };
         if self.primary_term != Some(term) {
             // Taking over: every lease gets its full TTL from now.
@@ -413,8 +450,9 @@ impl LeaseClock {
             debug_assert!(false, "every lease is known exactly once");
             *self = LeaseClock::default();
             return Checked {
+                due,
+                took_over: None,
                 rebuilt: true,
-                ..Checked::default()
             };
         }
         Checked {
@@ -430,6 +468,7 @@ fn seconds(ttl: i64) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    use super::Leadership::{CatchingUp, Ready};
     use super::*;
     use crate::LEASE_TTL_SECONDS_MAX;
 
@@ -442,34 +481,69 @@ mod tests {
     fn a_deposed_leaders_clock_forgets_and_a_new_term_restarts_every_lease() {
         let mut clock = LeaseClock::default();
         let no_extension = Duration::ZERO;
-        let took = clock.check(at(10.0), Some(3), no_extension, || vec![(1, 5)]);
+        let took = clock.check(at(10.0), Ready(3), no_extension, || vec![(1, 5)]);
         assert_eq!(took.took_over, Some(1));
-        assert_eq!(clock.renew(at(12.0), 1, Some(5)), Renewal::Renewed(5));
+        assert_eq!(clock.renew(at(12.0), 3, 1, Some(5)), Renewal::Renewed(5));
         assert!(clock
-            .check(at(16.9), Some(3), no_extension, Vec::new)
+            .check(at(16.9), Ready(3), no_extension, Vec::new)
             .due
             .is_empty());
         assert_eq!(
-            clock.check(at(17.1), Some(3), no_extension, Vec::new).due,
+            clock.check(at(17.1), Ready(3), no_extension, Vec::new).due,
             vec![1]
         );
         // Deposed: nothing is decided, and a keep-alive is not served.
         assert!(clock
-            .check(at(17.2), None, no_extension, Vec::new)
+            .check(at(17.2), Leadership::None, no_extension, Vec::new)
             .due
             .is_empty());
-        assert_eq!(clock.renew(at(17.3), 1, Some(5)), Renewal::NotPrimary);
+        assert_eq!(clock.renew(at(17.3), 3, 1, Some(5)), Renewal::NotPrimary);
         // Leading again, later: the lease has its full TTL from the takeover.
-        clock.check(at(20.0), Some(5), at(0.3), || vec![(1, 5)]);
+        clock.check(at(20.0), Ready(5), at(0.3), || vec![(1, 5)]);
         assert_eq!(clock.remaining_seconds(at(20.0), 1), Some(5));
         assert!(clock
-            .check(at(25.2), Some(5), at(0.3), Vec::new)
+            .check(at(25.2), Ready(5), at(0.3), Vec::new)
             .due
             .is_empty());
         assert_eq!(
-            clock.check(at(25.4), Some(5), at(0.3), Vec::new).due,
+            clock.check(at(25.4), Ready(5), at(0.3), Vec::new).due,
             vec![1]
         );
+    }
+
+    #[test]
+    fn catching_up_keeps_the_revokes_in_flight_and_a_new_term_renews_nothing_old() {
+        let mut clock = LeaseClock::default();
+        let none = Duration::ZERO;
+        clock.check(at(0.0), Ready(2), none, || vec![(1, 2), (2, 60)]);
+        assert_eq!(clock.check(at(2.1), Ready(2), none, Vec::new).due, vec![1]);
+        // Committed but not yet applied: nothing decided, nothing forgotten.
+        assert_eq!(
+            clock.check(at(2.2), CatchingUp(2), none, Vec::new),
+            Checked::default()
+        );
+        assert_eq!(
+            clock.renew(at(2.25), 2, 1, Some(2)),
+            Renewal::NotFound,
+            "its revoke is in flight: not renewed"
+        );
+        assert_eq!(clock.renew(at(2.25), 2, 2, Some(60)), Renewal::Renewed(60));
+        // The revoke is proposed again after REVOKE_RETRY, not rebuilt away.
+        assert_eq!(clock.check(at(3.2), Ready(2), none, Vec::new).due, vec![1]);
+        // Leading a later term without a check in between: the earlier
+        // term's deadlines answer nothing until the takeover rebuilds them.
+        assert_eq!(clock.renew(at(3.3), 4, 2, Some(60)), Renewal::NotPrimary);
+        assert_eq!(
+            clock.check(at(3.4), CatchingUp(4), none, Vec::new),
+            Checked::default()
+        );
+        assert!(
+            !clock.is_primary(),
+            "another term: the old deadlines are dropped"
+        );
+        let took = clock.check(at(3.5), Ready(4), none, || vec![(2, 60)]);
+        assert_eq!(took.took_over, Some(1));
+        assert_eq!(clock.renew(at(3.6), 4, 2, Some(60)), Renewal::Renewed(60));
     }
 
     #[test]

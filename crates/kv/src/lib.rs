@@ -70,8 +70,8 @@ pub use key_range::KeyRange;
 pub use key_value::KeyValue;
 pub use lease::Lease;
 pub use lease_clock::{
-    Checked, LeaseClock, Renewal, CHECK_INTERVAL as LEASE_CHECK_INTERVAL, REVOKES_PER_CHECK_MAX,
-    REVOKE_RETRY,
+    Checked, Leadership, LeaseClock, Renewal, CHECK_INTERVAL as LEASE_CHECK_INTERVAL,
+    REVOKES_PER_CHECK_MAX, REVOKE_RETRY,
 };
 pub use limits::{
     EVENT_LOG_EVENTS_MAX, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,

@@ -132,11 +132,17 @@ impl LeaseService {
         // The lessor learns of a lost leadership only at its next check;
         // the member's status knows at once. A member that no longer leads
         // must not renew: the new leader counts leases from its takeover.
-        if !self.leading() {
-            return Renewal::NotPrimary;
-        }
+        let term = {
+            let status = self.backend.status.borrow();
+            let leads = status.role == bellwether_core::Role::Leader
+                && status.leader == Some(self.backend.member_id);
+            if !leads {
+                return Renewal::NotPrimary;
+            }
+            status.term
+        };
         let ttl = self.backend.store().lease(id).map(|l| l.ttl_seconds);
-        self.lessor.renew(id, ttl)
+        self.lessor.renew(term, id, ttl)
     }
 
     /// Whether a quorum still follows this member, asked (with a read

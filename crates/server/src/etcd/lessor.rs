@@ -18,7 +18,7 @@ use super::backend::EtcdBackend;
 use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
 pub use bellwether_kv::Renewal;
-use bellwether_kv::{LeaseClock, LEASE_CHECK_INTERVAL};
+use bellwether_kv::{Leadership, LeaseClock, LEASE_CHECK_INTERVAL};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -88,11 +88,11 @@ impl Lessor {
         self.clock().restored();
     }
 
-    /// A keep-alive for lease `id`, whose granted TTL is `ttl_seconds` if
-    /// the store still holds it.
-    pub fn renew(&self, id: i64, ttl_seconds: Option<i64>) -> Renewal {
+    /// A keep-alive, on a member that leads `term`, for lease `id`, whose
+    /// granted TTL is `ttl_seconds` if the store still holds it.
+    pub fn renew(&self, term: u64, id: i64, ttl_seconds: Option<i64>) -> Renewal {
         let now = self.now();
-        self.clock().renew(now, id, ttl_seconds)
+        self.clock().renew(now, term, id, ttl_seconds)
     }
 
     /// Moves lease `id`'s deadline to `within` from now if that is sooner
@@ -126,17 +126,13 @@ impl Lessor {
     }
 
     /// One check (see [`LeaseClock::check`]): the leases to revoke now.
-    fn check(
-        &self,
-        leading_term: Option<u64>,
-        leases: impl FnOnce() -> Vec<(i64, i64)>,
-    ) -> Vec<i64> {
+    fn check(&self, leadership: Leadership, leases: impl FnOnce() -> Vec<(i64, i64)>) -> Vec<i64> {
         let now = self.now();
         let extension = Duration::from_millis(self.takeover_extension_ms.load(Ordering::Relaxed));
-        let checked = self.clock().check(now, leading_term, extension, leases);
+        let checked = self.clock().check(now, leadership, extension, leases);
         if let Some(leases) = checked.took_over {
             tracing::info!(
-                term = leading_term,
+                ?leadership,
                 leases,
                 "lessor: primary; every lease restarts its TTL"
             );
@@ -156,15 +152,17 @@ impl Lessor {
             if backend.status.has_changed().is_err() {
                 return; // the node is gone
             }
-            let leading_term = {
+            let leadership = {
                 let status = backend.status.borrow();
-                (status.role == bellwether_core::Role::Leader
-                    && status.leader == Some(backend.member_id)
-                    && status.committed_in_term
-                    && status.applied >= status.commit)
-                    .then_some(status.term)
+                let leads = status.role == bellwether_core::Role::Leader
+                    && status.leader == Some(backend.member_id);
+                match leads && status.committed_in_term && status.applied >= status.commit {
+                    true => Leadership::Ready(status.term),
+                    false if leads => Leadership::CatchingUp(status.term),
+                    false => Leadership::None,
+                }
             };
-            let due = self.check(leading_term, || {
+            let due = self.check(leadership, || {
                 let store = backend.store();
                 store
                     .leases()
@@ -180,7 +178,8 @@ impl Lessor {
 }
 
 /// Proposes the revoke of an expired lease, in the background. One that is
-/// not applied is proposed again by a later check (see [`REVOKE_RETRY`]).
+/// not applied is proposed again by a later check (see
+/// [`bellwether_kv::REVOKE_RETRY`]).
 pub fn propose_revoke(backend: &EtcdBackend, id: i64) {
     let backend = backend.clone();
     tokio::spawn(async move {
@@ -207,35 +206,37 @@ mod tests {
     #[test]
     fn a_follower_is_not_primary_and_answers_nothing() {
         let lessor = Lessor::default();
-        assert!(lessor.check(None, Vec::new).is_empty());
-        assert_eq!(lessor.renew(1, Some(10)), Renewal::NotPrimary);
+        assert!(lessor.check(Leadership::None, Vec::new).is_empty());
+        assert_eq!(lessor.renew(1, 1, Some(10)), Renewal::NotPrimary);
         assert_eq!(lessor.remaining_seconds(1), None);
     }
 
     #[test]
     fn taking_over_restarts_every_lease_from_its_full_ttl() {
         let lessor = Lessor::default();
-        assert!(lessor.check(Some(3), || vec![(1, 10), (2, 60)]).is_empty());
+        assert!(lessor
+            .check(Leadership::Ready(3), || vec![(1, 10), (2, 60)])
+            .is_empty());
         assert_eq!(lessor.remaining_seconds(1), Some(10));
         assert_eq!(lessor.remaining_seconds(2), Some(60));
-        assert_eq!(lessor.renew(1, Some(10)), Renewal::Renewed(10));
-        assert_eq!(lessor.renew(7, None), Renewal::NotFound);
+        assert_eq!(lessor.renew(3, 1, Some(10)), Renewal::Renewed(10));
+        assert_eq!(lessor.renew(3, 7, None), Renewal::NotFound);
     }
 
     #[test]
     fn an_expired_lease_is_revoked_once_and_cannot_be_renewed() {
         let lessor = Lessor::default();
-        lessor.check(Some(1), || vec![(5, 0)]);
-        assert_eq!(lessor.check(Some(1), Vec::new), vec![5]);
+        lessor.check(Leadership::Ready(1), || vec![(5, 0)]);
+        assert_eq!(lessor.check(Leadership::Ready(1), Vec::new), vec![5]);
         assert!(
-            lessor.check(Some(1), Vec::new).is_empty(),
+            lessor.check(Leadership::Ready(1), Vec::new).is_empty(),
             "retried too soon"
         );
-        assert_eq!(lessor.renew(5, Some(0)), Renewal::NotFound);
+        assert_eq!(lessor.renew(1, 5, Some(0)), Renewal::NotFound);
         assert_eq!(lessor.remaining_seconds(5), Some(0));
         // Once the revoke is applied the lease is forgotten.
         lessor.applied_revoke(5);
-        assert!(lessor.check(Some(1), Vec::new).is_empty());
+        assert!(lessor.check(Leadership::Ready(1), Vec::new).is_empty());
         assert_eq!(lessor.remaining_seconds(5), None);
     }
 
@@ -245,7 +246,7 @@ mod tests {
         lessor.applied_grant(1, 30);
         assert_eq!(lessor.remaining_seconds(1), None, "not primary yet");
         // The store listed lease 1 when this member took over.
-        lessor.check(Some(4), || vec![(1, 30)]);
+        lessor.check(Leadership::Ready(4), || vec![(1, 30)]);
         assert_eq!(lessor.remaining_seconds(1), Some(30));
         lessor.applied_grant(2, 10);
         assert_eq!(lessor.remaining_seconds(2), Some(10));
@@ -257,13 +258,13 @@ mod tests {
         );
         // A lease the primary lessor does not know was revoked after the
         // caller looked it up: renewing it must not bring it back.
-        assert_eq!(lessor.renew(9, Some(10)), Renewal::NotFound);
+        assert_eq!(lessor.renew(4, 9, Some(10)), Renewal::NotFound);
         assert_eq!(lessor.remaining_seconds(9), None);
         lessor.applied_revoke(9); // a failed revoke of an unknown lease
         assert_eq!(lessor.remaining_seconds(2), Some(10));
         // The store is never rescanned while primary.
         let rescanned = std::cell::Cell::new(false);
-        lessor.check(Some(4), || {
+        lessor.check(Leadership::Ready(4), || {
             rescanned.set(true);
             Vec::new()
         });
@@ -277,23 +278,23 @@ mod tests {
         let expired = REVOKES_PER_CHECK_MAX + 44;
         let mut leases: Vec<(i64, i64)> = (0..expired as i64).map(|id| (id + 1, 0)).collect();
         leases.push((100_000, 60));
-        lessor.check(Some(1), || leases.clone());
-        let first = lessor.check(Some(1), Vec::new);
-        let second = lessor.check(Some(1), Vec::new);
+        lessor.check(Leadership::Ready(1), || leases.clone());
+        let first = lessor.check(Leadership::Ready(1), Vec::new);
+        let second = lessor.check(Leadership::Ready(1), Vec::new);
         assert_eq!(first.len(), REVOKES_PER_CHECK_MAX);
         assert_eq!(second.len(), 44);
         let mut all: Vec<i64> = first.into_iter().chain(second).collect();
         all.sort_unstable();
         assert_eq!(all, (1..=expired as i64).collect::<Vec<_>>());
-        assert!(lessor.check(Some(1), Vec::new).is_empty());
-        assert_eq!(lessor.renew(100_000, Some(60)), Renewal::Renewed(60));
+        assert!(lessor.check(Leadership::Ready(1), Vec::new).is_empty());
+        assert_eq!(lessor.renew(1, 100_000, Some(60)), Renewal::Renewed(60));
     }
 
     #[test]
     fn a_takeover_extends_every_lease_by_the_set_extension() {
         let lessor = Lessor::default();
         lessor.set_takeover_extension(Duration::from_secs(2));
-        lessor.check(Some(1), || vec![(1, 10)]);
+        lessor.check(Leadership::Ready(1), || vec![(1, 10)]);
         assert_eq!(lessor.remaining_seconds(1), Some(12));
     }
 
@@ -302,7 +303,7 @@ mod tests {
         let lessor = Lessor::default();
         let grace = Duration::from_millis(300);
         assert_eq!(lessor.shorten(1, grace), None, "not primary");
-        lessor.check(Some(1), || vec![(1, 60), (2, 60), (3, 60)]);
+        lessor.check(Leadership::Ready(1), || vec![(1, 60), (2, 60), (3, 60)]);
         let at = lessor.shorten(1, grace).expect("shortened");
         assert_eq!(lessor.remaining_seconds(1), Some(0));
         assert_eq!(lessor.remaining_seconds(2), Some(60), "others keep theirs");
@@ -315,13 +316,13 @@ mod tests {
         assert!(!lessor.expire_released(1, at), "not before its instant");
         // A renewal takes a released lease back: its timer does nothing.
         let renewed_at = lessor.shorten(3, grace).expect("shortened");
-        assert_eq!(lessor.renew(3, Some(60)), Renewal::Renewed(60));
+        assert_eq!(lessor.renew(1, 3, Some(60)), Renewal::Renewed(60));
         std::thread::sleep(Duration::from_millis(320));
         assert!(lessor.expire_released(1, at), "due at its instant");
         assert!(!lessor.expire_released(1, at), "only once");
         assert!(!lessor.expire_released(3, renewed_at), "renewed since");
         assert_eq!(
-            lessor.renew(1, Some(60)),
+            lessor.renew(1, 1, Some(60)),
             Renewal::NotFound,
             "being revoked"
         );
@@ -331,10 +332,10 @@ mod tests {
     #[test]
     fn a_restored_store_makes_the_next_check_rebuild() {
         let lessor = Lessor::default();
-        lessor.check(Some(2), || vec![(1, 30)]);
+        lessor.check(Leadership::Ready(2), || vec![(1, 30)]);
         lessor.restored();
         assert!(!lessor.is_primary());
-        lessor.check(Some(2), || vec![(7, 20)]);
+        lessor.check(Leadership::Ready(2), || vec![(7, 20)]);
         assert_eq!(lessor.remaining_seconds(1), None);
         assert_eq!(lessor.remaining_seconds(7), Some(20));
     }
@@ -342,13 +343,13 @@ mod tests {
     #[test]
     fn losing_leadership_forgets_every_deadline() {
         let lessor = Lessor::default();
-        lessor.check(Some(1), || vec![(5, 30)]);
+        lessor.check(Leadership::Ready(1), || vec![(5, 30)]);
         assert!(lessor.is_primary());
-        lessor.check(None, Vec::new);
+        lessor.check(Leadership::None, Vec::new);
         assert!(!lessor.is_primary());
         assert_eq!(lessor.remaining_seconds(5), None);
         // A later term rebuilds from the store again.
-        lessor.check(Some(2), || vec![(5, 30)]);
+        lessor.check(Leadership::Ready(2), || vec![(5, 30)]);
         assert_eq!(lessor.remaining_seconds(5), Some(30));
     }
 }

@@ -137,16 +137,20 @@ impl LeaseLedger {
             .collect()
     }
 
-    /// The first lease that expired before its guarantee, less what clocks
-    /// running up to `skew_ppm` fast can take off a TTL and `tick_slack_us`
-    /// (a member reads its clock once a tick): when, and its details.
-    pub fn expired_early(&self, skew_ppm: u64, tick_slack_us: u64) -> Option<(u64, String)> {
-        let slack_us = ttl_us() * skew_ppm / 1_000_000 + tick_slack_us;
+    /// An expiry revoke that never reached its member (the host was
+    /// paused or had restarted): it has no fate to record.
+    pub fn expiry_dropped(&mut self, op: OpRef) {
+        self.expiries_open.remove(&op.op_id());
+    }
+
+    /// The first lease that expired more than `slack_us` before its
+    /// guarantee: when, and its details.
+    pub fn expired_early(&self, slack_us: u64) -> Option<(u64, String)> {
         self.expired_at.iter().find_map(|(lease, at_us)| {
             let until_us = *self.guaranteed_until.get(lease)?;
             (*at_us + slack_us < until_us).then(|| {
                 let detail = format!(
-                    "lease {lease:#x} expired at {at_us} µs, {} µs before its guarantee (drift allowance {slack_us} µs)",
+                    "lease {lease:#x} expired at {at_us} µs, {} µs before its guarantee (allowance {slack_us} µs)",
                     until_us - at_us
                 );
                 (*at_us, detail)
@@ -156,7 +160,7 @@ impl LeaseLedger {
 }
 
 /// The workload's lease TTL in µs.
-fn ttl_us() -> u64 {
+pub fn ttl_us() -> u64 {
     u64::try_from(LEASE_TTL_SECONDS).expect("positive") * 1_000_000
 }
 
@@ -187,19 +191,14 @@ mod tests {
         };
         ledger.keep_alive_answered(op, Renewal::Renewed(2));
         ledger.expired(0x40, 3_950_000);
-        let allowance = 60_000; // 2% of the 2 s TTL plus 20 ms
-        assert_eq!(
-            ledger.expired_early(20_000, 20_000),
-            None,
-            "within {allowance} µs"
-        );
-        let (at, detail) = ledger.expired_early(0, 1_000).expect("50 ms early");
+        assert_eq!(ledger.expired_early(60_000), None, "within the allowance");
+        let (at, detail) = ledger.expired_early(1_000).expect("50 ms early");
         assert_eq!(at, 3_950_000);
         assert!(detail.contains("50000 µs before its guarantee"), "{detail}");
         // A keep-alive that found the lease gone promises nothing.
         let attempt = ledger.keep_alive_sent(0x40, 3_990_000);
         let op = OpRef { attempt, ..op };
         ledger.keep_alive_answered(op, Renewal::NotFound);
-        assert!(ledger.expired_early(0, 50_000).is_none());
+        assert!(ledger.expired_early(50_000).is_none());
     }
 }

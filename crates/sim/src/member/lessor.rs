@@ -22,15 +22,15 @@
 //! - a keep-alive is renewed only after a read barrier, where the member
 //!   still leads.
 //!
-//! An expiry revoke is an operation in the history, of a client of its own
-//! per member incarnation, so the linearizability checker sees keys vanish
-//! where the log says they did.
+//! An expiry revoke of a lease that still has its key is an operation in
+//! the history (the workload gives each its own client id), so the
+//! linearizability checker sees keys vanish where the log says they did.
 
 use super::machine::{key_of, LeaseEvent, LeaseEvents, SharedStore, LESSOR_CLIENT_BASE};
 use super::protocol::OpRef;
 use crate::kv::codec::{encode, LoggedWrite};
 use crate::linearizability::{Command, Key, Value};
-use bellwether_kv::{LeaseClock, Renewal, LEASE_CHECK_INTERVAL};
+use bellwether_kv::{Leadership, LeaseClock, Renewal, LEASE_CHECK_INTERVAL};
 use bellwether_member::Request;
 use std::time::Duration;
 
@@ -104,15 +104,14 @@ impl SimLessor {
         }
     }
 
-    /// The host's clock reads `now`: a check, if one is due.
-    /// `leading_term` is the term the member leads, has committed in and
-    /// applied up to.
-    pub fn on_clock(&mut self, now: Duration, leading_term: Option<u64>, store: &SharedStore) {
+    /// The host's clock reads `now`: a check, if one is due, on what the
+    /// member's status says of its `leadership`.
+    pub fn on_clock(&mut self, now: Duration, leadership: Leadership, store: &SharedStore) {
         self.wall = self.wall.max(now);
         self.catch_up();
         if now >= self.next_check {
             self.next_check = now + LEASE_CHECK_INTERVAL;
-            let checked = self.clock.check(now, leading_term, self.extension, || {
+            let checked = self.clock.check(now, leadership, self.extension, || {
                 let store = store.lock().expect("one thread");
                 let leases = store.leases();
                 leases
@@ -121,12 +120,6 @@ impl SimLessor {
                     .collect()
             });
             assert!(!checked.rebuilt, "the lease clock lost track of a lease");
-            if std::env::var("DBG").is_ok() {
-                eprintln!(
-                    "now {:?} leading {:?} took {:?} due {:?}",
-                    now, leading_term, checked.took_over, checked.due
-                );
-            }
             for id in checked.due {
                 let request = self.revoke(id, store);
                 self.due.push(request);
@@ -182,19 +175,19 @@ impl SimLessor {
         }
     }
 
-    /// A keep-alive for lease `id` whose read barrier passed; `leading`:
-    /// the member still leads.
-    pub fn renew(&mut self, leading: bool, id: i64, store: &SharedStore) -> Renewal {
+    /// A keep-alive for lease `id` whose read barrier passed, on a member
+    /// that leads `term`, if it still does.
+    pub fn renew(&mut self, term: Option<u64>, id: i64, store: &SharedStore) -> Renewal {
         self.catch_up();
-        if !leading {
+        let Some(term) = term else {
             return Renewal::NotPrimary;
-        }
+        };
         let ttl = store
             .lock()
             .expect("one thread")
             .lease(id)
             .map(|l| l.ttl_seconds);
-        self.clock.renew(self.wall, id, ttl)
+        self.clock.renew(self.wall, term, id, ttl)
     }
 
     /// The revokes handed out since the last call, with their operations.

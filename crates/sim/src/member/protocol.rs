@@ -26,7 +26,7 @@ use bellwether_core::raft::{
     RaftConfig, RaftDurable, RaftMessage, RaftNode, RaftOutput, RaftPersist, Snapshot,
 };
 use bellwether_core::{Envelope, LogIndex, NodeId, Protocol, Ready, Rng, Role, Status, Term};
-use bellwether_kv::Renewal;
+use bellwether_kv::{Leadership, Renewal};
 use bellwether_member::{
     Answer, ClientError, DurableWatermark, Effect, Member, MemberParts, Request, Roster, Runtime,
     Step,
@@ -176,25 +176,29 @@ impl SimMember {
     /// The host's clock reads `wall`: the lease clock checks, if a check
     /// is due, on the member's status as it is now.
     pub fn lease_clock(&mut self, wall: Duration) {
-        let leading_term = self.leading_term();
-        self.lessor.on_clock(wall, leading_term, &self.store);
+        let leadership = self.leadership();
+        self.lessor.on_clock(wall, leadership, &self.store);
     }
 
-    /// The term this member leads, has committed an entry of and applied
-    /// up to: where its lease clock decides (the server's lessor asks the
-    /// same of its status).
-    fn leading_term(&self) -> Option<u64> {
+    /// What this member's status says of its leadership, for its lease
+    /// clock (the server's lessor reads the same from its status).
+    fn leadership(&self) -> Leadership {
         let raft = self.member.raft();
         let status = raft.status();
         let committed_in_term = raft.log().term(raft.commit_index()) == Some(status.term);
-        (self.leads() && committed_in_term && raft.applied_index() >= raft.commit_index())
-            .then_some(status.term.0)
+        match self.leading_term() {
+            None => Leadership::None,
+            Some(term) if committed_in_term && raft.applied_index() >= raft.commit_index() => {
+                Leadership::Ready(term)
+            }
+            Some(term) => Leadership::CatchingUp(term),
+        }
     }
 
-    /// This member leads, by its own status.
-    fn leads(&self) -> bool {
+    /// The term this member leads, by its own status.
+    fn leading_term(&self) -> Option<u64> {
         let status = self.member.raft().status();
-        status.role == Role::Leader && status.leader == Some(status.id)
+        (status.role == Role::Leader && status.leader == Some(status.id)).then_some(status.term.0)
     }
 
     fn waits_on_disk(&self) -> bool {
@@ -269,8 +273,8 @@ impl SimMember {
                 }
                 Effect::Answer(Answer::Read(op, result)) => match op.renew {
                     Some(lease) => {
-                        let leading = result.is_ok() && self.leads();
-                        let renewal = self.lessor.renew(leading, lease, &self.store);
+                        let term = self.leading_term().filter(|_| result.is_ok());
+                        let renewal = self.lessor.renew(term, lease, &self.store);
                         self.answers.push(ClientAnswer::KeepAlive(op, renewal));
                     }
                     None => {
