@@ -383,6 +383,11 @@ impl LeaseClock {
         self.primary_term.is_some()
     }
 
+    /// The term this clock is primary for, if any.
+    pub fn primary_term(&self) -> Option<u64> {
+        self.primary_term
+    }
+
     /// One check at `now`: follow `leadership`, rebuild from the store
     /// (`leases`: id and granted TTL of each) on taking over, each lease
     /// living `extension` longer than its TTL from then, and return the

@@ -132,14 +132,8 @@ impl LeaseService {
         // The lessor learns of a lost leadership only at its next check;
         // the member's status knows at once. A member that no longer leads
         // must not renew: the new leader counts leases from its takeover.
-        let term = {
-            let status = self.backend.status.borrow();
-            let leads = status.role == bellwether_core::Role::Leader
-                && status.leader == Some(self.backend.member_id);
-            if !leads {
-                return Renewal::NotPrimary;
-            }
-            status.term
+        let Some(term) = self.leading_term() else {
+            return Renewal::NotPrimary;
         };
         let ttl = self.backend.store().lease(id).map(|l| l.ttl_seconds);
         self.lessor.renew(term, id, ttl)
@@ -169,13 +163,20 @@ impl LeaseService {
 
     /// Whether the member's status says it leads now.
     fn leading(&self) -> bool {
+        self.leading_term().is_some()
+    }
+
+    /// The term the member's status says it leads now, if it does.
+    fn leading_term(&self) -> Option<u64> {
         let status = self.backend.status.borrow();
-        status.role == bellwether_core::Role::Leader
-            && status.leader == Some(self.backend.member_id)
+        let leads = status.role == bellwether_core::Role::Leader
+            && status.leader == Some(self.backend.member_id);
+        leads.then_some(status.term)
     }
 
     /// Where a call that needs the leader's lease clock is served: here once
-    /// this member's lessor is primary and its status says it leads (the
+    /// this member's lessor is primary for the term its status says it
+    /// leads (the
     /// lessor hears of a lost leadership only at its next check, and a
     /// "here" it still claimed would send a keep-alive round and round on
     /// this member's one thread, starving that check), or on another member
@@ -185,7 +186,8 @@ impl LeaseService {
     async fn lease_clock(&self) -> Result<LeaseClock, Status> {
         let deadline = Instant::now() + PRIMARY_WAIT_MAX;
         loop {
-            if self.lessor.is_primary() && self.leading() {
+            let term = self.leading_term();
+            if term.is_some() && self.lessor.primary_term() == term {
                 return Ok(LeaseClock::Here);
             }
             if let Some(leader) = self.other_leader() {

@@ -125,6 +125,11 @@ impl Lessor {
         self.clock().is_primary()
     }
 
+    /// The term this member's lessor is primary for, if any.
+    pub fn primary_term(&self) -> Option<u64> {
+        self.clock().primary_term()
+    }
+
     /// One check (see [`LeaseClock::check`]): the leases to revoke now.
     fn check(&self, leadership: Leadership, leases: impl FnOnce() -> Vec<(i64, i64)>) -> Vec<i64> {
         let now = self.now();
