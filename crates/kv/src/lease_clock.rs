@@ -256,6 +256,18 @@ pub enum Leadership {
     Ready(u64),
 }
 
+impl Leadership {
+    /// From a member's status: the term it leads (if it does), and whether
+    /// it has committed an entry of that term and applied all it committed.
+    pub fn of(leading_term: Option<u64>, caught_up: bool) -> Leadership {
+        match leading_term {
+            None => Leadership::None,
+            Some(term) if caught_up => Leadership::Ready(term),
+            Some(term) => Leadership::CatchingUp(term),
+        }
+    }
+}
+
 /// What one [`LeaseClock::check`] decided.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Checked {
@@ -376,11 +388,6 @@ impl LeaseClock {
         let deadline = *self.deadlines.get(id)?;
         let left = self.instant_of(deadline).saturating_sub(now);
         Some(left.as_secs_f64().round() as i64)
-    }
-
-    /// True while primary.
-    pub fn is_primary(&self) -> bool {
-        self.primary_term.is_some()
     }
 
     /// The term this clock is primary for, if any.
@@ -518,6 +525,9 @@ mod tests {
 
     #[test]
     fn catching_up_keeps_the_revokes_in_flight_and_a_new_term_renews_nothing_old() {
+        assert_eq!(Leadership::of(None, true), Leadership::None);
+        assert_eq!(Leadership::of(Some(2), false), CatchingUp(2));
+        assert_eq!(Leadership::of(Some(2), true), Ready(2));
         let mut clock = LeaseClock::default();
         let none = Duration::ZERO;
         clock.check(at(0.0), Ready(2), none, || vec![(1, 2), (2, 60)]);
@@ -543,7 +553,7 @@ mod tests {
             Checked::default()
         );
         assert!(
-            !clock.is_primary(),
+            clock.primary_term().is_none(),
             "another term: the old deadlines are dropped"
         );
         let took = clock.check(at(3.5), Ready(4), none, || vec![(2, 60)]);

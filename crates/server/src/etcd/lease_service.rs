@@ -176,10 +176,9 @@ impl LeaseService {
 
     /// Where a call that needs the leader's lease clock is served: here once
     /// this member's lessor is primary for the term its status says it
-    /// leads (the
-    /// lessor hears of a lost leadership only at its next check, and a
-    /// "here" it still claimed would send a keep-alive round and round on
-    /// this member's one thread, starving that check), or on another member
+    /// leads (the lessor hears of a lost leadership only at its next check,
+    /// and a "here" it still claimed would send a keep-alive round and round
+    /// on this member's one thread, starving that check), or on another member
     /// that leads.
     /// While neither holds (a leader at the very start of its term, or no
     /// leader known), waits up to [`PRIMARY_WAIT_MAX`].

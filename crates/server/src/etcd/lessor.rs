@@ -120,11 +120,6 @@ impl Lessor {
         self.clock().remaining_seconds(now, id)
     }
 
-    /// True while this member is the primary lessor.
-    pub fn is_primary(&self) -> bool {
-        self.clock().is_primary()
-    }
-
     /// The term this member's lessor is primary for, if any.
     pub fn primary_term(&self) -> Option<u64> {
         self.clock().primary_term()
@@ -161,11 +156,8 @@ impl Lessor {
                 let status = backend.status.borrow();
                 let leads = status.role == bellwether_core::Role::Leader
                     && status.leader == Some(backend.member_id);
-                match leads && status.committed_in_term && status.applied >= status.commit {
-                    true => Leadership::Ready(status.term),
-                    false if leads => Leadership::CatchingUp(status.term),
-                    false => Leadership::None,
-                }
+                let caught_up = status.committed_in_term && status.applied >= status.commit;
+                Leadership::of(leads.then_some(status.term), caught_up)
             };
             let due = self.check(leadership, || {
                 let store = backend.store();
@@ -339,7 +331,7 @@ mod tests {
         let lessor = Lessor::default();
         lessor.check(Leadership::Ready(2), || vec![(1, 30)]);
         lessor.restored();
-        assert!(!lessor.is_primary());
+        assert_eq!(lessor.primary_term(), None);
         lessor.check(Leadership::Ready(2), || vec![(7, 20)]);
         assert_eq!(lessor.remaining_seconds(1), None);
         assert_eq!(lessor.remaining_seconds(7), Some(20));
@@ -349,9 +341,9 @@ mod tests {
     fn losing_leadership_forgets_every_deadline() {
         let lessor = Lessor::default();
         lessor.check(Leadership::Ready(1), || vec![(5, 30)]);
-        assert!(lessor.is_primary());
+        assert_eq!(lessor.primary_term(), Some(1));
         lessor.check(Leadership::None, Vec::new);
-        assert!(!lessor.is_primary());
+        assert_eq!(lessor.primary_term(), None);
         assert_eq!(lessor.remaining_seconds(5), None);
         // A later term rebuilds from the store again.
         lessor.check(Leadership::Ready(2), || vec![(5, 30)]);

@@ -184,15 +184,9 @@ impl SimMember {
     /// clock (the server's lessor reads the same from its status).
     fn leadership(&self) -> Leadership {
         let raft = self.member.raft();
-        let status = raft.status();
-        let committed_in_term = raft.log().term(raft.commit_index()) == Some(status.term);
-        match self.leading_term() {
-            None => Leadership::None,
-            Some(term) if committed_in_term && raft.applied_index() >= raft.commit_index() => {
-                Leadership::Ready(term)
-            }
-            Some(term) => Leadership::CatchingUp(term),
-        }
+        let committed_in_term = raft.log().term(raft.commit_index()) == Some(raft.status().term);
+        let caught_up = committed_in_term && raft.applied_index() >= raft.commit_index();
+        Leadership::of(self.leading_term(), caught_up)
     }
 
     /// The term this member leads, by its own status.
