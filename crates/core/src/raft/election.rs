@@ -141,9 +141,14 @@ impl RaftNode {
     /// Answers a PreVote or RequestVote whose term is not below ours.
     pub(super) fn handle_vote_request(&mut self, from: NodeId, request: &RaftMessage) {
         let ask = VoteAsk::of(request);
+        // A repairing member also holds the candidate to the log it had
+        // before the damage (`promises.rs`).
         let log_ok = self
             .log
-            .is_behind_or_equal(ask.last_log_term, ask.last_log_index);
+            .is_behind_or_equal(ask.last_log_term, ask.last_log_index)
+            && self
+                .repair
+                .is_none_or(|r| r.is_reached_by(ask.last_log_term, ask.last_log_index));
         let can_vote = self.may_vote(from, &ask);
         // A pre-candidate grants a rival's pre-vote like anyone else and
         // keeps its own pre-campaign. Yielding to a better-ranked rival

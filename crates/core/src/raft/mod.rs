@@ -29,6 +29,7 @@ mod message;
 mod node;
 mod output;
 mod progress;
+mod promises;
 mod proposal;
 mod reads;
 mod replication;
@@ -44,9 +45,12 @@ pub use message::RaftMessage;
 pub use node::{RaftNode, Transfer, OUTBOX_MESSAGES_PER_PEER_MAX};
 pub use output::RaftOutput;
 pub use progress::{Progress, ReplicationState};
+pub use promises::{audit, Audit, Finding, PromiseRecord, Repair};
 pub use proposal::ProposeError;
 pub use reads::ReadError;
 pub use snapshot::CompactError;
+#[cfg(test)]
+mod repair_tests;
 #[cfg(test)]
 mod replication_tests;
 #[cfg(test)]

@@ -143,6 +143,10 @@ pub struct RaftNode {
     pub(super) leader_durable: (LogIndex, LogIndex),
     /// Messages produced since the last `ready()`.
     pub(super) outbox: Vec<Envelope<RaftMessage>>,
+    /// Set while this member repairs a log that lost what it had
+    /// acknowledged (`promises.rs`): it does not campaign, and votes as if
+    /// its log still ended at the entry this names.
+    pub(super) repair: Option<super::promises::Repair>,
 }
 
 impl RaftNode {
@@ -195,9 +199,35 @@ impl RaftNode {
         self.cluster.voters.len() / 2 + 1
     }
 
-    /// True when this node may vote and campaign.
+    /// True when this node may vote and campaign: a voter of the
+    /// configuration that is not repairing its log.
     pub(super) fn is_voter(&self) -> bool {
-        self.cluster.voters.contains(&self.id)
+        self.cluster.voters.contains(&self.id) && self.repair.is_none()
+    }
+
+    /// Puts this member into repair (`promises.rs`): until its log is as
+    /// up-to-date as `repair` names, it does not campaign and grants votes
+    /// only to candidates at least that up-to-date. Call before the first
+    /// tick, with the term and vote the audit restored already in the
+    /// durable state.
+    pub fn start_repair(&mut self, repair: super::promises::Repair) {
+        assert!(self.role == Role::Follower, "a repair starts as a follower");
+        self.repair = Some(repair);
+        self.check_repair();
+    }
+
+    /// The repair under way, if any.
+    pub fn repair(&self) -> Option<super::promises::Repair> {
+        self.repair
+    }
+
+    /// Ends the repair once the log is as up-to-date as the one the member
+    /// had acknowledged.
+    pub(super) fn check_repair(&mut self) {
+        let Some(repair) = self.repair else { return };
+        if repair.is_reached_by(self.log.last_term(), self.log.last_index()) {
+            self.repair = None;
+        }
     }
 
     /// Other voters, in id order.
@@ -587,6 +617,7 @@ impl Protocol for RaftNode {
             announced_config_index: LogIndex(0),
             leader_durable: (LogIndex(0), LogIndex(0)),
             outbox: Vec::new(),
+            repair: None,
         };
         node.reset_election_timer();
         node
@@ -631,6 +662,7 @@ impl Protocol for RaftNode {
             return;
         }
         self.step_message(from, message);
+        self.check_repair();
         assert!(
             self.role != Role::Leader || self.leader == Some(self.id),
             "a leader names itself as the leader"
