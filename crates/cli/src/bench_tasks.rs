@@ -16,6 +16,9 @@
 //! - groups of 1,000 no-op tasks: last member's handler done → the
 //!   aggregator's handler starts.
 //!
+//! `--chaos` runs the chaos check instead (`bench_tasks_chaos.rs`), and
+//! `--kill-running N` the no-orphaned-work count (`bench_tasks_kill.rs`).
+//!
 //! A benchmark, not a test: it prints what it measured.
 
 use crate::bench_election::{wait_ready, Percentiles};
@@ -70,6 +73,12 @@ pub struct TasksArgs {
     /// `bench_tasks_chaos.rs`). Exits 1 if any check fails.
     #[arg(long)]
     chaos: bool,
+    /// Run the no-orphaned-work check instead: this many rounds, each
+    /// SIGKILLing the worker process whose task's command runs, then
+    /// counting overlapping executions and surviving process groups (see
+    /// `bench_tasks_kill.rs`). Exits 1 if any is found.
+    #[arg(long, value_name = "ROUNDS")]
+    kill_running: Option<usize>,
     /// Seconds of nemesis per chaos run.
     #[arg(long, default_value_t = 60)]
     chaos_seconds: u64,
@@ -114,6 +123,9 @@ pub fn execute(args: TasksArgs) -> Result<std::process::ExitCode> {
     if args.chaos {
         return chaos(&args);
     }
+    if let Some(rounds) = args.kill_running {
+        return kill_running(&args, rounds);
+    }
     if args.tasks == 0 || args.submitters == 0 || args.workers == 0 || args.crashes == 0 {
         bail!("--tasks, --submitters, --workers and --crashes must be above 0");
     }
@@ -138,6 +150,41 @@ pub fn execute(args: TasksArgs) -> Result<std::process::ExitCode> {
             ours.submit_to_start_ms.p50 / etcd.submit_to_start_ms.p50,
         );
     }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `--kill-running`: the rounds, reported; exit 1 if work was orphaned or
+/// a task ran twice at once.
+fn kill_running(args: &TasksArgs, rounds: usize) -> Result<std::process::ExitCode> {
+    let dir = std::env::temp_dir().join(format!("bw-kill-running-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let report = crate::bench_tasks_kill::run(rounds, args.base_port, &dir)
+        .with_context(|| format!("logs in {}", dir.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{} SIGKILLs of a worker running a task's command: {} task(s) with overlapping \
+             executions, {} orphaned process group(s), {} leftover(s) of finished commands, {} \
+             executions; SIGKILL -> group gone p50 {:.1} ms p99 {:.1} ms; SIGKILL -> next \
+             attempt p50 {:.0} ms p99 {:.0} ms; smallest gap group gone -> next start {:.0} ms",
+            report.rounds,
+            report.overlapping,
+            report.orphaned_groups,
+            report.leftovers,
+            report.executions,
+            report.group_gone_ms.p50,
+            report.group_gone_ms.p99,
+            report.next_attempt_ms.p50,
+            report.next_attempt_ms.p99,
+            report.min_gap_ms,
+        );
+    }
+    if !report.passed() {
+        eprintln!("FAILED; logs in {}", dir.display());
+        return Ok(std::process::ExitCode::from(1));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(std::process::ExitCode::SUCCESS)
 }
 

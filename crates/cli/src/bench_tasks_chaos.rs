@@ -89,16 +89,33 @@ impl ChaosReport {
     }
 }
 
-/// A worker process, restarted by the nemesis.
-struct WorkerProcess {
+/// A worker process, restarted by the nemesis (and by `--kill-running`).
+pub(crate) struct WorkerProcess {
+    /// The running process, if any.
     child: Option<Child>,
+    /// `bellwether` arguments that start it.
     args: Vec<String>,
+    /// Where its stderr goes (appended to across restarts).
     stderr: PathBuf,
+    /// Whether it is SIGSTOPped (resumed before it is killed).
     paused: bool,
 }
 
 impl WorkerProcess {
-    fn spawn(&mut self) -> Result<()> {
+    /// Starts `bellwether ARGS` with its stderr appended to `stderr`.
+    pub(crate) fn start(args: Vec<String>, stderr: PathBuf) -> Result<WorkerProcess> {
+        let mut worker = WorkerProcess {
+            child: None,
+            args,
+            stderr,
+            paused: false,
+        };
+        worker.spawn()?;
+        Ok(worker)
+    }
+
+    /// Starts it (again).
+    pub(crate) fn spawn(&mut self) -> Result<()> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -116,11 +133,13 @@ impl WorkerProcess {
         Ok(())
     }
 
-    fn pid(&self) -> u32 {
+    /// Its process id (0 when not running).
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, Child::id)
     }
 
-    fn kill(&mut self) {
+    /// SIGKILLs it and reaps it.
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -240,14 +259,7 @@ fn start_workers(endpoints: &[String], log: &Path, dir: &Path) -> Result<Vec<Wor
         args.extend(["--endpoints".into(), endpoints.join(",")]);
         args.push("--".into());
         args.extend(handler(log));
-        let mut worker = WorkerProcess {
-            child: None,
-            args,
-            stderr: dir.join(format!("w{i}.err")),
-            paused: false,
-        };
-        worker.spawn()?;
-        workers.push(worker);
+        workers.push(WorkerProcess::start(args, dir.join(format!("w{i}.err")))?);
     }
     Ok(workers)
 }

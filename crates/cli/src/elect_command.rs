@@ -7,7 +7,7 @@
 //! before the server can expire the lease and let anyone else lead.
 
 use crate::endpoints::ClientArgs;
-use crate::supervisor::{self, Ending, Signals};
+use crate::supervisor::{self, Ending, Signals, SIGNAL_SLACK};
 use anyhow::{bail, Context};
 use bellwether_client::{
     Client, Election, Error as ClientError, Leadership, Mutex, Session, SessionOptions,
@@ -15,10 +15,6 @@ use bellwether_client::{
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
-
-/// Time allowed, on top of the grace period, between the session's
-/// deadline and the program's group being signalled.
-const SIGNAL_SLACK: Duration = Duration::from_millis(50);
 
 /// Exit code when leadership was lost and `--restart` was not given.
 const EXIT_LOST: u8 = 3;

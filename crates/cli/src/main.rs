@@ -15,6 +15,7 @@ mod bench_raft;
 mod bench_support;
 mod bench_tasks;
 mod bench_tasks_chaos;
+mod bench_tasks_kill;
 mod certs;
 mod contender;
 mod elect_command;

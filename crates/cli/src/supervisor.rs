@@ -1,20 +1,29 @@
-//! Runs a program only while this process leads: the child side of
-//! `bellwether elect` and `bellwether lock`.
+//! Runs a program in a process group of its own that dies with this
+//! process: the child side of `bellwether elect`, `bellwether lock` and
+//! `bellwether tasks worker`.
 //!
 //! The program starts in a process group of its own, so that everything it
 //! starts can be stopped at once (a wrapper that signals only its direct
-//! child leaves grandchildren running after the lock has moved). Signals
-//! sent to the wrapper are forwarded to the group. When leadership is lost,
-//! the group gets SIGTERM, then SIGKILL after the grace period; the session
-//! was set up so that both happen before the server can expire the lease
-//! and elect anyone else. When the program exits on its own, whatever it
-//! left in its group is killed before leadership is given up.
+//! child leaves grandchildren running after the lock has moved or the task
+//! was given to another worker). A watchdog left in the group kills it when
+//! this process dies, even by SIGKILL. When leadership (or the worker's
+//! session) is lost, the group gets SIGTERM, then SIGKILL after the grace
+//! period; the session was set up so that both happen before the server
+//! can expire the lease and let anyone else lead or run the task. When the
+//! program exits on its own, whatever it left in its group is killed before
+//! leadership is given up or the task's result is reported. `elect` and
+//! `lock` also forward the signals they receive to the group.
 
 use rustix::process::{kill_process_group, Pid, Signal};
 use std::process::ExitStatus;
 use std::time::Duration;
-use tokio::process::Command;
+use tokio::process::{Child, ChildStdin, Command};
 use tokio::signal::unix::{signal, SignalKind};
+
+/// Time allowed, on top of the grace period, between the session's
+/// deadline and the program's group being signalled and gone: the session
+/// counts itself lost this much earlier than the grace alone would need.
+pub const SIGNAL_SLACK: Duration = Duration::from_millis(50);
 
 /// How a supervised run ended.
 pub enum Ending {
@@ -43,7 +52,6 @@ fn signal_group(group: Pid, signal: Signal) {
         Err(error) => tracing::warn!(%error, ?signal, "cannot signal the program's group"),
     }
 }
-
 /// The forwarded signals, registered once for the wrapper's whole run.
 pub struct Signals {
     /// One stream per forwarded signal, with the signal to forward.
@@ -88,7 +96,7 @@ pub fn terminating(signal: Signal) -> Option<u8> {
 /// dies: it waits for end of file on a pipe whose only writer is this
 /// process. A SIGKILLed or crashed wrapper cannot stop its program itself;
 /// its pipe closing does.
-fn watchdog(group: Pid) -> Option<(tokio::process::Child, tokio::process::ChildStdin)> {
+fn watchdog(group: Pid) -> Option<(Child, ChildStdin)> {
     let mut watchdog = Command::new("sh");
     watchdog
         .args(["-c", "read _ignored; kill -KILL 0"])
@@ -110,6 +118,97 @@ fn watchdog(group: Pid) -> Option<(tokio::process::Child, tokio::process::ChildS
     }
 }
 
+/// A program running in a process group of its own, with a watchdog in
+/// the group. Dropping it kills the group.
+pub struct Group {
+    /// The program, the group's leader.
+    child: Child,
+    /// The group's id (the program's pid).
+    id: Pid,
+    /// The watchdog and the only writer of its pipe. While the watchdog
+    /// lives the group is not empty, so its id cannot be reused and a
+    /// signal to it reaches no stranger; it is let go only after the group
+    /// was killed.
+    watchdog: Option<(Child, ChildStdin)>,
+    /// Whether the group was killed (and the program reaped): nothing of
+    /// it is left to stop.
+    ended: bool,
+}
+
+impl Group {
+    /// Starts `command` as the leader of a new process group, with a
+    /// watchdog in it.
+    pub fn spawn(command: &mut Command) -> std::io::Result<Group> {
+        let child = command.process_group(0).kill_on_drop(true).spawn()?;
+        let raw = child.id().expect("a child that was just started has an id");
+        let id = Pid::from_raw(i32::try_from(raw).expect("pid fits in i32"))
+            .expect("a child's pid is positive");
+        let watchdog = watchdog(id);
+        Ok(Group {
+            child,
+            id,
+            watchdog,
+            ended: false,
+        })
+    }
+
+    /// The program, for its pipes.
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// Sends `signal` to every process of the group.
+    pub fn signal(&self, signal: Signal) {
+        if !self.ended {
+            signal_group(self.id, signal);
+        }
+    }
+
+    /// Waits until the program exits, then kills whatever it left running
+    /// in its group: nothing it started may outlive the leadership or the
+    /// task it ran for. Cancel-safe until the program exits.
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let status = self.child.wait().await?;
+        self.kill();
+        Ok(status)
+    }
+
+    /// Stops the group: SIGTERM, then SIGKILL once the program has exited
+    /// or `grace` has passed, whichever comes first. Returns the program's
+    /// exit status once it is reaped.
+    pub async fn stop(&mut self, grace: Duration) -> std::io::Result<ExitStatus> {
+        self.signal(Signal::TERM);
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                ?grace,
+                "the program outlived its grace period; killing its group"
+            );
+        }
+        self.signal(Signal::KILL);
+        let status = self.child.wait().await;
+        self.kill();
+        status
+    }
+
+    /// Kills the whole group and lets the watchdog go.
+    fn kill(&mut self) {
+        self.signal(Signal::KILL);
+        self.ended = true;
+        self.watchdog = None;
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // The watchdog still holds the group's id here (fields drop after
+        // this), so the signal reaches only the program's group.
+        self.signal(Signal::KILL);
+    }
+}
+
 /// Runs `command` in its own process group until it exits or `lost`
 /// resolves, forwarding signals meanwhile.
 pub async fn run(
@@ -118,35 +217,17 @@ pub async fn run(
     grace: Duration,
     signals: &mut Signals,
 ) -> anyhow::Result<Ending> {
-    let mut child = command
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+    let mut group = Group::spawn(&mut command)
         .map_err(|error| anyhow::anyhow!("cannot start the program: {error}"))?;
-    let raw = child.id().expect("a child that was just started has an id");
-    let group = Pid::from_raw(i32::try_from(raw).expect("pid fits in i32"))
-        .expect("a child's pid is positive");
-    // Held until the group is killed below; its end closes with us.
-    let _watchdog = watchdog(group);
     tokio::pin!(lost);
     let ending = loop {
         tokio::select! {
-            status = child.wait() => {
-                // Whatever the program left running in its group must not
-                // outlive the leadership it ran under.
-                signal_group(group, Signal::KILL);
-                break Ending::Exited(status?);
-            }
+            status = group.wait() => break Ending::Exited(status?),
             _ = &mut lost => {
-                signal_group(group, Signal::TERM);
-                if tokio::time::timeout(grace, child.wait()).await.is_err() {
-                    tracing::warn!(?grace, "the program outlived its grace period; killing its group");
-                }
-                signal_group(group, Signal::KILL);
-                let _ = child.wait().await;
+                let _ = group.stop(grace).await;
                 break Ending::Lost;
             }
-            signal = signals.next() => signal_group(group, signal),
+            signal = signals.next() => group.signal(signal),
         }
     };
     Ok(ending)

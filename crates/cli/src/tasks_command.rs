@@ -5,13 +5,23 @@
 //! its environment. Its stdout is the result; a non-zero exit is a failure,
 //! retried until the task runs out of attempts. Every worker also
 //! campaigns to lead the queue: whichever leads assigns the tasks.
+//!
+//! CMD runs as `elect` runs its program (`supervisor.rs`): in a process
+//! group of its own with a watchdog, so the whole group dies with the
+//! worker, even when the worker is SIGKILLed, and whatever CMD leaves
+//! running is killed when it exits. The session's local deadline is moved
+//! forward by the grace period (and a little slack for delivering
+//! signals): once the session counts itself lost, the task's cancellation
+//! fires and the group gets TERM, then KILL after the grace, before the
+//! server can expire the lease and give the task to another worker.
 
 use crate::endpoints::ClientArgs;
+use crate::supervisor::{Group, SIGNAL_SLACK};
 use anyhow::{bail, Context};
 use bellwether_client::openmetrics;
 use bellwether_client::tasks::{
     worker_metrics, GroupOptions, Queue, SubmitOptions, Task, TaskRecord, TaskState, Worker,
-    WorkerOptions, MAX_ATTEMPTS_DEFAULT,
+    WorkerOptions, DATA_BYTES_MAX, MAX_ATTEMPTS_DEFAULT,
 };
 use bellwether_client::SessionOptions;
 use clap::{Args, Subcommand};
@@ -19,13 +29,24 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// Exit code of `result` and `wait` when the task was dead-lettered.
 const EXIT_DEAD: u8 = 1;
 
 /// Stderr bytes of a failed task command kept in its failure message.
 const STDERR_TAIL_BYTES: usize = 512;
+
+/// The grace period when `--grace` is not given, if the session leaves
+/// room for it (else as much as it leaves).
+const GRACE_DEFAULT: Duration = Duration::from_millis(1000);
+
+/// How long the command's output may stay open once its group is gone
+/// (only a process that left the group can hold it longer).
+const OUTPUT_WAIT: Duration = Duration::from_secs(5);
+
+/// Bytes read from a command's stdout or stderr at a time.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
 
 /// `bellwether tasks`.
 #[derive(Subcommand)]
@@ -94,6 +115,12 @@ pub struct WorkerArgs {
     /// connection drops, instead of after the TTL.
     #[arg(long, value_name = "MS")]
     pub release_on_disconnect: Option<u64>,
+    /// Milliseconds a running command gets between SIGTERM and SIGKILL
+    /// when the worker's session is lost (default: 1000, or as much as the
+    /// TTL or release grace leaves room for). TTL (or release grace) minus
+    /// grace must leave room for two keep-alives.
+    #[arg(long, value_name = "MS")]
+    pub grace: Option<u64>,
     /// The start of the worker's name (default: w and the process id).
     #[arg(long)]
     pub label: Option<String>,
@@ -238,20 +265,17 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
 async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let program = resolve_program(&args.command[0])?;
     let queue = queue(&args.cluster, &args.queue)?;
+    let (session, grace) = session_options(&args)?;
     let options = WorkerOptions {
         concurrency: args.concurrency,
-        session: SessionOptions {
-            release_on_disconnect: args.release_on_disconnect.map(Duration::from_millis),
-            ..SessionOptions::with_ttl(Duration::from_secs(args.ttl))
-        },
+        session,
         label: args.label.clone(),
         lead: !args.no_lead,
         ..WorkerOptions::default()
     };
-    options.session.validate()?;
     let arguments: Vec<String> = args.command[1..].to_vec();
     let handle = Worker::start(&queue, options, move |task: Task| {
-        run_command(program.clone(), arguments.clone(), task)
+        run_command(program.clone(), arguments.clone(), grace, task)
     });
     if let Some(address) = args.metrics {
         let listener = tokio::net::TcpListener::bind(address)
@@ -278,6 +302,43 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{refused} result(s) were refused: their tasks had moved to another worker");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The worker's session options, checked, and the grace period: the
+/// session's extra margin is the grace plus [`SIGNAL_SLACK`], as for
+/// `elect`, so a command stopped at the session's deadline is gone before
+/// the lease can expire. Without `--grace`, the grace is [`GRACE_DEFAULT`]
+/// or as much as the session leaves room for, whichever is less.
+fn session_options(args: &WorkerArgs) -> anyhow::Result<(SessionOptions, Duration)> {
+    let mut session = SessionOptions {
+        release_on_disconnect: args.release_on_disconnect.map(Duration::from_millis),
+        ..SessionOptions::with_ttl(Duration::from_secs(args.ttl))
+    };
+    session.validate()?;
+    let (margin, grace) = match args.grace {
+        Some(grace) => {
+            let grace = Duration::from_millis(grace);
+            (grace + SIGNAL_SLACK, grace)
+        }
+        None => {
+            // What validate() allows: the lease span less the margin must
+            // exceed two keep-alive intervals.
+            let room = session
+                .lease_span()
+                .saturating_sub(session.margin() + session.interval() * 2);
+            let margin = room
+                .saturating_sub(Duration::from_millis(1))
+                .min(GRACE_DEFAULT + SIGNAL_SLACK);
+            let margin = Duration::from_millis(u64::try_from(margin.as_millis()).unwrap_or(0));
+            (margin, margin.saturating_sub(SIGNAL_SLACK))
+        }
+    };
+    session.extra_margin = margin;
+    session
+        .validate()
+        .context("--ttl, --release-on-disconnect and --grace do not fit together")?;
+    assert!(grace < session.lease_span(), "the grace fits in the lease");
+    Ok((session, grace))
 }
 
 /// Serves `render()` at `/metrics` (and at any other path: it is the
@@ -339,13 +400,18 @@ fn resolve_program(name: &str) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("cannot run {name}: not found on PATH"))
 }
 
-/// Runs the task's command: payload on stdin, stdout is the result.
+/// Runs the task's command in a process group of its own: payload on
+/// stdin, stdout is the result. When the task's cancellation fires (the
+/// worker's session is lost, or the worker stops after its drain timed
+/// out) the group is stopped: TERM, then KILL after `grace`.
 async fn run_command(
     program: PathBuf,
     arguments: Vec<String>,
+    grace: Duration,
     task: Task,
 ) -> Result<Vec<u8>, String> {
-    let mut child = tokio::process::Command::new(&program)
+    let mut command = tokio::process::Command::new(&program);
+    command
         .args(&arguments)
         .env("BELLWETHER_TASK_ID", &task.id)
         .env("BELLWETHER_TASK_ATTEMPT", task.attempt.to_string())
@@ -353,32 +419,105 @@ async fn run_command(
         .env("BELLWETHER_TASK_GROUP", task.group.as_deref().unwrap_or(""))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
+        .stderr(Stdio::piped());
+    let mut group = Group::spawn(&mut command)
         .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    let child = group.child();
     let mut stdin = child.stdin.take().expect("stdin is piped");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
     let payload = task.payload.clone();
     let feed = tokio::spawn(async move {
         // A command that does not read its stdin closes the pipe early.
         let _ = stdin.write_all(&payload).await;
     });
-    let output = child
-        .wait_with_output()
-        .await
-        .map_err(|e| format!("waiting for {}: {e}", program.display()))?;
-    let _ = feed.await;
-    if output.status.success() {
-        return Ok(output.stdout);
+    // Read while the command runs, so that it never blocks on a full pipe.
+    let stdout = tokio::spawn(read_kept(stdout, Kept::Head(DATA_BYTES_MAX)));
+    let stderr = tokio::spawn(read_kept(stderr, Kept::Tail(STDERR_TAIL_BYTES)));
+    let (status, stopped) = tokio::select! {
+        status = group.wait() => (status, false),
+        _ = task.cancellation.cancelled() => (group.stop(grace).await, true),
+    };
+    // The group is gone, so its pipes close, unless a process that left
+    // the group holds them.
+    drop(group);
+    feed.abort();
+    let status = status.map_err(|e| format!("waiting for {}: {e}", program.display()))?;
+    let output = tokio::time::timeout(OUTPUT_WAIT, async {
+        (
+            stdout.await.unwrap_or_default(),
+            stderr.await.unwrap_or_default(),
+        )
+    });
+    let Ok(((stdout, stdout_bytes), (stderr, _))) = output.await else {
+        return Err(format!(
+            "{} exited, but a process it started outside its process group still holds its \
+             output open",
+            program.display()
+        ));
+    };
+    if stopped {
+        return Err(format!(
+            "{} was stopped ({status}): this worker's session was lost or the worker is \
+             stopping, and the task may move to another worker",
+            program.display()
+        ));
     }
-    let tail_start = output.stderr.len().saturating_sub(STDERR_TAIL_BYTES);
-    let stderr = String::from_utf8_lossy(&output.stderr[tail_start..]);
+    if status.success() {
+        if stdout_bytes > DATA_BYTES_MAX {
+            return Err(format!(
+                "{} wrote {stdout_bytes} bytes; a result holds at most {DATA_BYTES_MAX}",
+                program.display()
+            ));
+        }
+        return Ok(stdout);
+    }
+    let stderr = String::from_utf8_lossy(&stderr);
     Err(format!(
         "{} exited with {}: {}",
         program.display(),
-        output.status,
+        status,
         stderr.trim()
     ))
+}
+
+/// Which bytes of a stream [`read_kept`] keeps.
+#[derive(Clone, Copy)]
+enum Kept {
+    /// The first this many.
+    Head(usize),
+    /// The last this many.
+    Tail(usize),
+}
+
+/// Reads `pipe` to its end and returns the bytes `kept` asks for and how
+/// many were read in all: memory stays bounded whatever the command
+/// writes, and the command never blocks on a pipe nobody reads.
+async fn read_kept(mut pipe: impl AsyncRead + Unpin, kept: Kept) -> (Vec<u8>, usize) {
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0; READ_CHUNK_BYTES];
+    let mut total = 0;
+    loop {
+        let read = match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => read,
+        };
+        total += read;
+        match kept {
+            Kept::Head(limit) => {
+                let room = limit.saturating_sub(bytes.len());
+                bytes.extend_from_slice(&chunk[..read.min(room)]);
+            }
+            Kept::Tail(limit) => {
+                bytes.extend_from_slice(&chunk[..read]);
+                let excess = bytes.len().saturating_sub(limit);
+                bytes.drain(..excess);
+            }
+        }
+    }
+    let (Kept::Head(limit) | Kept::Tail(limit)) = kept;
+    assert!(bytes.len() <= limit && bytes.len() <= total);
+    (bytes, total)
 }
 
 /// `tasks status`.

@@ -464,3 +464,417 @@ fn chaos_loses_no_task_and_every_duplicate_run_is_a_new_attempt() {
         );
     }
 }
+
+/// Nanoseconds since the Unix epoch: the clock `date +%s%N` reads.
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// The live processes of process group `group` (zombies do not count).
+fn members_of_group(group: i32) -> Vec<i32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's name: state, parent, process group, ...
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let live = !matches!(fields.first(), Some(&"Z") | Some(&"X"));
+        if live && fields.get(2).and_then(|g| g.parse().ok()) == Some(group) {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// One execution of a task's command, as its log and the test saw it.
+#[derive(Debug, Clone, Default)]
+struct Execution {
+    attempt: u32,
+    start_ns: u128,
+    /// The end the command logged (none when it was killed).
+    end_ns: Option<u128>,
+    /// The command's process group (its shell's pid).
+    group: i32,
+    /// The worker that ran it (the shell's parent).
+    worker: u32,
+    /// The grandchild it left running in its group.
+    grandchild: i32,
+}
+
+/// The executions the orphan test's command logged, in start order.
+fn executions(log: &Path) -> Vec<Execution> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut out: Vec<Execution> = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let attempt: u32 = fields[1].parse().unwrap();
+        if fields[0] == "start" {
+            out.push(Execution {
+                attempt,
+                start_ns: fields[2].parse().unwrap(),
+                group: fields[3].parse().unwrap(),
+                worker: fields[4].parse().unwrap(),
+                ..Execution::default()
+            });
+            continue;
+        }
+        let execution = out
+            .iter_mut()
+            .rev()
+            .find(|e| e.attempt == attempt)
+            .unwrap_or_else(|| panic!("{line:?} before its start"));
+        match fields[0] {
+            "grandchild" => execution.grandchild = fields[2].parse().unwrap(),
+            "end" => execution.end_ns = Some(fields[2].parse().unwrap()),
+            _ => panic!("unexpected log line {line:?}"),
+        }
+    }
+    out
+}
+
+/// The orphan test's command: logs its start (attempt, time, its group,
+/// its worker), leaves a grandchild in its group, and runs until killed on
+/// attempts below `last`; attempt `last` logs its end and finishes.
+fn orphan_script(log: &Path, last: u32) -> String {
+    format!(
+        "a=$BELLWETHER_TASK_ATTEMPT; \
+         echo \"start $a $(date +%s%N) $$ $PPID\" >> {log}; \
+         sleep 600 & echo \"grandchild $a $!\" >> {log}; \
+         if [ \"$a\" -lt {last} ]; then while :; do sleep 0.05; done; fi; \
+         sleep 0.1; echo \"end $a $(date +%s%N)\" >> {log}; printf done",
+        log = log.display()
+    )
+}
+
+/// Waits until attempt `attempt` of the orphan test's command has logged
+/// its start and its grandchild.
+fn wait_execution(log: &Path, attempt: u32) -> Execution {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let found = executions(log)
+            .into_iter()
+            .find(|e| e.attempt == attempt && e.grandchild != 0);
+        if let Some(execution) = found {
+            return execution;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "attempt {attempt} never started: {:?}",
+            executions(log)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// No orphaned work: a `tasks worker` SIGKILLed while its task's command
+/// runs takes the command's whole process group (the command, a grandchild
+/// it forked, everything) with it, by the watchdog left in the group; so
+/// when the task runs again elsewhere, as the next attempt, the killed
+/// execution is over. Twice, then the third attempt finishes. The end of a
+/// killed execution is when the test saw its group gone (later than the
+/// real end), so the no-overlap check is conservative.
+#[test]
+fn a_sigkilled_workers_command_dies_with_it_and_its_task_never_runs_twice_at_once() {
+    let mut cluster = Cluster::start("tasks-orphans", 3, 50, 300);
+    let all = cluster.all();
+    cluster.wait_leader(&all, WAIT);
+    let endpoints = cluster.client_endpoints();
+    let dir = scratch("orphans");
+    let log = dir.join("runs.log");
+    let script = orphan_script(&log, 3);
+    let args = |label: &str| -> Vec<String> {
+        ["tasks", "worker", "orphans", "--ttl", "2", "--label", label]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(["--".into(), "sh".into(), "-c".into(), script.clone()])
+            .collect()
+    };
+    let mut workers: Vec<WorkerProcess> = ["k0", "k1"]
+        .iter()
+        .map(|label| {
+            WorkerProcess::start(&endpoints, args(label), dir.join(format!("{label}.err")))
+        })
+        .collect();
+    run_ok(
+        &endpoints,
+        &["tasks", "submit", "orphans", "--id", "once", "work"],
+        "",
+    );
+    let mut gone_ns = std::collections::BTreeMap::new();
+    for attempt in 1..=2 {
+        let execution = wait_execution(&log, attempt);
+        let members = members_of_group(execution.group);
+        assert!(
+            members.contains(&execution.group) && members.contains(&execution.grandchild),
+            "the command leads a group of its own, with its grandchild: {members:?} {execution:?}"
+        );
+        let worker = workers
+            .iter_mut()
+            .find(|w| w.child.as_ref().map(Child::id) == Some(execution.worker))
+            .unwrap_or_else(|| panic!("the command's parent is no worker: {execution:?}"));
+        worker.kill();
+        // A liveness bound only: the watchdog acts within milliseconds.
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let left = members_of_group(execution.group);
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "attempt {attempt}'s group outlived its SIGKILLed worker: {left:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        gone_ns.insert(attempt, now_ns());
+        worker.spawn();
+    }
+    assert_eq!(
+        run_ok(&endpoints, &["tasks", "result", "orphans", "once"], ""),
+        "done"
+    );
+    let record: serde_json::Value = serde_json::from_str(&run_ok(
+        &endpoints,
+        &["tasks", "result", "orphans", "once", "--json"],
+        "",
+    ))
+    .unwrap();
+    assert_eq!(record["meta"]["attempt"], 3, "{record}");
+    let runs = executions(&log);
+    assert_eq!(
+        runs.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "one execution per attempt: {runs:?}"
+    );
+    let spans: Vec<(u32, u128, u128)> = runs
+        .iter()
+        .map(|e| match (e.end_ns, gone_ns.get(&e.attempt)) {
+            (None, Some(gone)) => (e.attempt, e.start_ns, *gone),
+            (Some(end), None) => (e.attempt, e.start_ns, end),
+            _ => panic!("a killed execution logged an end, or a finished one had none: {e:?}"),
+        })
+        .collect();
+    for (i, a) in spans.iter().enumerate() {
+        for b in &spans[i + 1..] {
+            assert!(
+                a.2 < b.1 || b.2 < a.1,
+                "attempts {} and {} overlap: {a:?} {b:?}",
+                a.0,
+                b.0
+            );
+        }
+    }
+    drop(workers);
+}
+
+/// A TCP proxy to one member that can be cut: while cut it forwards
+/// nothing and holds new connections unanswered, as a partition does,
+/// keeping every connection open. Dropping it closes everything.
+struct Proxy {
+    address: std::net::SocketAddr,
+    cut: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(upstream: std::net::SocketAddr) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (cut, cut_watch) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
+            // Dropped with this task, which aborts every link.
+            let mut links = tokio::task::JoinSet::new();
+            while let Ok((inbound, _)) = listener.accept().await {
+                links.spawn(Proxy::link(inbound, upstream, cut_watch.clone()));
+                while links.try_join_next().is_some() {}
+            }
+        });
+        Proxy { address, cut, task }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.send_replace(cut);
+    }
+
+    async fn link(
+        inbound: tokio::net::TcpStream,
+        upstream: std::net::SocketAddr,
+        mut cut: tokio::sync::watch::Receiver<bool>,
+    ) {
+        if cut.wait_for(|c| !*c).await.is_err() {
+            return;
+        }
+        let Ok(outbound) = tokio::net::TcpStream::connect(upstream).await else {
+            return;
+        };
+        let (mut in_read, mut in_write) = inbound.into_split();
+        let (mut out_read, mut out_write) = outbound.into_split();
+        tokio::join!(
+            Proxy::pipe(&mut in_read, &mut out_write, cut.clone()),
+            Proxy::pipe(&mut out_read, &mut in_write, cut),
+        );
+    }
+
+    /// Copies `from` to `to`, holding the bytes while cut.
+    async fn pipe(
+        from: &mut (impl tokio::io::AsyncRead + Unpin),
+        to: &mut (impl tokio::io::AsyncWrite + Unpin),
+        mut cut: tokio::sync::watch::Receiver<bool>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut buffer = vec![0; 16 * 1024];
+        loop {
+            let read = tokio::select! {
+                read = from.read(&mut buffer) => Some(read),
+                _ = cut.wait_for(|c| *c) => None,
+            };
+            let Some(read) = read else {
+                // Cut: hold everything until healed.
+                if cut.wait_for(|c| !*c).await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            let read = match read {
+                Ok(0) | Err(_) => {
+                    let _ = to.shutdown().await;
+                    return;
+                }
+                Ok(read) => read,
+            };
+            if cut.wait_for(|c| !*c).await.is_err() || to.write_all(&buffer[..read]).await.is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The Rust worker's cancellation fires before the task can move: worker
+/// A runs a task whose handler waits for its cancellation, and is cut off
+/// the cluster (a proxy stops forwarding), so its session cannot renew.
+/// A's session reaches its local deadline and the handler is cancelled;
+/// only after the server expired A's lease does worker B lead and run the
+/// task's second attempt. The handler's end comes before B's start (one
+/// process, one monotonic clock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_workers_handler_is_cancelled_before_its_task_moves() {
+    use bellwether_client::tasks::{Queue, Task, Worker, WorkerOptions};
+    use bellwether_client::{Client, SessionOptions};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+    let mut cluster = Cluster::start("tasks-cancel", 3, 50, 300);
+    let all = cluster.all();
+    cluster.wait_leader(&all, WAIT);
+    let endpoints: Vec<String> = all.iter().map(|i| cluster.client(*i).to_string()).collect();
+    let proxy = Proxy::start(cluster.client(1)).await;
+    let queue_a = Queue::new(
+        &Client::connect([proxy.address.to_string()]).unwrap(),
+        "cancel",
+    )
+    .unwrap();
+    let queue_b = Queue::new(&Client::connect(&endpoints).unwrap(), "cancel").unwrap();
+    let options = |label: &str| WorkerOptions {
+        session: SessionOptions {
+            extra_margin: Duration::from_millis(300),
+            ..SessionOptions::with_ttl(Duration::from_secs(2))
+        },
+        label: Some(label.to_string()),
+        ..WorkerOptions::default()
+    };
+    /// What happened: (what, attempt, when).
+    type Events = Arc<Mutex<Vec<(&'static str, u32, Instant)>>>;
+    let events = Events::default();
+    let seen = events.clone();
+    let a = Worker::start(&queue_a, options("a"), move |task: Task| {
+        let seen = seen.clone();
+        async move {
+            seen.lock()
+                .unwrap()
+                .push(("a started", task.attempt, Instant::now()));
+            tokio::select! {
+                _ = task.cancellation.cancelled() => {}
+                _ = tokio::time::sleep(WAIT * 2) => return Ok(b"not cancelled".to_vec()),
+            }
+            seen.lock()
+                .unwrap()
+                .push(("a cancelled", task.attempt, Instant::now()));
+            Err("cancelled".to_string())
+        }
+    });
+    let id = queue_b.submit("work").await.unwrap();
+    let wait_event = |what: &'static str| {
+        let events = events.clone();
+        async move {
+            let start = Instant::now();
+            loop {
+                let found = events.lock().unwrap().iter().find(|e| e.0 == what).copied();
+                if let Some(event) = found {
+                    return event;
+                }
+                assert!(
+                    start.elapsed() < WAIT,
+                    "no {what}: {:?}",
+                    events.lock().unwrap()
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    wait_event("a started").await;
+    let seen = events.clone();
+    let b = Worker::start(&queue_b, options("b"), move |task: Task| {
+        seen.lock()
+            .unwrap()
+            .push(("b started", task.attempt, Instant::now()));
+        async move { Ok(b"done".to_vec()) }
+    });
+    b.name().await;
+    proxy.set_cut(true);
+    let done = tokio::time::timeout(WAIT, queue_b.result(&id))
+        .await
+        .expect("the task finished")
+        .unwrap();
+    assert_eq!(done.result, b"done");
+    assert_eq!(done.meta.attempt, 2, "the task moved once: {:?}", done.meta);
+    let cancelled = wait_event("a cancelled").await;
+    let b_started = wait_event("b started").await;
+    assert_eq!((cancelled.1, b_started.1), (1, 2));
+    assert!(
+        cancelled.2 < b_started.2,
+        "attempt 2 started {:?} before attempt 1's handler was cancelled",
+        cancelled.2 - b_started.2
+    );
+    assert_eq!(
+        a.stats()
+            .cancelled
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    proxy.set_cut(false);
+    tokio::time::timeout(WAIT, a.stop())
+        .await
+        .expect("a stops")
+        .unwrap();
+    tokio::time::timeout(WAIT, b.stop())
+        .await
+        .expect("b stops")
+        .unwrap();
+    drop(proxy);
+}

@@ -12,6 +12,11 @@
 //! letters with its history. When the leader dies another worker leads,
 //! reads the state and carries on; tasks keep running where they are.
 //!
+//! A handler gets its task's [`Cancellation`], which fires when the
+//! worker's session is lost, before the server can expire the lease and
+//! the task move: a handler that stops within the session's extra margin
+//! never runs at the same time as the task's next attempt.
+//!
 //! Groups fan out and in: once every member is done (or more failed than
 //! allowed) the leader creates the group's aggregator task, at most once
 //! (its create compares that it does not exist), with every member's
@@ -34,6 +39,7 @@
 //! ```
 
 mod batcher;
+mod cancellation;
 mod layout;
 mod leader;
 mod queue;
@@ -45,6 +51,7 @@ mod worker;
 pub mod worker_metrics;
 
 pub use crate::latency_histogram::LatencyHistogram;
+pub use cancellation::Cancellation;
 pub use layout::{DATA_BYTES_MAX, ID_BYTES_MAX, QUEUE_REGISTRY_PREFIX};
 pub use queue::{GroupOptions, Queue, SubmitOptions, Submitted};
 pub use record::{
@@ -52,7 +59,7 @@ pub use record::{
     MAX_ATTEMPTS_LIMIT,
 };
 pub use status::{QueueStatus, WorkerLoad};
-pub use worker::{Task, Worker, WorkerHandle, WorkerOptions, WorkerStats};
+pub use worker::{Task, Worker, WorkerHandle, WorkerOptions, WorkerStats, CANCEL_MARGIN_DEFAULT};
 
 /// The start of the range holding queue `queue`'s state (tasks, workers,
 /// groups): what [`QueueStatus::from_keys`] reads.

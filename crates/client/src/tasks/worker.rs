@@ -7,7 +7,19 @@
 //! session is lost the worker starts a new one under a new name; tasks
 //! still running finish, and their results are accepted only if the tasks
 //! were not moved meanwhile.
+//!
+//! No task runs twice at once as long as handlers heed their
+//! [`Cancellation`]: it fires when the session the task was assigned under
+//! is lost, at the session's local deadline at the latest, which is the
+//! session's `extra_margin` (plus an allowance for clock drift) before the
+//! server can expire the lease and the leader move the task. A handler that
+//! returns within that margin is done before the task's next attempt can
+//! start anywhere. A worker told to stop drains first; if its drain times
+//! out, it fires every running task's cancellation, waits `extra_margin`
+//! more, and then drops (aborts) the handlers still running before it
+//! revokes its lease.
 
+use super::cancellation::Cancellation;
 use super::layout::{self, check_data};
 use super::leader;
 use super::queue::Queue;
@@ -42,6 +54,14 @@ const DRAIN_SETTLE: Duration = Duration::from_millis(200);
 /// Pause after a failed call before the next try.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
+/// The default session's extra margin: the time a handler has, once its
+/// cancellation fired, to stop before its task can move.
+pub const CANCEL_MARGIN_DEFAULT: Duration = Duration::from_millis(500);
+
+/// How long a worker that dropped its last handlers after a drain timeout
+/// waits for the results already being reported.
+const REPORT_WAIT: Duration = Duration::from_secs(5);
+
 /// A task as its handler gets it.
 #[derive(Debug, Clone)]
 pub struct Task {
@@ -57,6 +77,10 @@ pub struct Task {
     pub token: i64,
     /// The group the task belongs to, if any.
     pub group: Option<String>,
+    /// Fires when the handler must stop because the task could soon move to
+    /// another worker (the session was lost) or the worker is stopping:
+    /// see [`Cancellation`].
+    pub cancellation: Cancellation,
 }
 
 /// How a worker is set up.
@@ -66,7 +90,9 @@ pub struct WorkerOptions {
     pub concurrency: u32,
     /// The session every registration and campaign runs under. Release on
     /// disconnect (bellwether only) moves a crashed worker's tasks within
-    /// its grace instead of the TTL.
+    /// its grace instead of the TTL. Its `extra_margin` is the time a
+    /// handler gets to stop once its [`Cancellation`] fired, before its
+    /// task can move (default [`CANCEL_MARGIN_DEFAULT`]).
     pub session: SessionOptions,
     /// The start of the worker's name; the session's lease id is added.
     /// Default: `w` and the process id.
@@ -81,7 +107,10 @@ impl Default for WorkerOptions {
     fn default() -> Self {
         WorkerOptions {
             concurrency: 1,
-            session: SessionOptions::with_ttl(Duration::from_secs(5)),
+            session: SessionOptions {
+                extra_margin: CANCEL_MARGIN_DEFAULT,
+                ..SessionOptions::with_ttl(Duration::from_secs(5))
+            },
             label: None,
             lead: true,
             drain_timeout: Duration::from_secs(30),
@@ -94,6 +123,8 @@ impl Default for WorkerOptions {
 pub struct WorkerStats {
     /// Handler runs started.
     pub executed: AtomicU64,
+    /// Handler runs whose cancellation fired before they returned.
+    pub cancelled: AtomicU64,
     /// Results accepted as done.
     pub done: AtomicU64,
     /// Failures accepted (retried or dead-lettered).
@@ -244,6 +275,9 @@ async fn run(
         started: BTreeSet::new(),
     };
     let io = TaskIo::start(&queue);
+    // Fired only when a drain times out; dropped with this function, which
+    // cancels what still runs if the worker is aborted.
+    let (stopping, stopping_watch) = watch::channel(false);
     while !*stop.borrow() {
         let Some((session, me, registered)) = start_session(&queue, &options, &label, &stats).await
         else {
@@ -264,6 +298,9 @@ async fn run(
             handler: handler.clone(),
             stats: stats.clone(),
             io: io.clone(),
+            session: session.state(),
+            stopping: stopping_watch.clone(),
+            cancel_margin: options.session.extra_margin,
         };
         follow_inbox(&context, registered, &session, &mut stop, &mut running).await;
         if let Some(leading) = leading {
@@ -272,7 +309,14 @@ async fn run(
         }
         if *stop.borrow() {
             let worker = (registered, session.lease_id());
-            drain(&context, worker, &mut running, options.drain_timeout).await;
+            drain(
+                &context,
+                worker,
+                &mut running,
+                options.drain_timeout,
+                &stopping,
+            )
+            .await;
             let _ = session.close().await;
             return Ok(());
         }
@@ -352,6 +396,13 @@ struct Context {
     stats: Arc<WorkerStats>,
     /// Batched reads of tasks and writes of results.
     io: TaskIo,
+    /// The session's state: its tasks' cancellations fire once it is lost.
+    session: watch::Receiver<SessionState>,
+    /// Set when a drain timed out: every running task is cancelled.
+    stopping: watch::Receiver<bool>,
+    /// How long a handler gets to stop once cancelled by a stop, before it
+    /// is dropped: the session's extra margin.
+    cancel_margin: Duration,
 }
 
 /// Executions in flight.
@@ -548,9 +599,17 @@ fn reap(running: &mut Running) {
     while running.tasks.try_join_next().is_some() {}
 }
 
-/// Reads the task, runs the handler and reports the outcome.
+/// Reads the task, runs the handler and reports the outcome. A task whose
+/// cancellation fired before its handler could start is skipped: its
+/// session is lost, so it may be moving already.
 async fn execute(context: &Context, id: &str, token: i64) {
-    let Some((record, payload)) = context.io.read(id, token).await else {
+    let cancellation = Cancellation::new(context.session.clone(), context.stopping.clone());
+    let read = if cancellation.is_cancelled() {
+        None
+    } else {
+        context.io.read(id, token).await
+    };
+    let Some((record, payload)) = read.filter(|_| !cancellation.is_cancelled()) else {
         context.stats.skipped.fetch_add(1, Ordering::Relaxed);
         return;
     };
@@ -561,9 +620,19 @@ async fn execute(context: &Context, id: &str, token: i64) {
         max_attempts: record.meta.max_attempts,
         token,
         group: record.meta.group.clone(),
+        cancellation: cancellation.clone(),
     };
     context.stats.executed.fetch_add(1, Ordering::Relaxed);
-    let ran = tokio::spawn((context.handler)(task)).await;
+    let Some(ran) = run_handler(context, task, &cancellation).await else {
+        // Dropped by a stopping worker: nothing to report; the task moves
+        // with one more attempt once the lease is revoked.
+        tracing::warn!(
+            task = id,
+            token,
+            "tasks worker: a handler ignored its cancellation and was dropped"
+        );
+        return;
+    };
     let next = match ran {
         Ok(Ok(result)) => match check_data("result", &result) {
             Ok(()) => {
@@ -583,6 +652,49 @@ async fn execute(context: &Context, id: &str, token: i64) {
         ),
     };
     report(context, id, token, next).await;
+}
+
+/// Runs the handler to its end. Its cancellation firing is counted; if it
+/// fired because the worker is stopping, the handler gets the cancel
+/// margin to return and is then dropped, and `None` is returned. (After a
+/// session loss the handler is only told: its late result is fenced off by
+/// the token.)
+async fn run_handler(
+    context: &Context,
+    task: Task,
+    cancellation: &Cancellation,
+) -> Option<std::result::Result<std::result::Result<Vec<u8>, String>, tokio::task::JoinError>> {
+    let mut handler = AbortOnDrop(tokio::spawn((context.handler)(task)));
+    tokio::select! {
+        ran = &mut handler.0 => return Some(ran),
+        _ = cancellation.cancelled() => {}
+    }
+    context.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+    let mut stopping = context.stopping.clone();
+    let dropped = async {
+        // A stop, or the worker gone: the margin, then the handler goes.
+        let _ = stopping.wait_for(|s| *s).await;
+        tokio::time::sleep(context.cancel_margin).await;
+    };
+    tokio::select! {
+        ran = &mut handler.0 => Some(ran),
+        _ = dropped => {
+            handler.0.abort();
+            // Returns once the handler's future is dropped.
+            let _ = (&mut handler.0).await;
+            None
+        }
+    }
+}
+
+/// A spawned handler, aborted when its execution is dropped (the worker
+/// aborted), so that no handler outlives its worker.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Writes the outcome under the assignment's token; counts it as accepted
@@ -619,6 +731,7 @@ async fn drain(
     (registered, lease): (i64, i64),
     running: &mut Running,
     timeout: Duration,
+    stopping: &watch::Sender<bool>,
 ) {
     let queue = &context.queue;
     let me = context.me.as_str();
@@ -639,7 +752,14 @@ async fn drain(
     if tokio::time::timeout(timeout, all).await.is_err() {
         tracing::warn!(
             worker = me,
-            "tasks worker: tasks still running at the drain timeout"
+            "tasks worker: tasks still running at the drain timeout; cancelling them"
         );
+        // Every handler returns or is dropped within the cancel margin; the
+        // lease is revoked (and the tasks move) only after that.
+        stopping.send_replace(true);
+        let all = async { while running.tasks.join_next().await.is_some() {} };
+        let _ = tokio::time::timeout(context.cancel_margin + REPORT_WAIT, all).await;
+        running.tasks.abort_all();
+        while running.tasks.join_next().await.is_some() {}
     }
 }

@@ -31,10 +31,15 @@ pub fn render(stats: Arc<WorkerStats>, queue: &str) -> Result<String, std::fmt::
 
 impl WorkerCollector {
     /// Name, help and value of each counter.
-    fn counters(&self) -> [(&'static str, &'static str, &AtomicU64); 10] {
+    fn counters(&self) -> [(&'static str, &'static str, &AtomicU64); 11] {
         let stats = &self.stats;
         [
             ("executed", "Handler runs started.", &stats.executed),
+            (
+                "cancelled",
+                "Handler runs cancelled before they returned (session lost or worker stopping).",
+                &stats.cancelled,
+            ),
             ("done", "Results accepted as done.", &stats.done),
             (
                 "failed",
