@@ -235,19 +235,30 @@ fn transcript() -> Vec<Call> {
 fn normalise(value: &mut Value) {
     match value {
         Value::Object(map) => {
+            // bellwether's own version, beside etcd's in `/version`.
+            map.remove("bellwether");
             for (key, inner) in map.iter_mut() {
                 match key.as_str() {
                     "cluster_id" | "member_id" | "raft_term" | "ID" | "TTL" | "grantedTTL"
                     | "dbSize" | "dbSizeInUse" | "leader" | "raftIndex" | "raftTerm"
-                    | "raftAppliedIndex" | "etcdserver" | "hash" | "token" => {
+                    | "raftAppliedIndex" | "hash" | "token" => {
                         if !inner.is_object() {
                             *inner = Value::String("*".into());
                         }
                     }
                     "members" => *inner = Value::String("*".into()),
-                    // The server's version (`3.4.23`), not a key's.
-                    "version" if inner.as_str().is_some_and(|v| v.contains('.')) => {
-                        *inner = Value::String("*".into())
+                    // The server's version (`3.4.23`), not a key's: its
+                    // shape must be etcd's plain X.Y.Z, which clients such as
+                    // Patroni parse part by part; any other text stays and
+                    // shows as a difference.
+                    "etcdserver" | "version" if inner.as_str().is_some_and(|v| v.contains('.')) => {
+                        let plain = inner.as_str().is_some_and(|v| {
+                            v.split('.').count() == 3
+                                && v.split('.').all(|p| p.parse::<u32>().is_ok())
+                        });
+                        if plain {
+                            *inner = Value::String("X.Y.Z".into());
+                        }
                     }
                     _ => normalise(inner),
                 }

@@ -108,7 +108,7 @@ impl Maintenance for ClusterService {
         };
         Ok(Response::new(pb::StatusResponse {
             header: Some(self.header()),
-            version: format!("3.4.0-bellwether-{}", env!("CARGO_PKG_VERSION")),
+            version: crate::status::ETCD_VERSION.to_owned(),
             db_size,
             db_size_in_use: i64::try_from(in_use).unwrap_or(i64::MAX),
             errors,

@@ -454,10 +454,14 @@ where
     call_grpc(inner, &grpc_path, &method, messages, credentials).await
 }
 
-/// `GET /version`, as etcd 3.4 answers it, naming this server too.
+/// `GET /version`, as etcd 3.4 answers it, with bellwether's own version
+/// under a key of its own that no etcd client reads.
 fn version_response() -> http::Response<Body> {
-    let version = format!("3.4.0-bellwether-{}", env!("CARGO_PKG_VERSION"));
-    let body = serde_json::json!({"etcdserver": version, "etcdcluster": "3.4.0"});
+    let body = serde_json::json!({
+        "etcdserver": crate::status::ETCD_VERSION,
+        "etcdcluster": "3.4.0",
+        "bellwether": crate::status::BELLWETHER_VERSION,
+    });
     json_response(http::StatusCode::OK, &body)
 }
 
