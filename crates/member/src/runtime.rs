@@ -17,14 +17,18 @@ pub enum Runtime {
     AnswersBeforeFsync,
     /// Applies each entry it writes at once, before it commits.
     AppliesBeforeCommit,
+    /// Starts without auditing the log against the promise record: a
+    /// member that lost its log comes back as a blank voter.
+    IgnoresPromises,
 }
 
 impl Runtime {
     /// Every runtime with its name, as flags spell it.
-    pub const NAMES: [(Runtime, &'static str); 3] = [
+    pub const NAMES: [(Runtime, &'static str); 4] = [
         (Runtime::Faithful, "faithful"),
         (Runtime::AnswersBeforeFsync, "answers-before-fsync"),
         (Runtime::AppliesBeforeCommit, "applies-before-commit"),
+        (Runtime::IgnoresPromises, "ignores-promises"),
     ];
 
     /// The runtime named `name`, if there is one.

@@ -2,7 +2,7 @@
 //! one cluster, and the write-ahead log inside it.
 
 use crate::config::NodeConfig;
-use bellwether_core::raft::RaftDurable;
+use bellwether_core::raft::{audit, RaftDurable, Repair};
 use bellwether_core::NodeId;
 use bellwether_storage::{Storage, WalOptions, WalStorage};
 use std::path::Path;
@@ -35,6 +35,13 @@ pub enum DataDirError {
         /// Our id.
         our_id: NodeId,
     },
+    /// The identity file is there but the log and the promise record are
+    /// both gone: what this member promised its peers is unknown.
+    #[error("data dir {path} belongs to this member but holds neither its log nor its promise record (wiped?): it may have acknowledged writes the others rely on, so it will not start as a voter. Restore the directory from a backup, or remove this member (`etcdctl member remove`) and add it back with an empty directory (`bellwether node --join`)")]
+    Wiped {
+        /// The directory.
+        path: String,
+    },
     /// The log is damaged or unreadable; nothing was changed.
     #[error("write-ahead log in {path}: {error} (nothing was modified)")]
     Storage {
@@ -45,16 +52,46 @@ pub enum DataDirError {
     },
 }
 
+/// Name of the promise record's file (`bellwether_storage::PromiseFile`):
+/// beside the log's directory, not inside it, so that losing the log
+/// does not lose the knowledge of what it held.
+pub const PROMISE_FILE: &str = "promises";
+
+/// What opening the data directory found of the member's promises.
+#[derive(Debug, Default)]
+pub struct Opened {
+    /// What the log lacked of the promise record, each in one sentence;
+    /// empty for a healthy directory.
+    pub findings: Vec<String>,
+    /// The repair the member must carry out before it campaigns, if any
+    /// (`bellwether_core::raft::audit`).
+    pub repair: Option<Repair>,
+    /// Where a log that could not be read was moved, if one was.
+    pub moved_aside: Option<std::path::PathBuf>,
+}
+
 /// Opens (or initialises) the data directory of `config` and recovers what
-/// the node persisted.
+/// the node persisted, audited against its promise record.
 pub fn open(config: &NodeConfig) -> Result<(WalStorage, RaftDurable), DataDirError> {
+    open_audited(config).map(|(wal, durable, _)| (wal, durable))
+}
+
+/// [`open`], also saying what the audit found. A directory whose log lost
+/// what the member had promised (deleted, truncated, corrupt) is not
+/// refused: the member starts in repair, with the term and vote the record
+/// kept, and a log that cannot be read at all is moved aside (kept, not
+/// deleted) first. A directory that kept its identity but lost both the
+/// log and the record is refused: what the member promised is unknown.
+pub fn open_audited(
+    config: &NodeConfig,
+) -> Result<(WalStorage, RaftDurable, Opened), DataDirError> {
     let dir = &config.data_dir;
     let unwritable = |error| DataDirError::Unwritable {
         path: dir.display().to_string(),
         error,
     };
     std::fs::create_dir_all(dir).map_err(unwritable)?;
-    check_identity(dir, config)?;
+    let known = check_identity(dir, config, IdentityCheck::Read)?;
     let wal_dir = dir.join("wal");
     let storage_error = |error| DataDirError::Storage {
         path: wal_dir.display().to_string(),
@@ -63,15 +100,72 @@ pub fn open(config: &NodeConfig) -> Result<(WalStorage, RaftDurable), DataDirErr
     let file_system = bellwether_storage::RealFileSystem {
         unsynced: config.unsynced,
     };
-    let mut wal = WalStorage::with_file_system(file_system, &wal_dir, WalOptions::default())
-        .map_err(storage_error)?;
-    let recovered = wal.recover().map_err(storage_error)?;
-    let durable = RaftDurable {
+    let promise_path = dir.join(PROMISE_FILE);
+    let has_record = promise_path.exists();
+    let open_wal = || WalStorage::with_file_system(file_system, &wal_dir, WalOptions::default());
+    let mut wal = open_wal().map_err(storage_error)?;
+    let mut opened = Opened::default();
+    let recovered = match wal.recover() {
+        Ok(recovered) => recovered,
+        Err(error @ bellwether_storage::StorageError::Corrupt { .. }) if has_record => {
+            // The record says what the log held; the peers have it. Keep
+            // the damaged log for the operator, start an empty one.
+            let aside = dir.join(format!("wal.damaged-{}", crate::status_tracker::unix_ms()));
+            std::fs::rename(&wal_dir, &aside).map_err(unwritable)?;
+            opened
+                .findings
+                .push(format!("the log could not be read ({error})"));
+            opened.moved_aside = Some(aside);
+            wal = open_wal().map_err(storage_error)?;
+            wal.recover().map_err(storage_error)?
+        }
+        Err(error) => return Err(storage_error(error)),
+    };
+    let mut durable = RaftDurable {
         hard_state: recovered.hard_state,
         snapshot: recovered.snapshot,
         entries: recovered.entries,
     };
-    Ok((wal, durable))
+    let record = wal
+        .keep_promises(&file_system, &promise_path)
+        .map_err(storage_error)?;
+    // The control that the amnesia checks must catch: no audit at all.
+    let record = record.filter(|_| config.runtime != bellwether_member::Runtime::IgnoresPromises);
+    let log_is_empty =
+        durable.snapshot.is_none() && durable.entries.is_empty() && durable.hard_state.term.0 == 0;
+    match record {
+        Some(record) => {
+            let found = audit(&record, &mut durable);
+            opened
+                .findings
+                .extend(found.findings.iter().map(ToString::to_string));
+            opened.repair = found.repair;
+            wal.set_repair(found.repair);
+            if wal.hard_state() != durable.hard_state {
+                wal.save_hard_state(&durable.hard_state)
+                    .map_err(storage_error)?;
+                wal.sync().map_err(storage_error)?;
+            }
+        }
+        None if known
+            && log_is_empty
+            && opened.moved_aside.is_none()
+            && config.runtime != bellwether_member::Runtime::IgnoresPromises =>
+        {
+            return Err(DataDirError::Wiped {
+                path: dir.display().to_string(),
+            });
+        }
+        // A new directory, or one written before promise records existed.
+        None => {}
+    }
+    wal.write_promises().map_err(storage_error)?;
+    if !known {
+        // Written after the promise record, so an identity file always
+        // means the record was there too.
+        check_identity(dir, config, IdentityCheck::Create)?;
+    }
+    Ok((wal, durable, opened))
 }
 
 /// Why a snapshot could not be restored into a data directory.
@@ -163,7 +257,22 @@ fn write_restored(config: &NodeConfig, snapshot: Vec<u8>) -> Result<(), RestoreE
     Ok(())
 }
 
-fn check_identity(dir: &Path, config: &NodeConfig) -> Result<(), DataDirError> {
+/// Whether [`check_identity`] may create a missing identity file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum IdentityCheck {
+    /// Only read it.
+    Read,
+    /// Create it when missing.
+    Create,
+}
+
+/// Checks the identity file against `config`: true when it is there, false
+/// when it is missing (and, with [`IdentityCheck::Create`], now written).
+fn check_identity(
+    dir: &Path,
+    config: &NodeConfig,
+    check: IdentityCheck,
+) -> Result<bool, DataDirError> {
     let path = dir.join(IDENTITY_FILE);
     let expected = format!("cluster={}\nid={}\n", config.cluster, config.id.0);
     let unwritable = |error| DataDirError::Unwritable {
@@ -171,7 +280,7 @@ fn check_identity(dir: &Path, config: &NodeConfig) -> Result<(), DataDirError> {
         error,
     };
     match std::fs::read_to_string(&path) {
-        Ok(found) if found == expected => Ok(()),
+        Ok(found) if found == expected => Ok(true),
         Ok(found) => {
             let field = |name: &str| {
                 found
@@ -188,6 +297,12 @@ fn check_identity(dir: &Path, config: &NodeConfig) -> Result<(), DataDirError> {
                 our_id: config.id,
             })
         }
+        Err(error)
+            if error.kind() == std::io::ErrorKind::NotFound && check == IdentityCheck::Read =>
+        {
+            drop(error);
+            Ok(false)
+        }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             let temporary = dir.join(format!("{IDENTITY_FILE}.tmp"));
             std::fs::write(&temporary, &expected).map_err(unwritable)?;
@@ -198,7 +313,7 @@ fn check_identity(dir: &Path, config: &NodeConfig) -> Result<(), DataDirError> {
             std::fs::File::open(dir)
                 .and_then(|d| d.sync_all())
                 .map_err(unwritable)?;
-            Ok(())
+            Ok(false)
         }
         Err(error) => Err(unwritable(error)),
     }

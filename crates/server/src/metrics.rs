@@ -51,6 +51,9 @@ pub struct Metrics {
     pub commit: IndexGauge,
     /// Applied index.
     pub applied: IndexGauge,
+    /// 1 while this member repairs a log that lost what it had acknowledged
+    /// (it neither campaigns nor votes for a less up-to-date candidate).
+    pub repairing: IndexGauge,
     /// Seconds this node has been leader (0 when not leading).
     pub leader_uptime_seconds: Gauge<f64, AtomicU64>,
     /// Messages sent, one counter per kind a member sends, made up front.
@@ -112,6 +115,7 @@ impl Metrics {
             role: IndexGauge::default(),
             commit: IndexGauge::default(),
             applied: IndexGauge::default(),
+            repairing: IndexGauge::default(),
             leader_uptime_seconds: Gauge::default(),
             sent_by_kind,
             messages_sent,
@@ -168,6 +172,11 @@ impl Metrics {
             ),
             ("bellwether_commit_index", "Commit index.", &self.commit),
             ("bellwether_applied_index", "Applied index.", &self.applied),
+            (
+                "bellwether_repairing",
+                "1 while this member's log lacks entries it had acknowledged (lost or damaged) and it repairs from the leader; it then neither campaigns nor votes for a candidate behind what it had.",
+                &self.repairing,
+            ),
         ] {
             registry.register(name, help, gauge.clone());
         }

@@ -157,8 +157,9 @@ impl Node {
             )?)),
             None => None,
         };
-        let (wal, durable) = data_dir::open(&config)?;
-        let member = recovery::recover_member(&config, &wal, durable, machine);
+        let (wal, durable, opened) = data_dir::open_audited(&config)?;
+        recovery::report_audit(&config, &opened);
+        let member = recovery::recover_member(&config, &wal, durable, opened.repair, machine);
         let peer_listener = bind(config.peer_listen, "peers").await?;
         let http_listener = bind(config.http_listen, "http").await?;
         let http_address = http_listener.local_addr().unwrap_or(config.http_listen);

@@ -42,6 +42,16 @@ pub struct MemberStatus {
     pub lag: Option<u64>,
 }
 
+/// The etcd server version this member answers as, in etcd's plain
+/// `X.Y.Z` form: etcd clients parse each part as a number (Patroni reads
+/// `/version` and waits forever on anything else), so bellwether's own
+/// name and version never go here.
+pub const ETCD_VERSION: &str = "3.4.0";
+
+/// bellwether's own version, reported where no etcd client looks: the
+/// `bellwether` key of `/version`, `/status` and `bellwether --version`.
+pub const BELLWETHER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// A node's report about itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStatus {
@@ -50,6 +60,9 @@ pub struct NodeStatus {
     pub id: NodeId,
     /// Cluster name.
     pub cluster: String,
+    /// The bellwether version this member runs.
+    #[serde(default)]
+    pub version: String,
     /// Address peers connect to.
     pub peer_address: String,
     /// Address of the HTTP endpoint.
@@ -80,6 +93,11 @@ pub struct NodeStatus {
     /// True while this node only learns the log (no vote).
     #[serde(default)]
     pub learner: bool,
+    /// True while this member repairs a log that lost entries it had
+    /// acknowledged: it neither campaigns nor votes for a candidate behind
+    /// what it had (`bellwether_core::raft::Repair`).
+    #[serde(default)]
+    pub repairing: bool,
     /// True while this node is not in the cluster's configuration (it was
     /// removed, or has not been added yet).
     #[serde(default)]

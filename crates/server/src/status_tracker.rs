@@ -34,6 +34,7 @@ pub(crate) fn empty_status(config: &NodeConfig, http_address: std::net::SocketAd
     NodeStatus {
         id: config.id,
         cluster: config.cluster.clone(),
+        version: crate::status::BELLWETHER_VERSION.to_owned(),
         peer_address: config.peer_listen.to_string(),
         http_address: http_address.to_string(),
         role: Role::Follower,
@@ -46,6 +47,7 @@ pub(crate) fn empty_status(config: &NodeConfig, http_address: std::net::SocketAd
         uptime_ms: 0,
         leader_uptime_ms: 0,
         learner: false,
+        repairing: false,
         outside: false,
         members: Vec::new(),
         leadership: Vec::new(),
@@ -199,6 +201,7 @@ impl StatusTracker {
             uptime_ms: now.duration_since(self.started).as_millis() as u64,
             leader_uptime_ms: leader_uptime.as_millis() as u64,
             learner: cluster.learners.contains(&me),
+            repairing: raft.repair().is_some(),
             outside: !cluster.members().any(|id| id == me),
             members: other_members(raft, roster, me),
             leadership: self.history.clone(),
@@ -213,6 +216,7 @@ fn set_gauges(raft: &RaftNode, status: &Status, leader_uptime: Duration, metrics
     metrics.role.set(status.role as u64);
     metrics.commit.set(raft.commit_index().0);
     metrics.applied.set(raft.applied_index().0);
+    metrics.repairing.set(u64::from(raft.repair().is_some()));
     metrics
         .leader_uptime_seconds
         .set(leader_uptime.as_secs_f64());

@@ -10,6 +10,9 @@ use bellwether_core::{LogIndex, Term};
 /// What is wrong at a given offset of a given file.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Corruption {
+    /// No record of the promise file passes its checksum.
+    #[error("no valid promise record")]
+    PromiseRecord,
     /// The file does not start with the magic number of its kind.
     #[error("bad magic number (not a bellwether {expected} file)")]
     BadMagic {

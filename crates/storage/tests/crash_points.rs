@@ -12,12 +12,13 @@
 
 mod common;
 
-use bellwether_core::raft::HardState;
+use bellwether_core::raft::{audit, HardState, RaftDurable};
 use bellwether_core::{NodeId, Term};
 use bellwether_storage::{
     Recovered, SimFault, SimFileSystem, Storage, UnsyncedData, WalOptions, WalStorage,
 };
 use common::{command, describe, is_allowed, oracle_states, workload, Operation};
+use std::path::Path;
 
 /// Small limits, so that a short workload rotates segments, splits appends
 /// over several records and flushes mid-append.
@@ -31,6 +32,9 @@ fn options() -> WalOptions {
 }
 
 const DIR: &str = "/node/wal";
+
+/// The promise record, beside the log's directory.
+const PROMISES: &str = "/node/promises";
 
 /// Crash points tried per workload are bounded by the operations it makes.
 const CRASH_POINTS_MAX: u64 = 100_000;
@@ -77,7 +81,10 @@ fn run_until_crash(
         completed: 0,
         durable: 0,
     };
-    if wal.recover().is_err() {
+    let promised = wal.recover().is_ok()
+        && wal.keep_promises(fs, Path::new(PROMISES)).is_ok()
+        && wal.write_promises().is_ok();
+    if !promised {
         assert!(fs.is_crashed(), "only the injected crash may fail recovery");
         return Some(progress);
     }
@@ -137,6 +144,34 @@ fn check_writable_after_recovery(
     );
 }
 
+/// The promise record written along the way never claims more than the
+/// recovered log holds, whatever the crash point: a crash alone is never
+/// taken for lost data (`bellwether_core::raft::audit`).
+fn check_promises_hold(
+    fs: &SimFileSystem,
+    wal: &mut WalStorage<SimFileSystem>,
+    recovered: &Recovered,
+    seed: u64,
+    crash_at: u64,
+) {
+    let record = wal
+        .keep_promises(fs, Path::new(PROMISES))
+        .expect("the promise file opens after any crash");
+    let Some(record) = record else { return };
+    let mut durable = RaftDurable {
+        hard_state: recovered.hard_state,
+        snapshot: recovered.snapshot.clone(),
+        entries: recovered.entries.clone(),
+    };
+    let found = audit(&record, &mut durable);
+    assert!(
+        found.findings.is_empty(),
+        "seed {seed}, crash at {crash_at}: a crash read as damage: {:?} (record {record:?}, log {})",
+        found.findings,
+        describe(recovered)
+    );
+}
+
 /// Crashes once more in the middle of recovery itself, at each of its
 /// operations, on copies of `disk`, and checks that a clean recovery after
 /// that still finds `expected`: repairs must be safe to interrupt.
@@ -185,6 +220,7 @@ fn sweep(seed: u64, operation_count: usize) -> u64 {
                 panic!("seed {seed}, crash at {crash_at}, {unsynced:?}: recovery failed: {error}")
             });
             recovered.assert_well_formed();
+            check_promises_hold(&fs, &mut wal, &recovered, seed, crash_at);
             assert!(
                 is_allowed(
                     &states,

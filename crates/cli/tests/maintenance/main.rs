@@ -8,6 +8,7 @@
 mod common;
 
 mod alarm;
+mod amnesia;
 mod corruption_check;
 mod gateway;
 mod hash;

@@ -212,7 +212,14 @@ impl RaftNode {
             return;
         };
         progress.round_acked = progress.round_acked.max(round);
-        if progress.appends_lost(round, last_log_index) {
+        if last_log_index < progress.match_index {
+            // Its log lost entries it had acknowledged: answers over one
+            // connection come in order, and a healthy follower's log never
+            // shrinks below what it matched in this term. It repairs
+            // (`promises.rs`); forgetting its match only makes the leader
+            // count less.
+            progress.on_lost_entries(last_log_index.next());
+        } else if progress.appends_lost(round, last_log_index) {
             // Appends streamed before this heartbeat never reached it (a
             // dropped connection or a full queue). Resend from the match
             // point.

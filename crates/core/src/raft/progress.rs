@@ -127,6 +127,15 @@ impl Progress {
         );
     }
 
+    /// The follower refused at or below what it had matched: its log lost
+    /// entries it had acknowledged (a member repairing after damage,
+    /// `promises.rs`). Forget the match, which only ever makes the leader
+    /// count less, and probe again from `next`.
+    pub fn on_lost_entries(&mut self, next: LogIndex) {
+        self.match_index = LogIndex(0);
+        self.on_refusal(next);
+    }
+
     /// The follower refused; go back to probing from `next`.
     pub fn on_refusal(&mut self, next: LogIndex) {
         self.next_index = next.max(self.match_index.next());

@@ -108,17 +108,26 @@ impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Finding::TermLost { found, promised } => {
-                write!(f, "the log is at term {found} but the member had reached term {promised}")
+                write!(
+                    f,
+                    "the log is at term {} but the member had reached term {}",
+                    found.0, promised.0
+                )
             }
             Finding::VoteLost { term, voted_for } => {
-                write!(f, "the log lost the vote for {voted_for} in term {term}")
+                write!(
+                    f,
+                    "the log lost the vote for n{} in term {}",
+                    voted_for.0, term.0
+                )
             }
             Finding::EntriesLost {
                 found,
                 acknowledged: (term, index),
             } => write!(
                 f,
-                "the log ends at index {found} but the member had acknowledged up to index {index} (term {term})"
+                "the log ends at index {} but the member had acknowledged up to index {} (term {})",
+                found.0, index.0, term.0
             ),
             Finding::RepairUnfinished => write!(f, "a repair from the leader was under way"),
         }
@@ -159,7 +168,9 @@ pub fn audit(record: &PromiseRecord, durable: &mut RaftDurable) -> Audit {
     let (snapshot_index, snapshot_term) = durable
         .snapshot
         .as_ref()
-        .map_or((LogIndex(0), Term(0)), |s| (s.meta.last_index, s.meta.last_term));
+        .map_or((LogIndex(0), Term(0)), |s| {
+            (s.meta.last_index, s.meta.last_term)
+        });
     let last_index = durable.entries.last().map_or(snapshot_index, |e| e.index);
     let term_at = |index: LogIndex| {
         if index == snapshot_index {
@@ -169,8 +180,8 @@ pub fn audit(record: &PromiseRecord, durable: &mut RaftDurable) -> Audit {
         durable.entries.get(offset as usize).map(|e| e.term)
     };
     // An entry the snapshot covers is held, whatever its term was.
-    let holds = record.last_index <= snapshot_index
-        || term_at(record.last_index) == Some(record.last_term);
+    let holds =
+        record.last_index <= snapshot_index || term_at(record.last_index) == Some(record.last_term);
     if !holds {
         findings.push(Finding::EntriesLost {
             found: last_index,

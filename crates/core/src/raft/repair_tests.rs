@@ -48,7 +48,13 @@ fn restart_wiped(router: &mut Router, id: u64, record: &PromiseRecord, guarded: 
         durable = RaftDurable::default();
     }
     let members = [NodeId(1), NodeId(2), NodeId(3)];
-    let mut node = RaftNode::new(&config(), NodeId(id), &members, durable.clone(), Rng::new(id + 7));
+    let mut node = RaftNode::new(
+        &config(),
+        NodeId(id),
+        &members,
+        durable.clone(),
+        Rng::new(id + 7),
+    );
     if guarded {
         node.start_repair(found.repair.expect("a wiped log is damaged"));
     }
@@ -73,18 +79,29 @@ fn two_wiped_members_refuse_to_elect_until_the_third_returns_and_then_lose_nothi
     router.isolate(1);
     restart_wiped(&mut router, 2, &records[1], true);
     restart_wiped(&mut router, 3, &records[2], true);
-    assert_eq!(router.node(2).status().term, old_term, "the term came back from the record");
+    assert_eq!(
+        router.node(2).status().term,
+        old_term,
+        "the term came back from the record"
+    );
     router.run(500);
     let repairing_leaders: Vec<_> = router
         .leaders()
         .into_iter()
         .filter(|(id, _)| *id != NodeId(1))
         .collect();
-    assert!(repairing_leaders.is_empty(), "damaged members elected {repairing_leaders:?}");
+    assert!(
+        repairing_leaders.is_empty(),
+        "damaged members elected {repairing_leaders:?}"
+    );
     assert!(router.node(2).repair().is_some() && router.node(3).repair().is_some());
     router.heal();
     let leader = router.elect();
-    assert_eq!(leader, NodeId(1), "only the member that kept its log can lead");
+    assert_eq!(
+        leader,
+        NodeId(1),
+        "only the member that kept its log can lead"
+    );
     assert!(router.node(1).status().term > old_term);
     router.run(20);
     for id in 1..=3 {
@@ -111,7 +128,10 @@ fn the_control_without_the_audit_elects_blank_members_and_loses_the_writes() {
         .leaders()
         .into_iter()
         .find(|(id, _)| *id != NodeId(1));
-    assert!(blank_leader.is_some(), "blank voters elect one of themselves");
+    assert!(
+        blank_leader.is_some(),
+        "blank voters elect one of themselves"
+    );
     router.heal();
     router.run(100);
     let lost = (1..=3).any(|id| !holds_writes(&router, id, 20));
@@ -149,7 +169,10 @@ fn a_repairing_member_refuses_candidates_behind_its_record_and_grants_those_past
                     | RaftMessage::VoteResponse { granted: true, .. }
             )
         });
-        assert!(!granted, "a repairing member granted a vote (pre-vote: {pre_vote})");
+        assert!(
+            !granted,
+            "a repairing member granted a vote (pre-vote: {pre_vote})"
+        );
     }
     let floor = records[2];
     node.step(
@@ -180,5 +203,33 @@ fn a_cluster_whose_every_log_was_wiped_elects_nobody() {
         restart_wiped(&mut router, id, &records[id as usize - 1], true);
     }
     router.run(1_000);
-    assert!(router.leaders().is_empty(), "elected {:?}", router.leaders());
+    assert!(
+        router.leaders().is_empty(),
+        "elected {:?}",
+        router.leaders()
+    );
+}
+
+#[test]
+fn a_follower_wiped_under_a_steady_leader_is_repaired_by_it_in_the_same_term() {
+    let (mut router, records) = committed_cluster(10);
+    let leader = router.agreed_leader().expect("a leader");
+    let term = router.node(leader.0).status().term;
+    let follower = (1..=3).find(|id| NodeId(*id) != leader).unwrap();
+    restart_wiped(&mut router, follower, &records[follower as usize - 1], true);
+    router.run(50);
+    assert_eq!(
+        router.agreed_leader(),
+        Some(leader),
+        "no election was needed"
+    );
+    assert_eq!(router.node(leader.0).status().term, term);
+    assert!(
+        holds_writes(&router, follower, 10),
+        "the leader sent the log again"
+    );
+    assert!(
+        router.node(follower).repair().is_none(),
+        "and the repair ended"
+    );
 }

@@ -123,7 +123,14 @@ impl RaftNode {
             return;
         }
         if hint_index <= progress.match_index {
-            return; // A stale refusal, overtaken by a later success.
+            // Over one connection a follower's answers come in order and a
+            // healthy log never shrinks in a term, so this follower lost
+            // entries it had acknowledged (it repairs, `promises.rs`).
+            // Forgetting its match is safe whatever the cause: the leader
+            // only counts less, and the probe finds the truth.
+            progress.on_lost_entries(hint_index);
+            self.send_append(from);
+            return;
         }
         // §5.3 fast backtracking: skip the follower's whole conflicting term
         // when we do not have it, or jump to the end of it when we do.

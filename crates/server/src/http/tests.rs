@@ -141,6 +141,7 @@ fn status_fixture() -> NodeStatus {
     NodeStatus {
         id: NodeId(1),
         cluster: "test".to_owned(),
+        version: "0.1.0".to_owned(),
         peer_address: "127.0.0.1:7001".to_owned(),
         http_address: "127.0.0.1:7101".to_owned(),
         role: bellwether_core::Role::Follower,
@@ -153,6 +154,7 @@ fn status_fixture() -> NodeStatus {
         uptime_ms: 65_000,
         leader_uptime_ms: 0,
         learner: false,
+        repairing: false,
         outside: false,
         members: vec![MemberStatus {
             id: NodeId(2),

@@ -9,10 +9,12 @@ use bellwether_storage::{Storage, StorageError, WalStorage};
 impl Node {
     /// Writes and fsyncs `persist` on this thread.
     pub(super) fn persist_here(&mut self, persist: RaftPersist) -> Result<(), NodeError> {
+        let repair = self.member.raft().repair();
         let wal = self
             .wal
             .as_mut()
             .expect("the log is back after every fsync");
+        note_repair(wal, repair);
         persist_to(wal, persist, None).map_err(|error| NodeError::Persist {
             path: self.config.data_dir.display().to_string(),
             error,
@@ -33,6 +35,7 @@ impl Node {
         record: Option<SnapshotMeta>,
     ) -> tokio::task::JoinHandle<PersistDone> {
         let mut wal = self.wal.take().expect("the log is back after every fsync");
+        note_repair(&mut wal, self.member.raft().repair());
         tokio::task::spawn_blocking(move || {
             let result = persist_to(&mut wal, persist, record);
             (wal, result)
@@ -54,6 +57,17 @@ impl Node {
         self.member.persisted(durable, false);
         Ok(())
     }
+}
+
+/// Carries the core's repair into the promise record written at the next
+/// sync, and says so once when it ends.
+fn note_repair(wal: &mut WalStorage, repair: Option<bellwether_core::raft::Repair>) {
+    if wal.repair().is_some() && repair.is_none() {
+        tracing::warn!(
+            "repair complete: this member's log again holds everything it had acknowledged; it votes and campaigns normally"
+        );
+    }
+    wal.set_repair(repair);
 }
 
 /// What a blocking persist hands back: the log, and whether it worked.

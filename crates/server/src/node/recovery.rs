@@ -3,8 +3,9 @@
 use super::persist::watermark_of;
 use super::{ProposeReply, ReadReply};
 use crate::config::NodeConfig;
+use crate::data_dir::Opened;
 use crate::status_tracker::unix_ms;
-use bellwether_core::raft::{RaftConfig, RaftDurable, RaftNode};
+use bellwether_core::raft::{RaftConfig, RaftDurable, RaftNode, Repair};
 use bellwether_core::{LogIndex, NodeId, Protocol, Rng};
 use bellwether_member::{Member, MemberParts, Roster, StateMachine};
 use bellwether_storage::WalStorage;
@@ -27,11 +28,37 @@ pub(super) fn raft_config(config: &NodeConfig) -> RaftConfig {
     }
 }
 
-/// The member as the log and the last snapshot left it.
+/// Says in one line what the audit of the data directory found and what
+/// the member will do about it; nothing for a healthy directory.
+pub(super) fn report_audit(config: &NodeConfig, opened: &Opened) {
+    if opened.findings.is_empty() {
+        return;
+    }
+    let found = opened.findings.join("; ");
+    match (&opened.repair, &opened.moved_aside) {
+        (Some(repair), aside) => tracing::warn!(
+            node_id = config.id.0,
+            moved_aside = ?aside,
+            "data dir {}: {found}. Repairing from the leader: this member will not campaign, and votes only for a candidate whose log reaches index {} of term {}, until its own log does (see docs/architecture.md, Amnesia)",
+            config.data_dir.display(),
+            repair.last_index.0,
+            repair.last_term.0,
+        ),
+        (None, _) => tracing::warn!(
+            node_id = config.id.0,
+            "data dir {}: {found}; the term and vote were restored from the promise record",
+            config.data_dir.display(),
+        ),
+    }
+}
+
+/// The member as the log and the last snapshot left it, in repair when
+/// the audit found its log short of what it had promised.
 pub(super) fn recover_member(
     config: &NodeConfig,
     wal: &WalStorage,
     durable: RaftDurable,
+    repair: Option<Repair>,
     mut machine: Box<dyn StateMachine>,
 ) -> Member<ProposeReply, ReadReply> {
     let snapshot = durable.snapshot.as_ref().map_or((LogIndex(0), 0), |s| {
@@ -40,7 +67,7 @@ pub(super) fn recover_member(
     });
     let members: Vec<NodeId> = config.peers.keys().copied().collect();
     let seed = unix_ms() ^ (u64::from(std::process::id()) << 32) ^ config.id.0;
-    let raft = if config.join_voters.is_empty() {
+    let mut raft = if config.join_voters.is_empty() {
         RaftNode::new(
             &raft_config(config),
             config.id,
@@ -58,6 +85,9 @@ pub(super) fn recover_member(
             Rng::new(seed),
         )
     };
+    if let Some(repair) = repair {
+        raft.start_repair(repair);
+    }
     // Forwarded request ids start from the clock at boot (see
     // `bellwether_member::forwarding`).
     let first_request = SystemTime::now()

@@ -47,6 +47,7 @@ mod directory;
 mod file_name;
 mod open_wal;
 mod options;
+mod promise_file;
 mod record;
 mod recovery;
 mod replay;
@@ -59,5 +60,6 @@ mod storage;
 mod term_runs;
 
 pub use options::{WalOptions, FORMAT_RECORD_BYTES_MAX, FORMAT_SEGMENT_BYTES_MAX};
+pub use promise_file::{PromiseFile, PROMISE_RECORD_BYTES};
 pub use snapshot_writer::SnapshotWriter;
 pub use storage::WalStorage;

@@ -2,6 +2,7 @@
 
 use super::open_wal::OpenWal;
 use super::options::WalOptions;
+use super::promise_file::PromiseFile;
 use super::recovery;
 use super::snapshot_writer::SnapshotWriter;
 use crate::contract;
@@ -9,8 +10,8 @@ use crate::error::StorageError;
 use crate::fs::{FileSystem, RealFileSystem};
 use crate::recovered::Recovered;
 use crate::storage::Storage;
-use bellwether_core::raft::{Entry, HardState, Snapshot, SnapshotMeta};
-use bellwether_core::LogIndex;
+use bellwether_core::raft::{Entry, HardState, PromiseRecord, Repair, Snapshot, SnapshotMeta};
+use bellwether_core::{LogIndex, Term};
 use std::path::{Path, PathBuf};
 
 /// A [`Storage`] backed by a segmented, checksummed write-ahead log and
@@ -33,6 +34,13 @@ pub struct WalStorage<F: FileSystem = RealFileSystem> {
     /// The first IO error, after which the store refuses all writes: the
     /// on-disk state is no longer known.
     poisoned: Option<String>,
+    /// The promise record kept beside the log, once
+    /// [`WalStorage::keep_promises`] opened it: rewritten after every sync
+    /// that changed the term, the vote or the last entry, before the sync
+    /// returns (so before any message that depends on it leaves).
+    promises: Option<PromiseFile<F>>,
+    /// The repair under way, written into every promise record.
+    repair: Option<Repair>,
 }
 
 impl WalStorage<RealFileSystem> {
@@ -58,6 +66,8 @@ impl<F: FileSystem> WalStorage<F> {
             unopened: Some(fs),
             wal: None,
             poisoned: None,
+            promises: None,
+            repair: None,
         })
     }
 
@@ -89,6 +99,93 @@ impl<F: FileSystem> WalStorage<F> {
     /// installed from the leader), this one's file is deleted instead.
     pub fn record_snapshot(&mut self, meta: &SnapshotMeta) -> Result<(), StorageError> {
         let result = self.writable()?.record_snapshot(meta);
+        self.guard(result)
+    }
+
+    /// Opens the promise record at `path` (outside the log's directory, so
+    /// that losing the log does not lose it) and returns what it held,
+    /// `None` for a new file. From now on every sync keeps it up to date.
+    /// Call after recovery, then audit the recovered log against the record
+    /// (`bellwether_core::raft::audit`) and call [`WalStorage::write_promises`].
+    pub fn keep_promises(
+        &mut self,
+        fs: &F,
+        path: &Path,
+    ) -> Result<Option<PromiseRecord>, StorageError>
+    where
+        F: Clone,
+    {
+        assert!(self.wal.is_some(), "recover() before keep_promises()");
+        let (file, found) = PromiseFile::open(fs.clone(), path)?;
+        self.promises = Some(file);
+        Ok(found)
+    }
+
+    /// Sets the repair written into the promise record from the next write
+    /// on (`None` once the member's log holds what it had promised).
+    pub fn set_repair(&mut self, repair: Option<Repair>) {
+        self.repair = repair;
+    }
+
+    /// The repair the promise record carries.
+    pub fn repair(&self) -> Option<Repair> {
+        self.repair
+    }
+
+    /// Writes the promise record for what the log holds now, if it
+    /// changed. The log must be synced (nothing staged).
+    pub fn write_promises(&mut self) -> Result<(), StorageError> {
+        let Some(now) = self.promise_now() else {
+            return Ok(());
+        };
+        let result = self.promises.as_mut().expect("promises kept").write(&now);
+        self.guard(result)
+    }
+
+    /// Term of the entry at `index`, if the log still tracks it.
+    pub fn term_at(&self, index: LogIndex) -> Option<Term> {
+        self.wal.as_ref().and_then(|wal| wal.term_at(index))
+    }
+
+    /// What the promise record should say of the log as it stands, once
+    /// synced; `None` when no record is kept.
+    fn promise_now(&self) -> Option<PromiseRecord> {
+        self.promises.as_ref()?;
+        let wal = self.wal.as_ref()?;
+        let hard = wal.hard_state();
+        let last_index = wal.last_index();
+        Some(PromiseRecord {
+            term: hard.term,
+            voted_for: hard.voted_for,
+            last_term: wal.term_at(last_index).unwrap_or_default(),
+            last_index,
+            repair: self.repair,
+        })
+    }
+
+    /// Before the log drops entries from `from` on (a conflict truncation or
+    /// a snapshot that replaces them), lowers the record's last entry to
+    /// `from - 1`, which the log holds before and after the change, so that
+    /// a crash in between never reads as lost entries. The term and vote
+    /// stay those already recorded: the log's may not be synced yet.
+    fn record_before_dropping(&mut self, from: LogIndex) -> Result<(), StorageError> {
+        let (Some(promises), Some(wal)) = (self.promises.as_mut(), self.wal.as_ref()) else {
+            return Ok(());
+        };
+        let Some(current) = promises.current() else {
+            return Ok(());
+        };
+        if current.last_index < from {
+            return Ok(());
+        }
+        let kept = LogIndex(from.0.saturating_sub(1));
+        let lowered = PromiseRecord {
+            last_index: kept,
+            // Compacted away: the snapshot covers it, whatever its term.
+            last_term: wal.term_at(kept).unwrap_or(current.last_term),
+            ..current
+        };
+        let result = promises.write(&lowered);
         self.guard(result)
     }
 
@@ -149,7 +246,11 @@ impl<F: FileSystem> Storage for WalStorage<F> {
             wal.snapshot_index(),
             previous_term,
         );
-        let result = wal.append(entries);
+        let truncates = entries[0].index <= wal.last_index();
+        if truncates {
+            self.record_before_dropping(entries[0].index)?;
+        }
+        let result = self.writable()?.append(entries);
         self.guard(result)
     }
 
@@ -163,7 +264,15 @@ impl<F: FileSystem> Storage for WalStorage<F> {
     fn save_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), StorageError> {
         let wal = self.writable()?;
         contract::check_snapshot(wal.snapshot_index(), snapshot.meta.last_index);
-        let result = wal.save_snapshot(snapshot);
+        let meta = &snapshot.meta;
+        let keeps_log = wal.term_at(meta.last_index) == Some(meta.last_term);
+        if !keeps_log {
+            // The log is replaced from the first entry the snapshot and the
+            // log may disagree on.
+            let agreed = meta.last_index.min(wal.last_index());
+            self.record_before_dropping(LogIndex(agreed.0.max(1)))?;
+        }
+        let result = self.writable()?.save_snapshot(snapshot);
         self.guard(result)
     }
 
@@ -176,7 +285,8 @@ impl<F: FileSystem> Storage for WalStorage<F> {
 
     fn sync(&mut self) -> Result<(), StorageError> {
         let result = self.writable()?.sync();
-        self.guard(result)
+        self.guard(result)?;
+        self.write_promises()
     }
 
     /// 0 before recovery.
