@@ -7,6 +7,7 @@
 //! Client requests and forwarding are in `requests.rs`, applying committed
 //! output in `apply.rs`.
 
+use crate::client_error::ClientError;
 use crate::durable_watermark::DurableWatermark;
 use crate::effect::{Answer, Effect};
 use crate::forward::Forward;
@@ -145,8 +146,33 @@ impl<W, R> Member<W, R> {
     }
 
     /// The next effect to carry out, in the order they were queued.
+    ///
+    /// A member answers with its own word only: a "not the leader" answer
+    /// never names the member that gives it. One can arise when a request
+    /// forwarded to the old leader is refused or expires just as this
+    /// member takes over; naming itself would send the client round in a
+    /// loop, so it names no leader and the client retries.
     pub fn next_effect(&mut self) -> Option<Effect<W, R>> {
-        self.effects.pop_front()
+        let me = self.id;
+        let effect = self.effects.pop_front()?;
+        let own_word = |error: &mut ClientError| {
+            if let ClientError::NotLeader { leader } = error {
+                if *leader == Some(me) {
+                    *leader = None;
+                }
+            }
+        };
+        Some(match effect {
+            Effect::Answer(Answer::Write(reply, Err(mut error))) => {
+                own_word(&mut error);
+                Effect::Answer(Answer::Write(reply, Err(error)))
+            }
+            Effect::Answer(Answer::Read(reply, Err(mut error))) => {
+                own_word(&mut error);
+                Effect::Answer(Answer::Read(reply, Err(error)))
+            }
+            other => other,
+        })
     }
 
     /// A new wake-up at `now` on the member's clock.
@@ -317,5 +343,65 @@ impl<W, R> Member<W, R> {
                     .progress(id)
                     .is_none_or(|p| p.match_index >= index)
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state_machine::NullMachine;
+    use bellwether_core::raft::{RaftConfig, RaftDurable};
+    use bellwether_core::Rng;
+
+    fn member(id: u64) -> Member<u32, u32> {
+        let members = [NodeId(1), NodeId(2), NodeId(3)];
+        let raft = RaftNode::new(
+            &RaftConfig::default(),
+            NodeId(id),
+            &members,
+            RaftDurable::default(),
+            Rng::new(id),
+        );
+        let empty = BTreeMap::new();
+        Member::new(MemberParts {
+            id: NodeId(id),
+            raft,
+            machine: Box::new(NullMachine),
+            roster: Roster::new(&empty, &empty, &empty),
+            durable: DurableWatermark::default(),
+            snapshot: (LogIndex(0), 0),
+            first_request: 1,
+            now: Duration::ZERO,
+        })
+    }
+
+    #[test]
+    fn a_not_the_leader_answer_never_names_the_member_that_gives_it() {
+        let mut member = member(2);
+        for leader in [Some(NodeId(2)), Some(NodeId(3)), None] {
+            member.effects.push_back(Effect::Answer(Answer::Read(
+                7,
+                Err(ClientError::not_leader(leader)),
+            )));
+            member.effects.push_back(Effect::Answer(Answer::Write(
+                8,
+                Err(ClientError::not_leader(leader)),
+            )));
+            let expected = leader.filter(|l| *l != NodeId(2));
+            for _ in 0..2 {
+                let named = match member.next_effect() {
+                    Some(Effect::Answer(Answer::Read(
+                        _,
+                        Err(ClientError::NotLeader { leader }),
+                    )))
+                    | Some(Effect::Answer(Answer::Write(
+                        _,
+                        Err(ClientError::NotLeader { leader }),
+                    ))) => leader,
+                    _ => panic!("a not-the-leader answer"),
+                };
+                assert_eq!(named, expected, "hint {leader:?}");
+            }
+        }
     }
 }
