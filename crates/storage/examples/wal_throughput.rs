@@ -2,7 +2,9 @@
 //! become durable, first with fixed group-commit batches, then with closed-
 //! loop clients (each submits one entry and waits for it to be durable)
 //! whose requests a single writer thread batches, the way a node's event
-//! loop would.
+//! loop would. Each load runs with the log alone and with the log and its
+//! promise record, alternating, three rounds, and prints the ratio of the
+//! medians: the record's cost.
 //!
 //! This is a measurement, not a test: it asserts nothing about speed.
 //!
@@ -15,7 +17,7 @@
 
 use bellwether_core::raft::{Entry, Payload};
 use bellwether_core::{LogIndex, Term};
-use bellwether_storage::{MemoryStorage, Storage, WalOptions, WalStorage};
+use bellwether_storage::{MemoryStorage, RealFileSystem, Storage, WalOptions, WalStorage};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread;
@@ -129,6 +131,19 @@ fn closed_loop(storage: &mut dyn Storage, clients: usize, duration: Duration) ->
     )
 }
 
+/// Prints the median of each side and their ratio.
+fn report_ratio(load: &str, rates: &mut [Vec<f64>; 2]) {
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let (alone, with) = (median(&mut rates[0]), median(&mut rates[1]));
+    println!(
+        "== {load}: median {alone:.0} (log only) / {with:.0} (with record) entries/s: {:.2}x",
+        with / alone
+    );
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let temp = tempfile::tempdir().expect("temporary directory");
@@ -144,21 +159,51 @@ fn main() {
         base.display()
     );
 
-    for batch in [1usize, 16, 256, 1024] {
-        let dir = base.join(format!("fixed-{batch}"));
-        let mut wal = WalStorage::open(&dir, WalOptions::default()).expect("open");
+    // Each load twice, alternating, three rounds: the log alone, and the
+    // log with its promise record (one more small fdatasync per sync that
+    // changed it, `WalStorage::keep_promises`).
+    let mut run = 0;
+    let mut open = |promises: bool| {
+        run += 1;
+        let dir = base.join(format!("run-{run}"));
+        let mut wal = WalStorage::open(dir.join("wal"), WalOptions::default()).expect("open");
         wal.recover().expect("recover");
-        let (entries, syncs) = fixed_batches(&mut wal, batch, duration);
-        println!("fixed batch {batch:>5}: {entries:>10.0} entries/s  {syncs:>8.0} fsyncs/s");
+        if promises {
+            wal.keep_promises(&RealFileSystem::default(), &dir.join("promises"))
+                .expect("promise record");
+        }
+        wal
+    };
+    let side = |promises: bool| if promises { "with record" } else { "log only" };
+    for batch in [1usize, 16, 256, 1024] {
+        let mut rates = [Vec::new(), Vec::new()];
+        for _round in 0..3 {
+            for promises in [false, true] {
+                let mut wal = open(promises);
+                let (entries, syncs) = fixed_batches(&mut wal, batch, duration);
+                println!(
+                    "fixed batch {batch:>5}, {:<11}: {entries:>10.0} entries/s  {syncs:>8.0} fsyncs/s",
+                    side(promises)
+                );
+                rates[usize::from(promises)].push(entries);
+            }
+        }
+        report_ratio(&format!("fixed batch {batch}"), &mut rates);
     }
     for clients in [1usize, 16, 256] {
-        let dir = base.join(format!("clients-{clients}"));
-        let mut wal = WalStorage::open(&dir, WalOptions::default()).expect("open");
-        wal.recover().expect("recover");
-        let (entries, batch) = closed_loop(&mut wal, clients, duration);
-        println!(
-            "{clients:>4} clients:      {entries:>10.0} entries/s  mean group commit {batch:.1} entries"
-        );
+        let mut rates = [Vec::new(), Vec::new()];
+        for _round in 0..3 {
+            for promises in [false, true] {
+                let mut wal = open(promises);
+                let (entries, batch) = closed_loop(&mut wal, clients, duration);
+                println!(
+                    "{clients:>4} clients, {:<11}: {entries:>10.0} entries/s  mean group commit {batch:.1} entries",
+                    side(promises)
+                );
+                rates[usize::from(promises)].push(entries);
+            }
+        }
+        report_ratio(&format!("{clients} clients"), &mut rates);
     }
     // Short: the memory store keeps every entry, and this never compacts.
     let mut memory = MemoryStorage::new();
