@@ -2,8 +2,10 @@
 //! one cluster, and the write-ahead log inside it.
 
 use crate::config::NodeConfig;
-use bellwether_core::raft::{audit, RaftDurable, Repair};
+use bellwether_core::raft::{audit, Finding, HardState, RaftDurable, Repair};
+use bellwether_core::LogIndex;
 use bellwether_core::NodeId;
+use bellwether_storage::PromiseFile;
 use bellwether_storage::{Storage, WalOptions, WalStorage};
 use std::path::Path;
 
@@ -37,10 +39,19 @@ pub enum DataDirError {
     },
     /// The identity file is there but the log and the promise record are
     /// both gone: what this member promised its peers is unknown.
-    #[error("data dir {path} belongs to this member but holds neither its log nor its promise record (wiped?): it may have acknowledged writes the others rely on, so it will not start as a voter. Restore the directory from a backup, or remove this member (`etcdctl member remove`) and add it back with an empty directory (`bellwether node --join`)")]
+    #[error("data dir {path} belongs to this member but holds neither its log nor its promise record (wiped?): it may have acknowledged writes the others rely on, so it will not start. Remove this member (`etcdctl member remove`) and add it back with an empty directory (`bellwether node --join`); a directory restored from a backup is as stale as a wiped one")]
     Wiped {
         /// The directory.
         path: String,
+    },
+    /// The log lost what the member had promised, and the member has no
+    /// peer to repair it from.
+    #[error("data dir {path}: {found}. This member is its cluster's only voter, so no peer can give the log back, and it will not start from a log that lost acknowledged writes (nothing was modified). Restore a snapshot (`bellwether snapshot restore`) into a new directory, or delete {path}/promises to start from the log as it is, accepting the loss")]
+    Unrepairable {
+        /// The directory.
+        path: String,
+        /// What the audit found.
+        found: String,
     },
     /// The log is damaged or unreadable; nothing was changed.
     #[error("write-ahead log in {path}: {error} (nothing was modified)")]
@@ -78,10 +89,11 @@ pub fn open(config: &NodeConfig) -> Result<(WalStorage, RaftDurable), DataDirErr
 
 /// [`open`], also saying what the audit found. A directory whose log lost
 /// what the member had promised (deleted, truncated, corrupt) is not
-/// refused: the member starts in repair, with the term and vote the record
-/// kept, and a log that cannot be read at all is moved aside (kept, not
-/// deleted) first. A directory that kept its identity but lost both the
-/// log and the record is refused: what the member promised is unknown.
+/// refused: the damaged log is moved aside (kept, not deleted), since
+/// what remains of it may be stale as well as short, and the member
+/// starts empty, in repair, with the term and vote the record kept. A
+/// directory that kept its identity but lost both its log and its record
+/// is refused: what the member promised is unknown.
 pub fn open_audited(
     config: &NodeConfig,
 ) -> Result<(WalStorage, RaftDurable, Opened), DataDirError> {
@@ -101,44 +113,65 @@ pub fn open_audited(
         unsynced: config.unsynced,
     };
     let promise_path = dir.join(PROMISE_FILE);
-    let has_record = promise_path.exists();
+    // The record first: only a valid one lets a damaged log be set aside.
+    let (_, record) = PromiseFile::open(file_system, &promise_path).map_err(storage_error)?;
+    // The control that the amnesia checks must catch: no audit at all.
+    let record = record.filter(|_| config.runtime != bellwether_member::Runtime::IgnoresPromises);
+    let had_segments = std::fs::read_dir(&wal_dir).is_ok_and(|mut files| files.next().is_some());
     let open_wal = || WalStorage::with_file_system(file_system, &wal_dir, WalOptions::default());
     let mut wal = open_wal().map_err(storage_error)?;
     let mut opened = Opened::default();
-    let recovered = match wal.recover() {
-        Ok(recovered) => recovered,
-        Err(error @ bellwether_storage::StorageError::Corrupt { .. }) if has_record => {
-            // The record says what the log held; the peers have it. Keep
-            // the damaged log for the operator, start an empty one.
-            let aside = dir.join(format!("wal.damaged-{}", crate::status_tracker::unix_ms()));
-            std::fs::rename(&wal_dir, &aside).map_err(unwritable)?;
-            opened
-                .findings
-                .push(format!("the log could not be read ({error})"));
-            opened.moved_aside = Some(aside);
-            wal = open_wal().map_err(storage_error)?;
-            wal.recover().map_err(storage_error)?
+    let mut durable = match wal.recover() {
+        Ok(recovered) => RaftDurable {
+            hard_state: recovered.hard_state,
+            snapshot: recovered.snapshot,
+            entries: recovered.entries,
+        },
+        Err(bellwether_storage::StorageError::Corrupt {
+            path,
+            offset,
+            reason,
+        }) if record.is_some() && reason.is_lost_data() && has_peers(config) => {
+            drop(wal);
+            opened.findings.push(format!(
+                "the log could not be read ({} is corrupt at byte {offset}: {reason})",
+                path.display()
+            ));
+            wal = set_aside(dir, &wal_dir, &mut opened, open_wal).map_err(storage_error)?;
+            RaftDurable::default()
         }
         Err(error) => return Err(storage_error(error)),
     };
-    let mut durable = RaftDurable {
-        hard_state: recovered.hard_state,
-        snapshot: recovered.snapshot,
-        entries: recovered.entries,
-    };
-    let record = wal
-        .keep_promises(&file_system, &promise_path)
-        .map_err(storage_error)?;
-    // The control that the amnesia checks must catch: no audit at all.
-    let record = record.filter(|_| config.runtime != bellwether_member::Runtime::IgnoresPromises);
-    let log_is_empty =
-        durable.snapshot.is_none() && durable.entries.is_empty() && durable.hard_state.term.0 == 0;
     match record {
         Some(record) => {
             let found = audit(&record, &mut durable);
+            let damaged = found
+                .findings
+                .iter()
+                .any(|f| *f != Finding::RepairUnfinished);
             opened
                 .findings
                 .extend(found.findings.iter().map(ToString::to_string));
+            if damaged && !has_peers(config) {
+                return Err(DataDirError::Unrepairable {
+                    path: dir.display().to_string(),
+                    found: opened.findings.join("; "),
+                });
+            }
+            if damaged && opened.moved_aside.is_none() {
+                // What is left may be stale, not only short (an older
+                // segment's entries that a lost one had overwritten): none
+                // of it is trusted, the leader sends the log again.
+                drop(wal);
+                wal = set_aside(dir, &wal_dir, &mut opened, open_wal).map_err(storage_error)?;
+                durable = RaftDurable {
+                    hard_state: HardState {
+                        commit: LogIndex(0),
+                        ..durable.hard_state
+                    },
+                    ..RaftDurable::default()
+                };
+            }
             opened.repair = found.repair;
             wal.set_repair(found.repair);
             if wal.hard_state() != durable.hard_state {
@@ -148,17 +181,19 @@ pub fn open_audited(
             }
         }
         None if known
-            && log_is_empty
-            && opened.moved_aside.is_none()
+            && !had_segments
             && config.runtime != bellwether_member::Runtime::IgnoresPromises =>
         {
             return Err(DataDirError::Wiped {
                 path: dir.display().to_string(),
             });
         }
-        // A new directory, or one written before promise records existed.
+        // A new directory, or one written before promise records existed
+        // (or whose record is unreadable): the log is taken as it is.
         None => {}
     }
+    wal.keep_promises(&file_system, &promise_path)
+        .map_err(storage_error)?;
     wal.write_promises().map_err(storage_error)?;
     if !known {
         // Written after the promise record, so an identity file always
@@ -166,6 +201,38 @@ pub fn open_audited(
         check_identity(dir, config, IdentityCheck::Create)?;
     }
     Ok((wal, durable, opened))
+}
+
+/// True when the member has peers that can give a damaged log back: a
+/// cluster of one has none, and its log is all there is.
+fn has_peers(config: &NodeConfig) -> bool {
+    config.peers.len() > 1 || !config.join_voters.is_empty()
+}
+
+/// Moves the damaged log at `wal_dir` aside (renamed, never deleted) and
+/// opens an empty one in its place.
+fn set_aside(
+    dir: &Path,
+    wal_dir: &Path,
+    opened: &mut Opened,
+    open_wal: impl Fn() -> Result<WalStorage, bellwether_storage::StorageError>,
+) -> Result<WalStorage, bellwether_storage::StorageError> {
+    let aside = dir.join(format!("wal.damaged-{}", crate::status_tracker::unix_ms()));
+    let io = |operation, source| bellwether_storage::StorageError::Io {
+        operation,
+        path: wal_dir.to_path_buf(),
+        source,
+    };
+    if wal_dir.exists() {
+        std::fs::rename(wal_dir, &aside).map_err(|e| io("rename", e))?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io("fsync", e))?;
+        opened.moved_aside = Some(aside);
+    }
+    let mut wal = open_wal()?;
+    wal.recover()?;
+    Ok(wal)
 }
 
 /// Why a snapshot could not be restored into a data directory.

@@ -126,3 +126,20 @@ pub enum Corruption {
         header_says: String,
     },
 }
+
+impl Corruption {
+    /// True for damage to bytes or files that were once written whole
+    /// (checksums, cut records, gaps, missing segments or snapshots): a
+    /// log its peers can give back. False for a directory this build
+    /// cannot read but is not damaged (a newer format, a limit, a stray
+    /// file name), which must stay as it is.
+    pub fn is_lost_data(&self) -> bool {
+        !matches!(
+            self,
+            Corruption::UnsupportedVersion { .. }
+                | Corruption::FileTooLarge { .. }
+                | Corruption::UnrecognizedName
+                | Corruption::NameMismatch { .. }
+        )
+    }
+}
