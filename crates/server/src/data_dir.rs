@@ -114,7 +114,7 @@ pub fn open_audited(
     };
     let promise_path = dir.join(PROMISE_FILE);
     // The record first: only a valid one lets a damaged log be set aside.
-    let (_, record) = PromiseFile::open(file_system, &promise_path).map_err(storage_error)?;
+    let record = PromiseFile::read(&file_system, &promise_path).map_err(storage_error)?;
     // The control that the amnesia checks must catch: no audit at all.
     let record = record.filter(|_| config.runtime != bellwether_member::Runtime::IgnoresPromises);
     let had_segments = std::fs::read_dir(&wal_dir).is_ok_and(|mut files| files.next().is_some());

@@ -75,29 +75,8 @@ impl<F: FileSystem> PromiseFile<F> {
             path: path.to_path_buf(),
             source,
         };
-        let bytes_max = (RECORDS_PER_FILE_MAX + 1) * PROMISE_RECORD_BYTES as u64;
-        let found = match fs.read(path, bytes_max) {
-            Ok(bytes) => {
-                // Space prepared ahead of the appends reads as zeros.
-                let written: Vec<&[u8]> = bytes
-                    .chunks(PROMISE_RECORD_BYTES)
-                    .filter(|chunk| chunk.iter().any(|b| *b != 0))
-                    .collect();
-                let found = written.iter().rev().find_map(|chunk| decode(chunk));
-                // A crash tears at most the last record, so one bad record
-                // alone is a first write cut short; two are damage.
-                if found.is_none() && written.len() > 1 {
-                    return Err(StorageError::Corrupt {
-                        path: path.to_path_buf(),
-                        offset: 0,
-                        reason: Corruption::PromiseRecord,
-                    });
-                }
-                found
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
-            Err(error) => return Err(io("read", error)),
-        };
+        let found = Self::read(&fs, path)?;
+
         // Always a fresh file: the record in force, then zeros prepared
         // ahead, so that each later append overwrites allocated space and
         // its fdatasync writes one block, not the file's size as well
@@ -121,6 +100,39 @@ impl<F: FileSystem> PromiseFile<F> {
         };
         promise_file.start_fresh_file_with(fresh)?;
         Ok((promise_file, found))
+    }
+
+    /// The record in force in the file at `path`, `None` for a missing or
+    /// empty file, without changing anything. A file whose records all
+    /// fail their checksums (two or more) is corrupt.
+    pub fn read(fs: &F, path: &Path) -> Result<Option<PromiseRecord>, StorageError> {
+        let bytes_max = (RECORDS_PER_FILE_MAX + 1) * PROMISE_RECORD_BYTES as u64;
+        match fs.read(path, bytes_max) {
+            Ok(bytes) => {
+                // Space prepared ahead of the appends reads as zeros.
+                let written: Vec<&[u8]> = bytes
+                    .chunks(PROMISE_RECORD_BYTES)
+                    .filter(|chunk| chunk.iter().any(|b| *b != 0))
+                    .collect();
+                let found = written.iter().rev().find_map(|chunk| decode(chunk));
+                // A crash tears at most the last record, so one bad record
+                // alone is a first write cut short; two are damage.
+                if found.is_none() && written.len() > 1 {
+                    return Err(StorageError::Corrupt {
+                        path: path.to_path_buf(),
+                        offset: 0,
+                        reason: Corruption::PromiseRecord,
+                    });
+                }
+                Ok(found)
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StorageError::Io {
+                operation: "read",
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
     }
 
     /// The last record written or read back.
