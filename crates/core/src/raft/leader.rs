@@ -212,7 +212,10 @@ impl RaftNode {
             return;
         };
         progress.round_acked = progress.round_acked.max(round);
-        if last_log_index < progress.match_index {
+        if last_log_index < progress.match_index && round > 0 && round == progress.round_sent {
+            // Only the answer to the latest round: an older answer may
+            // have been overtaken (the simulator showed healthy followers
+            // reset by older ones).
             // Its log lost entries it had acknowledged: answers over one
             // connection come in order, and a healthy follower's log never
             // shrinks below what it matched in this term. It repairs
