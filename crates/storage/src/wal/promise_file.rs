@@ -83,14 +83,7 @@ impl<F: FileSystem> PromiseFile<F> {
         // (appending past the end made each sync cost about 2.3 times a
         // log-only sync, `examples/wal_throughput.rs`).
         let fresh = path.with_extension("new");
-        let file = fs.create_new(&fresh).or_else(|error| {
-            if error.kind() != std::io::ErrorKind::AlreadyExists {
-                return Err(error);
-            }
-            fs.remove_file(&fresh)?;
-            fs.create_new(&fresh)
-        });
-        let file = file.map_err(|e| io("create", e))?;
+        let file = create_fresh(&fs, &fresh).map_err(|e| io("create", e))?;
         let mut promise_file = PromiseFile {
             fs,
             path: path.to_path_buf(),
@@ -167,17 +160,11 @@ impl<F: FileSystem> PromiseFile<F> {
     /// Replaces the file by a new one holding only the current record.
     fn start_fresh_file(&mut self) -> Result<(), StorageError> {
         let fresh = self.path.with_extension("new");
-        let io = |operation, source| StorageError::Io {
-            operation,
+        self.file = create_fresh(&self.fs, &fresh).map_err(|source| StorageError::Io {
+            operation: "create",
             path: fresh.clone(),
             source,
-        };
-        match self.fs.remove_file(&fresh) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(io("remove", error)),
-        }
-        self.file = self.fs.create_new(&fresh).map_err(|e| io("create", e))?;
+        })?;
         self.start_fresh_file_with(fresh)
     }
 
@@ -209,6 +196,17 @@ impl<F: FileSystem> PromiseFile<F> {
         }
         self.records = records;
         Ok(())
+    }
+}
+
+/// A new, empty file at `fresh`, replacing one a crash left there.
+fn create_fresh<F: FileSystem>(fs: &F, fresh: &Path) -> std::io::Result<F::File> {
+    match fs.create_new(fresh) {
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            fs.remove_file(fresh)?;
+            fs.create_new(fresh)
+        }
+        created => created,
     }
 }
 
