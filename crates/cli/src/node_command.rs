@@ -117,11 +117,13 @@ fn stop_the_process_on_any_panic() {
 /// Starts the member with its etcd API and HTTP port, runs it until
 /// SIGTERM or Ctrl-C, then stops the servers.
 async fn run(config: NodeConfig) -> Result<ExitCode> {
-    let machine = bellwether_server::etcd::EtcdMachine::default();
+    let (machine, signals) = bellwether_server::etcd::machine_with_signals();
     let store = machine.store.clone();
-    let revisions = machine.revisions();
-    let lessor = machine.lessor();
-    let auth_summary = machine.auth_summary();
+    let bellwether_server::etcd::MachineSignals {
+        revisions,
+        lessor,
+        auth: auth_summary,
+    } = signals;
     lessor.set_takeover_extension(std::time::Duration::from_millis(2 * config.election_ms));
     let (client_tls, http_tls) = load_tls(&config)?;
     let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;

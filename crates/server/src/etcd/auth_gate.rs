@@ -15,7 +15,9 @@
 //! revoke takes effect at once, wherever the next call lands.
 
 use super::credentials;
+use super::refusal_status::grpc_code;
 use bellwether_api::etcdserverpb as pb;
+use bellwether_etcd::permissions::Permissions;
 use bellwether_kv::{AuthError, KvStore, Permission};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -86,27 +88,7 @@ pub struct Caller {
 
 /// etcd's gRPC code for an auth error.
 pub fn auth_code(error: AuthError) -> tonic::Code {
-    use tonic::Code;
-    match error {
-        AuthError::PermissionDenied => Code::PermissionDenied,
-        AuthError::InvalidToken => Code::Unauthenticated,
-        AuthError::UserEmpty
-        | AuthError::RoleEmpty
-        | AuthError::AuthFailed
-        | AuthError::OldRevision
-        | AuthError::InvalidAuthMgmt
-        | AuthError::NoSecret => Code::InvalidArgument,
-        AuthError::TooMany => Code::ResourceExhausted,
-        AuthError::RootUserNotExist
-        | AuthError::RootRoleNotExist
-        | AuthError::UserAlreadyExist
-        | AuthError::UserNotFound
-        | AuthError::RoleAlreadyExist
-        | AuthError::RoleNotFound
-        | AuthError::PermissionNotGranted
-        | AuthError::RoleNotGranted
-        | AuthError::NotEnabled => Code::FailedPrecondition,
-    }
+    grpc_code(bellwether_etcd::answer::auth_code(error))
 }
 
 /// An auth error as the status etcd answers with.
@@ -215,6 +197,15 @@ impl AuthGate {
 }
 
 impl Caller {
+    /// This caller's rights against `store`'s users and roles now.
+    pub fn permissions<'a>(&'a self, store: &'a KvStore) -> Permissions<'a> {
+        Permissions {
+            store,
+            user: self.user.as_deref(),
+            enabled: self.enabled,
+        }
+    }
+
     /// Whether the caller may do `needed` on `[key, range_end)`.
     pub fn check_range(
         &self,
@@ -223,33 +214,19 @@ impl Caller {
         range_end: &[u8],
         needed: Permission,
     ) -> Result<(), Status> {
-        if !self.enabled && !store.auth().is_enabled() {
-            return Ok(());
-        }
-        store
-            .auth()
-            .check_range(self.user.as_deref(), key, range_end, needed)
+        self.permissions(store)
+            .range(key, range_end, needed)
             .map_err(auth_status)
     }
 
     /// Whether the caller may make administrative calls.
     pub fn check_admin(&self, store: &KvStore) -> Result<(), AuthError> {
-        store.auth().check_admin(self.user.as_deref())
+        self.permissions(store).admin()
     }
 
-    /// What a put needs: write, read when it asks for the previous value,
-    /// and, with a lease, write on every key the lease holds already
-    /// (etcd's rule: otherwise a user could attach a key to a lease whose
-    /// owner could then no longer revoke it).
+    /// What a put needs (see [`Permissions::put`]).
     pub fn check_put(&self, store: &KvStore, put: &pb::PutRequest) -> Result<(), Status> {
-        self.check_range(store, &put.key, &[], Permission::Write)?;
-        if put.prev_kv {
-            self.check_range(store, &put.key, &[], Permission::Read)?;
-        }
-        if put.lease != 0 && store.auth().is_enabled() {
-            self.check_lease_keys(store, put.lease, Permission::Write)?;
-        }
-        Ok(())
+        self.permissions(store).put(put).map_err(auth_status)
     }
 
     /// `needed` on every key attached to `lease` (none for an unknown one).
@@ -259,45 +236,23 @@ impl Caller {
         lease: i64,
         needed: Permission,
     ) -> Result<(), Status> {
-        store
-            .lease_keys(lease)
-            .unwrap_or_default()
-            .iter()
-            .try_for_each(|key| self.check_range(store, key, &[], needed))
+        self.permissions(store)
+            .lease_keys(lease, needed)
+            .map_err(auth_status)
     }
 
-    /// What a delete needs: write on the range, and read for `prev_kv`.
+    /// What a delete needs (see [`Permissions::delete`]).
     pub fn check_delete(
         &self,
         store: &KvStore,
         delete: &pb::DeleteRangeRequest,
     ) -> Result<(), Status> {
-        self.check_range(store, &delete.key, &delete.range_end, Permission::Write)?;
-        if delete.prev_kv {
-            self.check_range(store, &delete.key, &delete.range_end, Permission::Read)?;
-        }
-        Ok(())
+        self.permissions(store).delete(delete).map_err(auth_status)
     }
 
-    /// What a txn needs: read for every compare, and what each operation
-    /// of both branches needs, nested txns included.
+    /// What a txn needs (see [`Permissions::txn`]).
     pub fn check_txn(&self, store: &KvStore, txn: &pb::TxnRequest) -> Result<(), Status> {
-        use pb::request_op::Request;
-        for compare in &txn.compare {
-            self.check_range(store, &compare.key, &compare.range_end, Permission::Read)?;
-        }
-        for op in txn.success.iter().chain(&txn.failure) {
-            match &op.request {
-                Some(Request::RequestRange(r)) => {
-                    self.check_range(store, &r.key, &r.range_end, Permission::Read)?
-                }
-                Some(Request::RequestPut(r)) => self.check_put(store, r)?,
-                Some(Request::RequestDeleteRange(r)) => self.check_delete(store, r)?,
-                Some(Request::RequestTxn(r)) => self.check_txn(store, r)?,
-                None => {}
-            }
-        }
-        Ok(())
+        self.permissions(store).txn(txn).map_err(auth_status)
     }
 
     /// Metadata that names this caller to the leader when the call is

@@ -10,11 +10,11 @@
 
 use super::auth_gate::{auth_status, Caller};
 use super::backend::{EtcdBackend, NotHere};
-use super::command::{AuthChange, AuthOp, Command};
 use super::credentials;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::auth_client::AuthClient;
 use bellwether_api::etcdserverpb::auth_server::Auth;
+use bellwether_etcd::command::{AuthChange, AuthOp, Command};
 use bellwether_kv::{AuthError, KvStore};
 use tonic::{Request, Response, Status};
 

@@ -9,11 +9,13 @@
 //! knows, once) and the response header the same for every service.
 
 use super::auth_gate::{AuthGate, Caller};
-use super::command::{grpc_code, read_answer, Answer, Checked, Command, NO_SPACE};
+use super::refusal_status::refusal_status;
 use crate::client::{ClientError, NodeClient};
 use crate::status::NodeStatus;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_core::NodeId;
+use bellwether_etcd::command::{Checked, Command, NO_SPACE};
+use bellwether_etcd::{read_answer, Answer, Refusal};
 use bellwether_kv::{AlarmKind, KvError, KvStore, REQUEST_BYTES_MAX};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -98,7 +100,7 @@ pub fn status_of(error: ClientError) -> Status {
 
 /// A store error as the gRPC status etcd answers with.
 pub fn status_of_kv(error: &KvError) -> Status {
-    Status::new(grpc_code(error), error.to_string())
+    refusal_status(Refusal::of_kv(error))
 }
 
 impl EtcdBackend {
@@ -136,7 +138,7 @@ impl EtcdBackend {
     }
 
     /// Checks callers with `gate` (its summary comes from the state
-    /// machine, [`super::EtcdMachine::auth_summary`]).
+    /// machine, [`super::MachineSignals::auth`]).
     pub fn with_auth(mut self, gate: AuthGate) -> Self {
         self.auth = gate;
         self
@@ -451,7 +453,8 @@ impl EtcdBackend {
         };
         match proposed {
             Ok(answer) => {
-                let mut response = read_answer::<M>(&answer).map_err(NotHere::Fail)?;
+                let mut response = read_answer::<M>(&answer)
+                    .map_err(|refusal| NotHere::Fail(refusal_status(refusal)))?;
                 let header = response.header_mut();
                 let revision = match header {
                     Some(header) => header.revision,

@@ -33,13 +33,13 @@
 
 use super::auth_gate::Caller;
 use super::backend::{EtcdBackend, NotHere};
-use super::command::Command;
-use super::convert;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::kv_client::KvClient;
 use bellwether_api::etcdserverpb::lease_client::LeaseClient;
 use bellwether_api::mvccpb;
 use bellwether_core::NodeId;
+use bellwether_etcd::command::Command;
+use bellwether_etcd::convert;
 use bellwether_kv::{KeyRange, KeyValue, KvStore, RangeRequest, SortOrder, SortTarget};
 use tonic::{Code, Status};
 

@@ -7,11 +7,11 @@
 use super::auth_gate::maintenance_auth_status;
 use super::backend::{EtcdBackend, NotHere};
 use super::channel_stream::ChannelStream;
-use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_server::Cluster;
 use bellwether_api::etcdserverpb::maintenance_client::MaintenanceClient;
 use bellwether_api::etcdserverpb::maintenance_server::Maintenance;
+use bellwether_etcd::command::Command;
 use tonic::{Request, Response, Status};
 
 /// Maintenance and Cluster for one node.

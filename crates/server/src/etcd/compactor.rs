@@ -14,8 +14,8 @@
 //! history at the same point.
 
 use super::backend::EtcdBackend;
-use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
+use bellwether_etcd::command::Command;
 
 /// Revisions of history kept behind the current one.
 pub const RETAINED_REVISIONS: i64 = 1_000;

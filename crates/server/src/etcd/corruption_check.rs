@@ -12,10 +12,10 @@
 //! different compact revision) cannot be compared and is skipped too.
 
 use super::backend::EtcdBackend;
-use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::maintenance_client::MaintenanceClient;
 use bellwether_core::NodeId;
+use bellwether_etcd::command::Command;
 use bellwether_kv::{AlarmKind, KvError, KvStore};
 use std::time::Duration;
 

@@ -24,11 +24,11 @@
 use super::auth_gate::Caller;
 use super::backend::EtcdBackend;
 use super::campaign::{self, as_etcd, first_created_request, Claim, WithdrawOnDrop};
-use super::convert;
 use super::leader_observer::LeaderObserver;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::v3electionpb as epb;
 use bellwether_api::v3electionpb::election_server::Election;
+use bellwether_etcd::convert;
 use bellwether_kv::Permission;
 use tokio::sync::mpsc;
 use tonic::codegen::tokio_stream::wrappers::ReceiverStream;

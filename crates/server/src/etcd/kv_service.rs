@@ -7,11 +7,11 @@
 
 use super::auth_gate::Caller;
 use super::backend::{status_of_kv, EtcdBackend, NotHere};
-use super::command::Command;
-use super::convert;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::kv_client::KvClient;
 use bellwether_api::etcdserverpb::kv_server::Kv;
+use bellwether_etcd::command::Command;
+use bellwether_etcd::convert;
 use bellwether_kv::Permission;
 use tonic::{Request, Response, Status};
 

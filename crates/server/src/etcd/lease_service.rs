@@ -7,12 +7,12 @@
 
 use super::backend::{status_of_kv, EtcdBackend, NotHere};
 use super::channel_stream::ChannelStream;
-use super::command::Command;
 use super::lessor::{Lessor, Renewal};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::lease_client::LeaseClient;
 use bellwether_api::etcdserverpb::lease_server::Lease;
 use bellwether_core::NodeId;
+use bellwether_etcd::command::Command;
 use bellwether_kv::{KvError, Permission};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -15,8 +15,8 @@
 //! "no leader" and clients retry.
 
 use super::backend::EtcdBackend;
-use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
+use bellwether_etcd::command::Command;
 pub use bellwether_kv::Renewal;
 use bellwether_kv::{Leadership, LeaseClock, LEASE_CHECK_INTERVAL};
 use std::sync::atomic::{AtomicU64, Ordering};

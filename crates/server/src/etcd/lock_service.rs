@@ -16,11 +16,11 @@
 use super::auth_gate::Caller;
 use super::backend::{EtcdBackend, NotHere};
 use super::campaign::{self, as_etcd, WithdrawOnDrop};
-use super::command::Command;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::kv_client::KvClient;
 use bellwether_api::v3lockpb as lpb;
 use bellwether_api::v3lockpb::lock_server::Lock;
+use bellwether_etcd::command::Command;
 use bellwether_kv::Permission;
 use tonic::{Request, Response, Status};
 

@@ -18,9 +18,9 @@
 
 use super::auth_gate::Caller;
 use super::backend::{EtcdBackend, NotHere};
-use super::command::{Command, MemberChange};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_client::ClusterClient;
+use bellwether_etcd::command::{Command, MemberChange};
 use bellwether_kv::MemberIntent;
 use bellwether_member::roster::url_address;
 use std::time::Duration;

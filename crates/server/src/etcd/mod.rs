@@ -11,9 +11,7 @@ pub mod campaign;
 pub mod channel_stream;
 pub mod client_limits;
 pub mod cluster_service;
-pub mod command;
 pub mod compactor;
-pub mod convert;
 pub mod corruption_check;
 pub mod credentials;
 pub mod election_service;
@@ -23,19 +21,21 @@ pub mod leader_observer;
 pub mod lease_service;
 pub mod lessor;
 pub mod lock_service;
-pub mod machine;
+pub mod machine_signals;
 pub mod member_service;
+pub mod refusal_status;
 pub mod unary_fast_path;
 pub mod watch_service;
 
 pub use backend::EtcdBackend;
+pub use bellwether_etcd::EtcdMachine;
 pub use cluster_service::ClusterService;
 pub use election_service::ElectionService;
 pub use kv_service::KvService;
 pub use lease_service::LeaseService;
 pub use lessor::Lessor;
 pub use lock_service::LockService;
-pub use machine::EtcdMachine;
+pub use machine_signals::{machine_with_signals, MachineSignals};
 
 /// A stable cluster id derived from the cluster name (FNV-1a), for response
 /// headers.
@@ -54,7 +54,7 @@ pub const GRPC_MESSAGE_BYTES_MAX: usize = bellwether_kv::REQUEST_BYTES_MAX + 512
 /// Serves the etcd API on `listener` until `shutdown` completes, over TLS
 /// when `tls` is set, holding at most `connections_max` client connections
 /// (see `client_limits.rs`). `lessor` is the lease clock the state machine
-/// keeps informed ([`EtcdMachine::lessor`]).
+/// keeps informed ([`MachineSignals::lessor`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     backend: EtcdBackend,

@@ -9,9 +9,9 @@
 //! it with the compact revision, as etcd cancels a watcher whose start
 //! revision was compacted.
 
-use super::super::convert;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::mvccpb;
+use bellwether_etcd::convert;
 use bellwether_kv::{Event, EventKind, KeyRange, KvError, KvStore};
 use std::sync::Arc;
 

@@ -1,14 +1,20 @@
 //! The etcd-compatible state machine: the MVCC store, fed by the log.
-//! Shared with the gRPC services, which read it directly (after a read
-//! barrier for linearizable reads).
+//!
+//! The store is shared (`Arc<Mutex<KvStore>>`) with whoever reads it: the
+//! server's services, after a read barrier for linearizable reads, and the
+//! simulator's clients. Each apply holds the lock for one command.
+//!
+//! What the runtime around it must hear of an apply goes to an
+//! [`Observer`]: the store's new revision and auth state (published while
+//! the lock is held, so a reader that sees the state then sees at least
+//! that revision), and the leases granted and revoked (after the lock is
+//! released), so that the leader's lease clock never rescans the store.
 
-use super::auth_gate::{auth_code, auth_status, AuthSummary, Caller};
-use super::command::{
-    answer_error, answer_ok, grpc_code, AuthChange, AuthOp, Checked, Command, MemberChange,
-    CORRUPT, NO_SPACE,
-};
-use super::convert;
-use super::lessor::Lessor;
+use crate::answer::{answer_error, answer_ok, auth_code, member_code, Refusal};
+use crate::command::{AuthChange, AuthOp, Checked, Command, MemberChange, CORRUPT, NO_SPACE};
+use crate::convert;
+use crate::permissions::Permissions;
+use crate::status_code::Code;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_core::LogIndex;
 use bellwether_kv::{
@@ -17,71 +23,93 @@ use bellwether_kv::{
 };
 use bellwether_member::StateMachine;
 use std::sync::{Arc, Mutex};
-use tokio::sync::watch;
 
-/// The store behind a node.
-#[derive(Debug)]
+/// What an apply changed of the leases, for the leader's lease clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseApplied {
+    /// Lease `id` was granted with `ttl_seconds`.
+    Granted {
+        /// The lease.
+        id: i64,
+        /// Its granted TTL.
+        ttl_seconds: i64,
+    },
+    /// A revoke of lease `id` was applied. Told even when the lease was
+    /// gone already (`existed` false): the clock must not keep a deadline
+    /// for it either.
+    Revoked {
+        /// The lease.
+        id: i64,
+        /// A client asked for it; otherwise a member's lease clock did,
+        /// because the lease expired.
+        by_client: bool,
+        /// The store held the lease until this revoke.
+        existed: bool,
+    },
+    /// The store was replaced by a snapshot: every lease may have changed.
+    Restored,
+}
+
+/// What the runtime around an [`EtcdMachine`] hears of its applies.
+pub trait Observer: Send + 'static {
+    /// The store after an apply or a restore, with its lock held: its
+    /// revision and auth state are now those a reader will see.
+    fn published(&self, store: &KvStore);
+    /// A lease change, told after the store's lock is released.
+    fn lease(&self, applied: LeaseApplied);
+}
+
+/// An observer that hears nothing, for a machine nothing waits on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoObserver;
+
+impl Observer for NoObserver {
+    fn published(&self, _store: &KvStore) {}
+    fn lease(&self, _applied: LeaseApplied) {}
+}
+
+/// The store behind a member.
 pub struct EtcdMachine {
-    /// Shared with the services; the lock is held only for one operation.
+    /// Shared with the readers; the lock is held only for one operation.
     pub store: Arc<Mutex<KvStore>>,
-    /// The store's revision after each apply, for services that wait for
-    /// changes (watch, election, lock).
-    revisions: watch::Sender<i64>,
-    /// Told of every lease grant and revoke applied, so the leader's lease
-    /// clock never has to rescan the store.
-    lessor: Lessor,
+    /// Told of every apply.
+    observer: Box<dyn Observer>,
     /// Bumped on every apply of a membership command and on restore.
     directory_version: u64,
-    /// Whether auth is on, for the services' checks (see `auth_gate.rs`).
-    auth: AuthSummary,
     /// The last log index applied or restored: entries come in log order,
     /// each once, so the next one must be later.
     last_applied: LogIndex,
 }
 
+impl std::fmt::Debug for EtcdMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdMachine")
+            .field("directory_version", &self.directory_version)
+            .field("last_applied", &self.last_applied)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for EtcdMachine {
     fn default() -> Self {
-        let store = KvStore::new();
-        let (revisions, _) = watch::channel(store.revision());
-        EtcdMachine {
-            store: Arc::new(Mutex::new(store)),
-            revisions,
-            lessor: Lessor::default(),
-            directory_version: 1,
-            auth: AuthSummary::default(),
-            last_applied: LogIndex(0),
-        }
+        EtcdMachine::new(Box::new(NoObserver))
     }
 }
 
 impl EtcdMachine {
-    /// A receiver of the store's revision, updated after every apply that
-    /// changes it.
-    pub fn revisions(&self) -> watch::Receiver<i64> {
-        self.revisions.subscribe()
+    /// An empty store whose applies `observer` hears of.
+    pub fn new(observer: Box<dyn Observer>) -> Self {
+        EtcdMachine {
+            store: Arc::new(Mutex::new(KvStore::new())),
+            observer,
+            directory_version: 1,
+            last_applied: LogIndex(0),
+        }
     }
 
-    /// The lease clock this machine keeps informed; the lease services and
-    /// the expiry task use it.
-    pub fn lessor(&self) -> Lessor {
-        self.lessor.clone()
-    }
-
-    /// Whether auth is on and its revision, kept current by every apply.
-    pub fn auth_summary(&self) -> AuthSummary {
-        self.auth.clone()
-    }
-
-    fn publish_auth(&self, store: &KvStore) {
-        self.auth.publish(store);
-    }
-
-    fn publish_revision(&self, revision: i64) {
-        self.revisions.send_if_modified(|current| {
-            let changed = *current != revision;
-            *current = revision;
-            changed
-        });
+    /// The last log index applied or restored.
+    pub fn last_applied(&self) -> LogIndex {
+        self.last_applied
     }
 }
 
@@ -145,25 +173,24 @@ fn apply_member(store: &mut KvStore, command: Command) -> Result<Vec<u8>, Member
     Ok(answer_ok(response, store.revision()))
 }
 
-/// Whether the user `checked` names may make `command` now (the services
-/// check the same rules when they take a call; see `auth_gate.rs`).
-fn permitted(store: &KvStore, checked: &Checked, command: &Command) -> Result<(), tonic::Status> {
-    let caller = Caller {
-        user: Some(checked.user.clone()).filter(|user| !user.is_empty()),
-        auth_revision: store.auth().revision(),
+/// Whether the user `checked` names may make `command` now (the server
+/// checks the same rules when it takes the call).
+fn permitted(store: &KvStore, checked: &Checked, command: &Command) -> Result<(), AuthError> {
+    let permissions = Permissions {
+        store,
+        user: Some(checked.user.as_str()).filter(|user| !user.is_empty()),
         enabled: true,
     };
-    let admin = || caller.check_admin(store).map_err(auth_status);
     match command {
-        Command::Put(r) => caller.check_put(store, r),
-        Command::DeleteRange(r) => caller.check_delete(store, r),
-        Command::Txn(r) => caller.check_txn(store, r),
-        Command::LeaseRevoke(r) => caller.check_lease_keys(store, r.id, Permission::Write),
+        Command::Put(r) => permissions.put(r),
+        Command::DeleteRange(r) => permissions.delete(r),
+        Command::Txn(r) => permissions.txn(r),
+        Command::LeaseRevoke(r) => permissions.lease_keys(r.id, Permission::Write),
         Command::Auth(_)
         | Command::MemberAdd(_)
         | Command::MemberUpdate(_)
         | Command::MemberPromote(_)
-        | Command::MemberRemove(_) => admin(),
+        | Command::MemberRemove(_) => permissions.admin(),
         // etcd checks none of these.
         Command::Compact(_) | Command::LeaseGrant(_) | Command::Alarm(_) => Ok(()),
     }
@@ -215,18 +242,6 @@ pub fn member_of(record: &MemberRecord) -> pb::Member {
     }
 }
 
-/// etcd's gRPC code for a refused membership change.
-fn member_error_code(error: &MemberError) -> tonic::Code {
-    match error {
-        MemberError::NotFound => tonic::Code::NotFound,
-        MemberError::Removed | MemberError::PeerUrlExists | MemberError::NotLearner => {
-            tonic::Code::FailedPrecondition
-        }
-        MemberError::TooMany => tonic::Code::ResourceExhausted,
-        MemberError::NoPeerUrls => tonic::Code::InvalidArgument,
-    }
-}
-
 /// An alarm as etcd lists it.
 pub fn alarm_member(alarm: Alarm) -> pb::AlarmMember {
     pb::AlarmMember {
@@ -246,8 +261,8 @@ fn refusal(store: &KvStore, checked: Option<&Checked>, command: &Command) -> Opt
     // lease since a revoke was checked.
     if let Some(checked) = checked {
         if store.auth().is_enabled() {
-            if let Err(status) = permitted(store, checked, command) {
-                return Some(answer_error(status.code(), status.message()));
+            if let Err(error) = permitted(store, checked, command) {
+                return Some(answer_error(auth_code(error), &error.to_string()));
             }
         }
     }
@@ -255,13 +270,13 @@ fn refusal(store: &KvStore, checked: Option<&Checked>, command: &Command) -> Opt
     // space is refused, on every member at the same log entry, as
     // etcd's capped applier does; deletes and compactions still pass.
     if command.space_cost() > 0 && store.is_alarmed(AlarmKind::NoSpace) {
-        return Some(answer_error(tonic::Code::ResourceExhausted, NO_SPACE));
+        return Some(answer_error(Code::ResourceExhausted, NO_SPACE));
     }
     // A member's data differs from the leader's (`corruption_check.rs`):
     // no client write lands anywhere until an operator has looked. Lease
     // revokes still apply (unlike etcd's), so that expiry never stalls.
     if command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt) {
-        return Some(answer_error(tonic::Code::DataLoss, CORRUPT));
+        return Some(answer_error(Code::DataLoss, CORRUPT));
     }
     None
 }
@@ -269,20 +284,20 @@ fn refusal(store: &KvStore, checked: Option<&Checked>, command: &Command) -> Opt
 /// What [`apply_to_store`] did with a command.
 enum StoreApplied {
     /// The store ran it, or refused it with this error: the revision is
-    /// published and the lessor told before answering.
+    /// published and the lease clock told before answering.
     Ran(Result<Vec<u8>, KvError>),
     /// Refused before it reached the store: the answer, as is.
     Refused(Vec<u8>),
 }
 
 /// Applies a command on the keys, leases, compaction or alarms (not a
-/// membership or auth change); notes a lease granted or revoked in
-/// `granted` and `revoked` for the lessor.
+/// membership or auth change); notes in `lease` what changed of the leases,
+/// for the lease clock. `by_client`: the entry came from a client's call.
 fn apply_to_store(
     store: &mut KvStore,
     command: Command,
-    granted: &mut Option<(i64, i64)>,
-    revoked: &mut Option<i64>,
+    by_client: bool,
+    lease: &mut Option<LeaseApplied>,
 ) -> StoreApplied {
     let result = match command {
         Command::Put(r) => store
@@ -297,7 +312,7 @@ fn apply_to_store(
                 .map(|r| answer_ok(convert::txn_response(r), store.revision())),
             None => {
                 return StoreApplied::Refused(answer_error(
-                    tonic::Code::InvalidArgument,
+                    Code::InvalidArgument,
                     "etcdserver: invalid txn request",
                 ))
             }
@@ -306,7 +321,10 @@ fn apply_to_store(
             .compact(r.revision)
             .map(|()| answer_ok(pb::CompactionResponse { header: None }, store.revision())),
         Command::LeaseGrant(r) => store.lease_grant(r.id, r.ttl).map(|ttl| {
-            *granted = Some((r.id, ttl));
+            *lease = Some(LeaseApplied::Granted {
+                id: r.id,
+                ttl_seconds: ttl,
+            });
             let response = pb::LeaseGrantResponse {
                 header: None,
                 id: r.id,
@@ -322,15 +340,27 @@ fn apply_to_store(
         | Command::MemberPromote(_)
         | Command::MemberRemove(_) => unreachable!("applied by the caller"),
         Command::LeaseRevoke(r) => {
-            // Passed on even when it fails (the lease was gone already):
-            // the lessor must not keep a deadline for it either.
-            *revoked = Some(r.id);
-            store
-                .lease_revoke(r.id)
-                .map(|_| answer_ok(pb::LeaseRevokeResponse { header: None }, store.revision()))
+            let revoked = store.lease_revoke(r.id);
+            *lease = Some(LeaseApplied::Revoked {
+                id: r.id,
+                by_client,
+                existed: revoked.is_ok(),
+            });
+            revoked.map(|_| answer_ok(pb::LeaseRevokeResponse { header: None }, store.revision()))
         }
     };
     StoreApplied::Ran(result)
+}
+
+/// Whether `command` changes the member directory.
+fn is_membership(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::MemberAdd(_)
+            | Command::MemberUpdate(_)
+            | Command::MemberPromote(_)
+            | Command::MemberRemove(_)
+    )
 }
 
 impl StateMachine for EtcdMachine {
@@ -343,38 +373,31 @@ impl StateMachine for EtcdMachine {
         self.last_applied = index;
         let Some((checked, command)) = Command::decode_entry(command) else {
             return answer_error(
-                tonic::Code::InvalidArgument,
+                Code::InvalidArgument,
                 "bellwether: unknown command in the log",
             );
         };
-        // What the lessor must hear of once the store lock is released.
-        let mut granted: Option<(i64, i64)> = None;
-        let mut revoked: Option<i64> = None;
         let mut store = self.store.lock().expect("store lock");
         if let Some(refusal) = refusal(&store, checked.as_ref(), &command) {
             return refusal;
         }
-        if matches!(
-            command,
-            Command::MemberAdd(_)
-                | Command::MemberUpdate(_)
-                | Command::MemberPromote(_)
-                | Command::MemberRemove(_)
-        ) {
+        if is_membership(&command) {
             self.directory_version += 1;
             let answer = apply_member(&mut store, command)
-                .unwrap_or_else(|e| answer_error(member_error_code(&e), &e.to_string()));
-            self.publish_revision(store.revision());
+                .unwrap_or_else(|e| answer_error(member_code(&e), &e.to_string()));
+            self.observer.published(&store);
             return answer;
         }
         if let Command::Auth(change) = command {
             let answer = apply_auth(&mut store, change)
                 .unwrap_or_else(|e| answer_error(auth_code(e), &e.to_string()));
-            self.publish_auth(&store);
+            self.observer.published(&store);
             return answer;
         }
         let before = store.revision();
-        let result = match apply_to_store(&mut store, command, &mut granted, &mut revoked) {
+        // What the lease clock must hear of once the store lock is released.
+        let mut lease = None;
+        let result = match apply_to_store(&mut store, command, checked.is_some(), &mut lease) {
             StoreApplied::Ran(result) => result,
             StoreApplied::Refused(answer) => return answer,
         };
@@ -384,17 +407,17 @@ impl StateMachine for EtcdMachine {
         );
         // Published before the lock is released: a reader that sees this
         // state then builds a header sees at least this revision.
-        self.publish_revision(store.revision());
+        self.observer.published(&store);
         drop(store);
-        // The lessor is told after the store lock is released (its own
-        // checks take the two locks in the other order).
-        if let Some((id, ttl)) = granted {
-            self.lessor.applied_grant(id, ttl);
+        // The lease clock is told after the store lock is released (its
+        // own checks take the two locks in the other order).
+        if let Some(lease) = lease {
+            self.observer.lease(lease);
         }
-        if let Some(id) = revoked {
-            self.lessor.applied_revoke(id);
-        }
-        result.unwrap_or_else(|error| answer_error(grpc_code(&error), &error.to_string()))
+        result.unwrap_or_else(|error| {
+            let refusal = Refusal::of_kv(&error);
+            answer_error(refusal.code, &refusal.message)
+        })
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -422,14 +445,12 @@ impl StateMachine for EtcdMachine {
         } else {
             KvStore::restore(data).expect("snapshots we wrote decode")
         };
-        let revision = restored.revision();
         let mut store = self.store.lock().expect("store lock");
         *store = restored;
-        self.publish_revision(revision);
-        self.publish_auth(&store);
+        self.observer.published(&store);
         drop(store);
         self.directory_version += 1;
-        self.lessor.restored();
+        self.observer.lease(LeaseApplied::Restored);
     }
 
     fn directory_version(&self) -> u64 {
@@ -445,3 +466,7 @@ impl StateMachine for EtcdMachine {
             .collect()
     }
 }
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;

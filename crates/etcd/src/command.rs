@@ -1,9 +1,8 @@
-//! Client writes as Raft log entries, and the state machine's answers as
-//! bytes: a tag byte, then the protobuf of etcd's request or response. The
-//! log therefore holds exactly what a client sent, in etcd's own format.
+//! Client writes as Raft log entries: a tag byte, then the protobuf of
+//! etcd's request. The log therefore holds exactly what a client sent, in
+//! etcd's own format.
 
 use bellwether_api::etcdserverpb as pb;
-use bellwether_kv::KvError;
 use prost::Message;
 
 const PUT: u8 = 1;
@@ -42,7 +41,7 @@ const _: () = assert!(
     "command tags are distinct and below CHECKED"
 );
 
-/// How a client's write was checked (see `auth_gate.rs`).
+/// How a client's write was checked (see [`crate::permissions`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checked {
     /// The auth revision of the check.
@@ -312,98 +311,9 @@ fn txn_cost(txn: &pb::TxnRequest) -> u64 {
     branch(&txn.success).max(branch(&txn.failure))
 }
 
-/// Where an error maps in gRPC, as etcd maps it.
-pub fn grpc_code(error: &KvError) -> tonic::Code {
-    match error {
-        KvError::Compacted { .. } | KvError::FutureRevision => tonic::Code::OutOfRange,
-        KvError::LeaseNotFound => tonic::Code::NotFound,
-        KvError::LeaseExists => tonic::Code::FailedPrecondition,
-        KvError::LeaseTtlTooLarge => tonic::Code::OutOfRange,
-        KvError::TooManyLeases { .. } => tonic::Code::ResourceExhausted,
-        _ => tonic::Code::InvalidArgument,
-    }
-}
-
-/// An etcd response, all of which carry a [`pb::ResponseHeader`].
-pub trait Answer: Message + Default {
-    /// The response's header field.
-    fn header_mut(&mut self) -> &mut Option<pb::ResponseHeader>;
-}
-
-macro_rules! answers {
-    ($($response:ty),* $(,)?) => {
-        $(impl Answer for $response {
-            fn header_mut(&mut self) -> &mut Option<pb::ResponseHeader> {
-                &mut self.header
-            }
-        })*
-    };
-}
-
-answers!(
-    pb::PutResponse,
-    pb::DeleteRangeResponse,
-    pb::TxnResponse,
-    pb::CompactionResponse,
-    pb::LeaseGrantResponse,
-    pb::LeaseRevokeResponse,
-    pb::AlarmResponse,
-    pb::MemberAddResponse,
-    pb::AuthEnableResponse,
-);
-
-/// An answer: `[0] + protobuf` on success, `[1, code] + message` on error.
-/// The response's header carries `revision`, the store's revision right
-/// after this write was applied: etcd answers a write with that revision,
-/// and clientv3's Mutex and Election queue behind exactly it (a later
-/// revision would make them wait on keys created after their own).
-pub fn answer_ok(mut response: impl Answer, revision: i64) -> Vec<u8> {
-    *response.header_mut() = Some(pb::ResponseHeader {
-        revision,
-        ..Default::default()
-    });
-    let mut out = vec![0];
-    out.extend_from_slice(&response.encode_to_vec());
-    out
-}
-
-/// An error answer.
-pub fn answer_error(code: tonic::Code, message: &str) -> Vec<u8> {
-    let mut out = vec![1, code as i32 as u8];
-    out.extend_from_slice(message.as_bytes());
-    out
-}
-
-/// Reads an answer back into a response or a gRPC status.
-pub fn read_answer<M: Message + Default>(bytes: &[u8]) -> Result<M, tonic::Status> {
-    match bytes.split_first() {
-        Some((0, body)) => {
-            M::decode(body).map_err(|e| tonic::Status::internal(format!("undecodable answer: {e}")))
-        }
-        Some((1, rest)) => {
-            let (code, message) = rest.split_first().unwrap_or((&2, &[]));
-            Err(tonic::Status::new(
-                tonic::Code::from_i32(*code as i32),
-                String::from_utf8_lossy(message),
-            ))
-        }
-        _ => Err(tonic::Status::internal(
-            "empty answer from the state machine",
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_lease_bound_is_refused_as_resource_exhausted() {
-        let refused = KvError::TooManyLeases {
-            leases_max: bellwether_kv::LEASES_MAX,
-        };
-        assert_eq!(grpc_code(&refused), tonic::Code::ResourceExhausted);
-    }
 
     #[test]
     fn a_txn_costs_its_costlier_branch_and_deletes_cost_nothing() {
@@ -477,11 +387,5 @@ mod tests {
         );
         assert_eq!(Command::decode_entry(&add.encode()), Some((None, add)));
         assert_eq!(Command::decode_entry(&[CHECKED, 1, 2]), None);
-        let error = answer_error(tonic::Code::OutOfRange, "compacted");
-        let status = read_answer::<pb::PutResponse>(&error).unwrap_err();
-        assert_eq!(
-            (status.code(), status.message()),
-            (tonic::Code::OutOfRange, "compacted")
-        );
     }
 }

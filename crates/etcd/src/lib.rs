@@ -1,0 +1,30 @@
+//! The etcd v3 semantics of a bellwether member, as pure code: no sockets,
+//! no async runtime, no clock.
+//!
+//! - [`command`]: the writes a client can make, as the log holds them
+//!   (etcd's own request protobufs behind a tag byte), and what each costs
+//!   against the storage quota;
+//! - [`answer`]: the state machine's answers and the status codes they
+//!   carry, which the server turns into gRPC statuses;
+//! - [`machine`]: [`EtcdMachine`], the replicated state machine that
+//!   applies commands to the `kv` store and refuses what auth, an alarm or
+//!   the store refuses;
+//! - [`permissions`]: what a user may do, checked where a call is taken and
+//!   again at apply;
+//! - [`convert`]: the mapping between the wire types and the store's.
+//!
+//! The server wraps this in tonic services; the simulator runs the same
+//! [`EtcdMachine`] behind its simulated members, so what is checked there
+//! is what production applies.
+
+pub mod answer;
+pub mod command;
+pub mod convert;
+pub mod machine;
+pub mod permissions;
+pub mod status_code;
+
+pub use answer::{answer_error, answer_ok, read_answer, Answer, Refusal};
+pub use command::{AuthChange, AuthOp, Checked, Command, MemberChange, CORRUPT, NO_SPACE};
+pub use machine::{EtcdMachine, LeaseApplied, Observer};
+pub use status_code::Code;

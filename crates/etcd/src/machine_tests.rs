@@ -1,0 +1,148 @@
+//! The state machine's own rules, applied entry by entry as the member
+//! applies them: auth at apply, the lease changes told to the observer,
+//! and refusals that leave the store as it was.
+
+use super::*;
+use crate::answer::read_answer;
+use std::sync::Mutex as StdMutex;
+
+/// An observer that records what it is told.
+#[derive(Clone, Default)]
+struct Recorder(Arc<StdMutex<Vec<LeaseApplied>>>, Arc<StdMutex<Vec<i64>>>);
+
+impl Observer for Recorder {
+    fn published(&self, store: &KvStore) {
+        self.1.lock().expect("test").push(store.revision());
+    }
+    fn lease(&self, applied: LeaseApplied) {
+        self.0.lock().expect("test").push(applied);
+    }
+}
+
+struct Log {
+    machine: EtcdMachine,
+    index: u64,
+}
+
+impl Log {
+    fn new(observer: Recorder) -> Log {
+        Log {
+            machine: EtcdMachine::new(Box::new(observer)),
+            index: 0,
+        }
+    }
+
+    fn apply(&mut self, entry: Vec<u8>) -> Vec<u8> {
+        self.index += 1;
+        self.machine.apply(LogIndex(self.index), &entry)
+    }
+
+    fn auth(&mut self, op: AuthOp, name: &str, role: &str) {
+        let change = AuthChange {
+            op: op as i32,
+            name: name.into(),
+            role: role.into(),
+            secret: b"secret".to_vec(),
+            ..Default::default()
+        };
+        let answer = self.apply(Command::Auth(change).encode());
+        read_answer::<pb::AuthEnableResponse>(&answer).expect("an auth change applies");
+    }
+
+    fn put_as(&mut self, user: &str, auth_revision: u64) -> Result<pb::PutResponse, Refusal> {
+        let put = Command::Put(pb::PutRequest {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            ..Default::default()
+        });
+        let checked = Checked {
+            auth_revision,
+            user: user.into(),
+        };
+        read_answer(&self.apply(put.encode_checked(&checked)))
+    }
+}
+
+#[test]
+fn a_write_checked_before_auth_changed_is_checked_again_at_apply() {
+    let mut log = Log::new(Recorder::default());
+    assert!(log.put_as("", 0).is_ok(), "auth off: any caller writes");
+    log.auth(AuthOp::UserAdd, "root", "");
+    log.auth(AuthOp::UserGrantRole, "root", "root");
+    log.auth(AuthOp::UserAdd, "alice", "");
+    let revision = log.machine.store.lock().expect("test").auth().revision();
+    log.auth(AuthOp::Enable, "", "");
+    let refused = log.put_as("alice", revision).unwrap_err();
+    assert_eq!(refused.code, Code::PermissionDenied, "{refused}");
+    assert!(log.put_as("root", revision).is_ok(), "root may write");
+    let store = log.machine.store.lock().expect("test");
+    let value = store.get(b"k").map(|kv| kv.version);
+    assert_eq!(value, Some(2), "alice's refused put left the key alone");
+}
+
+#[test]
+fn leases_granted_and_revoked_are_told_with_who_revoked_them() {
+    let recorder = Recorder::default();
+    let mut log = Log::new(recorder.clone());
+    let grant = |id| Command::LeaseGrant(pb::LeaseGrantRequest { ttl: 10, id });
+    let revoke = |id| Command::LeaseRevoke(pb::LeaseRevokeRequest { id });
+    let client = Checked {
+        auth_revision: 0,
+        user: String::new(),
+    };
+    log.apply(grant(7).encode());
+    log.apply(grant(8).encode());
+    log.apply(revoke(7).encode_checked(&client));
+    let expired = log.apply(revoke(8).encode());
+    assert!(read_answer::<pb::LeaseRevokeResponse>(&expired).is_ok());
+    let again = log.apply(revoke(8).encode());
+    let refused = read_answer::<pb::LeaseRevokeResponse>(&again).unwrap_err();
+    assert_eq!(refused.code, Code::NotFound);
+    let snapshot = log.machine.snapshot();
+    log.machine.restore(LogIndex(10), &snapshot);
+    let told = recorder.0.lock().expect("test").clone();
+    let granted = |id| LeaseApplied::Granted {
+        id,
+        ttl_seconds: 10,
+    };
+    let revoked = |id, by_client, existed| LeaseApplied::Revoked {
+        id,
+        by_client,
+        existed,
+    };
+    assert_eq!(
+        told,
+        vec![
+            granted(7),
+            granted(8),
+            revoked(7, true, true),
+            revoked(8, false, true),
+            revoked(8, false, false),
+            LeaseApplied::Restored,
+        ]
+    );
+    let revisions = recorder.1.lock().expect("test").clone();
+    assert!(
+        revisions.windows(2).all(|w| w[0] <= w[1]),
+        "published revisions never go back: {revisions:?}"
+    );
+}
+
+#[test]
+fn an_entry_no_client_wrote_is_refused_and_changes_nothing() {
+    let mut log = Log::new(Recorder::default());
+    let before = log.machine.snapshot();
+    let answer = log.apply(vec![0xEE, 1, 2, 3]);
+    let refused = read_answer::<pb::PutResponse>(&answer).unwrap_err();
+    assert_eq!(refused.code, Code::InvalidArgument);
+    assert_eq!(log.machine.snapshot(), before);
+    assert_eq!(log.machine.last_applied(), LogIndex(1));
+}
+
+#[test]
+#[should_panic(expected = "applied after entry")]
+fn an_entry_applied_twice_is_an_invariant_failure() {
+    let mut log = Log::new(Recorder::default());
+    log.apply(Command::Compact(pb::CompactionRequest::default()).encode());
+    log.machine.apply(LogIndex(1), &[]);
+}
