@@ -12,13 +12,12 @@
 //! [`LeaseLedger`] checks that no lease expires before the guarantee its
 //! grant or last renewal gave.
 
+use super::etcd_entries::{client_entry, entry_tag, leased_put_entry, Write};
 use super::lease_ledger::{ttl_us, LeaseLedger};
-use super::machine::is_expiry;
 use super::protocol::{ClientAnswer, OpRef, SimMember};
 use crate::checkers::Violation;
 use crate::event::NodeIndex;
 use crate::kv::clients::{self, ClientWorkload, Clients, Reply, Timer};
-use crate::kv::codec::{encode, LoggedWrite};
 use crate::kv::KvConfig;
 use crate::linearizability::{Command, Key, Value};
 use crate::world::{Application, World};
@@ -176,6 +175,8 @@ impl EtcdApp {
                 attempt,
                 key: Key(0),
                 renew: Some(lease),
+                write: None,
+                entry: 0,
             };
             let member = world.node_mut(node).expect("running");
             member.request(Request::ReadBarrier { reply });
@@ -227,19 +228,90 @@ impl EtcdApp {
             attempt,
             key,
             renew: None,
+            write: None,
+            entry: 0,
         };
         let request = match op.command {
             Command::Get { .. } => Request::ReadBarrier { reply },
-            command => Request::Propose {
-                command: encode(&LoggedWrite {
-                    op_id: reply.op_id(),
-                    command,
-                }),
-                reply,
-            },
+            command => {
+                let (entry, write) = client_entry(command);
+                let reply = OpRef {
+                    write: Some(write),
+                    entry: entry_tag(&entry),
+                    ..reply
+                };
+                Request::Propose {
+                    command: entry,
+                    reply,
+                }
+            }
         };
         world.node_mut(node).expect("running").request(request);
         world.flush(node);
+    }
+
+    /// A leased put's lease is granted: the client puts under it, through
+    /// the member that answered, as an etcd client's next call goes.
+    fn put_under_lease(world: &mut World<SimMember, EtcdApp>, node: NodeIndex, op: OpRef) {
+        let Some(Command::LeasedPut { key, value }) = world
+            .app
+            .clients
+            .op_of_attempt(op.client, op.attempt)
+            .map(|pending| pending.command)
+        else {
+            return; // the attempt is over (its deadline passed)
+        };
+        let entry = leased_put_entry(key, value);
+        let reply = OpRef {
+            write: Some(Write::Put),
+            entry: entry_tag(&entry),
+            ..op
+        };
+        let member = world.node_mut(node).expect("it just answered");
+        member.request(Request::Propose {
+            command: entry,
+            reply,
+        });
+        world.flush(node);
+    }
+
+    /// The state machine refused a write, so nothing changed: the client
+    /// tries again. Only a leased put's put may be refused, when its lease
+    /// expired before the put was applied; any other refusal is a
+    /// violation.
+    fn on_refused(
+        world: &mut World<SimMember, EtcdApp>,
+        node: NodeIndex,
+        op: OpRef,
+        refusal: bellwether_etcd::Refusal,
+    ) {
+        // Expiry revokes are no client's operation.
+        let leased = !op.is_expiry()
+            && matches!(
+                world
+                    .app
+                    .clients
+                    .op_of_attempt(op.client, op.attempt)
+                    .map(|pending| pending.command),
+                Some(Command::LeasedPut { .. })
+            );
+        let lease_gone = refusal.code == bellwether_etcd::Code::NotFound;
+        if !(leased && op.write == Some(Write::Put) && lease_gone) {
+            let detail = format!(
+                "n{} refused client {} attempt {} ({:?}): {refusal}",
+                node + 1,
+                op.client,
+                op.attempt,
+                op.write
+            );
+            world.report_violation(Violation {
+                property: "writes-applied-as-asked",
+                time_us: world.now_us(),
+                detail,
+            });
+            return;
+        }
+        clients::reply(world, op.client, op.attempt, Reply::Retry);
     }
 
     /// What a member told its clients.
@@ -253,7 +325,7 @@ impl EtcdApp {
                     world.app.leases.keep_alive_answered(op, renewal);
                     continue;
                 }
-                ClientAnswer::Answered(op, result) if is_expiry(op.op_id()) => {
+                ClientAnswer::Answered(op, result) if op.is_expiry() => {
                     let now = world.now_us();
                     if let Some(done) = world.app.leases.expiry_answered(op, result, now) {
                         world.app.clients.history.push(done);
@@ -261,9 +333,17 @@ impl EtcdApp {
                     continue;
                 }
                 ClientAnswer::Answered(op, result) => (op, result),
+                ClientAnswer::Granted(op) => {
+                    Self::put_under_lease(world, node, op);
+                    continue;
+                }
+                ClientAnswer::Refused(op, refusal) => {
+                    Self::on_refused(world, node, op, refusal);
+                    continue;
+                }
                 ClientAnswer::Misrouted(op, entry_op) => {
                     let detail = format!(
-                        "n{} answered client {} attempt {} from the entry of operation {entry_op:#x}",
+                        "n{} answered client {} attempt {} from the entry tagged {entry_op:#x}",
                         node + 1,
                         op.client,
                         op.attempt

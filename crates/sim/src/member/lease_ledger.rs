@@ -11,7 +11,7 @@
 //! The expiry revokes are also operations of the history (one client id
 //! each), so the linearizability checker sees keys vanish where they did.
 
-use super::machine::LEASE_TTL_SECONDS;
+use super::etcd_entries::LEASE_TTL_SECONDS;
 use super::protocol::OpRef;
 use crate::linearizability::{ClientId, Command, Operation, Response};
 use bellwether_kv::Renewal;
@@ -188,6 +188,8 @@ mod tests {
             attempt,
             key: Key(0),
             renew: Some(0x40),
+            write: None,
+            entry: 0,
         };
         ledger.keep_alive_answered(op, Renewal::Renewed(2));
         ledger.expired(0x40, 3_950_000);

@@ -26,13 +26,17 @@
 //! the history (the workload gives each its own client id), so the
 //! linearizability checker sees keys vanish where the log says they did.
 
-use super::machine::{key_of, LeaseEvent, LeaseEvents, SharedStore, LESSOR_CLIENT_BASE};
+use super::etcd_entries::{entry_tag, expiry_entry, key_of, SharedStore, Write};
 use super::protocol::OpRef;
-use crate::kv::codec::{encode, LoggedWrite};
+use super::tagged_machine::{LeaseEvent, LeaseEvents};
 use crate::linearizability::{Command, Key, Value};
 use bellwether_kv::{Leadership, LeaseClock, Renewal, LEASE_CHECK_INTERVAL};
 use bellwether_member::Request;
 use std::time::Duration;
+
+/// Client ids from here up name lease clocks, whose expiry revokes are
+/// operations too (one client id per member incarnation).
+pub const LESSOR_CLIENT_BASE: u64 = 1 << 20;
 
 /// How a simulated lessor proposes its expiry revokes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -151,24 +155,23 @@ impl SimLessor {
             .ok()
             .and_then(|keys| keys.first().map(|k| key_of(k)));
         self.revokes += 1;
+        let command = expiry_entry(id);
         let reply = OpRef {
             client: self.client,
             attempt: self.revokes,
             key: key.unwrap_or(Key(0)),
             renew: None,
+            write: Some(Write::Revoke),
+            entry: entry_tag(&command),
         };
         let lease = Value(u64::try_from(id).expect("the workload's lease ids are positive"));
-        let command = Command::Revoke {
-            key: reply.key,
-            lease,
-        };
         if key.is_some() {
-            self.proposed.push((reply, command));
+            let revoke = Command::Revoke {
+                key: reply.key,
+                lease,
+            };
+            self.proposed.push((reply, revoke));
         }
-        let command = encode(&LoggedWrite {
-            op_id: reply.op_id(),
-            command,
-        });
         match self.mode {
             LessorMode::Faithful => Request::ProposeHere { command, reply },
             LessorMode::ForwardsRevokes => Request::Propose { command, reply },

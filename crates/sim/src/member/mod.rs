@@ -1,5 +1,5 @@
 //! The `etcd` workload: the member driver that production runs
-//! (`bellwether-member`), with the `kv` crate's etcd store behind it, on the
+//! (`bellwether-member`), with the production etcd state machine (`bellwether-etcd`) behind it, on the
 //! simulator's clock, network and disk. Clients go through leaders and
 //! followers alike, so forwarding runs too; the history is checked for
 //! linearizability.
@@ -9,18 +9,20 @@
 //! runtime that answers before its fsync or applies before commit.
 
 mod app;
+mod etcd_entries;
 mod lease_ledger;
 mod lessor;
-mod machine;
 mod message;
 mod protocol;
+mod tagged_machine;
 
 pub use app::EtcdApp;
 pub use bellwether_member::Runtime;
+pub use etcd_entries::SharedStore;
 pub use lessor::LessorMode;
-pub use machine::{SharedStore, StoreMachine};
 pub use message::MemberMessage;
 pub use protocol::{ClientAnswer, OpRef, SimMember, SimMemberConfig};
+pub use tagged_machine::TaggedMachine;
 
 #[cfg(test)]
 mod tests;

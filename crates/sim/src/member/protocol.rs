@@ -18,9 +18,10 @@
 //! runtime that answered too early must be able to show it here
 //! ([`Runtime::AnswersBeforeFsync`]).
 
+use super::etcd_entries::{outcome, read, Outcome, SharedStore, Write};
 use super::lessor::{LessorMode, SimLessor};
-use super::machine::{decode_answer, read, LeaseEvents, SharedStore, StoreMachine};
 use super::message::MemberMessage;
+use super::tagged_machine::{untag, LeaseEvents, TaggedMachine};
 use crate::linearizability::{Key, Response};
 use bellwether_core::raft::{
     RaftConfig, RaftDurable, RaftMessage, RaftNode, RaftOutput, RaftPersist, Snapshot,
@@ -45,12 +46,21 @@ pub struct OpRef {
     pub key: Key,
     /// A keep-alive: the lease to renew once the read barrier passes.
     pub renew: Option<i64>,
+    /// A write: which request, to read its answer.
+    pub write: Option<Write>,
+    /// A write: the tag of its entry, which its answer must carry.
+    pub entry: u64,
 }
 
 impl OpRef {
-    /// The operation id the write's command carries.
+    /// The operation's id: its client and attempt.
     pub fn op_id(&self) -> u64 {
         (self.client << 32) | u64::from(self.attempt)
+    }
+
+    /// Whether this is a lease clock's expiry revoke.
+    pub fn is_expiry(&self) -> bool {
+        self.client >= super::lessor::LESSOR_CLIENT_BASE
     }
 }
 
@@ -59,8 +69,12 @@ impl OpRef {
 pub enum ClientAnswer {
     /// The answer to `op`.
     Answered(OpRef, Result<Response, ClientError>),
-    /// A write was answered from the entry of another operation: the
-    /// runtime routed an answer wrongly.
+    /// A leased put's lease is granted: its put may go.
+    Granted(OpRef),
+    /// The state machine refused `op`'s write: nothing changed.
+    Refused(OpRef, bellwether_etcd::Refusal),
+    /// A write was answered from the entry of another operation (whose
+    /// tag is given): the runtime routed an answer wrongly.
     Misrouted(OpRef, u64),
     /// What a keep-alive found.
     KeepAlive(OpRef, Renewal),
@@ -253,14 +267,7 @@ impl SimMember {
         while let Some(effect) = self.member.next_effect() {
             match effect {
                 Effect::Answer(Answer::Write(op, Ok(bytes))) => {
-                    let answer = match decode_answer(&bytes) {
-                        Some((id, response)) if id == op.op_id() => {
-                            ClientAnswer::Answered(op, Ok(response))
-                        }
-                        Some((id, _)) => ClientAnswer::Misrouted(op, id),
-                        None => ClientAnswer::Misrouted(op, 0),
-                    };
-                    self.answers.push(answer);
+                    self.answers.push(Self::client_answer(op, &bytes))
                 }
                 Effect::Answer(Answer::Write(op, Err(error))) => {
                     self.answers.push(ClientAnswer::Answered(op, Err(error)))
@@ -287,6 +294,20 @@ impl SimMember {
                     self.member.snapshot_written();
                 }
             }
+        }
+    }
+
+    /// What a write's answer tells its client.
+    fn client_answer(op: OpRef, bytes: &[u8]) -> ClientAnswer {
+        let write = op.write.expect("a write's reply names its request");
+        match untag(bytes) {
+            Some((tag, answer)) if tag == op.entry => match outcome(write, answer) {
+                Outcome::Done(response) => ClientAnswer::Answered(op, Ok(response)),
+                Outcome::Granted => ClientAnswer::Granted(op),
+                Outcome::Refused(refusal) => ClientAnswer::Refused(op, refusal),
+            },
+            Some((tag, _)) => ClientAnswer::Misrouted(op, tag),
+            None => ClientAnswer::Misrouted(op, 0),
         }
     }
 
@@ -387,12 +408,9 @@ impl Protocol for SimMember {
             .boots
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let first_request = (boot + 1) << 40;
-        let store = SharedStore::default();
         let lease_events = LeaseEvents::default();
-        let mut machine = StoreMachine {
-            store: store.clone(),
-            lease_events: lease_events.clone(),
-        };
+        let mut machine = TaggedMachine::new(lease_events.clone());
+        let store = machine.store();
         let snapshot = durable.snapshot.as_ref().map_or((LogIndex(0), 0), |s| {
             bellwether_member::StateMachine::restore(&mut machine, s.meta.last_index, &s.data);
             (s.meta.last_index, s.data.len() as u64)
