@@ -21,10 +21,12 @@ pub mod answer;
 pub mod command;
 pub mod convert;
 pub mod machine;
+pub mod mutation;
 pub mod permissions;
 pub mod status_code;
 
 pub use answer::{answer_error, answer_ok, read_answer, Answer, Refusal};
 pub use command::{AuthChange, AuthOp, Checked, Command, MemberChange, CORRUPT, NO_SPACE};
 pub use machine::{EtcdMachine, LeaseApplied, Observer};
+pub use mutation::Mutation;
 pub use status_code::Code;

@@ -13,6 +13,7 @@
 use crate::answer::{answer_error, answer_ok, auth_code, member_code, Refusal};
 use crate::command::{AuthChange, AuthOp, Checked, Command, MemberChange, CORRUPT, NO_SPACE};
 use crate::convert;
+use crate::mutation::Mutation;
 use crate::permissions::Permissions;
 use crate::status_code::Code;
 use bellwether_api::etcdserverpb as pb;
@@ -79,6 +80,8 @@ pub struct EtcdMachine {
     /// The last log index applied or restored: entries come in log order,
     /// each once, so the next one must be later.
     last_applied: LogIndex,
+    /// A deliberate fault, for tests only.
+    mutation: Option<Mutation>,
 }
 
 impl std::fmt::Debug for EtcdMachine {
@@ -104,7 +107,15 @@ impl EtcdMachine {
             observer,
             directory_version: 1,
             last_applied: LogIndex(0),
+            mutation: None,
         }
+    }
+
+    /// This machine, broken on purpose as `mutation` says: for the
+    /// simulator's tests that its checks catch a wrong state machine.
+    pub fn mutated(mut self, mutation: Mutation) -> Self {
+        self.mutation = Some(mutation);
+        self
     }
 
     /// The last log index applied or restored.
@@ -298,6 +309,7 @@ fn apply_to_store(
     command: Command,
     by_client: bool,
     lease: &mut Option<LeaseApplied>,
+    mutation: Option<Mutation>,
 ) -> StoreApplied {
     let result = match command {
         Command::Put(r) => store
@@ -307,6 +319,10 @@ fn apply_to_store(
             .delete_range(&convert::delete_request(r))
             .map(|r| answer_ok(convert::delete_response(r), store.revision())),
         Command::Txn(r) => match convert::txn_request(r) {
+            Some(txn) if mutation == Some(Mutation::TxnComparesOneRevisionBack) => {
+                txn_one_revision_back(store, txn)
+                    .map(|r| answer_ok(convert::txn_response(r), store.revision()))
+            }
             Some(txn) => store
                 .txn(&txn)
                 .map(|r| answer_ok(convert::txn_response(r), store.revision())),
@@ -350,6 +366,37 @@ fn apply_to_store(
         }
     };
     StoreApplied::Ran(result)
+}
+
+/// [`Mutation::TxnComparesOneRevisionBack`]: the txn's compares read at
+/// the revision before the last, then the branch they chose runs.
+fn txn_one_revision_back(
+    store: &mut KvStore,
+    txn: bellwether_kv::TxnRequest,
+) -> Result<bellwether_kv::TxnResponse, KvError> {
+    let back = store.revision() - 1;
+    let holds = |compare: &bellwether_kv::Compare| {
+        let range = bellwether_kv::RangeRequest {
+            key: compare.key.clone(),
+            range_end: compare.range_end.clone(),
+            revision: back,
+            ..Default::default()
+        };
+        match store.range(&range) {
+            Ok(found) => compare.holds(&found.kvs.iter().collect::<Vec<_>>()),
+            Err(_) => compare.holds(&[]),
+        }
+    };
+    let succeeded = back > 0 && txn.compare.iter().all(holds);
+    let branch = if succeeded { txn.success } else { txn.failure };
+    let chosen = bellwether_kv::TxnRequest {
+        compare: Vec::new(),
+        success: branch,
+        failure: Vec::new(),
+    };
+    let mut response = store.txn(&chosen)?;
+    response.succeeded = succeeded;
+    Ok(response)
 }
 
 /// Whether `command` changes the member directory.
@@ -397,7 +444,9 @@ impl StateMachine for EtcdMachine {
         let before = store.revision();
         // What the lease clock must hear of once the store lock is released.
         let mut lease = None;
-        let result = match apply_to_store(&mut store, command, checked.is_some(), &mut lease) {
+        let by_client = checked.is_some();
+        let result = match apply_to_store(&mut store, command, by_client, &mut lease, self.mutation)
+        {
             StoreApplied::Ran(result) => result,
             StoreApplied::Refused(answer) => return answer,
         };
@@ -411,7 +460,14 @@ impl StateMachine for EtcdMachine {
         drop(store);
         // The lease clock is told after the store lock is released (its
         // own checks take the two locks in the other order).
-        if let Some(lease) = lease {
+        if let Some(mut lease) = lease {
+            if let (
+                Some(Mutation::LeaseClockHalvesTtls),
+                LeaseApplied::Granted { ttl_seconds, .. },
+            ) = (self.mutation, &mut lease)
+            {
+                *ttl_seconds = (*ttl_seconds / 2).max(1);
+            }
             self.observer.lease(lease);
         }
         result.unwrap_or_else(|error| {

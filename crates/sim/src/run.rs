@@ -137,16 +137,36 @@ pub fn run_etcd_with(spec: &RunSpec, runtime: Runtime) -> RunReport {
 /// as `lessor` says (faithful, or broken on purpose by tests). Besides the
 /// history's linearizability, no lease may expire before its guarantee.
 pub fn run_etcd_with_lessor(spec: &RunSpec, runtime: Runtime, lessor: LessorMode) -> RunReport {
-    let kv_config = KvConfig {
-        op_timeout_us: spec.op_timeout_ms * 1000,
-        ..KvConfig::default()
-    };
     let config = SimMemberConfig {
         raft: kv_raft_config(spec),
         tick_us: spec.tick_us,
         runtime,
         boots: Default::default(),
         lessor,
+        mutation: None,
+    };
+    run_etcd_configured(spec, config)
+}
+
+/// The etcd workload on members whose state machine is broken as
+/// `mutation` says, for tests that the checks catch it.
+pub fn run_etcd_mutated(spec: &RunSpec, mutation: bellwether_etcd::Mutation) -> RunReport {
+    let config = SimMemberConfig {
+        raft: kv_raft_config(spec),
+        tick_us: spec.tick_us,
+        runtime: Runtime::Faithful,
+        boots: Default::default(),
+        lessor: LessorMode::Faithful,
+        mutation: Some(mutation),
+    };
+    run_etcd_configured(spec, config)
+}
+
+/// The etcd workload on members configured as `config` says.
+fn run_etcd_configured(spec: &RunSpec, config: SimMemberConfig) -> RunReport {
+    let kv_config = KvConfig {
+        op_timeout_us: spec.op_timeout_ms * 1000,
+        ..KvConfig::default()
     };
     let app = EtcdApp::new(kv_config, spec.nodes, spec.seed);
     let (mut report, mut world) =

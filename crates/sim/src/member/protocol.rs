@@ -95,6 +95,9 @@ pub struct SimMemberConfig {
     pub boots: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// How the lease clock proposes its expiry revokes.
     pub lessor: LessorMode,
+    /// A state machine broken on purpose, for tests that the checks catch
+    /// it; `None` runs it as production does.
+    pub mutation: Option<bellwether_etcd::Mutation>,
 }
 
 /// An input that arrived while the member waited on its disk.
@@ -409,7 +412,7 @@ impl Protocol for SimMember {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let first_request = (boot + 1) << 40;
         let lease_events = LeaseEvents::default();
-        let mut machine = TaggedMachine::new(lease_events.clone());
+        let mut machine = TaggedMachine::new(lease_events.clone(), config.mutation);
         let store = machine.store();
         let snapshot = durable.snapshot.as_ref().map_or((LogIndex(0), 0), |s| {
             bellwether_member::StateMachine::restore(&mut machine, s.meta.last_index, &s.data);

@@ -11,7 +11,7 @@
 
 use super::etcd_entries::{entry_tag, SharedStore};
 use bellwether_core::LogIndex;
-use bellwether_etcd::{EtcdMachine, LeaseApplied, Observer};
+use bellwether_etcd::{EtcdMachine, LeaseApplied, Mutation, Observer};
 use bellwether_kv::{KvStore, MemberRecord};
 use bellwether_member::StateMachine;
 use std::sync::{Arc, Mutex};
@@ -66,10 +66,15 @@ pub struct TaggedMachine {
 }
 
 impl TaggedMachine {
-    /// An empty store whose lease changes go to `events`.
-    pub fn new(events: LeaseEvents) -> Self {
+    /// An empty store whose lease changes go to `events`, broken on
+    /// purpose if `mutation` says so.
+    pub fn new(events: LeaseEvents, mutation: Option<Mutation>) -> Self {
+        let inner = EtcdMachine::new(Box::new(LeaseQueue(events)));
         TaggedMachine {
-            inner: EtcdMachine::new(Box::new(LeaseQueue(events))),
+            inner: match mutation {
+                Some(mutation) => inner.mutated(mutation),
+                None => inner,
+            },
         }
     }
 
@@ -131,7 +136,7 @@ mod tests {
     impl Applier {
         fn new() -> Self {
             Applier {
-                machine: TaggedMachine::new(LeaseEvents::default()),
+                machine: TaggedMachine::new(LeaseEvents::default(), None),
                 index: 0,
             }
         }
@@ -171,7 +176,7 @@ mod tests {
         let put = log.client(Command::Put { key, value: two });
         assert_eq!(put, Outcome::Done(Response::Put));
         assert_eq!(log.client(cas(Some(two), one)), set);
-        let mut copy = TaggedMachine::new(LeaseEvents::default());
+        let mut copy = TaggedMachine::new(LeaseEvents::default(), None);
         copy.restore(LogIndex(log.index), &log.machine.snapshot());
         assert_eq!(read(&copy.store(), key), Some(one));
     }
@@ -202,7 +207,7 @@ mod tests {
             "moved to the later lease"
         );
         let index = log.index;
-        let mut copy = TaggedMachine::new(LeaseEvents::default());
+        let mut copy = TaggedMachine::new(LeaseEvents::default(), None);
         copy.restore(LogIndex(index), &log.machine.snapshot());
         log.client(Command::CompareAndSet {
             key,
@@ -227,7 +232,7 @@ mod tests {
     #[test]
     fn the_lease_clock_hears_grants_client_revokes_and_expiries_apart() {
         let events = LeaseEvents::default();
-        let mut machine = TaggedMachine::new(events.clone());
+        let mut machine = TaggedMachine::new(events.clone(), None);
         let (key, lease) = (Key(1), Value(9));
         let (grant, _) = client_entry(Command::LeasedPut { key, value: lease });
         machine.apply(LogIndex(1), &grant);
