@@ -84,6 +84,8 @@ pub struct EtcdBackend {
     peer_tls: bool,
     /// Who may do what (see `auth_gate.rs`).
     pub auth: AuthGate,
+    /// Where this member's server-chosen lease ids come from.
+    pub lease_ids: super::lease_grant::LeaseIds,
 }
 
 /// A client error as etcd clients expect it.
@@ -134,6 +136,7 @@ impl EtcdBackend {
             member_tls: None,
             peer_tls: false,
             auth: AuthGate::default(),
+            lease_ids: super::lease_grant::LeaseIds::new(member_id),
         }
     }
 

@@ -35,7 +35,6 @@ use super::auth_gate::Caller;
 use super::backend::{EtcdBackend, NotHere};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::kv_client::KvClient;
-use bellwether_api::etcdserverpb::lease_client::LeaseClient;
 use bellwether_api::mvccpb;
 use bellwether_core::NodeId;
 use bellwether_etcd::command::Command;
@@ -189,37 +188,19 @@ async fn forward_failed(backend: &EtcdBackend, leader: NodeId, status: Status) -
 }
 
 /// A lease for a caller that named none, as etcd's servers grant one
-/// (`SESSION_TTL_SECONDS`, never kept alive by the server). The grant goes
-/// through this member's own Lease service, which forwards it as needed.
-///
-/// While no Lease service is served (it answers `Unimplemented`), the
-/// caller's key is written without a lease, and a warning is logged.
+/// (`SESSION_TTL_SECONDS`, never kept alive by the server): a grant
+/// command through the log, forwarded by the member like any write.
 pub async fn session_lease(backend: &EtcdBackend) -> Result<i64, Status> {
-    if !backend.client_addresses.contains_key(&backend.member_id) {
-        return Err(Status::unavailable(format!(
-            "bellwether: {} cannot grant a lease for a campaign or lock without one: \
-             its own client address is missing from peer_client; add it, or pass a lease",
-            backend.member_id
-        )));
-    }
-    let channel = backend.channel_to(backend.member_id).await?;
     let request = pb::LeaseGrantRequest {
         ttl: SESSION_TTL_SECONDS,
         id: 0,
     };
-    match LeaseClient::new(channel)
-        .lease_grant(backend.as_member(request))
-        .await
-    {
-        Ok(response) => Ok(response.into_inner().id),
-        Err(status) if status.code() == Code::Unimplemented => {
-            tracing::warn!(
-                member_id = backend.member_id.0,
-                "no Lease service: an election or lock key without a lease is written without one"
-            );
-            Ok(0)
-        }
-        Err(status) => Err(status),
+    match super::lease_grant::grant(backend, request).await {
+        Ok(response) => Ok(response.id),
+        Err(NotHere::Forward(leader)) => Err(Status::unavailable(format!(
+            "etcdserver: the leader ({leader}) cannot be reached from this member now; retry"
+        ))),
+        Err(NotHere::Fail(status)) => Err(status),
     }
 }
 

@@ -5,7 +5,7 @@
 //! keep-alive stream opened on a follower is relayed over one stream to the
 //! leader, reopened when the leader changes.
 
-use super::backend::{status_of_kv, EtcdBackend, NotHere};
+use super::backend::{EtcdBackend, NotHere};
 use super::channel_stream::ChannelStream;
 use super::lessor::{Lessor, Renewal};
 use bellwether_api::etcdserverpb as pb;
@@ -13,9 +13,7 @@ use bellwether_api::etcdserverpb::lease_client::LeaseClient;
 use bellwether_api::etcdserverpb::lease_server::Lease;
 use bellwether_core::NodeId;
 use bellwether_etcd::command::Command;
-use bellwether_kv::{KvError, Permission};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use bellwether_kv::Permission;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -25,9 +23,6 @@ use tonic::{Request, Response, Status, Streaming};
 /// Responses queued per keep-alive stream, at most (a client that stops
 /// reading stops being served, it does not grow the server's memory).
 const KEEP_ALIVE_QUEUE_MAX: usize = 16;
-/// Attempts to find an unused id for a grant that asked the server to
-/// choose.
-const GRANT_ID_ATTEMPTS: usize = 4;
 /// How long a keep-alive or time-to-live waits for a primary lessor (a new
 /// leader that has not yet applied an entry of its term, or a member that
 /// knows no leader yet) before answering "no leader". etcd 3.4 likewise
@@ -78,8 +73,6 @@ pub struct LeaseService {
     pub backend: EtcdBackend,
     /// The leader's lease clock.
     pub lessor: Lessor,
-    /// Source of server-chosen lease ids.
-    next_id: Arc<AtomicU64>,
 }
 
 fn no_leader() -> Status {
@@ -87,31 +80,9 @@ fn no_leader() -> Status {
 }
 
 impl LeaseService {
-    /// The service, with ids that start from the clock so a restarted
-    /// member does not reuse the ids it handed out before.
+    /// The service of the member `backend` serves, with its lease clock.
     pub fn new(backend: EtcdBackend, lessor: Lessor) -> Self {
-        let start = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_micros() as u64);
-        LeaseService {
-            backend,
-            lessor,
-            next_id: Arc::new(AtomicU64::new(start)),
-        }
-    }
-
-    /// A positive id unique to this member: 15 bits of member id over 48
-    /// bits of a counter that starts at the clock.
-    fn choose_id(&self) -> i64 {
-        let counter = self.next_id.fetch_add(1, Ordering::Relaxed) & ((1 << 48) - 1);
-        let member_bits = self.backend.member_id.0 & 0x7fff;
-        let id = ((member_bits << 48) | counter) as i64;
-        let id = id.max(1);
-        assert!(
-            id > 0 && (id as u64) >> 48 == member_bits,
-            "a chosen lease id is positive and carries this member's bits"
-        );
-        id
+        LeaseService { backend, lessor }
     }
 
     async fn leader_client(&self, leader: NodeId) -> Result<LeaseClient<Channel>, Status> {
@@ -215,35 +186,17 @@ impl Lease for LeaseService {
         request: Request<pb::LeaseGrantRequest>,
     ) -> Result<Response<pb::LeaseGrantResponse>, Status> {
         let request = request.into_inner();
-        let choose = request.id == 0;
-        for _ in 0..GRANT_ID_ATTEMPTS {
-            let mut chosen = request;
-            if choose {
-                chosen.id = self.choose_id();
-            }
-            match self
-                .backend
-                .write::<pb::LeaseGrantResponse>(&Command::LeaseGrant(chosen))
+        match super::lease_grant::grant(&self.backend, request).await {
+            Ok(response) => Ok(Response::new(response)),
+            Err(NotHere::Forward(leader)) => {
+                // Boxed: only a forwarding grant pays for this future.
+                Box::pin(
+                    async move { self.leader_client(leader).await?.lease_grant(request).await },
+                )
                 .await
-            {
-                // The lessor learnt of the grant when it was applied.
-                Ok(response) => return Ok(Response::new(response)),
-                Err(NotHere::Forward(leader)) => {
-                    // Boxed: only a forwarding grant pays for this future.
-                    return Box::pin(async move {
-                        self.leader_client(leader).await?.lease_grant(request).await
-                    })
-                    .await;
-                }
-                Err(NotHere::Fail(status))
-                    if choose && status.message() == KvError::LeaseExists.to_string() =>
-                {
-                    continue;
-                }
-                Err(NotHere::Fail(status)) => return Err(status),
             }
+            Err(NotHere::Fail(status)) => Err(status),
         }
-        Err(status_of_kv(&KvError::LeaseExists))
     }
 
     async fn lease_revoke(

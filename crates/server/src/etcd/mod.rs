@@ -18,6 +18,7 @@ pub mod election_service;
 pub mod json_gateway;
 pub mod kv_service;
 pub mod leader_observer;
+pub mod lease_grant;
 pub mod lease_service;
 pub mod lessor;
 pub mod lock_service;
