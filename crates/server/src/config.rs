@@ -31,6 +31,7 @@
 //! corrupt_check_ms = 0               # the leader compares members' HashKV (0: never)
 //! client_connections_max = 1024      # etcd API connections open at once
 //! auth_token_ttl = 300               # seconds an Authenticate token is valid
+//! lease_reads = false                # serve linearizable reads from the leader's lease
 //! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
 //! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
@@ -147,6 +148,12 @@ pub struct ConfigLayer {
     /// The key of cert_file (PEM).
     #[arg(long)]
     pub key_file: Option<PathBuf>,
+    /// Serve linearizable reads from the leader's lease instead of a
+    /// ReadIndex round (every member must agree). Safe while no two
+    /// members' clocks run at rates more than 10% apart; off by default.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub lease_reads: Option<bool>,
     /// The CA (PEM) that signs client certificates; members also check
     /// each other's client port with it.
     #[arg(long)]
@@ -318,6 +325,9 @@ pub struct NodeConfig {
     pub election_ms: u64,
     /// This member's leadership priority.
     pub priority: u32,
+    /// Linearizable reads from the leader's lease (see
+    /// `bellwether_core::raft::RaftConfig::lease_reads`).
+    pub lease_reads: bool,
     /// Every member's priority (this one's included; members not listed
     /// have 0), so that the leader's hand-off rule works.
     pub priorities: BTreeMap<NodeId, u32>,
@@ -672,6 +682,7 @@ impl NodeConfig {
             election_ms,
             priority,
             priorities,
+            lease_reads: layer.lease_reads.unwrap_or(false),
             answer_poll_us,
             quota_backend_bytes: quota_backend_bytes(layer.quota_backend_bytes),
             corrupt_check_ms: layer.corrupt_check_ms.unwrap_or(0),
@@ -787,6 +798,25 @@ mod tests {
         assert!(
             error.contains("answer_poll_us (1001) must be at most 1000"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn lease_reads_are_off_unless_asked_for_and_give_a_valid_raft_configuration() {
+        let config = NodeConfig::from_layer(base()).unwrap();
+        assert!(!config.lease_reads);
+        let raft = crate::node::raft_config_of(&config);
+        assert!(!raft.lease_reads && raft.hint_slot_ticks > 0);
+        let parsed = SettingsCommand::try_parse_from(["--lease-reads"])
+            .unwrap()
+            .settings;
+        let config = NodeConfig::from_layer(base().merge(parsed).unwrap()).unwrap();
+        assert!(config.lease_reads);
+        let raft = crate::node::raft_config_of(&config);
+        assert!(raft.lease_reads && raft.hint_slot_ticks == 0);
+        assert!(
+            raft.validate().is_ok(),
+            "leases need CheckQuorum and stickiness"
         );
     }
 
@@ -939,6 +969,7 @@ mod tests {
             corrupt_check_ms: Some(9),
             client_connections_max: Some(10),
             auth_token_ttl: Some(11),
+            lease_reads: Some(true),
             peers: Some(vec!["1=127.0.0.1:1".into(), "2=127.0.0.1:4".into()]),
             peer_http: Some(vec!["1=127.0.0.1:2".into()]),
             peer_client: Some(vec!["1=127.0.0.1:3".into()]),

@@ -11,6 +11,11 @@
 mod effects;
 mod persist;
 mod recovery;
+
+/// The core's configuration a member runs with (see `recovery.rs`).
+pub fn raft_config_of(config: &NodeConfig) -> bellwether_core::raft::RaftConfig {
+    recovery::raft_config(config)
+}
 mod steps;
 mod wiring;
 

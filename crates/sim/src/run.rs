@@ -144,6 +144,7 @@ pub fn run_etcd_with_lessor(spec: &RunSpec, runtime: Runtime, lessor: LessorMode
         boots: Default::default(),
         lessor,
         mutation: None,
+        reads_under_lease: Default::default(),
     };
     run_etcd_configured(spec, config)
 }
@@ -158,6 +159,7 @@ pub fn run_etcd_mutated(spec: &RunSpec, mutation: bellwether_etcd::Mutation) -> 
         boots: Default::default(),
         lessor: LessorMode::Faithful,
         mutation: Some(mutation),
+        reads_under_lease: Default::default(),
     };
     run_etcd_configured(spec, config)
 }
@@ -166,9 +168,11 @@ pub fn run_etcd_mutated(spec: &RunSpec, mutation: bellwether_etcd::Mutation) -> 
 fn run_etcd_configured(spec: &RunSpec, config: SimMemberConfig) -> RunReport {
     let kv_config = KvConfig {
         op_timeout_us: spec.op_timeout_ms * 1000,
+        readers: spec.readers,
         ..KvConfig::default()
     };
     let app = EtcdApp::new(kv_config, spec.nodes, spec.seed);
+    let reads_under_lease = config.reads_under_lease.clone();
     let (mut report, mut world) =
         run_with_app::<SimMember, EtcdApp>(spec, config, app, EtcdApp::start);
     world.app.finish();
@@ -181,6 +185,7 @@ fn run_etcd_configured(spec: &RunSpec, config: SimMemberConfig) -> RunReport {
     workload.indeterminate = workload.operations - completed;
     workload.leases_expired = world.app.leases.expiries() as u64;
     workload.keep_alives_renewed = world.app.leases.renewed;
+    workload.reads_without_round = reads_under_lease.load(std::sync::atomic::Ordering::Relaxed);
     report.workload = Some(workload);
     report
 }

@@ -68,6 +68,8 @@ pub struct CompareSettings {
     /// TLS with client certificates on both systems' client and peer
     /// ports (a throwaway CA from `bellwether certs`).
     pub tls: bool,
+    /// bellwether reads linearizably from the leader's lease.
+    pub lease_reads: bool,
 }
 
 /// Both sides and their ratios.
@@ -89,6 +91,8 @@ pub struct CompareReport {
     pub election_ms: u64,
     /// Whether both systems ran with TLS on their client and peer ports.
     pub tls: bool,
+    /// Whether bellwether read linearizably from the leader's lease.
+    pub lease_reads: bool,
     /// The bellwether cluster.
     pub bellwether: SideReport,
     /// The etcd cluster.
@@ -232,6 +236,7 @@ fn measure_both(
         heartbeat_ms: settings.heartbeat_ms,
         election_ms: settings.election_ms,
         tls: settings.tls,
+        lease_reads: settings.lease_reads,
         bellwether,
         etcd,
         ratios,
@@ -280,10 +285,13 @@ fn measure_bellwether(
     runtime: &tokio::runtime::Runtime,
     interrupted: &Arc<AtomicBool>,
 ) -> Result<SideReport> {
-    let args = match tls {
+    let mut args = match tls {
         None => Vec::new(),
         Some(tls) => member_tls_flags(tls),
     };
+    if settings.lease_reads {
+        args.push("--lease-reads".to_string());
+    }
     let mut cluster = ProcessCluster::start_with_args(
         ClusterLayout {
             dir: dir.join("bellwether"),
@@ -487,7 +495,7 @@ impl RssSampler {
 /// Prints both sides and the ratios.
 pub fn print_text(report: &CompareReport) {
     println!(
-        "kv compare: {} · {} clients · {} conns · {} s (after {} s warm-up) · {}-byte values · target {:?} · heartbeat {} ms, election {} ms{}",
+        "kv compare: {} · {} clients · {} conns · {} s (after {} s warm-up) · {}-byte values · target {:?} · heartbeat {} ms, election {} ms{}{}",
         report.bellwether.load.op,
         report.bellwether.load.clients,
         report.bellwether.load.conns,
@@ -499,6 +507,11 @@ pub fn print_text(report: &CompareReport) {
         report.election_ms,
         if report.tls {
             " · TLS with client certificates, clients and peers"
+        } else {
+            ""
+        },
+        if report.lease_reads {
+            " · bellwether reads by lease"
         } else {
             ""
         }

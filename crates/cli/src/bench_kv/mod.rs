@@ -79,6 +79,11 @@ pub struct KvArgs {
     /// certificates on their client and peer ports (a throwaway CA).
     #[arg(long, requires = "compare_etcd")]
     tls: bool,
+    /// With --compare-etcd: bellwether serves linearizable reads from the
+    /// leader's lease (`lease_reads`); etcd, which has no such mode, keeps
+    /// ReadIndex.
+    #[arg(long, requires = "compare_etcd")]
+    lease_reads: bool,
     /// The CA (PEM) of TLS endpoints: connect over TLS (not with
     /// --compare-etcd, whose --tls makes its own).
     #[arg(long, conflicts_with = "compare_etcd")]
@@ -168,6 +173,7 @@ impl KvArgs {
             base_port: self.base_port,
             dir: self.dir.clone(),
             tls: self.tls,
+            lease_reads: self.lease_reads,
         })
     }
 }

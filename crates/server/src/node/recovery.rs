@@ -22,7 +22,15 @@ pub(super) fn raft_config(config: &NodeConfig) -> RaftConfig {
         // sooner than with the paper's [min, 2 × min); split votes stay rare
         // because rival pre-candidates yield by rank.
         election_jitter_ticks: (config.election_ms / tick / 2).max(1),
-        hint_slot_ticks: hint_ms.div_ceil(tick).max(1),
+        // Lease reads need followers that never vote early inside the
+        // lease: no connection-loss hint (CheckQuorum and stickiness are on
+        // by default, and `RaftConfig::validate` checks all three).
+        hint_slot_ticks: if config.lease_reads {
+            0
+        } else {
+            hint_ms.div_ceil(tick).max(1)
+        },
+        lease_reads: config.lease_reads,
         priorities: config.priorities.clone(),
         ..RaftConfig::default()
     }

@@ -54,7 +54,13 @@ impl EtcdApp {
         let rng = Rng::derive(seed, 0x6574_6364);
         let first_guess = |id: u64| (id as usize) % nodes;
         EtcdApp {
-            clients: Clients::new(config.clients, nodes, pace, rng, first_guess),
+            clients: Clients::new(
+                config.clients + config.readers,
+                nodes,
+                pace,
+                rng,
+                first_guess,
+            ),
             leases: LeaseLedger::default(),
             lessor_requests: BTreeMap::new(),
             lessor_sent: 0,
@@ -101,9 +107,13 @@ impl ClientWorkload for EtcdApp {
     }
 
     /// Puts, leased puts, gets, revokes of a lease seen, and
-    /// compare-and-sets.
+    /// compare-and-sets; readers (the clients past `config.clients`) only
+    /// get.
     fn next_command(&mut self, client: usize) -> Command {
         let key = Key(self.clients.rng.range(0, self.config.keys));
+        if client >= self.config.clients {
+            return Command::Get { key };
+        }
         let state = self.clients.client(client);
         let value = Value(((client as u64) << 32) | u64::from(state.ops_started));
         let seen = state.last_seen.get(&key.0).copied().flatten();

@@ -26,3 +26,6 @@ pub use tagged_machine::TaggedMachine;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod lease_read_tests;

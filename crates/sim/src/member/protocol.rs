@@ -98,6 +98,9 @@ pub struct SimMemberConfig {
     /// A state machine broken on purpose, for tests that the checks catch
     /// it; `None` runs it as production does.
     pub mutation: Option<bellwether_etcd::Mutation>,
+    /// Read barriers that reached a leader holding a leadership lease, so
+    /// served without a round (lease reads), over every member.
+    pub reads_under_lease: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// An input that arrived while the member waited on its disk.
@@ -119,6 +122,8 @@ struct AfterFsync {
 /// The member driver on a simulated host (see the module doc).
 pub struct SimMember {
     member: Member<OpRef, OpRef>,
+    /// See [`SimMemberConfig::reads_under_lease`].
+    reads_under_lease: std::sync::Arc<std::sync::atomic::AtomicU64>,
     store: SharedStore,
     lessor: SimLessor,
     runtime: Runtime,
@@ -218,6 +223,18 @@ impl SimMember {
 
     fn carry_out(&mut self, input: Held) {
         self.member.wake(self.now);
+        let read = matches!(
+            input,
+            Held::Request(Request::ReadBarrier { .. })
+                | Held::Message(
+                    _,
+                    MemberMessage::Forward(bellwether_member::Forward::ReadIndex { .. })
+                )
+        );
+        if read && self.member.raft().lease_remaining_ticks().is_some() {
+            self.reads_under_lease
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         match input {
             Held::Tick => self.member.tick(),
             Held::Message(from, MemberMessage::Raft(message)) => {
@@ -435,6 +452,7 @@ impl Protocol for SimMember {
         let extension = tick * (2 * config.raft.election_ticks_min) as u32;
         SimMember {
             member,
+            reads_under_lease: config.reads_under_lease.clone(),
             store,
             lessor: SimLessor::new(lease_events, extension, config.lessor, boot),
             runtime: config.runtime,

@@ -89,6 +89,7 @@ fn etcd_world_with(
         boots: Default::default(),
         lessor,
         mutation: None,
+        reads_under_lease: Default::default(),
     };
     let app = EtcdApp::new(KvConfig::default(), nodes, seed);
     let mut world = World::with_app(world_config, config, app);
