@@ -233,7 +233,7 @@ proptest! {
     /// Log entries: what decodes encodes back to the same entry.
     #[test]
     fn log_commands(input in inputs(command_seeds())) {
-        use bellwether_server::etcd::command::Command;
+        use bellwether_etcd::command::Command;
         if let Some((checked, command)) = decodes_within_bounds(&input, Command::decode_entry) {
             let again = match &checked {
                 Some(checked) => command.encode_checked(checked),
@@ -437,7 +437,7 @@ fn store() -> bellwether_kv::KvStore {
 
 /// Log entries as members write them: plain and checked client commands.
 fn command_seeds() -> Vec<Vec<u8>> {
-    use bellwether_server::etcd::command::{AuthChange, AuthOp, Checked, Command};
+    use bellwether_etcd::command::{AuthChange, AuthOp, Checked, Command};
     let put = Command::Put(bellwether_api::etcdserverpb::PutRequest {
         key: b"k".to_vec(),
         value: b"v".to_vec(),
