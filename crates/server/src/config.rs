@@ -667,6 +667,16 @@ impl NodeConfig {
         let answer_poll_us = answer_poll_us(layer.answer_poll_us)?;
         let runtime = runtime(layer.unsafe_mutation.as_deref())?;
         let (priority, priorities) = priorities(layer.priority, &layer.peer_priority, id, &peers)?;
+        let lease_reads = layer.lease_reads.unwrap_or(false);
+        let election_ticks = election_ms / (heartbeat_ms / 10).max(1);
+        if lease_reads && election_ticks > u64::from(crate::node::MISSED_TICKS_MAX) {
+            return Err(ConfigError(format!(
+                "lease_reads needs election_ms at most {} ticks of heartbeat_ms / 10 \
+                 (here {election_ticks}): a leader woken from a pause counts at most \
+                 that many ticks before it serves a read; raise heartbeat_ms or lower election_ms",
+                crate::node::MISSED_TICKS_MAX
+            )));
+        }
         let cluster = layer.cluster.unwrap_or_else(|| "bellwether".to_string());
         if cluster.is_empty() || cluster.len() > 255 {
             return Err(ConfigError("cluster must be 1 to 255 bytes".into()));
@@ -682,7 +692,7 @@ impl NodeConfig {
             election_ms,
             priority,
             priorities,
-            lease_reads: layer.lease_reads.unwrap_or(false),
+            lease_reads,
             answer_poll_us,
             quota_backend_bytes: quota_backend_bytes(layer.quota_backend_bytes),
             corrupt_check_ms: layer.corrupt_check_ms.unwrap_or(0),

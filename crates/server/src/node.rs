@@ -52,8 +52,10 @@ const INPUTS_PER_BATCH_MAX: usize = 4_096;
 
 /// Ticks run in a row when the clock says more are due (after a pause), at
 /// most: past an election timeout's worth, more only repeat timeouts that
-/// have long expired.
-const MISSED_TICKS_MAX: u32 = 10_000;
+/// have long expired. With lease reads the configuration keeps an election
+/// timeout within it, so a leader that wakes from a pause has counted its
+/// lease out before it serves a read (see `config.rs`).
+pub(crate) const MISSED_TICKS_MAX: u32 = 10_000;
 
 /// Why the node stopped with an error.
 #[derive(Debug, thiserror::Error)]
