@@ -11,6 +11,8 @@
 //!   the store refuses;
 //! - [`permissions`]: what a user may do, checked where a call is taken and
 //!   again at apply;
+//! - [`lease_clock`]: the leader's decisions about leases (when each
+//!   expires, which keep-alive renews it), taking the time as an argument;
 //! - [`convert`]: the mapping between the wire types and the store's.
 //!
 //! The server wraps this in tonic services; the simulator runs the same
@@ -20,6 +22,7 @@
 pub mod answer;
 pub mod command;
 pub mod convert;
+pub mod lease_clock;
 pub mod machine;
 pub mod mutation;
 pub mod permissions;
@@ -27,6 +30,10 @@ pub mod status_code;
 
 pub use answer::{answer_error, answer_ok, read_answer, Answer, Refusal};
 pub use command::{AuthChange, AuthOp, Checked, Command, MemberChange, CORRUPT, NO_SPACE};
+pub use lease_clock::{
+    Leadership, LeaseClock, Renewal, CHECK_INTERVAL as LEASE_CHECK_INTERVAL, REVOKES_PER_CHECK_MAX,
+    REVOKE_RETRY,
+};
 pub use machine::{EtcdMachine, LeaseApplied, Observer};
 pub use mutation::Mutation;
 pub use status_code::Code;

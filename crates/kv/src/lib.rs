@@ -47,7 +47,6 @@ mod key_history;
 mod key_range;
 mod key_value;
 mod lease;
-mod lease_clock;
 mod limits;
 mod member;
 mod put;
@@ -69,10 +68,6 @@ pub use id_map::{IdMap, PAGE_ENTRIES_MAX};
 pub use key_range::KeyRange;
 pub use key_value::KeyValue;
 pub use lease::Lease;
-pub use lease_clock::{
-    Checked, Leadership, LeaseClock, Renewal, CHECK_INTERVAL as LEASE_CHECK_INTERVAL,
-    REVOKES_PER_CHECK_MAX, REVOKE_RETRY,
-};
 pub use limits::{
     EVENT_LOG_EVENTS_MAX, LEASES_MAX, LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
     REQUEST_BYTES_MAX, TXN_DEPTH_MAX, TXN_OPS_MAX,

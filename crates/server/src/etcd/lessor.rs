@@ -17,8 +17,8 @@
 use super::backend::EtcdBackend;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_etcd::command::Command;
-pub use bellwether_kv::Renewal;
-use bellwether_kv::{Leadership, LeaseClock, LEASE_CHECK_INTERVAL};
+pub use bellwether_etcd::Renewal;
+use bellwether_etcd::{Leadership, LeaseClock, LEASE_CHECK_INTERVAL};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -176,7 +176,7 @@ impl Lessor {
 
 /// Proposes the revoke of an expired lease, in the background. One that is
 /// not applied is proposed again by a later check (see
-/// [`bellwether_kv::REVOKE_RETRY`]).
+/// [`bellwether_etcd::REVOKE_RETRY`]).
 pub fn propose_revoke(backend: &EtcdBackend, id: i64) {
     let backend = backend.clone();
     tokio::spawn(async move {
@@ -198,7 +198,7 @@ pub fn propose_revoke(backend: &EtcdBackend, id: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bellwether_kv::REVOKES_PER_CHECK_MAX;
+    use bellwether_etcd::REVOKES_PER_CHECK_MAX;
 
     #[test]
     fn a_follower_is_not_primary_and_answers_nothing() {

@@ -14,7 +14,7 @@
 use super::etcd_entries::LEASE_TTL_SECONDS;
 use super::protocol::OpRef;
 use crate::linearizability::{ClientId, Command, Operation, Response};
-use bellwether_kv::Renewal;
+use bellwether_etcd::Renewal;
 use std::collections::BTreeMap;
 
 /// History client ids from here up are expiry revokes, one each.

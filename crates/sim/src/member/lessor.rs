@@ -30,7 +30,7 @@ use super::etcd_entries::{entry_tag, expiry_entry, key_of, SharedStore, Write};
 use super::protocol::OpRef;
 use super::tagged_machine::{LeaseEvent, LeaseEvents};
 use crate::linearizability::{Command, Key, Value};
-use bellwether_kv::{Leadership, LeaseClock, Renewal, LEASE_CHECK_INTERVAL};
+use bellwether_etcd::{Leadership, LeaseClock, Renewal, LEASE_CHECK_INTERVAL};
 use bellwether_member::Request;
 use std::time::Duration;
 

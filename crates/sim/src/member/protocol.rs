@@ -27,7 +27,7 @@ use bellwether_core::raft::{
     RaftConfig, RaftDurable, RaftMessage, RaftNode, RaftOutput, RaftPersist, Snapshot,
 };
 use bellwether_core::{Envelope, LogIndex, NodeId, Protocol, Ready, Rng, Role, Status, Term};
-use bellwether_kv::{Leadership, Renewal};
+use bellwether_etcd::{Leadership, Renewal};
 use bellwether_member::{
     Answer, ClientError, DurableWatermark, Effect, Member, MemberParts, Request, Roster, Runtime,
     Step,

@@ -23,7 +23,7 @@
 //! tell a client its lease is gone. Until then keep-alives get
 //! "not primary" and clients retry.
 
-use crate::IdMap;
+use bellwether_kv::IdMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -482,7 +482,7 @@ fn seconds(ttl: i64) -> Duration {
 mod tests {
     use super::Leadership::{CatchingUp, Ready};
     use super::*;
-    use crate::LEASE_TTL_SECONDS_MAX;
+    use bellwether_kv::LEASE_TTL_SECONDS_MAX;
 
     /// `secs` seconds on the caller's clock.
     fn at(secs: f64) -> Duration {
