@@ -4,12 +4,9 @@
 //! its followers'.
 
 use bellwether_core::raft::{RaftConfig, RaftNode};
-use bellwether_core::NodeId;
 use bellwether_sim::kv::{KvApp, KvConfig};
 use bellwether_sim::linearizability::{check, CheckOptions, CheckResult};
-use bellwether_sim::{
-    lease_skew_ppm_bound, run, FaultProfile, Partition, RunSpec, World, WorldConfig,
-};
+use bellwether_sim::{lease_skew_ppm_bound, run, FaultProfile, RunSpec, World, WorldConfig};
 
 /// The lease-read spec the sweeps run: read-only clients and a short
 /// operation timeout. Without them a stale read is not observable: writers
@@ -104,25 +101,11 @@ fn isolated_leader_with_clocks(
         .run_until_agreement(5_000_000)
         .unwrap()
         .expect("a leader");
-    let leader = (leader.0 - 1) as usize;
-    for (index, host) in world.hosts.iter_mut().enumerate() {
-        host.tick_interval_us = if index == leader {
-            leader_tick_us
-        } else {
-            follower_tick_us
-        };
-    }
-    world.run_for(300_000).unwrap();
-    world.partition(&Partition::Isolated { node: leader });
-    world.run_for(400_000).unwrap();
-    let others: Vec<NodeId> = world.acting_leaders().iter().map(|(id, _)| *id).collect();
-    assert!(
-        others.iter().all(|id| id.0 - 1 != leader as u64) && !others.is_empty(),
-        "seed {seed}: the majority elected a new leader ({others:?})"
+    world.isolate_leader_with_skewed_clocks(
+        (leader.0 - 1) as usize,
+        leader_tick_us,
+        follower_tick_us,
     );
-    world.heal_links();
-    world.run_for(1_000_000).unwrap();
-    assert!(world.violation().is_none(), "{:?}", world.violation());
     world.app.clients.finish();
     check(&world.app.clients.history, &CheckOptions::default())
 }

@@ -8,12 +8,10 @@
 use super::{EtcdApp, LessorMode, Runtime, SimMember, SimMemberConfig};
 use crate::kv::KvConfig;
 use crate::linearizability::{check, CheckOptions, CheckResult};
-use crate::partition::Partition;
 use crate::run::{kv_raft_config, run_etcd_with};
 use crate::spec::{lease_skew_ppm_bound, FaultProfile, RunSpec};
 use crate::world::{World, WorldConfig};
 use bellwether_core::raft::RaftConfig;
-use bellwether_core::NodeId;
 
 /// The etcd workload with lease reads, two read-only clients and a short
 /// operation timeout, so that a stale read is observable: writers do not
@@ -101,25 +99,11 @@ fn isolated_leader_with_clocks(
         .run_until_agreement(5_000_000)
         .unwrap()
         .expect("a leader");
-    let leader = (leader.0 - 1) as usize;
-    for (index, host) in world.hosts.iter_mut().enumerate() {
-        host.tick_interval_us = if index == leader {
-            leader_tick_us
-        } else {
-            follower_tick_us
-        };
-    }
-    world.run_for(300_000).unwrap();
-    world.partition(&Partition::Isolated { node: leader });
-    world.run_for(400_000).unwrap();
-    let others: Vec<NodeId> = world.acting_leaders().iter().map(|(id, _)| *id).collect();
-    assert!(
-        others.iter().all(|id| id.0 - 1 != leader as u64) && !others.is_empty(),
-        "seed {seed}: the majority elected a new leader ({others:?})"
+    world.isolate_leader_with_skewed_clocks(
+        (leader.0 - 1) as usize,
+        leader_tick_us,
+        follower_tick_us,
     );
-    world.heal_links();
-    world.run_for(1_000_000).unwrap();
-    assert!(world.violation().is_none(), "{:?}", world.violation());
     world.app.finish();
     check(&world.app.clients.history, &CheckOptions::default())
 }

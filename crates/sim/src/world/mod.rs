@@ -15,6 +15,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 
 mod app;
+mod clock_skew;
 mod disk;
 
 pub use app::{Application, NoApp};
