@@ -28,8 +28,9 @@
 
 use crate::contender::{Contender, Leadership};
 use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout};
+use crate::member_process::Member;
 use crate::partition::{delete_table, nft_unavailable, partition_script, Partition};
-use crate::process_cluster::{ClusterLayout, Member, ProcessCluster, MEMBERS_MAX};
+use crate::process_cluster::{ClusterLayout, ProcessCluster, MEMBERS_MAX};
 use crate::signals::SIGTERM;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;

@@ -5,7 +5,7 @@
 //! [`crate::etcd_cluster::EtcdCluster`] (a real etcd), so that the two are
 //! measured by the same code. This module imports from no benchmark.
 
-use crate::process_cluster::Member;
+use crate::member_process::Member;
 use anyhow::Result;
 use std::net::Ipv4Addr;
 

@@ -18,7 +18,8 @@
 //! of the leader's sockets (`meta skuid`).
 
 use crate::contender::{Contender, Leadership};
-use crate::process_cluster::{Member, MEMBERS_MAX, POLL_TIMEOUT};
+use crate::member_process::Member;
+use crate::process_cluster::{MEMBERS_MAX, POLL_TIMEOUT};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -24,6 +24,7 @@ mod etcd_cluster;
 mod http_get;
 mod join;
 mod latency;
+mod member_process;
 mod node_command;
 mod partition;
 mod peer_command;
@@ -38,6 +39,7 @@ mod tasks_command;
 mod transfer_command;
 mod up_add;
 mod up_command;
+mod up_layout;
 mod verify;
 
 use clap::{Parser, Subcommand};

@@ -1,6 +1,6 @@
 //! `bellwether status`: a table of members read from their `/status`.
 
-use crate::up_command::poll;
+use crate::up_layout::poll;
 use anyhow::{bail, Result};
 use bellwether_core::Role;
 use clap::Args;

@@ -10,7 +10,7 @@
 //! crash in between leaves a join record without a config; the next
 //! `up add` finishes that add instead of making another.
 
-use crate::up_command::{
+use crate::up_layout::{
     client_address, existing_members, http_address, peer_address, MEMBERS_MAX, PID_FILE,
 };
 use anyhow::{bail, Context, Result};
@@ -159,7 +159,7 @@ fn write_config(path: &Path, layer: &ConfigLayer) -> Result<()> {
 fn wait_for_role(http: SocketAddr, learner: bool, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        let status: Option<NodeStatus> = crate::up_command::poll(&[http]).pop().flatten();
+        let status: Option<NodeStatus> = crate::up_layout::poll(&[http]).pop().flatten();
         if let Some(status) = &status {
             if !status.outside && status.learner == learner && status.is_ready() {
                 return Ok(());

@@ -12,8 +12,11 @@
 //! running `up` notices the new config, starts the member and looks after
 //! it like the others. `DIR/up.pid` names the running `up`.
 
-use crate::http_get;
 use crate::signals::{send_signal, SIGTERM};
+use crate::up_layout::{
+    client_address, existing_members, http_address, http_addresses, peer_address, poll,
+    MEMBERS_MAX, PID_FILE,
+};
 use anyhow::{bail, Context, Result};
 use bellwether_core::{NodeId, Role};
 use bellwether_server::config::ConfigLayer;
@@ -65,39 +68,6 @@ enum UpAction {
     /// the cluster adds it, and `up` starts it. It catches up as a learner
     /// and becomes a voter (unless --learner).
     Add(crate::up_add::UpAddArgs),
-}
-
-/// Most members `up` runs (ports base+1..base+64 and so on).
-pub(crate) const MEMBERS_MAX: usize = 64;
-
-/// The file naming the running `up` process.
-pub(crate) const PID_FILE: &str = "up.pid";
-
-pub(crate) fn peer_address(base: u16, i: usize) -> String {
-    format!("127.0.0.1:{}", base as usize + i)
-}
-
-pub(crate) fn http_address(base: u16, i: usize) -> String {
-    format!("127.0.0.1:{}", base as usize + 100 + i)
-}
-
-pub(crate) fn client_address(base: u16, i: usize) -> String {
-    format!("127.0.0.1:{}", base as usize + 200 + i)
-}
-
-/// The members' HTTP addresses for a base port.
-pub fn http_addresses(base: u16, nodes: usize) -> Vec<SocketAddr> {
-    (1..=nodes)
-        .map(|i| http_address(base, i).parse().expect("valid"))
-        .collect()
-}
-
-/// How many members the cluster in `dir` has configs for (`n1.toml`,
-/// `n2.toml`, … without gaps).
-pub(crate) fn existing_members(dir: &Path) -> usize {
-    (1..=MEMBERS_MAX)
-        .take_while(|i| dir.join(format!("n{i}.toml")).exists())
-        .count()
 }
 
 /// Writes the configs of a new cluster; returns how many members it has.
@@ -251,18 +221,6 @@ pub fn stop_members(children: &mut [Child], grace: Duration) {
         let _ = child.kill();
         let _ = child.wait();
     }
-}
-
-/// Reads every member's status (down ones are `None`).
-pub fn poll(addresses: &[SocketAddr]) -> Vec<Option<NodeStatus>> {
-    addresses
-        .iter()
-        .map(|a| {
-            http_get::get(*a, "/status", Duration::from_millis(300))
-                .ok()
-                .and_then(|body| serde_json::from_str(&body).ok())
-        })
-        .collect()
 }
 
 /// Runs the local cluster until Ctrl-C.

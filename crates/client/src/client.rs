@@ -7,7 +7,8 @@
 //! by a compare that makes a second run a no-op. A lease grant repeated
 //! after a lost answer leaves at most an unused lease, which expires.
 
-use crate::credentials::{is_old_auth_revision, wants_new_token, Credentials, TokenInterceptor};
+use crate::connection::{Authed, Connection, Link};
+use crate::credentials::{Credentials, TokenInterceptor};
 use crate::error::{Error, Result};
 use crate::watch_hub::WatchHub;
 use bellwether_api::etcdserverpb as pb;
@@ -15,15 +16,10 @@ use pb::kv_client::KvClient;
 use pb::lease_client::LeaseClient;
 use pb::watch_client::WatchClient;
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use tokio::time::Instant;
 use tonic::metadata::AsciiMetadataValue;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
-
-/// A channel to one member, with the token calls on it carry.
-pub(crate) type Authed = InterceptedService<Channel, TokenInterceptor>;
+use tonic::transport::Endpoint;
 
 /// How long a call is retried across endpoints by default.
 pub const RETRY_DEADLINE_DEFAULT: Duration = Duration::from_secs(5);
@@ -37,13 +33,6 @@ const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(3);
 
 /// The largest answer the client accepts (gRPC's default is 4 MiB).
 pub const ANSWER_BYTES_MAX: usize = 256 * 1024 * 1024;
-
-/// Tokens asked for (and writes made again after a change of
-/// permissions) in one call, at most.
-const AUTH_ROUNDS_MAX: usize = 3;
-
-/// The pause between two rounds over every endpoint.
-const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// A handle on a cluster; cheap to clone (clones share the connections
 /// and the watch stream).
@@ -59,40 +48,10 @@ const RETRY_PAUSE: Duration = Duration::from_millis(50);
 #[derive(Clone)]
 pub struct Client {
     /// What every clone shares.
-    inner: Arc<Inner>,
+    inner: Arc<Connection>,
     /// Every watch of the client, on one stream; started on first use and
     /// stopped when the last clone is dropped.
     hub: Arc<OnceLock<WatchHub>>,
-}
-
-/// The endpoints and which one is in use.
-pub(crate) struct Inner {
-    /// One lazily connected channel per endpoint, in the order given.
-    channels: Vec<Channel>,
-    /// The endpoints as given, for error messages.
-    endpoints: Vec<String>,
-    /// Index of the endpoint calls go to now.
-    current: Mutex<usize>,
-    /// How long a call is retried across endpoints.
-    retry_deadline: Duration,
-    /// The user calls are made as, on a cluster with auth enabled.
-    credentials: Option<Credentials>,
-}
-
-/// The channel to one endpoint and the token to send on it.
-#[derive(Clone)]
-pub(crate) struct Link {
-    channel: Channel,
-    token: Option<AsciiMetadataValue>,
-    /// A token must be asked for before calling.
-    ask_first: bool,
-}
-
-impl Link {
-    /// The token calls on this link carry, if any.
-    pub(crate) fn token(&self) -> Option<AsciiMetadataValue> {
-        self.token.clone()
-    }
 }
 
 /// How to reach a cluster: endpoints, and optionally TLS, a user and a
@@ -236,13 +195,12 @@ impl Client {
             return Err(Error::NoEndpoints);
         }
         Ok(Client {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Connection::new(
                 channels,
-                endpoints: names,
-                current: Mutex::new(0),
+                names,
                 retry_deadline,
                 credentials,
-            }),
+            )),
             hub: Arc::new(OnceLock::new()),
         })
     }
@@ -255,7 +213,7 @@ impl Client {
 
     /// The endpoints, as given.
     pub fn endpoints(&self) -> &[String] {
-        &self.inner.endpoints
+        self.inner.endpoints()
     }
 
     /// The channel to the endpoint in use, and its index.
@@ -263,7 +221,7 @@ impl Client {
         self.inner.channel()
     }
 
-    /// See [`Inner::call_once`].
+    /// See [`Connection::call_once`].
     pub(crate) async fn call_once<T, F, Fut>(&self, call: F) -> Result<T>
     where
         F: FnMut(Link) -> Fut,
@@ -273,7 +231,7 @@ impl Client {
     }
 
     /// Forgets a token a watch was refused with (see
-    /// [`Inner::watch_refused`]).
+    /// [`Connection::watch_refused`]).
     pub(crate) fn watch_refused(&self, sent: &Option<AsciiMetadataValue>, reason: &str) -> bool {
         self.inner.watch_refused(sent, reason)
     }
@@ -315,7 +273,7 @@ impl Client {
 
     /// A Watch client on `link`.
     pub(crate) fn watch(link: Link) -> WatchClient<Authed> {
-        WatchClient::with_interceptor(link.channel, TokenInterceptor::new(link.token))
+        link.watch_client()
     }
 
     /// Runs a txn, retried across endpoints while unavailable. Use only
@@ -364,153 +322,6 @@ impl Client {
             .await?;
         Ok(response.header.map_or(0, |h| h.revision))
     }
-}
-
-impl Inner {
-    /// The channel to the endpoint in use, and its index.
-    pub(crate) fn channel(&self) -> (usize, Link) {
-        let index = *self.current.lock().expect("endpoint lock");
-        let token = self.credentials.as_ref().and_then(Credentials::token);
-        let ask_first = self.credentials.as_ref().is_some_and(Credentials::must_ask);
-        let link = Link {
-            channel: self.channels[index].clone(),
-            token,
-            ask_first,
-        };
-        (index, link)
-    }
-
-    /// Forgets `sent`, the token a watch (or its stream) was refused
-    /// with, when `reason` says a new one is needed, so that the next
-    /// stream opened carries a new one. Returns whether it was forgotten.
-    pub(crate) fn watch_refused(&self, sent: &Option<AsciiMetadataValue>, reason: &str) -> bool {
-        match &self.credentials {
-            Some(credentials) if wants_new_token(reason) => {
-                credentials.forget(sent);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Runs `call` once on the current endpoint (for writes that are not
-    /// safe to repeat after a lost answer). Only a call refused for its
-    /// token, or for a change of permissions before it was applied, is
-    /// made again: it did nothing.
-    pub(crate) async fn call_once<T, F, Fut>(&self, call: F) -> Result<T>
-    where
-        F: FnMut(Link) -> Fut,
-        Fut: Future<Output = std::result::Result<T, tonic::Status>>,
-    {
-        self.run(call, false).await
-    }
-
-    /// See [`Client::ensure_token`].
-    pub(crate) async fn ensure_token(&self) -> Result<()> {
-        if self.credentials.is_none() {
-            return Ok(());
-        }
-        self.retry(|_| async { Ok(()) }).await
-    }
-
-    /// See [`Client::retry`]. With credentials, a token is asked for
-    /// before the first call and again when the cluster refuses the one
-    /// sent; a write refused for a change of permissions is made again.
-    /// Both at most [`AUTH_ROUNDS_MAX`] times a call.
-    pub(crate) async fn retry<T, F, Fut>(&self, call: F) -> Result<T>
-    where
-        F: FnMut(Link) -> Fut,
-        Fut: Future<Output = std::result::Result<T, tonic::Status>>,
-    {
-        self.run(call, true).await
-    }
-
-    /// [`retry`](Self::retry) and [`call_once`](Self::call_once): one loop
-    /// for tokens and for moving between endpoints; an unavailable failure
-    /// of the call itself moves on only if `repeatable`.
-    async fn run<T, F, Fut>(&self, mut call: F, repeatable: bool) -> Result<T>
-    where
-        F: FnMut(Link) -> Fut,
-        Fut: Future<Output = std::result::Result<T, tonic::Status>>,
-    {
-        let deadline = Instant::now() + self.retry_deadline;
-        let mut attempts = 0usize;
-        let mut auth_rounds = 0;
-        loop {
-            let (index, link) = self.channel();
-            let last = if link.ask_first {
-                let credentials = self
-                    .credentials
-                    .as_ref()
-                    .expect("asked only with credentials");
-                auth_rounds += 1;
-                if auth_rounds > AUTH_ROUNDS_MAX {
-                    return Err(Error::Status(tonic::Status::unauthenticated(
-                        "the cluster refused every token given to this client",
-                    )));
-                }
-                match credentials.authenticate(link.channel.clone()).await {
-                    Ok(()) => continue,
-                    Err(status) if is_unavailable(&status) => status,
-                    Err(status) => return Err(Error::Status(status)),
-                }
-            } else {
-                let sent = link.token.clone();
-                match call(link).await {
-                    Ok(value) => return Ok(value),
-                    Err(status)
-                        if self.credentials.is_some()
-                            && wants_new_token(status.message())
-                            && auth_rounds < AUTH_ROUNDS_MAX =>
-                    {
-                        self.credentials
-                            .as_ref()
-                            .expect("checked above")
-                            .forget(&sent);
-                        continue;
-                    }
-                    Err(status)
-                        if is_old_auth_revision(&status) && auth_rounds < AUTH_ROUNDS_MAX =>
-                    {
-                        auth_rounds += 1;
-                        continue;
-                    }
-                    Err(status) if repeatable && is_unavailable(&status) => status,
-                    Err(status) => return Err(Error::Status(status)),
-                }
-            };
-            self.rotate(index);
-            attempts += 1;
-            if Instant::now() >= deadline {
-                return Err(Error::Unavailable {
-                    endpoints: self.endpoints.join(","),
-                    waited: self.retry_deadline,
-                    last: last.message().to_string(),
-                });
-            }
-            if attempts.is_multiple_of(self.channels.len()) {
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-        }
-    }
-
-    /// Moves to the endpoint after `failed`, unless another call already
-    /// moved on from it.
-    pub(crate) fn rotate(&self, failed: usize) {
-        let mut current = self.current.lock().expect("endpoint lock");
-        if *current == failed {
-            *current = (failed + 1) % self.channels.len();
-        }
-    }
-}
-
-/// Whether a failure means "this member cannot serve now, try another".
-pub(crate) fn is_unavailable(status: &tonic::Status) -> bool {
-    matches!(
-        status.code(),
-        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
-    ) || status.message().contains("no leader")
-        || status.message().contains("leader changed")
 }
 
 /// What a client needs to reach a TLS client port: the CA that signed the

@@ -46,6 +46,7 @@
 //! ```
 
 pub mod client;
+mod connection;
 mod credentials;
 pub mod election;
 pub mod error;

@@ -10,7 +10,8 @@
 //! watch: nothing is missed, and events already applied are recognised by
 //! their revisions.
 
-use crate::client::{is_unavailable, Client};
+use crate::client::Client;
+use crate::connection::is_unavailable;
 use crate::error::{Error, Result};
 use crate::keys;
 use bellwether_api::etcdserverpb as pb;

@@ -13,7 +13,7 @@
 //! one-shot. The server answers creates in the order they were sent, which
 //! is how a created watch id is matched to its watcher.
 
-use crate::client::{Client, Inner};
+use crate::connection::Connection;
 use bellwether_api::etcdserverpb as pb;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -64,7 +64,7 @@ pub(crate) struct WatchHub {
 impl WatchHub {
     /// Starts the hub task for `client`'s endpoints. The task ends when the
     /// last handle is dropped.
-    pub(crate) fn start(client: Arc<Inner>) -> WatchHub {
+    pub(crate) fn start(client: Arc<Connection>) -> WatchHub {
         let (commands, receiver) = mpsc::channel(COMMANDS_MAX);
         tokio::spawn(run(client, receiver));
         WatchHub { commands }
@@ -176,7 +176,7 @@ impl Stream {
 
 /// Opens a stream on the client's current endpoint, with `first` as its
 /// first request (etcd sends the stream's headers only with an answer).
-async fn open(client: &Inner, first: pb::WatchRequest) -> Option<Stream> {
+async fn open(client: &Connection, first: pb::WatchRequest) -> Option<Stream> {
     if let Err(error) = client.ensure_token().await {
         tracing::debug!(%error, "watch hub: no token for a new stream");
         return None;
@@ -188,7 +188,8 @@ async fn open(client: &Inner, first: pb::WatchRequest) -> Option<Stream> {
         .send(first)
         .await
         .expect("the receiver is alive until the call below drops it");
-    match Client::watch(channel)
+    match channel
+        .watch_client()
         .watch(ReceiverStream::new(receiver))
         .await
     {
@@ -214,7 +215,7 @@ async fn open(client: &Inner, first: pb::WatchRequest) -> Option<Stream> {
 }
 
 /// The hub's loop: opens watches, routes answers, sweeps abandoned ones.
-async fn run(client: Arc<Inner>, mut commands: mpsc::Receiver<Watch>) {
+async fn run(client: Arc<Connection>, mut commands: mpsc::Receiver<Watch>) {
     let mut stream: Option<Stream> = None;
     let mut sweep = tokio::time::interval(SWEEP_INTERVAL);
     loop {
@@ -248,7 +249,7 @@ async fn run(client: Arc<Inner>, mut commands: mpsc::Receiver<Watch>) {
 /// when there is none. The watcher ends at once with `Broken` when the hub
 /// is full, no stream opens, or the stream cannot take the request (then
 /// the stream is broken: it is dropped and its watchers end too).
-async fn add_watch(client: &Inner, stream: &mut Option<Stream>, watch: Watch) {
+async fn add_watch(client: &Connection, stream: &mut Option<Stream>, watch: Watch) {
     let Watch { create, end } = watch;
     if stream.as_ref().is_some_and(|s| s.len() >= WATCHES_MAX) {
         let _ = end.send(WatchEnd::Broken);
@@ -286,7 +287,7 @@ async fn add_watch(client: &Inner, stream: &mut Option<Stream>, watch: Watch) {
 /// stream's end or failure drops it, moves on to the next endpoint, and
 /// ends every watcher with `Broken`.
 fn route_answer(
-    client: &Inner,
+    client: &Connection,
     stream: &mut Option<Stream>,
     answer: Result<Option<pb::WatchResponse>, tonic::Status>,
 ) {

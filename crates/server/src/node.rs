@@ -20,7 +20,7 @@ mod steps;
 mod wiring;
 
 use crate::client::{ClientError, ClientRequest, NodeClient};
-use crate::config::NodeConfig;
+use crate::config::{NodeConfig, MISSED_TICKS_MAX};
 use crate::data_dir::{self, DataDirError};
 use crate::metrics::Metrics;
 use crate::peer_message::PeerMessage;
@@ -49,13 +49,6 @@ type ReadReply = oneshot::Sender<Result<(), ClientError>>;
 /// batch and the delay any one input waits (plus, after a lone write's
 /// fsync on the loop, one more such drain and at most `answer_poll_us`).
 const INPUTS_PER_BATCH_MAX: usize = 4_096;
-
-/// Ticks run in a row when the clock says more are due (after a pause), at
-/// most: past an election timeout's worth, more only repeat timeouts that
-/// have long expired. With lease reads the configuration keeps an election
-/// timeout within it, so a leader that wakes from a pause has counted its
-/// lease out before it serves a read (see `config.rs`).
-pub(crate) const MISSED_TICKS_MAX: u32 = 10_000;
 
 /// Why the node stopped with an error.
 #[derive(Debug, thiserror::Error)]

@@ -22,7 +22,8 @@
 use super::load::{self, KvReport, LoadSpec};
 use crate::contender::{Contender, Leadership};
 use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout, EtcdTls};
-use crate::process_cluster::{ClusterLayout, Member, ProcessCluster};
+use crate::member_process::Member;
+use crate::process_cluster::{ClusterLayout, ProcessCluster};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -20,6 +20,7 @@
 
 use crate::error::{Error, Result};
 use crate::keys;
+use bellwether_api::etcdserverpb as pb;
 
 /// The longest task id, group name or queue name, in bytes.
 pub const ID_BYTES_MAX: usize = 256;
@@ -204,6 +205,17 @@ pub(crate) fn check_data(what: &str, data: &[u8]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A compare that holds while `key` was last written at `revision`.
+pub(crate) fn modified_at(key: &[u8], revision: i64) -> pb::Compare {
+    pb::Compare {
+        result: pb::compare::CompareResult::Equal as i32,
+        target: pb::compare::CompareTarget::Mod as i32,
+        key: key.to_vec(),
+        range_end: Vec::new(),
+        target_union: Some(pb::compare::TargetUnion::ModRevision(revision)),
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! The queue's leader: follows `Q/s/` and writes what [`QueueView`]
 //! decides, each batch in one txn guarded by the leader's fencing token.
 
-use super::layout::Layout;
+use super::layout::{modified_at, Layout};
 use super::view::{Action, Latency, QueueView};
-use super::worker::WorkerStats;
+use super::worker_stats::WorkerStats;
 use crate::client::Client;
 use crate::election::Leadership;
 use crate::error::{Error, Result};
@@ -418,17 +418,6 @@ fn build_txn(layout: &Layout, leadership: &Leadership, actions: &[Action]) -> pb
         compare,
         success,
         failure: vec![keys::get_op(leadership.key())],
-    }
-}
-
-/// A compare that holds while `key` was last written at `revision`.
-pub(crate) fn modified_at(key: &[u8], revision: i64) -> pb::Compare {
-    pb::Compare {
-        result: pb::compare::CompareResult::Equal as i32,
-        target: pb::compare::CompareTarget::Mod as i32,
-        key: key.to_vec(),
-        range_end: Vec::new(),
-        target_union: Some(pb::compare::TargetUnion::ModRevision(revision)),
     }
 }
 

@@ -49,6 +49,7 @@ mod task_io;
 mod view;
 mod worker;
 pub mod worker_metrics;
+mod worker_stats;
 
 pub use crate::latency_histogram::LatencyHistogram;
 pub use cancellation::Cancellation;
@@ -59,7 +60,8 @@ pub use record::{
     MAX_ATTEMPTS_LIMIT,
 };
 pub use status::{QueueStatus, WorkerLoad};
-pub use worker::{Task, Worker, WorkerHandle, WorkerOptions, WorkerStats, CANCEL_MARGIN_DEFAULT};
+pub use worker::{Task, Worker, WorkerHandle, WorkerOptions, CANCEL_MARGIN_DEFAULT};
+pub use worker_stats::WorkerStats;
 
 /// The start of the range holding queue `queue`'s state (tasks, workers,
 /// groups): what [`QueueStatus::from_keys`] reads.

@@ -2,7 +2,7 @@
 //! `/metrics` endpoint (`bellwether tasks worker --metrics`), labelled with
 //! the queue's name and written by prometheus-client.
 
-use super::worker::WorkerStats;
+use super::worker_stats::WorkerStats;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;

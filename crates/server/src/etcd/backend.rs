@@ -85,7 +85,7 @@ pub struct EtcdBackend {
     /// Who may do what (see `auth_gate.rs`).
     pub auth: AuthGate,
     /// Where this member's server-chosen lease ids come from.
-    pub lease_ids: super::lease_grant::LeaseIds,
+    pub lease_ids: super::lease_ids::LeaseIds,
 }
 
 /// A client error as etcd clients expect it.
@@ -136,7 +136,7 @@ impl EtcdBackend {
             member_tls: None,
             peer_tls: false,
             auth: AuthGate::default(),
-            lease_ids: super::lease_grant::LeaseIds::new(member_id),
+            lease_ids: super::lease_ids::LeaseIds::new(member_id),
         }
     }
 

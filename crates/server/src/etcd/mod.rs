@@ -19,6 +19,7 @@ pub mod json_gateway;
 pub mod kv_service;
 pub mod leader_observer;
 pub mod lease_grant;
+pub mod lease_ids;
 pub mod lease_service;
 pub mod lessor;
 pub mod lock_service;

@@ -1,0 +1,59 @@
+//! Where `bellwether up`'s cluster lives: member i's ports (peers on
+//! `base + i`, HTTP on `base + 100 + i`, the etcd API on `base + 200 + i`),
+//! its files in the cluster's directory, and a poll of the members'
+//! status. Shared by `up`, `up add` and `status`, so none of them imports
+//! another.
+
+use crate::http_get;
+use bellwether_server::NodeStatus;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// Most members `up` runs (ports base+1..base+64 and so on).
+pub(crate) const MEMBERS_MAX: usize = 64;
+
+/// The file naming the running `up` process.
+pub(crate) const PID_FILE: &str = "up.pid";
+
+/// Member `i`'s peer address.
+pub(crate) fn peer_address(base: u16, i: usize) -> String {
+    format!("127.0.0.1:{}", base as usize + i)
+}
+
+/// Member `i`'s HTTP address.
+pub(crate) fn http_address(base: u16, i: usize) -> String {
+    format!("127.0.0.1:{}", base as usize + 100 + i)
+}
+
+/// Member `i`'s etcd API address.
+pub(crate) fn client_address(base: u16, i: usize) -> String {
+    format!("127.0.0.1:{}", base as usize + 200 + i)
+}
+
+/// The members' HTTP addresses for a base port.
+pub fn http_addresses(base: u16, nodes: usize) -> Vec<SocketAddr> {
+    (1..=nodes)
+        .map(|i| http_address(base, i).parse().expect("valid"))
+        .collect()
+}
+
+/// How many members the cluster in `dir` has configs for (`n1.toml`,
+/// `n2.toml`, … without gaps).
+pub(crate) fn existing_members(dir: &Path) -> usize {
+    (1..=MEMBERS_MAX)
+        .take_while(|i| dir.join(format!("n{i}.toml")).exists())
+        .count()
+}
+
+/// Reads every member's status (down ones are `None`).
+pub fn poll(addresses: &[SocketAddr]) -> Vec<Option<NodeStatus>> {
+    addresses
+        .iter()
+        .map(|a| {
+            http_get::get(*a, "/status", Duration::from_millis(300))
+                .ok()
+                .and_then(|body| serde_json::from_str(&body).ok())
+        })
+        .collect()
+}
