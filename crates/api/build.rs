@@ -42,9 +42,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         prost::Message::encode_to_vec(&descriptors),
     )?;
 
+    // Without the `services` feature, only the messages: no tonic code.
+    let services = std::env::var_os("CARGO_FEATURE_SERVICES").is_some();
     tonic_prost_build::configure()
-        .build_server(true)
-        .build_client(true)
+        .build_server(services)
+        .build_client(services)
         .compile_fds(descriptors)?;
     Ok(())
 }
