@@ -23,7 +23,8 @@
 //! tell a client its lease is gone. Until then keep-alives get
 //! "not primary" and clients retry.
 
-use bellwether_kv::IdMap;
+use crate::machine::LeaseApplied;
+use bellwether_kv::{IdMap, KvStore};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -281,6 +282,18 @@ pub struct Checked {
 }
 
 impl LeaseClock {
+    /// What the state machine applied at `now` of the leases: the one
+    /// entry point for the server's lessor and the simulator's alike.
+    pub fn applied(&mut self, now: Duration, applied: LeaseApplied) {
+        match applied {
+            LeaseApplied::Granted { id, ttl_seconds } => self.applied_grant(now, id, ttl_seconds),
+            // Told even when the lease was gone already: no deadline may
+            // stay behind for it.
+            LeaseApplied::Revoked { id, .. } => self.applied_revoke(id),
+            LeaseApplied::Restored => self.restored(),
+        }
+    }
+
     /// A grant was applied at `now`: if primary the lease starts its
     /// countdown now.
     pub fn applied_grant(&mut self, now: Duration, id: i64, ttl_seconds: i64) {
@@ -476,6 +489,16 @@ impl LeaseClock {
 
 fn seconds(ttl: i64) -> Duration {
     Duration::from_secs(ttl.max(0) as u64)
+}
+
+/// Every lease `store` holds with its granted TTL: what a check rebuilds
+/// the deadlines from when its clock takes over.
+pub fn store_leases(store: &KvStore) -> Vec<(i64, i64)> {
+    store
+        .leases()
+        .into_iter()
+        .filter_map(|id| store.lease(id).map(|lease| (id, lease.ttl_seconds)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -31,8 +31,8 @@ pub mod status_code;
 pub use answer::{answer_error, answer_ok, read_answer, Answer, Refusal};
 pub use command::{AuthChange, AuthOp, Checked, Command, MemberChange, CORRUPT, NO_SPACE};
 pub use lease_clock::{
-    Leadership, LeaseClock, Renewal, CHECK_INTERVAL as LEASE_CHECK_INTERVAL, REVOKES_PER_CHECK_MAX,
-    REVOKE_RETRY,
+    store_leases, Leadership, LeaseClock, Renewal, CHECK_INTERVAL as LEASE_CHECK_INTERVAL,
+    REVOKES_PER_CHECK_MAX, REVOKE_RETRY,
 };
 pub use machine::{EtcdMachine, LeaseApplied, Observer};
 pub use mutation::Mutation;

@@ -18,7 +18,7 @@ use super::backend::EtcdBackend;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_etcd::command::Command;
 pub use bellwether_etcd::Renewal;
-use bellwether_etcd::{Leadership, LeaseClock, LEASE_CHECK_INTERVAL};
+use bellwether_etcd::{store_leases, Leadership, LeaseApplied, LeaseClock, LEASE_CHECK_INTERVAL};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,8 +26,7 @@ use std::time::{Duration, Instant};
 /// The lease clock of one member. Cheap to clone.
 ///
 /// The state machine tells it about every grant and revoke it applies
-/// ([`applied_grant`](Lessor::applied_grant),
-/// [`applied_revoke`](Lessor::applied_revoke)), whichever member's client
+/// ([`applied`](Lessor::applied)), whichever member's client
 /// asked for them, so its deadlines always cover the store's leases and a
 /// check never reads the store.
 #[derive(Clone, Debug)]
@@ -70,22 +69,12 @@ impl Lessor {
         self.takeover_extension_ms.store(ms, Ordering::Relaxed);
     }
 
-    /// A grant was applied: if this member is primary the lease starts its
-    /// countdown now.
-    pub fn applied_grant(&self, id: i64, ttl_seconds: i64) {
+    /// The state machine applied a lease change (see
+    /// [`LeaseClock::applied`]): a grant starts its countdown now if this
+    /// member is primary; a revoke or a restore forgets.
+    pub fn applied(&self, applied: LeaseApplied) {
         let now = self.now();
-        self.clock().applied_grant(now, id, ttl_seconds);
-    }
-
-    /// A revoke (by a client or by expiry) was applied.
-    pub fn applied_revoke(&self, id: i64) {
-        self.clock().applied_revoke(id);
-    }
-
-    /// The store was replaced by a snapshot: forget everything; the next
-    /// check rebuilds from the store if this member is (still) primary.
-    pub fn restored(&self) {
-        self.clock().restored();
+        self.clock().applied(now, applied);
     }
 
     /// A keep-alive, on a member that leads `term`, for lease `id`, whose
@@ -159,14 +148,7 @@ impl Lessor {
                 let caught_up = status.committed_in_term && status.applied >= status.commit;
                 Leadership::of(leads.then_some(status.term), caught_up)
             };
-            let due = self.check(leadership, || {
-                let store = backend.store();
-                store
-                    .leases()
-                    .into_iter()
-                    .filter_map(|id| store.lease(id).map(|l| (id, l.ttl_seconds)))
-                    .collect()
-            });
+            let due = self.check(leadership, || store_leases(&backend.store()));
             for id in due {
                 propose_revoke(&backend, id);
             }
@@ -232,7 +214,11 @@ mod tests {
         assert_eq!(lessor.renew(1, 5, Some(0)), Renewal::NotFound);
         assert_eq!(lessor.remaining_seconds(5), Some(0));
         // Once the revoke is applied the lease is forgotten.
-        lessor.applied_revoke(5);
+        lessor.applied(LeaseApplied::Revoked {
+            id: 5,
+            by_client: true,
+            existed: true,
+        });
         assert!(lessor.check(Leadership::Ready(1), Vec::new).is_empty());
         assert_eq!(lessor.remaining_seconds(5), None);
     }
@@ -240,14 +226,23 @@ mod tests {
     #[test]
     fn grants_applied_while_primary_start_at_once_and_others_at_takeover() {
         let lessor = Lessor::default();
-        lessor.applied_grant(1, 30);
+        lessor.applied(LeaseApplied::Granted {
+            id: 1,
+            ttl_seconds: 30,
+        });
         assert_eq!(lessor.remaining_seconds(1), None, "not primary yet");
         // The store listed lease 1 when this member took over.
         lessor.check(Leadership::Ready(4), || vec![(1, 30)]);
         assert_eq!(lessor.remaining_seconds(1), Some(30));
-        lessor.applied_grant(2, 10);
+        lessor.applied(LeaseApplied::Granted {
+            id: 2,
+            ttl_seconds: 10,
+        });
         assert_eq!(lessor.remaining_seconds(2), Some(10));
-        lessor.applied_grant(2, 99);
+        lessor.applied(LeaseApplied::Granted {
+            id: 2,
+            ttl_seconds: 99,
+        });
         assert_eq!(
             lessor.remaining_seconds(2),
             Some(10),
@@ -257,7 +252,11 @@ mod tests {
         // caller looked it up: renewing it must not bring it back.
         assert_eq!(lessor.renew(4, 9, Some(10)), Renewal::NotFound);
         assert_eq!(lessor.remaining_seconds(9), None);
-        lessor.applied_revoke(9); // a failed revoke of an unknown lease
+        lessor.applied(LeaseApplied::Revoked {
+            id: 9,
+            by_client: true,
+            existed: true,
+        }); // a failed revoke of an unknown lease
         assert_eq!(lessor.remaining_seconds(2), Some(10));
         // The store is never rescanned while primary.
         let rescanned = std::cell::Cell::new(false);
@@ -330,7 +329,7 @@ mod tests {
     fn a_restored_store_makes_the_next_check_rebuild() {
         let lessor = Lessor::default();
         lessor.check(Leadership::Ready(2), || vec![(1, 30)]);
-        lessor.restored();
+        lessor.applied(LeaseApplied::Restored);
         assert_eq!(lessor.primary_term(), None);
         lessor.check(Leadership::Ready(2), || vec![(7, 20)]);
         assert_eq!(lessor.remaining_seconds(1), None);

@@ -39,11 +39,7 @@ impl Observer for Publisher {
     }
 
     fn lease(&self, applied: LeaseApplied) {
-        match applied {
-            LeaseApplied::Granted { id, ttl_seconds } => self.lessor.applied_grant(id, ttl_seconds),
-            LeaseApplied::Revoked { id, .. } => self.lessor.applied_revoke(id),
-            LeaseApplied::Restored => self.lessor.restored(),
-        }
+        self.lessor.applied(applied);
     }
 }
 

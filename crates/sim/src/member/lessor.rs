@@ -9,7 +9,7 @@
 //!   while the member's ticks catch up one by one;
 //!
 //! - the state machine tells it every grant and revoke it applies
-//!   ([`LeaseEvent`]);
+//!   (`LeaseApplied`, through the queue its state machine fills);
 //! - every [`LEASE_CHECK_INTERVAL`] (checked each time the workload hands
 //!   it the time, after every input of its member) it follows the member's
 //!   status and collects the expired leases; the workload hands their revokes to the
@@ -28,9 +28,11 @@
 
 use super::etcd_entries::{entry_tag, expiry_entry, key_of, SharedStore, Write};
 use super::protocol::OpRef;
-use super::tagged_machine::{LeaseEvent, LeaseEvents};
+use super::tagged_machine::LeaseEvents;
 use crate::linearizability::{Command, Key, Value};
-use bellwether_etcd::{Leadership, LeaseClock, Renewal, LEASE_CHECK_INTERVAL};
+use bellwether_etcd::{
+    store_leases, Leadership, LeaseApplied, LeaseClock, Renewal, LEASE_CHECK_INTERVAL,
+};
 use bellwether_member::Request;
 use std::time::Duration;
 
@@ -95,16 +97,18 @@ impl SimLessor {
     fn catch_up(&mut self) {
         let now = self.wall;
         let events = std::mem::take(&mut *self.events.lock().expect("one thread"));
-        for event in events {
-            match event {
-                LeaseEvent::Granted(id, ttl) => self.clock.applied_grant(now, id, ttl),
-                LeaseEvent::Revoked(id) => self.clock.applied_revoke(id),
-                LeaseEvent::Expired(id) => {
-                    self.clock.applied_revoke(id);
-                    self.expired.push(id);
-                }
-                LeaseEvent::Restored => self.clock.restored(),
+        for applied in events {
+            // A lease clock's expiry revoke that removed a lease: the
+            // ledger checks it came no earlier than the lease's guarantee.
+            if let LeaseApplied::Revoked {
+                id,
+                by_client: false,
+                existed: true,
+            } = applied
+            {
+                self.expired.push(id);
             }
+            self.clock.applied(now, applied);
         }
     }
 
@@ -116,12 +120,7 @@ impl SimLessor {
         if now >= self.next_check {
             self.next_check = now + LEASE_CHECK_INTERVAL;
             let checked = self.clock.check(now, leadership, self.extension, || {
-                let store = store.lock().expect("one thread");
-                let leases = store.leases();
-                leases
-                    .into_iter()
-                    .filter_map(|id| store.lease(id).map(|l| (id, l.ttl_seconds)))
-                    .collect()
+                store_leases(&store.lock().expect("one thread"))
             });
             assert!(!checked.rebuilt, "the lease clock lost track of a lease");
             for id in checked.due {

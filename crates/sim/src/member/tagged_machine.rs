@@ -7,7 +7,8 @@
 //!   another operation's entry (the member driver routes answers; the
 //!   tag checks it does so rightly);
 //! - what the machine tells its observer of leases goes into a queue the
-//!   member's lease clock reads, as the server's lessor hears it.
+//!   member's lease clock reads, as the server's lessor hears it, and the
+//!   workload learns from it which expiry revokes removed a lease.
 
 use super::etcd_entries::{entry_tag, SharedStore};
 use bellwether_core::LogIndex;
@@ -16,47 +17,17 @@ use bellwether_kv::{KvStore, MemberRecord};
 use bellwether_member::StateMachine;
 use std::sync::{Arc, Mutex};
 
-/// What the store applied that its member's lease clock must hear of, in
-/// order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LeaseEvent {
-    /// A lease was granted with this TTL.
-    Granted(i64, i64),
-    /// A client's revoke removed a lease.
-    Revoked(i64),
-    /// A lease clock's expiry revoke removed a lease.
-    Expired(i64),
-    /// The store was replaced by a snapshot.
-    Restored,
-}
-
 /// Lease events, shared between the state machine and its member.
-pub type LeaseEvents = Arc<Mutex<Vec<LeaseEvent>>>;
+pub type LeaseEvents = Arc<Mutex<Vec<LeaseApplied>>>;
 
-/// The observer that queues [`LeaseEvent`]s.
+/// The observer that queues what the machine applied of the leases.
 struct LeaseQueue(LeaseEvents);
 
 impl Observer for LeaseQueue {
     fn published(&self, _store: &KvStore) {}
 
     fn lease(&self, applied: LeaseApplied) {
-        let event = match applied {
-            LeaseApplied::Granted { id, ttl_seconds } => LeaseEvent::Granted(id, ttl_seconds),
-            // A revoke of a lease gone already changes nothing.
-            LeaseApplied::Revoked { existed: false, .. } => return,
-            LeaseApplied::Revoked {
-                id,
-                by_client: true,
-                ..
-            } => LeaseEvent::Revoked(id),
-            LeaseApplied::Revoked {
-                id,
-                by_client: false,
-                ..
-            } => LeaseEvent::Expired(id),
-            LeaseApplied::Restored => LeaseEvent::Restored,
-        };
-        self.0.lock().expect("one thread").push(event);
+        self.0.lock().expect("one thread").push(applied);
     }
 }
 
@@ -241,16 +212,23 @@ mod tests {
         let (revoke, _) = client_entry(Command::Revoke { key, lease });
         machine.apply(LogIndex(4), &revoke);
         machine.apply(LogIndex(5), &revoke);
-        let ttl = crate::member::etcd_entries::LEASE_TTL_SECONDS;
+        let ttl_seconds = crate::member::etcd_entries::LEASE_TTL_SECONDS;
+        let granted = LeaseApplied::Granted { id: 9, ttl_seconds };
+        let revoked = |by_client, existed| LeaseApplied::Revoked {
+            id: 9,
+            by_client,
+            existed,
+        };
         assert_eq!(
             *events.lock().expect("one thread"),
             vec![
-                LeaseEvent::Granted(9, ttl),
-                LeaseEvent::Expired(9),
-                LeaseEvent::Granted(9, ttl),
-                LeaseEvent::Revoked(9),
+                granted,
+                revoked(false, true),
+                granted,
+                revoked(true, true),
+                revoked(true, false),
             ],
-            "the second revoke found nothing to revoke"
+            "an expiry, a client's revoke, and a revoke that found nothing"
         );
     }
 }
