@@ -32,11 +32,6 @@ impl Refusal {
     pub fn of_kv(error: &KvError) -> Refusal {
         Refusal::new(kv_code(error), error.to_string())
     }
-
-    /// An auth error, with the code etcd answers it with.
-    pub fn of_auth(error: AuthError) -> Refusal {
-        Refusal::new(auth_code(error), error.to_string())
-    }
 }
 
 impl fmt::Display for Refusal {

@@ -24,18 +24,25 @@ fn lease_spec(nodes: usize, seed: u64, faults: FaultProfile) -> RunSpec {
     }
 }
 
+/// Runs `spec` with the faithful runtime; fails naming its replay command
+/// unless every check passed.
+fn passed(spec: &RunSpec) -> crate::RunReport {
+    let report = run_etcd_with(spec, Runtime::Faithful);
+    assert!(
+        report.passed(),
+        "seed {}: {:?}\nreplay: {}",
+        spec.seed,
+        report.violation,
+        spec.replay_command()
+    );
+    report
+}
+
 #[test]
 fn lease_reads_through_the_member_driver_under_chaos_are_linearizable() {
     let mut leased = 0;
     for seed in 1..=100 {
-        let spec = lease_spec(3, seed, FaultProfile::Chaos);
-        let report = run_etcd_with(&spec, Runtime::Faithful);
-        assert!(
-            report.passed(),
-            "seed {seed}: {:?}\nreplay: {}",
-            report.violation,
-            spec.replay_command()
-        );
+        let report = passed(&lease_spec(3, seed, FaultProfile::Chaos));
         let workload = report.workload.expect("the workload ran");
         assert_eq!(workload.linearizability, "linearizable");
         leased += workload.reads_without_round;
@@ -51,13 +58,7 @@ fn lease_reads_across_partitions_within_the_drift_bound_are_linearizable() {
             skew_ppm_max: Some(lease_skew_ppm_bound(&RaftConfig::default())),
             ..lease_spec(5, seed, FaultProfile::Partition)
         };
-        let report = run_etcd_with(&spec, Runtime::Faithful);
-        assert!(
-            report.passed(),
-            "seed {seed}: {:?}\nreplay: {}",
-            report.violation,
-            spec.replay_command()
-        );
+        passed(&spec);
     }
 }
 
