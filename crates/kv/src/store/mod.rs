@@ -16,6 +16,7 @@
 //! `compact.rs`, snapshots in `snapshot.rs`.
 
 mod alarm;
+mod batch;
 mod compact;
 mod compaction_queue;
 mod lease;

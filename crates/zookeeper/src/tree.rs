@@ -1,0 +1,527 @@
+//! ZooKeeper's writes, applied to the znodes kept in the kv store.
+//!
+//! A write is decided on an overlay of the nodes it touches, then lands as
+//! one kv revision: that revision is its zxid, and the nodes it stamps carry
+//! it. A multi runs its operations one after the other on the same overlay,
+//! so each sees the ones before it; if any fails, the overlay is dropped and
+//! nothing lands.
+//!
+//! Every member applies the same entries to the same store and reaches the
+//! same tree: nothing here reads a clock (the entry carries its time) or
+//! iterates an unordered map.
+
+use crate::codes::{create_mode, op, ErrorCode};
+use crate::entry::{answer, SessionRecord, ZkEntry};
+use crate::jute::JuteWriter;
+use crate::request::{Create, Request};
+use crate::stat::Stat;
+use crate::znode::{invalid_path, node_key, path_of, session_key, split, Znode, NODE_PREFIX};
+use bellwether_kv::{KvStore, PutRequest};
+use prost::Message;
+use std::collections::BTreeMap;
+
+/// What a ZooKeeper entry changed of the leases (sessions are leases), for
+/// the leader's lease clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseChange {
+    /// A session began: its lease was granted.
+    Granted {
+        /// The session (and lease) id.
+        id: i64,
+        /// The lease's TTL.
+        ttl_seconds: i64,
+    },
+    /// A session was closed by its client: its lease was revoked.
+    Revoked {
+        /// The session (and lease) id.
+        id: i64,
+        /// The lease existed until now.
+        existed: bool,
+    },
+}
+
+/// The answer to an entry and what it changed of the leases.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    /// The reply header's zxid and error, then the record.
+    pub answer: Vec<u8>,
+    /// The lease change, if any.
+    pub lease: Option<LeaseChange>,
+}
+
+/// The session timeout's bounds, as ZooKeeper's defaults with a tick of 2 s:
+/// twice and twenty times the tick.
+pub const SESSION_TIMEOUT_MS_MIN: i32 = 4_000;
+/// See [`SESSION_TIMEOUT_MS_MIN`].
+pub const SESSION_TIMEOUT_MS_MAX: i32 = 40_000;
+
+/// The TTL of a session's lease: its timeout, rounded up to whole seconds.
+pub fn session_ttl_seconds(timeout_ms: i32) -> i64 {
+    (i64::from(timeout_ms) + 999) / 1000
+}
+
+/// Applies one logged ZooKeeper entry.
+pub fn apply(store: &mut KvStore, entry: &ZkEntry) -> Applied {
+    match entry.op {
+        op::CREATE_SESSION => create_session(store, entry),
+        op::CLOSE_SESSION => close_session(store, entry.session),
+        code => {
+            if !session_alive(store, entry.session) {
+                return refused(store, ErrorCode::SessionExpired);
+            }
+            match Request::decode(code, &entry.body) {
+                Ok(Request::Multi(ops)) => multi(store, entry, &ops),
+                Ok(request) if request.is_write() => single(store, entry, &request),
+                Ok(_) => refused(store, ErrorCode::BadArguments),
+                Err(_) => refused(store, ErrorCode::MarshallingError),
+            }
+        }
+    }
+}
+
+/// A refusal: nothing changed.
+fn refused(store: &KvStore, code: ErrorCode) -> Applied {
+    Applied {
+        answer: answer(store.revision(), code.code(), &[]),
+        lease: None,
+    }
+}
+
+/// Whether session `id` is open.
+pub fn session_alive(store: &KvStore, id: i64) -> bool {
+    id != 0 && store.get(&session_key(id)).is_some()
+}
+
+/// Session `id`'s record, if it is open.
+pub fn session(store: &KvStore, id: i64) -> Option<SessionRecord> {
+    let kv = store.get(&session_key(id))?;
+    Some(SessionRecord::decode(kv.value.as_slice()).expect("session records we wrote decode"))
+}
+
+fn create_session(store: &mut KvStore, entry: &ZkEntry) -> Applied {
+    let Ok(record) = SessionRecord::decode(entry.body.as_slice()) else {
+        return refused(store, ErrorCode::MarshallingError);
+    };
+    assert!(
+        (SESSION_TIMEOUT_MS_MIN..=SESSION_TIMEOUT_MS_MAX).contains(&record.timeout_ms),
+        "a session's timeout is negotiated before it is logged"
+    );
+    let ttl = session_ttl_seconds(record.timeout_ms);
+    let granted = match store.lease_grant(entry.session, ttl) {
+        Ok(granted) => granted,
+        // An id taken already: the member that proposed it retries another.
+        Err(_) => return refused(store, ErrorCode::SystemError),
+    };
+    let put = PutRequest {
+        key: session_key(entry.session),
+        value: record.encode_to_vec(),
+        lease: entry.session,
+        ..PutRequest::default()
+    };
+    let zxid = store
+        .write_batch(&[put], &[])
+        .expect("a put under a lease just granted is valid");
+    Applied {
+        answer: answer(zxid, ErrorCode::Ok.code(), &[]),
+        lease: Some(LeaseChange::Granted {
+            id: entry.session,
+            ttl_seconds: granted,
+        }),
+    }
+}
+
+fn close_session(store: &mut KvStore, id: i64) -> Applied {
+    end_session(store, id);
+    let existed = store.lease_revoke(id).is_ok();
+    Applied {
+        answer: answer(store.revision(), ErrorCode::Ok.code(), &[]),
+        lease: Some(LeaseChange::Revoked { id, existed }),
+    }
+}
+
+/// Ends session `id` if it is a ZooKeeper session: its ephemeral nodes and
+/// its record go in one revision, with their parents' child counts and
+/// pzxid, as ZooKeeper's session close does. Called before the session's
+/// lease is revoked, however that comes (closed, expired, or an etcd
+/// client's revoke), so the revoke finds no keys left. Returns whether it
+/// was one.
+pub fn end_session(store: &mut KvStore, id: i64) -> bool {
+    if !session_alive(store, id) {
+        return false;
+    }
+    let keys = store.lease_keys(id).unwrap_or_default();
+    let zxid = store.revision() + 1;
+    let mut overlay = Overlay::new(store, zxid, 0, id);
+    for path in keys.iter().filter_map(|key| path_of(key)) {
+        overlay
+            .remove(&path)
+            .expect("an ephemeral node has no children and a parent");
+    }
+    let (puts, mut deletes) = overlay.into_writes();
+    deletes.push(session_key(id));
+    let revision = store
+        .write_batch(&puts, &deletes)
+        .expect("a session's end only deletes and rewrites parents");
+    assert_eq!(revision, zxid, "a session ends in one revision");
+    true
+}
+
+fn single(store: &mut KvStore, entry: &ZkEntry, request: &Request) -> Applied {
+    let zxid = store.revision() + 1;
+    let mut overlay = Overlay::new(store, zxid, entry.time_ms, entry.session);
+    match overlay.run(request) {
+        Ok(done) => {
+            let writes = overlay.into_writes();
+            let zxid = commit(store, writes, zxid);
+            let mut w = JuteWriter::new();
+            done.write_record(&mut w);
+            Applied {
+                answer: answer(zxid, ErrorCode::Ok.code(), &w.into_bytes()),
+                lease: None,
+            }
+        }
+        Err(code) => refused(store, code),
+    }
+}
+
+fn multi(store: &mut KvStore, entry: &ZkEntry, ops: &[Request]) -> Applied {
+    let zxid = store.revision() + 1;
+    let mut overlay = Overlay::new(store, zxid, entry.time_ms, entry.session);
+    let mut results = Vec::with_capacity(ops.len());
+    let mut failed = None;
+    for (index, request) in ops.iter().enumerate() {
+        let done = if request.is_write() && !matches!(request, Request::Multi(_)) {
+            overlay.run(request)
+        } else {
+            Err(ErrorCode::BadArguments)
+        };
+        match done {
+            Ok(done) => results.push(done),
+            Err(code) => {
+                failed = Some((index, code));
+                break;
+            }
+        }
+    }
+    let mut w = JuteWriter::new();
+    let (zxid, err) = match failed {
+        None => {
+            let writes = overlay.into_writes();
+            let zxid = commit(store, writes, zxid);
+            for done in &results {
+                w.int(done.op_code()).bool(false).int(0);
+                done.write_record(&mut w);
+            }
+            (zxid, ErrorCode::Ok)
+        }
+        Some((failed_at, code)) => {
+            // ZooKeeper's answer to a failed multi: the operations before
+            // the failure say OK, the failing one its error, the ones after
+            // it RUNTIMEINCONSISTENCY; each as an error result.
+            for index in 0..ops.len() {
+                let err = match index.cmp(&failed_at) {
+                    std::cmp::Ordering::Less => ErrorCode::Ok,
+                    std::cmp::Ordering::Equal => code,
+                    std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency,
+                };
+                w.int(op::ERROR).bool(false).int(err.code()).int(err.code());
+            }
+            (store.revision(), code)
+        }
+    };
+    w.int(-1).bool(true).int(-1);
+    Applied {
+        answer: answer(zxid, err.code(), &w.into_bytes()),
+        lease: None,
+    }
+}
+
+/// Lands an overlay's writes as one revision, which must be `zxid` if it
+/// writes anything (the nodes it stamps say so).
+fn commit(store: &mut KvStore, writes: (Vec<PutRequest>, Vec<Vec<u8>>), zxid: i64) -> i64 {
+    let (puts, deletes) = writes;
+    if puts.is_empty() && deletes.is_empty() {
+        return store.revision();
+    }
+    let revision = store
+        .write_batch(&puts, &deletes)
+        .expect("a decided write's keys and leases are valid");
+    assert_eq!(revision, zxid, "a ZooKeeper write is one revision");
+    revision
+}
+
+/// What one operation did, for its answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Done {
+    /// A create: the node's path (a sequential one's with its suffix) and stat.
+    Created { op: i32, path: String, stat: Stat },
+    /// A delete.
+    Deleted,
+    /// A setData: the node's new stat.
+    DataSet(Stat),
+    /// A setACL: the node's new stat.
+    AclSet(Stat),
+    /// A check.
+    Checked,
+}
+
+impl Done {
+    fn op_code(&self) -> i32 {
+        match self {
+            Done::Created { op, .. } => match *op {
+                op::CREATE => op::CREATE,
+                _ => op::CREATE2,
+            },
+            Done::Deleted => op::DELETE,
+            Done::DataSet(_) => op::SET_DATA,
+            Done::AclSet(_) => op::SET_ACL,
+            Done::Checked => op::CHECK,
+        }
+    }
+
+    fn write_record(&self, w: &mut JuteWriter) {
+        match self {
+            Done::Created { op, path, stat } => {
+                w.string(path);
+                if *op != op::CREATE {
+                    stat.write(w);
+                }
+            }
+            Done::DataSet(stat) | Done::AclSet(stat) => stat.write(w),
+            Done::Deleted | Done::Checked => {}
+        }
+    }
+}
+
+/// The nodes a write touches, over the store's.
+struct Overlay<'s> {
+    store: &'s KvStore,
+    /// Touched nodes by path: `None` once deleted.
+    changed: BTreeMap<String, Option<Znode>>,
+    zxid: i64,
+    time_ms: i64,
+    session: i64,
+}
+
+/// ZooKeeper's version check: -1 matches any version.
+fn version_matches(expected: i32, actual: i32) -> bool {
+    expected == -1 || expected == actual
+}
+
+fn check_path(path: &str) -> Result<(), ErrorCode> {
+    match invalid_path(path) {
+        Some(_) => Err(ErrorCode::BadArguments),
+        None => Ok(()),
+    }
+}
+
+/// The node at `path` in `store`, if any (the root always exists).
+pub fn read_node(store: &KvStore, path: &str) -> Option<Znode> {
+    match store.get(&node_key(path)) {
+        Some(kv) => Some(Znode::decode(kv.value.as_slice()).expect("znodes we wrote decode")),
+        None if path == "/" => Some(Znode::root()),
+        None => None,
+    }
+}
+
+impl<'s> Overlay<'s> {
+    fn new(store: &'s KvStore, zxid: i64, time_ms: i64, session: i64) -> Self {
+        Overlay {
+            store,
+            changed: BTreeMap::new(),
+            zxid,
+            time_ms,
+            session,
+        }
+    }
+
+    fn get(&self, path: &str) -> Option<Znode> {
+        match self.changed.get(path) {
+            Some(node) => node.clone(),
+            None => read_node(self.store, path),
+        }
+    }
+
+    fn set(&mut self, path: &str, node: Option<Znode>) {
+        self.changed.insert(path.to_string(), node);
+    }
+
+    /// The puts and deletes that land the overlay.
+    fn into_writes(self) -> (Vec<PutRequest>, Vec<Vec<u8>>) {
+        let mut puts = Vec::new();
+        let mut deletes = Vec::new();
+        for (path, node) in self.changed {
+            let key = node_key(&path);
+            match node {
+                Some(node) => puts.push(PutRequest {
+                    key,
+                    lease: node.ephemeral_owner,
+                    value: node.encode_to_vec(),
+                    ..PutRequest::default()
+                }),
+                None if self.store.get(&key).is_some() => deletes.push(key),
+                // Created and deleted within one multi: nothing to land.
+                None => {}
+            }
+        }
+        (puts, deletes)
+    }
+
+    fn run(&mut self, request: &Request) -> Result<Done, ErrorCode> {
+        match request {
+            Request::Create(create) => self.create(create),
+            Request::Delete { path, version } => {
+                check_path(path)?;
+                if path == "/" {
+                    return Err(ErrorCode::BadArguments);
+                }
+                let node = self.get(path).ok_or(ErrorCode::NoNode)?;
+                if !version_matches(*version, node.version) {
+                    return Err(ErrorCode::BadVersion);
+                }
+                if node.num_children > 0 {
+                    return Err(ErrorCode::NotEmpty);
+                }
+                self.remove(path)?;
+                Ok(Done::Deleted)
+            }
+            Request::SetData {
+                path,
+                data,
+                version,
+            } => {
+                check_path(path)?;
+                let mut node = self.get(path).ok_or(ErrorCode::NoNode)?;
+                if !version_matches(*version, node.version) {
+                    return Err(ErrorCode::BadVersion);
+                }
+                node.version += 1;
+                node.mzxid = self.zxid;
+                node.mtime = self.time_ms;
+                node.data = data.clone();
+                let stat = node.stat();
+                self.set(path, Some(node));
+                Ok(Done::DataSet(stat))
+            }
+            Request::SetAcl { path, acl, version } => {
+                check_path(path)?;
+                if acl.is_empty() {
+                    return Err(ErrorCode::InvalidAcl);
+                }
+                let mut node = self.get(path).ok_or(ErrorCode::NoNode)?;
+                if !version_matches(*version, node.aversion) {
+                    return Err(ErrorCode::BadVersion);
+                }
+                node.aversion += 1;
+                node.acl = acl.clone();
+                let stat = node.stat();
+                self.set(path, Some(node));
+                Ok(Done::AclSet(stat))
+            }
+            Request::Check { path, version } => {
+                check_path(path)?;
+                let node = self.get(path).ok_or(ErrorCode::NoNode)?;
+                if !version_matches(*version, node.version) {
+                    return Err(ErrorCode::BadVersion);
+                }
+                Ok(Done::Checked)
+            }
+            _ => Err(ErrorCode::BadArguments),
+        }
+    }
+
+    fn create(&mut self, create: &Create) -> Result<Done, ErrorCode> {
+        let flags = create.flags;
+        match (create.op, flags) {
+            (op::CREATE_TTL, _)
+            | (_, create_mode::PERSISTENT_WITH_TTL)
+            | (_, create_mode::PERSISTENT_SEQUENTIAL_WITH_TTL) => {
+                return Err(ErrorCode::Unimplemented)
+            }
+            (op::CREATE_CONTAINER, create_mode::CONTAINER) => {}
+            (op::CREATE_CONTAINER, _) | (_, create_mode::CONTAINER) => {
+                return Err(ErrorCode::BadArguments)
+            }
+            (_, 0..=3) => {}
+            _ => return Err(ErrorCode::BadArguments),
+        }
+        if create.sequential() {
+            check_path(&format!("{}1", create.path))?;
+        } else {
+            check_path(&create.path)?;
+        }
+        if create.path == "/" {
+            return Err(ErrorCode::NodeExists);
+        }
+        if create.acl.is_empty() {
+            return Err(ErrorCode::InvalidAcl);
+        }
+        let (parent_path, _) = split(&create.path);
+        let parent_path = parent_path.to_string();
+        let mut parent = self.get(&parent_path).ok_or(ErrorCode::NoNode)?;
+        if parent.ephemeral_owner != 0 {
+            return Err(ErrorCode::NoChildrenForEphemerals);
+        }
+        let path = if create.sequential() {
+            format!("{}{:010}", create.path, parent.cversion)
+        } else {
+            create.path.clone()
+        };
+        if self.get(&path).is_some() {
+            return Err(ErrorCode::NodeExists);
+        }
+        let node = Znode {
+            czxid: self.zxid,
+            mzxid: self.zxid,
+            pzxid: self.zxid,
+            ctime: self.time_ms,
+            mtime: self.time_ms,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: if create.ephemeral() { self.session } else { 0 },
+            num_children: 0,
+            container: flags == create_mode::CONTAINER,
+            acl: create.acl.clone(),
+            data: create.data.clone(),
+        };
+        let stat = node.stat();
+        parent.cversion += 1;
+        parent.num_children += 1;
+        parent.pzxid = self.zxid;
+        self.set(&parent_path, Some(parent));
+        self.set(&path, Some(node));
+        Ok(Done::Created {
+            op: create.op,
+            path,
+            stat,
+        })
+    }
+
+    /// Deletes the childless node at `path` and counts it off its parent.
+    fn remove(&mut self, path: &str) -> Result<(), ErrorCode> {
+        let node = self.get(path).ok_or(ErrorCode::NoNode)?;
+        assert_eq!(node.num_children, 0, "only a childless node is removed");
+        let (parent_path, _) = split(path);
+        let parent_path = parent_path.to_string();
+        let mut parent = self
+            .get(&parent_path)
+            .expect("every node but the root has a parent");
+        parent.cversion += 1;
+        parent.num_children -= 1;
+        assert!(parent.num_children >= 0, "a parent counts its children");
+        parent.pzxid = self.zxid;
+        self.set(&parent_path, Some(parent));
+        self.set(path, None);
+        Ok(())
+    }
+}
+
+/// Whether `key` is a znode's (and not a session record's or an etcd key).
+pub fn is_node_key(key: &[u8]) -> bool {
+    key.starts_with(NODE_PREFIX)
+}
+
+#[cfg(test)]
+#[path = "tree_tests.rs"]
+mod tests;

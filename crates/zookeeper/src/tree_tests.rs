@@ -1,0 +1,292 @@
+//! The tree's writes against ZooKeeper's rules, one store, no IO.
+
+use super::*;
+use crate::entry::read_answer;
+use crate::jute::JuteReader;
+use crate::read::{children, read};
+use crate::stat::Acl;
+use crate::watches::{changes, Change};
+
+const SESSION: i64 = 0x77;
+
+fn store_with_session() -> KvStore {
+    let mut store = KvStore::new();
+    let record = SessionRecord {
+        timeout_ms: 10_000,
+        password: vec![1; 16],
+    };
+    let applied = apply(
+        &mut store,
+        &ZkEntry {
+            session: SESSION,
+            time_ms: 1,
+            op: op::CREATE_SESSION,
+            body: record.encode_to_vec(),
+        },
+    );
+    assert_eq!(
+        applied.lease,
+        Some(LeaseChange::Granted {
+            id: SESSION,
+            ttl_seconds: 10
+        })
+    );
+    store
+}
+
+fn run(store: &mut KvStore, request: Request) -> (i64, i32, Vec<u8>) {
+    let entry = ZkEntry {
+        session: SESSION,
+        time_ms: 1000,
+        op: request.op(),
+        body: request.encode(),
+    };
+    let applied = apply(store, &entry);
+    let (zxid, err, record) = read_answer(&applied.answer).expect("an answer");
+    (zxid, err, record.to_vec())
+}
+
+fn create(path: &str, flags: i32) -> Request {
+    Request::Create(Create {
+        op: op::CREATE2,
+        path: path.to_string(),
+        data: b"d".to_vec(),
+        acl: vec![Acl::open()],
+        flags,
+        ttl: 0,
+    })
+}
+
+fn created_path(record: &[u8]) -> (String, Stat) {
+    let mut r = JuteReader::new(record);
+    let path = r.text().unwrap();
+    (path, Stat::read(&mut r).unwrap())
+}
+
+#[test]
+fn a_create_stamps_the_node_and_its_parent_with_one_zxid() {
+    let mut store = store_with_session();
+    let (zxid, err, record) = run(&mut store, create("/a", create_mode::PERSISTENT));
+    assert_eq!(err, 0);
+    assert_eq!(zxid, store.revision());
+    let (path, stat) = created_path(&record);
+    assert_eq!(path, "/a");
+    assert_eq!((stat.czxid, stat.mzxid, stat.pzxid), (zxid, zxid, zxid));
+    assert_eq!((stat.ctime, stat.mtime, stat.data_length), (1000, 1000, 1));
+    let root = read_node(&store, "/").unwrap();
+    assert_eq!((root.cversion, root.num_children, root.pzxid), (1, 1, zxid));
+    let (_, err, _) = run(&mut store, create("/a", create_mode::PERSISTENT));
+    assert_eq!(err, ErrorCode::NodeExists.code());
+    let (_, err, _) = run(&mut store, create("/x/y", create_mode::PERSISTENT));
+    assert_eq!(err, ErrorCode::NoNode.code());
+    let (_, err, _) = run(&mut store, create("/a/", create_mode::PERSISTENT));
+    assert_eq!(err, ErrorCode::BadArguments.code());
+}
+
+#[test]
+fn sequential_names_count_the_parents_child_changes() {
+    let mut store = store_with_session();
+    run(&mut store, create("/q", create_mode::PERSISTENT));
+    let (_, _, first) = run(
+        &mut store,
+        create("/q/n-", create_mode::EPHEMERAL_SEQUENTIAL),
+    );
+    assert_eq!(created_path(&first).0, "/q/n-0000000000");
+    run(
+        &mut store,
+        Request::Delete {
+            path: "/q/n-0000000000".into(),
+            version: -1,
+        },
+    );
+    let (_, _, second) = run(
+        &mut store,
+        create("/q/n-", create_mode::PERSISTENT_SEQUENTIAL),
+    );
+    assert_eq!(created_path(&second).0, "/q/n-0000000002");
+    assert_eq!(children(&store, "/q"), vec!["n-0000000002".to_string()]);
+}
+
+#[test]
+fn versions_guard_deletes_and_sets_and_children_guard_deletes() {
+    let mut store = store_with_session();
+    run(&mut store, create("/a", create_mode::PERSISTENT));
+    run(&mut store, create("/a/b", create_mode::PERSISTENT));
+    let set = |version| Request::SetData {
+        path: "/a".into(),
+        data: b"new".to_vec(),
+        version,
+    };
+    assert_eq!(run(&mut store, set(3)).1, ErrorCode::BadVersion.code());
+    let (zxid, err, record) = run(&mut store, set(0));
+    assert_eq!(err, 0);
+    let stat = Stat::read(&mut JuteReader::new(&record)).unwrap();
+    assert_eq!((stat.version, stat.mzxid, stat.data_length), (1, zxid, 3));
+    let delete = |path: &str, version| Request::Delete {
+        path: path.into(),
+        version,
+    };
+    assert_eq!(
+        run(&mut store, delete("/a", -1)).1,
+        ErrorCode::NotEmpty.code()
+    );
+    assert_eq!(
+        run(&mut store, delete("/a/b", 1)).1,
+        ErrorCode::BadVersion.code()
+    );
+    assert_eq!(run(&mut store, delete("/a/b", 0)).1, 0);
+    assert_eq!(run(&mut store, delete("/a", 1)).1, 0);
+    assert_eq!(
+        run(&mut store, delete("/a", -1)).1,
+        ErrorCode::NoNode.code()
+    );
+    assert_eq!(
+        run(&mut store, delete("/", -1)).1,
+        ErrorCode::BadArguments.code()
+    );
+}
+
+#[test]
+fn an_ephemeral_node_has_no_children_and_goes_with_its_session_in_one_zxid() {
+    let mut store = store_with_session();
+    run(&mut store, create("/e", create_mode::PERSISTENT));
+    run(&mut store, create("/e/1", create_mode::EPHEMERAL));
+    run(&mut store, create("/e/2", create_mode::EPHEMERAL));
+    let (_, err, _) = run(&mut store, create("/e/1/c", create_mode::PERSISTENT));
+    assert_eq!(err, ErrorCode::NoChildrenForEphemerals.code());
+    let before = store.revision();
+    let closed = apply(
+        &mut store,
+        &ZkEntry {
+            session: SESSION,
+            time_ms: 2000,
+            op: op::CLOSE_SESSION,
+            body: Vec::new(),
+        },
+    );
+    assert_eq!(
+        closed.lease,
+        Some(LeaseChange::Revoked {
+            id: SESSION,
+            existed: true
+        })
+    );
+    assert_eq!(
+        store.revision(),
+        before + 1,
+        "one zxid for the session's end"
+    );
+    assert!(children(&store, "/e").is_empty());
+    let parent = read_node(&store, "/e").unwrap();
+    assert_eq!((parent.num_children, parent.cversion), (0, 4));
+    assert_eq!(parent.pzxid, store.revision());
+    let (_, err, _) = run(&mut store, create("/e/3", create_mode::PERSISTENT));
+    assert_eq!(err, ErrorCode::SessionExpired.code(), "the session is gone");
+}
+
+#[test]
+fn a_multi_lands_whole_or_not_at_all() {
+    let mut store = store_with_session();
+    let ok = Request::Multi(vec![
+        create("/m", create_mode::PERSISTENT),
+        create("/m/c", create_mode::PERSISTENT),
+        Request::Check {
+            path: "/m".into(),
+            version: 0,
+        },
+        Request::SetData {
+            path: "/m/c".into(),
+            data: Vec::new(),
+            version: 0,
+        },
+    ]);
+    let before = store.revision();
+    let (zxid, err, _) = run(&mut store, ok);
+    assert_eq!((err, zxid), (0, before + 1));
+    let failing = Request::Multi(vec![
+        create("/n", create_mode::PERSISTENT),
+        Request::Delete {
+            path: "/missing".into(),
+            version: -1,
+        },
+        create("/o", create_mode::PERSISTENT),
+    ]);
+    let (zxid, err, record) = run(&mut store, failing);
+    assert_eq!(err, ErrorCode::NoNode.code());
+    assert_eq!(zxid, before + 1, "nothing landed");
+    assert!(read_node(&store, "/n").is_none());
+    let mut r = JuteReader::new(&record);
+    let mut errors = Vec::new();
+    loop {
+        let (kind, done, err) = (r.int().unwrap(), r.bool().unwrap(), r.int().unwrap());
+        if done {
+            break;
+        }
+        assert_eq!(kind, op::ERROR);
+        errors.push(r.int().unwrap());
+        assert_eq!(errors.last(), Some(&err));
+    }
+    assert_eq!(errors, vec![0, -101, -2]);
+}
+
+#[test]
+fn store_events_become_the_changes_watches_see() {
+    let mut store = store_with_session();
+    let start = store.revision() + 1;
+    run(&mut store, create("/w", create_mode::PERSISTENT));
+    run(
+        &mut store,
+        Request::SetData {
+            path: "/w".into(),
+            data: b"x".to_vec(),
+            version: -1,
+        },
+    );
+    run(&mut store, create("/w/c", create_mode::PERSISTENT));
+    run(
+        &mut store,
+        Request::Delete {
+            path: "/w/c".into(),
+            version: -1,
+        },
+    );
+    let range = bellwether_kv::KeyRange::prefix(crate::znode::NODE_PREFIX.to_vec());
+    let events = store.events_since(start, &range).unwrap();
+    let seen = changes(&events);
+    assert_eq!(
+        seen,
+        vec![
+            Change::Created("/w".into()),
+            Change::DataChanged("/w".into()),
+            Change::Created("/w/c".into()),
+            Change::Deleted("/w/c".into()),
+        ],
+        "a parent's child count alone changes nothing a data watch sees"
+    );
+}
+
+#[test]
+fn reads_answer_what_the_tree_holds() {
+    let mut store = store_with_session();
+    run(&mut store, create("/r", create_mode::PERSISTENT));
+    let (code, record) = read(
+        &store,
+        &Request::GetData {
+            path: "/r".into(),
+            watch: false,
+        },
+        SESSION,
+    );
+    assert_eq!(code, ErrorCode::Ok);
+    let mut r = JuteReader::new(&record);
+    assert_eq!(r.buffer().unwrap(), Some(b"d".to_vec()));
+    let (code, _) = read(
+        &store,
+        &Request::Exists {
+            path: "/nope".into(),
+            watch: false,
+        },
+        SESSION,
+    );
+    assert_eq!(code, ErrorCode::NoNode);
+}
