@@ -129,7 +129,9 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
     let mut node = Node::with_machine(config.clone(), Box::new(machine)).await?;
     let handles = node.handles();
     let client_listener = listen_for_clients(&config).await?;
+    let zookeeper_listener = listen_for_zookeeper(&config).await?;
     let (stop_grpc, grpc_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut zookeeper = None;
     let grpc = client_listener.map(|listener| {
         let backend = bellwether_server::etcd::EtcdBackend::new(
             node.client(),
@@ -148,6 +150,16 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
             auth_summary,
             client_tls.as_ref(),
         );
+        if let Some(listener) = zookeeper_listener {
+            let lease = bellwether_server::etcd::LeaseService::new(backend.clone(), lessor.clone());
+            zookeeper = Some(tokio::spawn(bellwether_server::zookeeper::serve(
+                listener,
+                backend.clone(),
+                lease,
+                config.client_connections_max,
+                std::future::pending(),
+            )));
+        }
         spawn_grpc(&config, listener, backend, lessor, client_tls, grpc_stopped)
     });
     let http_listener = node.http_listener.take().expect("fresh node");
@@ -157,6 +169,7 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
         cluster = %config.cluster,
         peers = %config.peer_listen,
         http = %node.http_address,
+        zookeeper = ?config.zookeeper_listen,
         data_dir = %config.data_dir.display(),
         "node started"
     );
@@ -176,6 +189,10 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
             }
         },
     };
+    if let Some(zookeeper) = zookeeper {
+        // Its connections end with it.
+        zookeeper.abort();
+    }
     stop_servers(stop_http, http, stop_grpc, grpc).await;
     result?;
     tracing::info!(id = config.id.0, "node stopped");
@@ -215,6 +232,22 @@ async fn listen_for_clients(config: &NodeConfig) -> Result<Option<tokio::net::Tc
                 .await
                 .with_context(|| {
                     format!("cannot listen for clients on {address}; is another process using it?")
+                })?,
+        ),
+        None => None,
+    })
+}
+
+/// Binds ZooKeeper's listener, when the config gives it an address.
+async fn listen_for_zookeeper(config: &NodeConfig) -> Result<Option<tokio::net::TcpListener>> {
+    Ok(match config.zookeeper_listen {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot listen for ZooKeeper clients on {address}; is another process using it?"
+                    )
                 })?,
         ),
         None => None,

@@ -65,6 +65,7 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
         peer_listen: Some(peer_address(base, k)),
         http_listen: Some(http_address(base, k)),
         client_listen: Some(client_address(base, k)),
+        zookeeper_listen: Some(crate::up_layout::zookeeper_address(base, k)),
         data_dir: Some(dir.join(format!("n{k}"))),
         heartbeat_ms: first.heartbeat_ms,
         election_ms: first.election_ms,

@@ -1,7 +1,8 @@
 //! `bellwether up`: a local cluster of N member processes on loopback.
 //!
-//! Node i listens for peers on `base_port + i` and serves HTTP on
-//! `base_port + 100 + i`. Each member gets `DIR/n<i>.toml`, its data in
+//! Node i listens for peers on `base_port + i`, serves HTTP on
+//! `base_port + 100 + i`, the etcd API on `base_port + 200 + i` and
+//! ZooKeeper's protocol on `base_port + 300 + i`. Each member gets `DIR/n<i>.toml`, its data in
 //! `DIR/n<i>/`, its log in `DIR/n<i>.log` and its pid in `DIR/n<i>.pid`.
 //! Running `up` again on the same directory restarts the same cluster with
 //! its data. Ctrl-C stops every member cleanly (SIGTERM, so a leader hands
@@ -15,7 +16,7 @@
 use crate::signals::{send_signal, SIGTERM};
 use crate::up_layout::{
     client_address, existing_members, http_address, http_addresses, peer_address, poll,
-    MEMBERS_MAX, PID_FILE,
+    zookeeper_address, MEMBERS_MAX, PID_FILE,
 };
 use anyhow::{bail, Context, Result};
 use bellwether_core::{NodeId, Role};
@@ -167,6 +168,7 @@ fn member_config(args: &UpArgs, nodes: usize, i: usize, tls_dir: &Path) -> Resul
         peer_listen: Some(peer_address(args.base_port, i)),
         http_listen: Some(http_address(args.base_port, i)),
         client_listen: Some(client_address(args.base_port, i)),
+        zookeeper_listen: Some(zookeeper_address(args.base_port, i)),
         data_dir: Some(data.canonicalize().unwrap_or(data)),
         heartbeat_ms: Some(args.heartbeat_ms),
         election_ms: Some(args.election_ms),
@@ -271,10 +273,11 @@ fn print_cluster(args: &UpArgs, nodes: usize, addresses: &[SocketAddr]) {
     println!("bellwether: {nodes}-node cluster in {}", args.dir.display());
     for (i, address) in addresses.iter().enumerate() {
         println!(
-            "  n{}: peers {}  etcd API {}  http http://{address}/  (dashboard, /metrics, /status)",
+            "  n{}: peers {}  etcd API {}  zookeeper {}  http http://{address}/  (dashboard, /metrics, /status)",
             i + 1,
             peer_address(args.base_port, i + 1),
-            client_address(args.base_port, i + 1)
+            client_address(args.base_port, i + 1),
+            zookeeper_address(args.base_port, i + 1)
         );
     }
     let clients: Vec<String> = (1..=nodes)
@@ -297,6 +300,13 @@ fn print_cluster(args: &UpArgs, nodes: usize, addresses: &[SocketAddr]) {
             clients.join(",")
         );
     }
+    let zookeepers: Vec<String> = (1..=nodes)
+        .map(|i| zookeeper_address(args.base_port, i))
+        .collect();
+    println!(
+        "  zookeeper clients (kazoo, Curator, zkCli.sh -server): {}",
+        zookeepers.join(",")
+    );
     println!(
         "  status: bellwether status --endpoints {}",
         addresses
@@ -356,9 +366,10 @@ fn start_added(
         children.push(spawn_member(&args.dir, next)?);
         addresses.push(http_address(args.base_port, next).parse()?);
         println!(
-            "member n{next} started: peers {}  etcd API {}  http http://{}/",
+            "member n{next} started: peers {}  etcd API {}  zookeeper {}  http http://{}/",
             peer_address(args.base_port, next),
             client_address(args.base_port, next),
+            zookeeper_address(args.base_port, next),
             http_address(args.base_port, next)
         );
     }

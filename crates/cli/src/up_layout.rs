@@ -1,5 +1,6 @@
 //! Where `bellwether up`'s cluster lives: member i's ports (peers on
-//! `base + i`, HTTP on `base + 100 + i`, the etcd API on `base + 200 + i`),
+//! `base + i`, HTTP on `base + 100 + i`, the etcd API on `base + 200 + i`,
+//! ZooKeeper's protocol on `base + 300 + i`),
 //! its files in the cluster's directory, and a poll of the members'
 //! status. Shared by `up`, `up add` and `status`, so none of them imports
 //! another.
@@ -29,6 +30,11 @@ pub(crate) fn http_address(base: u16, i: usize) -> String {
 /// Member `i`'s etcd API address.
 pub(crate) fn client_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + 200 + i)
+}
+
+/// Member `i`'s ZooKeeper address.
+pub(crate) fn zookeeper_address(base: u16, i: usize) -> String {
+    format!("127.0.0.1:{}", base as usize + 300 + i)
 }
 
 /// The members' HTTP addresses for a base port.

@@ -3,6 +3,8 @@
 //! etcd's own format.
 
 use bellwether_api::etcdserverpb as pb;
+use bellwether_zookeeper::codes::op as zk_op;
+use bellwether_zookeeper::ZkEntry;
 use prost::Message;
 
 const PUT: u8 = 1;
@@ -21,6 +23,9 @@ const AUTH: u8 = 12;
 /// checked at and the user it was checked for: `[CHECKED, revision as 8
 /// bytes little-endian, user length as 2, user, command...]`.
 const CHECKED: u8 = 13;
+/// A ZooKeeper request (`bellwether_zookeeper::ZkEntry`): the znode tree
+/// lives in the same store and log as the etcd keyspace.
+const ZOOKEEPER: u8 = 14;
 
 // `decode_entry` tells a checked entry by its first byte, and `decode` a
 // command by its tag: the tags are distinct and none is `CHECKED`.
@@ -37,8 +42,9 @@ const _: () = assert!(
         && MEMBER_UPDATE < MEMBER_PROMOTE
         && MEMBER_PROMOTE < MEMBER_REMOVE
         && MEMBER_REMOVE < AUTH
-        && AUTH < CHECKED,
-    "command tags are distinct and below CHECKED"
+        && AUTH < CHECKED
+        && CHECKED < ZOOKEEPER,
+    "command tags are distinct and none is CHECKED"
 );
 
 /// How a client's write was checked (see [`crate::permissions`]).
@@ -173,6 +179,8 @@ pub enum Command {
     MemberRemove(MemberChange),
     /// An `Auth` service change.
     Auth(AuthChange),
+    /// A ZooKeeper write or session change.
+    ZooKeeper(ZkEntry),
 }
 
 impl Command {
@@ -191,6 +199,7 @@ impl Command {
             Command::MemberPromote(r) => (MEMBER_PROMOTE, r.encode_to_vec()),
             Command::MemberRemove(r) => (MEMBER_REMOVE, r.encode_to_vec()),
             Command::Auth(r) => (AUTH, r.encode_to_vec()),
+            Command::ZooKeeper(r) => (ZOOKEEPER, r.encode_to_vec()),
         };
         let mut out = Vec::with_capacity(1 + body.len());
         out.push(tag);
@@ -214,6 +223,7 @@ impl Command {
             MEMBER_PROMOTE => Command::MemberPromote(MemberChange::decode(body).ok()?),
             MEMBER_REMOVE => Command::MemberRemove(MemberChange::decode(body).ok()?),
             AUTH => Command::Auth(AuthChange::decode(body).ok()?),
+            ZOOKEEPER => Command::ZooKeeper(ZkEntry::decode(body).ok()?),
             _ => return None,
         })
     }
@@ -265,7 +275,8 @@ impl Command {
     /// alarm is raised: everything but lease revokes (the leader's expiry
     /// must still end leases) and alarm requests (so it can be cleared).
     pub fn refused_when_corrupt(&self) -> bool {
-        !matches!(self, Command::LeaseRevoke(_) | Command::Alarm(_))
+        let ends_session = matches!(self, Command::ZooKeeper(e) if e.op == zk_op::CLOSE_SESSION);
+        !matches!(self, Command::LeaseRevoke(_) | Command::Alarm(_)) && !ends_session
     }
 
     /// The bytes this write would add to the store, as the storage quota
@@ -279,6 +290,12 @@ impl Command {
             Command::Put(r) => put_cost(r),
             Command::Txn(r) => txn_cost(r),
             Command::LeaseGrant(_) => LEASE_GRANT_COST_BYTES,
+            Command::ZooKeeper(entry) => match entry.op {
+                zk_op::DELETE | zk_op::CLOSE_SESSION => 0,
+                zk_op::CREATE_SESSION => LEASE_GRANT_COST_BYTES,
+                // A create, a set or a multi: at most what it carries.
+                _ => bellwether_kv::REVISION_OVERHEAD_BYTES + entry.body.len() as u64,
+            },
             Command::DeleteRange(_)
             | Command::Compact(_)
             | Command::LeaseRevoke(_)

@@ -23,6 +23,9 @@ use bellwether_kv::{
     MemberRecord, Permission,
 };
 use bellwether_member::StateMachine;
+use bellwether_zookeeper::{
+    Applied as ZkApplied, ErrorCode as ZkError, LeaseChange as ZkLeaseChange, ZkEntry,
+};
 use std::sync::{Arc, Mutex};
 
 /// What an apply changed of the leases, for the leader's lease clock.
@@ -202,8 +205,12 @@ fn permitted(store: &KvStore, checked: &Checked, command: &Command) -> Result<()
         | Command::MemberUpdate(_)
         | Command::MemberPromote(_)
         | Command::MemberRemove(_) => permissions.admin(),
-        // etcd checks none of these.
-        Command::Compact(_) | Command::LeaseGrant(_) | Command::Alarm(_) => Ok(()),
+        // etcd checks none of these; ZooKeeper's entries are never checked
+        // for an etcd user (see `apply_zookeeper`).
+        Command::Compact(_)
+        | Command::LeaseGrant(_)
+        | Command::Alarm(_)
+        | Command::ZooKeeper(_) => Ok(()),
     }
 }
 
@@ -354,8 +361,13 @@ fn apply_to_store(
         | Command::MemberAdd(_)
         | Command::MemberUpdate(_)
         | Command::MemberPromote(_)
-        | Command::MemberRemove(_) => unreachable!("applied by the caller"),
+        | Command::MemberRemove(_)
+        | Command::ZooKeeper(_) => unreachable!("applied by the caller"),
         Command::LeaseRevoke(r) => {
+            // A ZooKeeper session's ephemeral nodes go first, with their
+            // parents' child counts, in one revision; the revoke then
+            // finds no keys left.
+            bellwether_zookeeper::end_session(store, r.id);
             let revoked = store.lease_revoke(r.id);
             *lease = Some(LeaseApplied::Revoked {
                 id: r.id,
@@ -399,6 +411,47 @@ fn txn_one_revision_back(
     Ok(response)
 }
 
+/// Applies a ZooKeeper entry; its answer is ZooKeeper's (a reply
+/// header's zxid and error, then the record), never etcd's.
+///
+/// While etcd's auth is on, ZooKeeper's clients (who carry no etcd user)
+/// may only close their sessions: the znodes are in the same store, and
+/// must not be a way around etcd's permissions. The alarms that stop
+/// etcd's writes stop ZooKeeper's the same way.
+fn apply_zookeeper(store: &mut KvStore, entry: &ZkEntry) -> ZkApplied {
+    use bellwether_zookeeper::codes::op as zk_op;
+    let closing = entry.op == zk_op::CLOSE_SESSION;
+    let command = Command::ZooKeeper(entry.clone());
+    let refusal = if store.auth().is_enabled() && !closing {
+        Some(ZkError::NoAuth)
+    } else if command.space_cost() > 0 && store.is_alarmed(AlarmKind::NoSpace) {
+        Some(ZkError::SystemError)
+    } else if command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt) {
+        Some(ZkError::SystemError)
+    } else {
+        None
+    };
+    match refusal {
+        Some(code) => ZkApplied {
+            answer: bellwether_zookeeper::entry::answer(store.revision(), code.code(), &[]),
+            lease: None,
+        },
+        None => bellwether_zookeeper::apply(store, entry),
+    }
+}
+
+/// A ZooKeeper lease change as the lease clock hears of it.
+fn lease_applied(change: ZkLeaseChange) -> LeaseApplied {
+    match change {
+        ZkLeaseChange::Granted { id, ttl_seconds } => LeaseApplied::Granted { id, ttl_seconds },
+        ZkLeaseChange::Revoked { id, existed } => LeaseApplied::Revoked {
+            id,
+            by_client: true,
+            existed,
+        },
+    }
+}
+
 /// Whether `command` changes the member directory.
 fn is_membership(command: &Command) -> bool {
     matches!(
@@ -425,6 +478,15 @@ impl StateMachine for EtcdMachine {
             );
         };
         let mut store = self.store.lock().expect("store lock");
+        if let Command::ZooKeeper(entry) = &command {
+            let applied = apply_zookeeper(&mut store, entry);
+            self.observer.published(&store);
+            drop(store);
+            if let Some(lease) = applied.lease {
+                self.observer.lease(lease_applied(lease));
+            }
+            return applied.answer;
+        }
         if let Some(refusal) = refusal(&store, checked.as_ref(), &command) {
             return refusal;
         }

@@ -22,6 +22,7 @@
 //! peer_listen = "127.0.0.1:7001"
 //! http_listen = "127.0.0.1:7101"
 //! client_listen = "127.0.0.1:7201"   # etcd v3 gRPC API; omit to not serve it
+//! zookeeper_listen = "127.0.0.1:7301" # ZooKeeper's client protocol; omit to not serve it
 //! data_dir = "data/n1"
 //! heartbeat_ms = 100
 //! election_ms = 1000
@@ -88,6 +89,11 @@ pub struct ConfigLayer {
     /// not served).
     #[arg(long)]
     pub client_listen: Option<String>,
+    /// Address of ZooKeeper's client protocol, for ZooKeeper clients
+    /// (Curator, kazoo, zkCli) on the same data as the etcd API (unset: not
+    /// served). Needs `client_listen`.
+    #[arg(long)]
+    pub zookeeper_listen: Option<String>,
     /// Data directory: the write-ahead log and snapshots.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -324,6 +330,8 @@ pub struct NodeConfig {
     pub http_listen: SocketAddr,
     /// Where the etcd v3 gRPC API is served, if at all.
     pub client_listen: Option<SocketAddr>,
+    /// Where ZooKeeper's client protocol is served, if at all.
+    pub zookeeper_listen: Option<SocketAddr>,
     /// Data directory.
     pub data_dir: PathBuf,
     /// Heartbeat interval.
@@ -664,6 +672,18 @@ impl NodeConfig {
             .as_deref()
             .map(|a| address("client_listen", a))
             .transpose()?;
+        let zookeeper_listen = layer
+            .zookeeper_listen
+            .as_deref()
+            .map(|a| address("zookeeper_listen", a))
+            .transpose()?;
+        if zookeeper_listen.is_some() && client_listen.is_none() {
+            return Err(ConfigError(
+                "zookeeper_listen needs client_listen: ZooKeeper's sessions are served by \
+                 the same services as the etcd API"
+                    .into(),
+            ));
+        }
         let data_dir = layer.data_dir.ok_or_else(|| {
             ConfigError(
                 "data_dir is missing: set --data-dir, BELLWETHER_DATA_DIR or `data_dir`".into(),
@@ -694,6 +714,7 @@ impl NodeConfig {
             peer_listen,
             http_listen,
             client_listen,
+            zookeeper_listen,
             data_dir,
             heartbeat_ms,
             election_ms,

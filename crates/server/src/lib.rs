@@ -21,6 +21,7 @@ pub mod snapshot_file;
 pub mod status;
 mod status_tracker;
 pub mod tls;
+pub mod zookeeper;
 
 pub use bellwether_member::{NullMachine, StateMachine};
 pub use client::{ClientError, NodeClient};

@@ -226,7 +226,9 @@ fn multi(store: &mut KvStore, entry: &ZkEntry, ops: &[Request]) -> Applied {
                 };
                 w.int(op::ERROR).bool(false).int(err.code()).int(err.code());
             }
-            (store.revision(), code)
+            // The reply itself succeeds: clients read the failure from
+            // the results.
+            (store.revision(), ErrorCode::Ok)
         }
     };
     w.int(-1).bool(true).int(-1);

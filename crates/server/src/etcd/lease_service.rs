@@ -391,13 +391,20 @@ impl Lease for LeaseService {
 }
 
 /// A keep-alive stream to the leader, for a stream opened on a follower.
-struct KeepAliveRelay {
+pub struct KeepAliveRelay {
     leader: NodeId,
     requests: mpsc::Sender<pb::LeaseKeepAliveRequest>,
     responses: Streaming<pb::LeaseKeepAliveResponse>,
 }
 
 impl LeaseService {
+    /// Renews lease `id` at the leader's lease clock, here or relayed over
+    /// `relay` (kept between calls): the TTL it now has, 0 if it is gone.
+    /// For ZooKeeper's sessions, which are leases renewed by their pings.
+    pub async fn renew(&self, id: i64, relay: &mut Option<KeepAliveRelay>) -> Result<i64, Status> {
+        Ok(self.keep_alive_once(id, relay, None).await?.ttl)
+    }
+
     /// Serves one keep-alive here, or relays it to the leader.
     async fn keep_alive_once(
         &self,

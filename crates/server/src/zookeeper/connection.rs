@@ -1,0 +1,567 @@
+//! One client connection: the handshake, then requests in order, watch
+//! notifications, and the session's renewals.
+//!
+//! Requests are handled one at a time, in the order they came: a reply is
+//! sent only once this member's store holds the write it answers, and the
+//! notifications of every change up to a reply's zxid go out before it.
+//! That gives a session ZooKeeper's order: it reads its own writes, and it
+//! sees a watch fire before it sees the data that fired it.
+
+use super::packets::{read_packet, write_packet, PacketError};
+use crate::etcd::lease_service::KeepAliveRelay;
+use crate::etcd::{EtcdBackend, LeaseService};
+use bellwether_etcd::command::Command;
+use bellwether_kv::KeyRange;
+use bellwether_member::ClientError;
+use bellwether_zookeeper::codes::{keeper_state, op, xid, ErrorCode};
+use bellwether_zookeeper::connect::{ConnectRequest, ConnectResponse};
+use bellwether_zookeeper::entry::read_answer;
+use bellwether_zookeeper::jute::{JuteReader, JuteWriter};
+use bellwether_zookeeper::read::read;
+use bellwether_zookeeper::request::RequestError;
+use bellwether_zookeeper::tree::session;
+use bellwether_zookeeper::watches::{changes, Fired, Watches};
+use bellwether_zookeeper::znode::NODE_PREFIX;
+use bellwether_zookeeper::{Request, SessionRecord, ZkEntry};
+use prost::Message;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// How long a new connection has to send its connect request.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a member behind a client's last seen zxid waits to catch up
+/// before it turns the client away (the client then tries another).
+const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
+/// Packets read ahead of the one being handled, at most.
+const PACKETS_QUEUED_MAX: usize = 64;
+/// Attempts at a write the member refused before logging it (no leader
+/// yet, too busy), and the pause between them.
+const PROPOSE_ATTEMPTS: usize = 40;
+const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// Attempts at choosing a session id no session holds.
+const SESSION_ID_ATTEMPTS: usize = 4;
+
+/// Why a connection ended.
+#[derive(Debug)]
+pub enum ConnectionError {
+    /// Reading a packet failed.
+    Packet(PacketError),
+    /// Writing failed.
+    Io(std::io::Error),
+    /// The client broke the protocol.
+    Protocol(String),
+    /// The member could not serve: the client should try another.
+    Unavailable(String),
+}
+
+impl std::fmt::Display for ConnectionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectionError::Packet(e) => write!(f, "{e}"),
+            ConnectionError::Io(e) => write!(f, "{e}"),
+            ConnectionError::Protocol(e) => write!(f, "protocol error: {e}"),
+            ConnectionError::Unavailable(e) => write!(f, "unavailable: {e}"),
+        }
+    }
+}
+
+impl From<std::io::Error> for ConnectionError {
+    fn from(error: std::io::Error) -> Self {
+        ConnectionError::Io(error)
+    }
+}
+
+/// Whether the connection goes on after a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Close,
+}
+
+/// One connection and, once it is made, its session.
+pub struct Connection {
+    backend: EtcdBackend,
+    lease: LeaseService,
+    stopped: watch::Receiver<bool>,
+    session: i64,
+    timeout: Duration,
+    watches: Watches,
+    /// Store events from this revision on are still to be looked at for
+    /// watches.
+    next_event_revision: i64,
+    relay: Option<KeepAliveRelay>,
+    /// Something came from the client since the last renewal.
+    heard: bool,
+}
+
+impl Connection {
+    /// A connection served with `backend`, renewing its session with `lease`.
+    pub fn new(backend: EtcdBackend, lease: LeaseService, stopped: watch::Receiver<bool>) -> Self {
+        Connection {
+            backend,
+            lease,
+            stopped,
+            session: 0,
+            timeout: Duration::ZERO,
+            watches: Watches::default(),
+            next_event_revision: 0,
+            relay: None,
+            heard: false,
+        }
+    }
+
+    /// Serves the connection until the client leaves, the session ends or
+    /// the member stops.
+    pub async fn run(mut self, stream: TcpStream) -> Result<(), ConnectionError> {
+        let (mut reader, mut writer) = stream.into_split();
+        let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_packet(&mut reader))
+            .await
+            .map_err(|_| ConnectionError::Protocol("no connect request in time".into()))?
+            .map_err(ConnectionError::Packet)?;
+        let connect = ConnectRequest::decode(&first)
+            .map_err(|e| ConnectionError::Protocol(format!("connect request: {e}")))?;
+        let response = self.handshake(&connect).await?;
+        write_packet(&mut writer, &[&response.encode()]).await?;
+        if response.session_id == 0 {
+            // The session is gone; the client learns so and closes.
+            let _ = writer.shutdown().await;
+            return Ok(());
+        }
+        let (packets_in, mut packets) = mpsc::channel(PACKETS_QUEUED_MAX);
+        let reading = tokio::spawn(async move {
+            loop {
+                let packet = read_packet(&mut reader).await;
+                let failed = packet.is_err();
+                if packets_in.send(packet).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        let served = self.serve(&mut packets, &mut writer).await;
+        reading.abort();
+        let _ = writer.shutdown().await;
+        served
+    }
+
+    async fn serve(
+        &mut self,
+        packets: &mut mpsc::Receiver<Result<Vec<u8>, PacketError>>,
+        writer: &mut OwnedWriteHalf,
+    ) -> Result<(), ConnectionError> {
+        let mut revisions = self.backend.revisions.clone();
+        let renew_every = self.timeout / 3;
+        let mut next_renewal = Instant::now() + renew_every;
+        let mut last_heard = Instant::now();
+        loop {
+            let silence_ends = last_heard + self.timeout;
+            tokio::select! {
+                packet = packets.recv() => {
+                    let packet = match packet {
+                        None => return Ok(()),
+                        Some(packet) => packet.map_err(ConnectionError::Packet)?,
+                    };
+                    self.heard = true;
+                    last_heard = Instant::now();
+                    if self.handle(&packet, writer).await? == Flow::Close {
+                        return Ok(());
+                    }
+                }
+                changed = revisions.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let fired = self.fire_pending()?;
+                    self.notify(writer, &fired).await?;
+                    if !self.session_open() {
+                        // Expired at the leader and now applied here.
+                        return Ok(());
+                    }
+                }
+                _ = tokio::time::sleep_until(next_renewal) => {
+                    next_renewal = Instant::now() + renew_every;
+                    if self.heard && !self.renew().await? {
+                        return Ok(());
+                    }
+                }
+                _ = tokio::time::sleep_until(silence_ends) => {
+                    // ZooKeeper closes a silent client's connection too; the
+                    // session itself lives until its lease runs out.
+                    return Ok(());
+                }
+                _ = self.stopped.changed() => return Ok(()),
+            }
+        }
+    }
+
+    /// Whether this session is still open in the member's store.
+    fn session_open(&self) -> bool {
+        bellwether_zookeeper::tree::session_alive(&self.backend.store(), self.session)
+    }
+
+    /// Renews the session's lease; false once it is gone.
+    async fn renew(&mut self) -> Result<bool, ConnectionError> {
+        self.heard = false;
+        match self.lease.renew(self.session, &mut self.relay).await {
+            Ok(ttl) => Ok(ttl > 0),
+            Err(status) => Err(ConnectionError::Unavailable(format!(
+                "cannot renew session {:#x}: {}",
+                self.session,
+                status.message()
+            ))),
+        }
+    }
+
+    async fn handshake(
+        &mut self,
+        connect: &ConnectRequest,
+    ) -> Result<ConnectResponse, ConnectionError> {
+        self.catch_up(connect.last_zxid_seen).await?;
+        let read_only = connect.read_only.map(|_| false);
+        let (session, record) = if connect.session_id == 0 {
+            self.create_session(connect.negotiated_timeout_ms()).await?
+        } else {
+            let record = session(&self.backend.store(), connect.session_id);
+            match record {
+                Some(record) if record.password == connect.password => {
+                    self.session = connect.session_id;
+                    self.timeout = Duration::from_millis(record.timeout_ms as u64);
+                    if !self.renew().await? {
+                        return Ok(ConnectResponse::expired(read_only));
+                    }
+                    (connect.session_id, record)
+                }
+                _ => return Ok(ConnectResponse::expired(read_only)),
+            }
+        };
+        self.session = session;
+        self.timeout = Duration::from_millis(record.timeout_ms as u64);
+        self.next_event_revision = self.backend.store().revision() + 1;
+        Ok(ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: record.timeout_ms,
+            session_id: session,
+            password: record.password,
+            read_only,
+        })
+    }
+
+    /// Waits until this member's store is at `zxid`, a bounded time.
+    async fn catch_up(&self, zxid: i64) -> Result<(), ConnectionError> {
+        if self.backend.store().revision() >= zxid {
+            return Ok(());
+        }
+        let reached =
+            tokio::time::timeout(CATCH_UP_WAIT, self.backend.wait_revision_after(zxid - 1)).await;
+        match reached {
+            Ok(true) => Ok(()),
+            _ => Err(ConnectionError::Unavailable(format!(
+                "the client has seen zxid {zxid:#x}, which this member has not applied yet"
+            ))),
+        }
+    }
+
+    async fn create_session(
+        &mut self,
+        timeout_ms: i32,
+    ) -> Result<(i64, SessionRecord), ConnectionError> {
+        let record = SessionRecord {
+            timeout_ms,
+            password: password(),
+        };
+        for _ in 0..SESSION_ID_ATTEMPTS {
+            let id = self.backend.lease_ids.choose();
+            let entry = ZkEntry {
+                session: id,
+                time_ms: now_ms(),
+                op: op::CREATE_SESSION,
+                body: record.encode_to_vec(),
+            };
+            let answer = self.propose(entry).await?;
+            let (zxid, err, _) = read_answer(&answer)
+                .ok_or_else(|| ConnectionError::Protocol("a malformed answer".into()))?;
+            if err == ErrorCode::Ok.code() {
+                self.wait_applied(zxid).await?;
+                return Ok((id, record));
+            }
+        }
+        Err(ConnectionError::Unavailable(
+            "no free session id was found".into(),
+        ))
+    }
+
+    /// Logs `entry` through the member (which forwards it to the leader)
+    /// and returns the answer. A write the member refused before logging it
+    /// is tried again; one that may have been applied is not: the client is
+    /// told the connection is lost, as ZooKeeper tells it.
+    async fn propose(&self, entry: ZkEntry) -> Result<Vec<u8>, ConnectionError> {
+        let bytes = Command::ZooKeeper(entry).encode();
+        let mut last = None;
+        for _ in 0..PROPOSE_ATTEMPTS {
+            match self.backend.client.propose(bytes.clone()).await {
+                Ok(answer) => return Ok(answer),
+                Err(
+                    error @ (ClientError::NotLeader { .. }
+                    | ClientError::Busy
+                    | ClientError::NotApplied),
+                ) => {
+                    last = Some(error);
+                    tokio::time::sleep(PROPOSE_RETRY_PAUSE).await;
+                }
+                Err(error) => return Err(ConnectionError::Unavailable(error.to_string())),
+            }
+        }
+        Err(ConnectionError::Unavailable(
+            last.map(|e| e.to_string()).unwrap_or_default(),
+        ))
+    }
+
+    /// Waits until this member has applied `zxid`.
+    async fn wait_applied(&self, zxid: i64) -> Result<(), ConnectionError> {
+        if self.backend.store().revision() >= zxid {
+            return Ok(());
+        }
+        if self.backend.wait_revision_after(zxid - 1).await {
+            Ok(())
+        } else {
+            Err(ConnectionError::Unavailable("the member stopped".into()))
+        }
+    }
+
+    async fn handle(
+        &mut self,
+        packet: &[u8],
+        writer: &mut OwnedWriteHalf,
+    ) -> Result<Flow, ConnectionError> {
+        let mut header = JuteReader::new(packet);
+        let (Ok(request_xid), Ok(code)) = (header.int(), header.int()) else {
+            return Err(ConnectionError::Protocol(
+                "a request without a header".into(),
+            ));
+        };
+        let body = &packet[8..];
+        match code {
+            op::PING => {
+                let zxid = self.backend.store().revision();
+                reply(writer, request_xid, zxid, ErrorCode::Ok, &[]).await?;
+                return Ok(Flow::Continue);
+            }
+            op::AUTH => {
+                // No authentication scheme is served: say so, as ZooKeeper
+                // does for a scheme it lacks, and close.
+                let zxid = self.backend.store().revision();
+                reply(writer, xid::AUTH, zxid, ErrorCode::AuthFailed, &[]).await?;
+                return Ok(Flow::Close);
+            }
+            _ => {}
+        }
+        let request = match Request::decode(code, body) {
+            Ok(request) => request,
+            Err(RequestError::Unimplemented(_)) => {
+                let zxid = self.backend.store().revision();
+                reply(writer, request_xid, zxid, ErrorCode::Unimplemented, &[]).await?;
+                return Ok(Flow::Continue);
+            }
+            Err(RequestError::Jute(error)) => {
+                let zxid = self.backend.store().revision();
+                reply(writer, request_xid, zxid, ErrorCode::MarshallingError, &[]).await?;
+                return Err(ConnectionError::Protocol(format!(
+                    "request {code}: {error}"
+                )));
+            }
+        };
+        if request.is_write() {
+            return self.write(request_xid, code, body, writer).await;
+        }
+        match request {
+            Request::SetWatches(set) => {
+                let fired = self.fire_pending()?;
+                self.notify(writer, &fired).await?;
+                let again = self.watches.set_again(&self.backend.store(), &set);
+                let zxid = self.backend.store().revision();
+                match again {
+                    Ok(fired) => {
+                        self.notify(writer, &fired).await?;
+                        reply(writer, request_xid, zxid, ErrorCode::Ok, &[]).await?;
+                    }
+                    Err(_) => reply(writer, request_xid, zxid, ErrorCode::SystemError, &[]).await?,
+                }
+            }
+            Request::Sync { ref path } => {
+                // Linearizable: what the leader has committed is applied here.
+                if self.backend.read_barrier().await.is_err() {
+                    return Err(ConnectionError::Unavailable(
+                        "sync: no leader confirmed the member's state".into(),
+                    ));
+                }
+                let fired = self.fire_pending()?;
+                self.notify(writer, &fired).await?;
+                let zxid = self.backend.store().revision();
+                let mut w = JuteWriter::new();
+                w.string(path);
+                reply(writer, request_xid, zxid, ErrorCode::Ok, &w.into_bytes()).await?;
+            }
+            Request::WhoAmI => {
+                let zxid = self.backend.store().revision();
+                reply(writer, request_xid, zxid, ErrorCode::Unimplemented, &[]).await?;
+            }
+            request => self.read(request_xid, &request, writer).await?,
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Answers a read from this member's store, after the notifications of
+    /// every change the answer shows.
+    async fn read(
+        &mut self,
+        request_xid: i32,
+        request: &Request,
+        writer: &mut OwnedWriteHalf,
+    ) -> Result<(), ConnectionError> {
+        let backend = self.backend.clone();
+        let (fired, zxid, code, record) = {
+            let store = backend.store();
+            let fired = self.fire_pending_in(&store)?;
+            let (mut code, record) = read(&store, request, self.session);
+            let watched = match request {
+                // An exists watch stays on a missing node, to fire on create.
+                Request::Exists { path, watch: true }
+                    if matches!(code, ErrorCode::Ok | ErrorCode::NoNode) =>
+                {
+                    self.watches.watch_data(path)
+                }
+                Request::GetData { path, watch: true } if code == ErrorCode::Ok => {
+                    self.watches.watch_data(path)
+                }
+                Request::GetChildren {
+                    path, watch: true, ..
+                } if code == ErrorCode::Ok => self.watches.watch_children(path),
+                _ => Ok(()),
+            };
+            if watched.is_err() {
+                code = ErrorCode::SystemError;
+            }
+            (fired, store.revision(), code, record)
+        };
+        self.notify(writer, &fired).await?;
+        let record = if code == ErrorCode::Ok {
+            record
+        } else {
+            Vec::new()
+        };
+        reply(writer, request_xid, zxid, code, &record).await?;
+        Ok(())
+    }
+
+    /// Logs a write and answers it once this member has applied it.
+    async fn write(
+        &mut self,
+        request_xid: i32,
+        code: i32,
+        body: &[u8],
+        writer: &mut OwnedWriteHalf,
+    ) -> Result<Flow, ConnectionError> {
+        let entry = ZkEntry {
+            session: self.session,
+            time_ms: now_ms(),
+            op: code,
+            body: body.to_vec(),
+        };
+        let answer = self.propose(entry).await?;
+        let (zxid, err, _) = read_answer(&answer)
+            .ok_or_else(|| ConnectionError::Protocol("a malformed answer".into()))?;
+        self.wait_applied(zxid).await?;
+        let fired = self.fire_pending()?;
+        self.notify(writer, &fired).await?;
+        write_packet(writer, &[&request_xid.to_be_bytes(), &answer]).await?;
+        let ended = code == op::CLOSE_SESSION || err == ErrorCode::SessionExpired.code();
+        Ok(if ended { Flow::Close } else { Flow::Continue })
+    }
+
+    /// The notifications the changes applied since the last look fire.
+    fn fire_pending(&mut self) -> Result<Vec<Fired>, ConnectionError> {
+        let backend = self.backend.clone();
+        let store = backend.store();
+        self.fire_pending_in(&store)
+    }
+
+    fn fire_pending_in(
+        &mut self,
+        store: &bellwether_kv::KvStore,
+    ) -> Result<Vec<Fired>, ConnectionError> {
+        let start = self.next_event_revision;
+        self.next_event_revision = store.revision() + 1;
+        if self.watches.is_empty() || start > store.revision() {
+            return Ok(Vec::new());
+        }
+        let range = KeyRange::prefix(NODE_PREFIX.to_vec());
+        match store.events_since(start, &range) {
+            Ok(events) => Ok(changes(&events)
+                .iter()
+                .flat_map(|change| self.watches.fire(change))
+                .collect()),
+            // Fell behind the store's event log: the watches cannot be
+            // kept exactly here. The connection closes; the client
+            // reconnects and sends its watches again with the last zxid it
+            // saw, and each fires then if its node changed since.
+            Err(_) => Err(ConnectionError::Unavailable(
+                "the session's watches fell behind the store's event log".into(),
+            )),
+        }
+    }
+
+    async fn notify(
+        &self,
+        writer: &mut OwnedWriteHalf,
+        fired: &[Fired],
+    ) -> Result<(), ConnectionError> {
+        for event in fired {
+            let mut w = JuteWriter::new();
+            w.int(event.kind)
+                .int(keeper_state::SYNC_CONNECTED)
+                .string(&event.path);
+            reply(
+                writer,
+                xid::NOTIFICATION,
+                -1,
+                ErrorCode::Ok,
+                &w.into_bytes(),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Sends a reply: the header, then the record.
+async fn reply(
+    writer: &mut OwnedWriteHalf,
+    request_xid: i32,
+    zxid: i64,
+    code: ErrorCode,
+    record: &[u8],
+) -> std::io::Result<()> {
+    let mut w = JuteWriter::new();
+    w.int(request_xid).long(zxid).int(code.code());
+    write_packet(writer, &[&w.into_bytes(), record]).await
+}
+
+/// A session's password: 16 random bytes.
+fn password() -> Vec<u8> {
+    use ring::rand::SecureRandom;
+    let mut bytes = vec![0; 16];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system's random source works");
+    bytes
+}
+
+/// Milliseconds since the epoch: a node's ctime and mtime.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

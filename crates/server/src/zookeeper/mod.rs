@@ -1,0 +1,60 @@
+//! ZooKeeper's client protocol, served by every member beside the etcd API.
+//!
+//! What is decided lives in `bellwether_zookeeper` (no IO): the records, the
+//! znode tree in the kv store and its watches. This module only carries it:
+//! it takes connections, logs writes through the member as any etcd write
+//! is logged (so a follower's write reaches the leader by the member's one
+//! forwarding path), answers reads from the member's store, and renews each
+//! session's lease at the leader's lease clock as its client pings.
+
+mod connection;
+mod packets;
+
+use crate::etcd::{EtcdBackend, LeaseService};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Serves ZooKeeper's protocol on `listener` until `shutdown` completes,
+/// with at most `connections_max` connections at once (more are closed
+/// as they arrive, and the client tries another member).
+pub async fn serve(
+    listener: TcpListener,
+    backend: EtcdBackend,
+    lease: LeaseService,
+    connections_max: usize,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let permits = Arc::new(Semaphore::new(connections_max.max(1)));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of descriptors, say: wait rather than spin.
+                tracing::warn!(%error, "zookeeper: cannot accept a connection");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, connections_max, "zookeeper: too many connections; closing a new one");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let connection =
+            connection::Connection::new(backend.clone(), lease.clone(), stopped.clone());
+        tokio::spawn(async move {
+            if let Err(error) = connection.run(stream).await {
+                tracing::debug!(%peer, %error, "zookeeper: connection ended");
+            }
+            drop(permit);
+        });
+    }
+    stop.send_replace(true);
+}
