@@ -146,3 +146,82 @@ fn an_entry_applied_twice_is_an_invariant_failure() {
     log.apply(Command::Compact(pb::CompactionRequest::default()).encode());
     log.machine.apply(LogIndex(1), &[]);
 }
+
+/// A ZooKeeper entry through the machine: its answer is ZooKeeper's.
+fn zk(log: &mut Log, session: i64, request: bellwether_zookeeper::Request) -> (i64, i32) {
+    let entry = ZkEntry {
+        session,
+        time_ms: 5,
+        op: request.op(),
+        body: request.encode(),
+    };
+    let answer = log.apply(Command::ZooKeeper(entry).encode());
+    let (zxid, err, _) = bellwether_zookeeper::entry::read_answer(&answer).expect("a zk answer");
+    (zxid, err)
+}
+
+fn zk_session(log: &mut Log, session: i64) {
+    let record = bellwether_zookeeper::SessionRecord {
+        timeout_ms: 4_000,
+        password: vec![7; 16],
+    };
+    let entry = ZkEntry {
+        session,
+        time_ms: 1,
+        op: bellwether_zookeeper::codes::op::CREATE_SESSION,
+        body: prost::Message::encode_to_vec(&record),
+    };
+    log.apply(Command::ZooKeeper(entry).encode());
+}
+
+fn ephemeral(path: &str) -> bellwether_zookeeper::Request {
+    bellwether_zookeeper::Request::Create(bellwether_zookeeper::request::Create {
+        op: bellwether_zookeeper::codes::op::CREATE,
+        path: path.into(),
+        data: Vec::new(),
+        acl: vec![bellwether_zookeeper::stat::Acl::open()],
+        flags: bellwether_zookeeper::codes::create_mode::EPHEMERAL,
+        ttl: 0,
+    })
+}
+
+#[test]
+fn a_zookeeper_session_is_a_lease_and_its_expiry_removes_its_nodes_in_one_revision() {
+    let recorder = Recorder::default();
+    let mut log = Log::new(recorder.clone());
+    zk_session(&mut log, 41);
+    assert_eq!(
+        recorder.0.lock().unwrap().last(),
+        Some(&LeaseApplied::Granted {
+            id: 41,
+            ttl_seconds: 4
+        }),
+        "the lease clock counts the session down"
+    );
+    assert_eq!(zk(&mut log, 41, ephemeral("/a")).1, 0);
+    assert_eq!(zk(&mut log, 41, ephemeral("/b")).1, 0);
+    let before = log.machine.store.lock().unwrap().revision();
+    // The leader's lease clock expires the session as it expires any lease.
+    let revoke = Command::LeaseRevoke(pb::LeaseRevokeRequest { id: 41 });
+    log.apply(revoke.encode());
+    let store = log.machine.store.lock().unwrap();
+    assert_eq!(store.revision(), before + 1, "one zxid for the session's end");
+    assert!(bellwether_zookeeper::read::children(&store, "/").is_empty());
+    let root = bellwether_zookeeper::tree::read_node(&store, "/").unwrap();
+    assert_eq!((root.num_children, root.cversion), (0, 4));
+    assert!(!bellwether_zookeeper::tree::session_alive(&store, 41));
+}
+
+#[test]
+fn zookeeper_writes_are_refused_while_etcd_auth_is_on() {
+    let mut log = Log::new(Recorder::default());
+    zk_session(&mut log, 9);
+    log.auth(AuthOp::UserAdd, "root", "");
+    log.auth(AuthOp::RoleAdd, "root", "");
+    log.auth(AuthOp::UserGrantRole, "root", "root");
+    log.auth(AuthOp::Enable, "", "");
+    let (_, err) = zk(&mut log, 9, ephemeral("/x"));
+    assert_eq!(err, ZkError::NoAuth.code());
+    let store = log.machine.store.lock().unwrap();
+    assert!(bellwether_zookeeper::tree::read_node(&store, "/x").is_none());
+}
