@@ -205,7 +205,11 @@ fn a_zookeeper_session_is_a_lease_and_its_expiry_removes_its_nodes_in_one_revisi
     let revoke = Command::LeaseRevoke(pb::LeaseRevokeRequest { id: 41 });
     log.apply(revoke.encode());
     let store = log.machine.store.lock().unwrap();
-    assert_eq!(store.revision(), before + 1, "one zxid for the session's end");
+    assert_eq!(
+        store.revision(),
+        before + 1,
+        "one zxid for the session's end"
+    );
     assert!(bellwether_zookeeper::read::children(&store, "/").is_empty());
     let root = bellwether_zookeeper::tree::read_node(&store, "/").unwrap();
     assert_eq!((root.num_children, root.cversion), (0, 4));

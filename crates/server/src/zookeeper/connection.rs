@@ -7,7 +7,9 @@
 //! That gives a session ZooKeeper's order: it reads its own writes, and it
 //! sees a watch fire before it sees the data that fired it.
 
-use super::packets::{read_packet, write_packet, PacketError};
+use super::four_letter;
+use super::packets::{read_body, read_packet, write_packet, PacketError};
+use super::stats::ZkStats;
 use crate::etcd::lease_service::KeepAliveRelay;
 use crate::etcd::{EtcdBackend, LeaseService};
 use bellwether_etcd::command::Command;
@@ -24,8 +26,9 @@ use bellwether_zookeeper::watches::{changes, Fired, Watches};
 use bellwether_zookeeper::znode::NODE_PREFIX;
 use bellwether_zookeeper::{Request, SessionRecord, ZkEntry};
 use prost::Message;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
@@ -96,12 +99,19 @@ pub struct Connection {
     relay: Option<KeepAliveRelay>,
     /// Something came from the client since the last renewal.
     heard: bool,
+    stats: Arc<ZkStats>,
 }
 
 impl Connection {
     /// A connection served with `backend`, renewing its session with `lease`.
-    pub fn new(backend: EtcdBackend, lease: LeaseService, stopped: watch::Receiver<bool>) -> Self {
+    pub fn new(
+        backend: EtcdBackend,
+        lease: LeaseService,
+        stopped: watch::Receiver<bool>,
+        stats: Arc<ZkStats>,
+    ) -> Self {
         Connection {
+            stats,
             backend,
             lease,
             stopped,
@@ -117,11 +127,37 @@ impl Connection {
     /// Serves the connection until the client leaves, the session ends or
     /// the member stops.
     pub async fn run(mut self, stream: TcpStream) -> Result<(), ConnectionError> {
+        ZkStats::bump(&self.stats.connections);
+        let stats = self.stats.clone();
+        let ran = self.run_counted(stream).await;
+        ZkStats::drop_one(&stats.connections);
+        let held = self.watches.len() as u64;
+        stats
+            .watches
+            .fetch_sub(held, std::sync::atomic::Ordering::Relaxed);
+        ran
+    }
+
+    async fn run_counted(&mut self, stream: TcpStream) -> Result<(), ConnectionError> {
         let (mut reader, mut writer) = stream.into_split();
-        let first = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_packet(&mut reader))
+        let mut word = [0u8; 4];
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, reader.read_exact(&mut word))
             .await
-            .map_err(|_| ConnectionError::Protocol("no connect request in time".into()))?
-            .map_err(ConnectionError::Packet)?;
+            .map_err(|_| ConnectionError::Protocol("no connect request in time".into()))??;
+        if four_letter::WORDS.contains(&&word) {
+            if let Some(text) = four_letter::answer(&word, &self.backend, &self.stats) {
+                writer.write_all(text.as_bytes()).await?;
+            }
+            let _ = writer.shutdown().await;
+            return Ok(());
+        }
+        let first = tokio::time::timeout(
+            HANDSHAKE_TIMEOUT,
+            read_body(&mut reader, i32::from_be_bytes(word)),
+        )
+        .await
+        .map_err(|_| ConnectionError::Protocol("no connect request in time".into()))?
+        .map_err(ConnectionError::Packet)?;
         let connect = ConnectRequest::decode(&first)
             .map_err(|e| ConnectionError::Protocol(format!("connect request: {e}")))?;
         let response = self.handshake(&connect).await?;
@@ -166,7 +202,14 @@ impl Connection {
                     };
                     self.heard = true;
                     last_heard = Instant::now();
-                    if self.handle(&packet, writer).await? == Flow::Close {
+                    ZkStats::bump(&self.stats.received);
+                    ZkStats::bump(&self.stats.outstanding);
+                    let watched = self.watches.len();
+                    let handled = self.handle(&packet, writer).await;
+                    ZkStats::drop_one(&self.stats.outstanding);
+                    ZkStats::bump(&self.stats.sent);
+                    self.count_watches(watched);
+                    if handled? == Flow::Close {
                         return Ok(());
                     }
                 }
@@ -174,8 +217,10 @@ impl Connection {
                     if changed.is_err() {
                         return Ok(());
                     }
-                    let fired = self.fire_pending()?;
-                    self.notify(writer, &fired).await?;
+                    let watched = self.watches.len();
+                    let fired = self.fire_pending();
+                    self.count_watches(watched);
+                    self.notify(writer, &fired?).await?;
                     if !self.session_open() {
                         // Expired at the leader and now applied here.
                         return Ok(());
@@ -194,6 +239,21 @@ impl Connection {
                 }
                 _ = self.stopped.changed() => return Ok(()),
             }
+        }
+    }
+
+    /// Moves the member's watch count by how this session's changed since
+    /// it held `before`.
+    fn count_watches(&self, before: usize) {
+        let now = self.watches.len();
+        if now > before {
+            self.stats
+                .watches
+                .fetch_add((now - before) as u64, std::sync::atomic::Ordering::Relaxed);
+        } else {
+            self.stats
+                .watches
+                .fetch_sub((before - now) as u64, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -518,6 +578,9 @@ impl Connection {
         writer: &mut OwnedWriteHalf,
         fired: &[Fired],
     ) -> Result<(), ConnectionError> {
+        self.stats
+            .sent
+            .fetch_add(fired.len() as u64, std::sync::atomic::Ordering::Relaxed);
         for event in fired {
             let mut w = JuteWriter::new();
             w.int(event.kind)

@@ -8,7 +8,9 @@
 //! session's lease at the leader's lease clock as its client pings.
 
 mod connection;
+mod four_letter;
 mod packets;
+pub mod stats;
 
 use crate::etcd::{EtcdBackend, LeaseService};
 use std::sync::Arc;
@@ -23,6 +25,7 @@ pub async fn serve(
     backend: EtcdBackend,
     lease: LeaseService,
     connections_max: usize,
+    stats: Arc<stats::ZkStats>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let permits = Arc::new(Semaphore::new(connections_max.max(1)));
@@ -47,8 +50,12 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let connection =
-            connection::Connection::new(backend.clone(), lease.clone(), stopped.clone());
+        let connection = connection::Connection::new(
+            backend.clone(),
+            lease.clone(),
+            stopped.clone(),
+            stats.clone(),
+        );
         tokio::spawn(async move {
             if let Err(error) = connection.run(stream).await {
                 tracing::debug!(%peer, %error, "zookeeper: connection ended");

@@ -32,6 +32,14 @@ impl std::fmt::Display for PacketError {
 /// Reads one packet.
 pub async fn read_packet<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Vec<u8>, PacketError> {
     let length = reader.read_i32().await.map_err(PacketError::Io)?;
+    read_body(reader, length).await
+}
+
+/// Reads the rest of a packet whose length prefix was `length`.
+pub async fn read_body<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    length: i32,
+) -> Result<Vec<u8>, PacketError> {
     let length = usize::try_from(length)
         .ok()
         .filter(|n| *n <= PACKET_BYTES_MAX)
