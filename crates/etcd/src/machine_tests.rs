@@ -154,6 +154,7 @@ fn zk(log: &mut Log, session: i64, request: bellwether_zookeeper::Request) -> (i
         time_ms: 5,
         op: request.op(),
         body: request.encode(),
+        auth: Vec::new(),
     };
     let answer = log.apply(Command::ZooKeeper(entry).encode());
     let (zxid, err, _) = bellwether_zookeeper::entry::read_answer(&answer).expect("a zk answer");
@@ -170,6 +171,7 @@ fn zk_session(log: &mut Log, session: i64) {
         time_ms: 1,
         op: bellwether_zookeeper::codes::op::CREATE_SESSION,
         body: prost::Message::encode_to_vec(&record),
+        auth: Vec::new(),
     };
     log.apply(Command::ZooKeeper(entry).encode());
 }
@@ -212,7 +214,7 @@ fn a_zookeeper_session_is_a_lease_and_its_expiry_removes_its_nodes_in_one_revisi
     );
     assert!(bellwether_zookeeper::read::children(&store, "/").is_empty());
     let root = bellwether_zookeeper::tree::read_node(&store, "/").unwrap();
-    assert_eq!((root.num_children, root.cversion), (0, 4));
+    assert_eq!((root.num_children, root.stat().cversion), (0, 4));
     assert!(!bellwether_zookeeper::tree::session_alive(&store, 41));
 }
 

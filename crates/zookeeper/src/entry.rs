@@ -23,6 +23,9 @@ pub struct ZkEntry {
     /// creation a [`SessionRecord`].
     #[prost(bytes = "vec", tag = "4")]
     pub body: Vec<u8>,
+    /// The ids the client's connection has proven, for its node's ACLs.
+    #[prost(message, repeated, tag = "5")]
+    pub auth: Vec<crate::acl::AuthId>,
 }
 
 /// What a session is: kept in the store, with the session's lease, so that

@@ -11,6 +11,7 @@
 //! No sockets, no clock, no runtime: the server and the simulator run this
 //! same code.
 
+pub mod acl;
 pub mod codes;
 pub mod connect;
 pub mod entry;

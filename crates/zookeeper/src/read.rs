@@ -4,11 +4,13 @@
 //! applied, as a ZooKeeper server does. The server first makes sure that
 //! state is at least as new as anything the session has seen.
 
+use crate::acl::{allowed, perms, AuthId};
 use crate::codes::ErrorCode;
 use crate::jute::JuteWriter;
 use crate::request::Request;
 use crate::stat::Acl;
 use crate::tree::read_node;
+use crate::znode::Znode;
 use crate::znode::{children_prefix, deeper_prefix, invalid_path, path_of, split};
 use bellwether_kv::{KeyRange, KvStore, RangeRequest};
 
@@ -39,9 +41,9 @@ pub fn children(store: &KvStore, path: &str) -> Vec<String> {
 }
 
 /// Answers a read request (`Request::is_write` false, not a ping, session
-/// or watch request).
-pub fn read(store: &KvStore, request: &Request, session: i64) -> ReadAnswer {
-    match answer(store, request, session) {
+/// or watch request) for a caller with `ids`.
+pub fn read(store: &KvStore, request: &Request, session: i64, ids: &[AuthId]) -> ReadAnswer {
+    match answer(store, request, session, ids) {
         Ok(record) => (ErrorCode::Ok, record),
         Err(code) => (code, Vec::new()),
     }
@@ -54,7 +56,21 @@ fn checked(path: &str) -> Result<&str, ErrorCode> {
     }
 }
 
-fn answer(store: &KvStore, request: &Request, session: i64) -> Result<Vec<u8>, ErrorCode> {
+/// NOAUTH unless `ids` may do one of `perm` on `node`.
+fn may(node: &Znode, perm: i32, ids: &[AuthId]) -> Result<(), ErrorCode> {
+    if allowed(&node.acl, perm, ids) {
+        Ok(())
+    } else {
+        Err(ErrorCode::NoAuth)
+    }
+}
+
+fn answer(
+    store: &KvStore,
+    request: &Request,
+    session: i64,
+    ids: &[AuthId],
+) -> Result<Vec<u8>, ErrorCode> {
     let mut w = JuteWriter::new();
     match request {
         Request::Exists { path, .. } => {
@@ -63,6 +79,7 @@ fn answer(store: &KvStore, request: &Request, session: i64) -> Result<Vec<u8>, E
         }
         Request::GetData { path, .. } => {
             let node = read_node(store, checked(path)?).ok_or(ErrorCode::NoNode)?;
+            may(&node, perms::READ, ids)?;
             w.buffer(&node.data);
             node.stat().write(&mut w);
         }
@@ -70,6 +87,7 @@ fn answer(store: &KvStore, request: &Request, session: i64) -> Result<Vec<u8>, E
             path, with_stat, ..
         } => {
             let node = read_node(store, checked(path)?).ok_or(ErrorCode::NoNode)?;
+            may(&node, perms::READ, ids)?;
             w.strings(&children(store, path));
             if *with_stat {
                 node.stat().write(&mut w);
@@ -77,6 +95,7 @@ fn answer(store: &KvStore, request: &Request, session: i64) -> Result<Vec<u8>, E
         }
         Request::GetAcl { path } => {
             let node = read_node(store, checked(path)?).ok_or(ErrorCode::NoNode)?;
+            may(&node, perms::READ | perms::ADMIN, ids)?;
             Acl::write_list(&node.acl, &mut w);
             node.stat().write(&mut w);
         }
@@ -84,7 +103,8 @@ fn answer(store: &KvStore, request: &Request, session: i64) -> Result<Vec<u8>, E
             w.string(path);
         }
         Request::GetAllChildrenNumber { path } => {
-            read_node(store, checked(path)?).ok_or(ErrorCode::NoNode)?;
+            let node = read_node(store, checked(path)?).ok_or(ErrorCode::NoNode)?;
+            may(&node, perms::READ, ids)?;
             let count = |prefix: Vec<u8>| {
                 let range = KeyRange::prefix(prefix);
                 let request = RangeRequest {
@@ -114,7 +134,7 @@ fn answer(store: &KvStore, request: &Request, session: i64) -> Result<Vec<u8>, E
         }
         Request::MultiRead(ops) => {
             for op in ops {
-                match answer(store, op, session) {
+                match answer(store, op, session, ids) {
                     Ok(record) if is_multi_read_op(op) => {
                         w.int(op.op()).bool(false).int(0).raw(&record);
                     }

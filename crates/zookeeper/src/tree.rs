@@ -10,6 +10,7 @@
 //! same tree: nothing here reads a clock (the entry carries its time) or
 //! iterates an unordered map.
 
+use crate::acl::{allowed, fix_acl, perms, AuthId};
 use crate::codes::{create_mode, op, ErrorCode};
 use crate::entry::{answer, SessionRecord, ZkEntry};
 use crate::jute::JuteWriter;
@@ -151,7 +152,7 @@ pub fn end_session(store: &mut KvStore, id: i64) -> bool {
     }
     let keys = store.lease_keys(id).unwrap_or_default();
     let zxid = store.revision() + 1;
-    let mut overlay = Overlay::new(store, zxid, 0, id);
+    let mut overlay = Overlay::new(store, zxid, 0, id, &[]);
     for path in keys.iter().filter_map(|key| path_of(key)) {
         overlay
             .remove(&path)
@@ -168,7 +169,7 @@ pub fn end_session(store: &mut KvStore, id: i64) -> bool {
 
 fn single(store: &mut KvStore, entry: &ZkEntry, request: &Request) -> Applied {
     let zxid = store.revision() + 1;
-    let mut overlay = Overlay::new(store, zxid, entry.time_ms, entry.session);
+    let mut overlay = Overlay::new(store, zxid, entry.time_ms, entry.session, &entry.auth);
     match overlay.run(request) {
         Ok(done) => {
             let writes = overlay.into_writes();
@@ -186,7 +187,7 @@ fn single(store: &mut KvStore, entry: &ZkEntry, request: &Request) -> Applied {
 
 fn multi(store: &mut KvStore, entry: &ZkEntry, ops: &[Request]) -> Applied {
     let zxid = store.revision() + 1;
-    let mut overlay = Overlay::new(store, zxid, entry.time_ms, entry.session);
+    let mut overlay = Overlay::new(store, zxid, entry.time_ms, entry.session, &entry.auth);
     let mut results = Vec::with_capacity(ops.len());
     let mut failed = None;
     for (index, request) in ops.iter().enumerate() {
@@ -298,6 +299,8 @@ impl Done {
 /// The nodes a write touches, over the store's.
 struct Overlay<'s> {
     store: &'s KvStore,
+    /// The caller's ids, for the nodes' ACLs.
+    ids: &'s [AuthId],
     /// Touched nodes by path: `None` once deleted.
     changed: BTreeMap<String, Option<Znode>>,
     zxid: i64,
@@ -327,9 +330,10 @@ pub fn read_node(store: &KvStore, path: &str) -> Option<Znode> {
 }
 
 impl<'s> Overlay<'s> {
-    fn new(store: &'s KvStore, zxid: i64, time_ms: i64, session: i64) -> Self {
+    fn new(store: &'s KvStore, zxid: i64, time_ms: i64, session: i64, ids: &'s [AuthId]) -> Self {
         Overlay {
             store,
+            ids,
             changed: BTreeMap::new(),
             zxid,
             time_ms,
@@ -341,6 +345,15 @@ impl<'s> Overlay<'s> {
         match self.changed.get(path) {
             Some(node) => node.clone(),
             None => read_node(self.store, path),
+        }
+    }
+
+    /// NOAUTH unless the caller may do `perm` on `node`.
+    fn may(&self, node: &Znode, perm: i32) -> Result<(), ErrorCode> {
+        if allowed(&node.acl, perm, self.ids) {
+            Ok(())
+        } else {
+            Err(ErrorCode::NoAuth)
         }
     }
 
@@ -377,7 +390,9 @@ impl<'s> Overlay<'s> {
                 if path == "/" {
                     return Err(ErrorCode::BadArguments);
                 }
+                let parent = self.get(split(path).0).ok_or(ErrorCode::NoNode)?;
                 let node = self.get(path).ok_or(ErrorCode::NoNode)?;
+                self.may(&parent, perms::DELETE)?;
                 if !version_matches(*version, node.version) {
                     return Err(ErrorCode::BadVersion);
                 }
@@ -394,6 +409,7 @@ impl<'s> Overlay<'s> {
             } => {
                 check_path(path)?;
                 let mut node = self.get(path).ok_or(ErrorCode::NoNode)?;
+                self.may(&node, perms::WRITE)?;
                 if !version_matches(*version, node.version) {
                     return Err(ErrorCode::BadVersion);
                 }
@@ -407,15 +423,14 @@ impl<'s> Overlay<'s> {
             }
             Request::SetAcl { path, acl, version } => {
                 check_path(path)?;
-                if acl.is_empty() {
-                    return Err(ErrorCode::InvalidAcl);
-                }
+                let acl = fix_acl(acl, self.ids)?;
                 let mut node = self.get(path).ok_or(ErrorCode::NoNode)?;
+                self.may(&node, perms::ADMIN)?;
                 if !version_matches(*version, node.aversion) {
                     return Err(ErrorCode::BadVersion);
                 }
                 node.aversion += 1;
-                node.acl = acl.clone();
+                node.acl = acl;
                 let stat = node.stat();
                 self.set(path, Some(node));
                 Ok(Done::AclSet(stat))
@@ -423,6 +438,7 @@ impl<'s> Overlay<'s> {
             Request::Check { path, version } => {
                 check_path(path)?;
                 let node = self.get(path).ok_or(ErrorCode::NoNode)?;
+                self.may(&node, perms::READ)?;
                 if !version_matches(*version, node.version) {
                     return Err(ErrorCode::BadVersion);
                 }
@@ -447,30 +463,30 @@ impl<'s> Overlay<'s> {
             (_, 0..=3) => {}
             _ => return Err(ErrorCode::BadArguments),
         }
-        if create.sequential() {
-            check_path(&format!("{}1", create.path))?;
-        } else {
-            check_path(&create.path)?;
+        if !create.path.starts_with('/') || create.path.contains('\0') {
+            return Err(ErrorCode::BadArguments);
         }
         if create.path == "/" {
             return Err(ErrorCode::NodeExists);
         }
-        if create.acl.is_empty() {
-            return Err(ErrorCode::InvalidAcl);
-        }
+        // In ZooKeeper's order: the ACL, the parent, the permission, the
+        // name, then what the name may not be.
+        let acl = fix_acl(&create.acl, self.ids)?;
         let (parent_path, _) = split(&create.path);
         let parent_path = parent_path.to_string();
         let mut parent = self.get(&parent_path).ok_or(ErrorCode::NoNode)?;
-        if parent.ephemeral_owner != 0 {
-            return Err(ErrorCode::NoChildrenForEphemerals);
-        }
+        self.may(&parent, perms::CREATE)?;
         let path = if create.sequential() {
             format!("{}{:010}", create.path, parent.cversion)
         } else {
             create.path.clone()
         };
+        check_path(&path)?;
         if self.get(&path).is_some() {
             return Err(ErrorCode::NodeExists);
+        }
+        if parent.ephemeral_owner != 0 {
+            return Err(ErrorCode::NoChildrenForEphemerals);
         }
         let node = Znode {
             czxid: self.zxid,
@@ -484,7 +500,7 @@ impl<'s> Overlay<'s> {
             ephemeral_owner: if create.ephemeral() { self.session } else { 0 },
             num_children: 0,
             container: flags == create_mode::CONTAINER,
-            acl: create.acl.clone(),
+            acl,
             data: create.data.clone(),
         };
         let stat = node.stat();
@@ -509,7 +525,8 @@ impl<'s> Overlay<'s> {
         let mut parent = self
             .get(&parent_path)
             .expect("every node but the root has a parent");
-        parent.cversion += 1;
+        // ZooKeeper counts only creates: the next sequential name goes on
+        // from the last one even when children are deleted.
         parent.num_children -= 1;
         assert!(parent.num_children >= 0, "a parent counts its children");
         parent.pzxid = self.zxid;

@@ -22,6 +22,7 @@ fn store_with_session() -> KvStore {
             time_ms: 1,
             op: op::CREATE_SESSION,
             body: record.encode_to_vec(),
+            auth: Vec::new(),
         },
     );
     assert_eq!(
@@ -40,6 +41,7 @@ fn run(store: &mut KvStore, request: Request) -> (i64, i32, Vec<u8>) {
         time_ms: 1000,
         op: request.op(),
         body: request.encode(),
+        auth: Vec::new(),
     };
     let applied = apply(store, &entry);
     let (zxid, err, record) = read_answer(&applied.answer).expect("an answer");
@@ -74,7 +76,10 @@ fn a_create_stamps_the_node_and_its_parent_with_one_zxid() {
     assert_eq!((stat.czxid, stat.mzxid, stat.pzxid), (zxid, zxid, zxid));
     assert_eq!((stat.ctime, stat.mtime, stat.data_length), (1000, 1000, 1));
     let root = read_node(&store, "/").unwrap();
-    assert_eq!((root.cversion, root.num_children, root.pzxid), (1, 1, zxid));
+    assert_eq!(
+        (root.stat().cversion, root.num_children, root.pzxid),
+        (1, 1, zxid)
+    );
     let (_, err, _) = run(&mut store, create("/a", create_mode::PERSISTENT));
     assert_eq!(err, ErrorCode::NodeExists.code());
     let (_, err, _) = run(&mut store, create("/x/y", create_mode::PERSISTENT));
@@ -103,8 +108,18 @@ fn sequential_names_count_the_parents_child_changes() {
         &mut store,
         create("/q/n-", create_mode::PERSISTENT_SEQUENTIAL),
     );
-    assert_eq!(created_path(&second).0, "/q/n-0000000002");
-    assert_eq!(children(&store, "/q"), vec!["n-0000000002".to_string()]);
+    assert_eq!(
+        created_path(&second).0,
+        "/q/n-0000000001",
+        "the suffix counts creates only"
+    );
+    assert_eq!(children(&store, "/q"), vec!["n-0000000001".to_string()]);
+    let parent = read_node(&store, "/q").unwrap();
+    assert_eq!(
+        parent.stat().cversion,
+        3,
+        "a client sees every create and delete"
+    );
 }
 
 #[test]
@@ -162,6 +177,7 @@ fn an_ephemeral_node_has_no_children_and_goes_with_its_session_in_one_zxid() {
             time_ms: 2000,
             op: op::CLOSE_SESSION,
             body: Vec::new(),
+            auth: Vec::new(),
         },
     );
     assert_eq!(
@@ -178,7 +194,7 @@ fn an_ephemeral_node_has_no_children_and_goes_with_its_session_in_one_zxid() {
     );
     assert!(children(&store, "/e").is_empty());
     let parent = read_node(&store, "/e").unwrap();
-    assert_eq!((parent.num_children, parent.cversion), (0, 4));
+    assert_eq!((parent.num_children, parent.stat().cversion), (0, 4));
     assert_eq!(parent.pzxid, store.revision());
     let (_, err, _) = run(&mut store, create("/e/3", create_mode::PERSISTENT));
     assert_eq!(err, ErrorCode::SessionExpired.code(), "the session is gone");
@@ -276,6 +292,7 @@ fn reads_answer_what_the_tree_holds() {
             watch: false,
         },
         SESSION,
+        &[],
     );
     assert_eq!(code, ErrorCode::Ok);
     let mut r = JuteReader::new(&record);
@@ -287,6 +304,7 @@ fn reads_answer_what_the_tree_holds() {
             watch: false,
         },
         SESSION,
+        &[],
     );
     assert_eq!(code, ErrorCode::NoNode);
 }

@@ -41,7 +41,9 @@ pub struct Znode {
     /// Data changes.
     #[prost(int32, tag = "6")]
     pub version: i32,
-    /// Child changes.
+    /// Children created: ZooKeeper's stored counter, which names the next
+    /// sequential child. A client sees `2 × this − num_children`, which
+    /// moves on every create and every delete of a child.
     #[prost(int32, tag = "7")]
     pub cversion: i32,
     /// ACL changes.
@@ -81,7 +83,7 @@ impl Znode {
             ctime: self.ctime,
             mtime: self.mtime,
             version: self.version,
-            cversion: self.cversion,
+            cversion: self.cversion * 2 - self.num_children,
             aversion: self.aversion,
             ephemeral_owner: self.ephemeral_owner,
             data_length: i32::try_from(self.data.len()).expect("znode data is under 2 GiB"),

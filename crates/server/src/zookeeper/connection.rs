@@ -15,6 +15,7 @@ use crate::etcd::{EtcdBackend, LeaseService};
 use bellwether_etcd::command::Command;
 use bellwether_kv::KeyRange;
 use bellwether_member::ClientError;
+use bellwether_zookeeper::acl::AuthId;
 use bellwether_zookeeper::codes::{keeper_state, op, xid, ErrorCode};
 use bellwether_zookeeper::connect::{ConnectRequest, ConnectResponse};
 use bellwether_zookeeper::entry::read_answer;
@@ -100,6 +101,8 @@ pub struct Connection {
     /// Something came from the client since the last renewal.
     heard: bool,
     stats: Arc<ZkStats>,
+    /// The ids this connection has proven: its address, and digest users.
+    auth: Vec<AuthId>,
 }
 
 impl Connection {
@@ -112,6 +115,7 @@ impl Connection {
     ) -> Self {
         Connection {
             stats,
+            auth: Vec::new(),
             backend,
             lease,
             stopped,
@@ -139,6 +143,12 @@ impl Connection {
     }
 
     async fn run_counted(&mut self, stream: TcpStream) -> Result<(), ConnectionError> {
+        if let Ok(peer) = stream.peer_addr() {
+            self.auth.push(AuthId {
+                scheme: "ip".into(),
+                id: peer.ip().to_string(),
+            });
+        }
         let (mut reader, mut writer) = stream.into_split();
         let mut word = [0u8; 4];
         tokio::time::timeout(HANDSHAKE_TIMEOUT, reader.read_exact(&mut word))
@@ -339,6 +349,7 @@ impl Connection {
                 time_ms: now_ms(),
                 op: op::CREATE_SESSION,
                 body: record.encode_to_vec(),
+                auth: Vec::new(),
             };
             let answer = self.propose(entry).await?;
             let (zxid, err, _) = read_answer(&answer)
@@ -410,20 +421,33 @@ impl Connection {
                 return Ok(Flow::Continue);
             }
             op::AUTH => {
-                // No authentication scheme is served: say so, as ZooKeeper
-                // does for a scheme it lacks, and close.
-                let zxid = self.backend.store().revision();
-                reply(writer, xid::AUTH, zxid, ErrorCode::AuthFailed, &[]).await?;
-                return Ok(Flow::Close);
+                // ZooKeeper answers auth packets with zxid 0.
+                let zxid = 0;
+                return match digest_id(body) {
+                    Some(id) => {
+                        if !self.auth.contains(&id) {
+                            self.auth.push(id);
+                        }
+                        reply(writer, xid::AUTH, zxid, ErrorCode::Ok, &[]).await?;
+                        Ok(Flow::Continue)
+                    }
+                    // A scheme not served, or a malformed packet: said, and
+                    // the connection closes, as ZooKeeper does.
+                    None => {
+                        reply(writer, xid::AUTH, zxid, ErrorCode::AuthFailed, &[]).await?;
+                        Ok(Flow::Close)
+                    }
+                };
             }
             _ => {}
         }
         let request = match Request::decode(code, body) {
             Ok(request) => request,
+            // As ZooKeeper: an operation it does not serve is answered
+            // UNIMPLEMENTED, and the connection closes.
             Err(RequestError::Unimplemented(_)) => {
-                let zxid = self.backend.store().revision();
-                reply(writer, request_xid, zxid, ErrorCode::Unimplemented, &[]).await?;
-                return Ok(Flow::Continue);
+                reply(writer, request_xid, -1, ErrorCode::Unimplemented, &[]).await?;
+                return Ok(Flow::Close);
             }
             Err(RequestError::Jute(error)) => {
                 let zxid = self.backend.store().revision();
@@ -433,6 +457,11 @@ impl Connection {
                 )));
             }
         };
+        if matches!(request, Request::Check { .. }) {
+            // `check` is only valid inside a multi.
+            reply(writer, request_xid, -1, ErrorCode::Unimplemented, &[]).await?;
+            return Ok(Flow::Close);
+        }
         if request.is_write() {
             return self.write(request_xid, code, body, writer).await;
         }
@@ -485,7 +514,7 @@ impl Connection {
         let (fired, zxid, code, record) = {
             let store = backend.store();
             let fired = self.fire_pending_in(&store)?;
-            let (mut code, record) = read(&store, request, self.session);
+            let (mut code, record) = read(&store, request, self.session, &self.auth);
             let watched = match request {
                 // An exists watch stays on a missing node, to fire on create.
                 Request::Exists { path, watch: true }
@@ -529,6 +558,7 @@ impl Connection {
             time_ms: now_ms(),
             op: code,
             body: body.to_vec(),
+            auth: self.auth.clone(),
         };
         let answer = self.propose(entry).await?;
         let (zxid, err, _) = read_answer(&answer)
@@ -610,6 +640,27 @@ async fn reply(
     let mut w = JuteWriter::new();
     w.int(request_xid).long(zxid).int(code.code());
     write_packet(writer, &[&w.into_bytes(), record]).await
+}
+
+/// The id an auth packet proves, for the `digest` scheme: `user:` and the
+/// base64 of the SHA-1 of `user:password`, as ZooKeeper computes it.
+fn digest_id(packet: &[u8]) -> Option<AuthId> {
+    use base64::Engine;
+    let mut r = JuteReader::new(packet);
+    let _type = r.int().ok()?;
+    let scheme = r.text().ok()?;
+    let secret = r.buffer().ok()?.unwrap_or_default();
+    if scheme != "digest" {
+        return None;
+    }
+    let text = std::str::from_utf8(&secret).ok()?;
+    let (user, _) = text.split_once(':')?;
+    let hash = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
+    let encoded = base64::engine::general_purpose::STANDARD.encode(hash.as_ref());
+    Some(AuthId {
+        scheme: "digest".into(),
+        id: format!("{user}:{encoded}"),
+    })
 }
 
 /// A session's password: 16 random bytes.
