@@ -36,6 +36,9 @@ pub mod op {
     pub const CREATE2: i32 = 15;
     /// `createContainer`.
     pub const CREATE_CONTAINER: i32 = 19;
+    /// `deleteContainer`: the leader's deletion of a due container or TTL
+    /// node (logged; never taken from a client).
+    pub const DELETE_CONTAINER: i32 = 20;
     /// `createTTL`.
     pub const CREATE_TTL: i32 = 21;
     /// `multiRead`: a batch of reads.

@@ -16,7 +16,9 @@ use crate::entry::{answer, SessionRecord, ZkEntry};
 use crate::jute::JuteWriter;
 use crate::request::{Create, Request};
 use crate::stat::Stat;
-use crate::znode::{invalid_path, node_key, path_of, session_key, split, Znode, NODE_PREFIX};
+use crate::znode::{
+    invalid_path, node_key, path_of, reap_key, session_key, split, Znode, NODE_PREFIX, REAP_PREFIX,
+};
 use bellwether_kv::{KvStore, PutRequest};
 use prost::Message;
 use std::collections::BTreeMap;
@@ -66,6 +68,7 @@ pub fn apply(store: &mut KvStore, entry: &ZkEntry) -> Applied {
     match entry.op {
         op::CREATE_SESSION => create_session(store, entry),
         op::CLOSE_SESSION => close_session(store, entry.session),
+        op::DELETE_CONTAINER => reap(store, entry),
         code => {
             if !session_alive(store, entry.session) {
                 return refused(store, ErrorCode::SessionExpired);
@@ -165,6 +168,53 @@ pub fn end_session(store: &mut KvStore, id: i64) -> bool {
         .expect("a session's end only deletes and rewrites parents");
     assert_eq!(revision, zxid, "a session ends in one revision");
     true
+}
+
+/// The longest TTL a node may have, as ZooKeeper bounds it (40 bits of ms).
+pub const TTL_MS_MAX: i64 = (1 << 40) - 1;
+
+/// The container and TTL nodes due for deletion at `now_ms`, for the
+/// leader to log a deletion of each (found through their index, so the
+/// cost is theirs alone).
+pub fn due_nodes(store: &KvStore, now_ms: i64) -> Vec<String> {
+    let range = bellwether_kv::KeyRange::prefix(REAP_PREFIX.to_vec());
+    let request = bellwether_kv::RangeRequest {
+        key: range.key,
+        range_end: range.range_end,
+        keys_only: true,
+        ..Default::default()
+    };
+    let listed = store.range(&request).map(|r| r.kvs).unwrap_or_default();
+    listed
+        .iter()
+        .filter_map(|kv| std::str::from_utf8(&kv.key[REAP_PREFIX.len()..]).ok())
+        .filter(|path| read_node(store, path).is_some_and(|node| node.due(now_ms)))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Deletes the node the entry names if it is due at the entry's time:
+/// checked again here, so every member decides alike whatever happened
+/// to the node since the leader looked.
+fn reap(store: &mut KvStore, entry: &ZkEntry) -> Applied {
+    let path = match crate::jute::JuteReader::new(&entry.body).text() {
+        Ok(path) if invalid_path(&path).is_none() && path != "/" => path,
+        _ => return refused(store, ErrorCode::BadArguments),
+    };
+    match read_node(store, &path) {
+        Some(node) if node.reapable() && node.due(entry.time_ms) => {}
+        Some(_) => return refused(store, ErrorCode::NotEmpty),
+        None => return refused(store, ErrorCode::NoNode),
+    }
+    let zxid = store.revision() + 1;
+    let mut overlay = Overlay::new(store, zxid, entry.time_ms, 0, &[]);
+    overlay.remove(&path).expect("a due node has no children");
+    let writes = overlay.into_writes();
+    let zxid = commit(store, writes, zxid);
+    Applied {
+        answer: answer(zxid, ErrorCode::Ok.code(), &[]),
+        lease: None,
+    }
 }
 
 fn single(store: &mut KvStore, entry: &ZkEntry, request: &Request) -> Applied {
@@ -367,16 +417,29 @@ impl<'s> Overlay<'s> {
         let mut deletes = Vec::new();
         for (path, node) in self.changed {
             let key = node_key(&path);
+            let indexed = self.store.get(&reap_key(&path)).is_some();
             match node {
-                Some(node) => puts.push(PutRequest {
-                    key,
-                    lease: node.ephemeral_owner,
-                    value: node.encode_to_vec(),
-                    ..PutRequest::default()
-                }),
-                None if self.store.get(&key).is_some() => deletes.push(key),
-                // Created and deleted within one multi: nothing to land.
-                None => {}
+                Some(node) => {
+                    if node.reapable() && !indexed {
+                        puts.push(PutRequest::new(reap_key(&path), Vec::new()));
+                    }
+                    puts.push(PutRequest {
+                        key,
+                        lease: node.ephemeral_owner,
+                        value: node.encode_to_vec(),
+                        ..PutRequest::default()
+                    });
+                }
+                None => {
+                    if indexed {
+                        deletes.push(reap_key(&path));
+                    }
+                    if self.store.get(&key).is_some() {
+                        deletes.push(key);
+                    }
+                    // Otherwise created and deleted within one multi:
+                    // nothing to land.
+                }
             }
         }
         (puts, deletes)
@@ -450,12 +513,14 @@ impl<'s> Overlay<'s> {
 
     fn create(&mut self, create: &Create) -> Result<Done, ErrorCode> {
         let flags = create.flags;
+        let ttl_flags = matches!(
+            flags,
+            create_mode::PERSISTENT_WITH_TTL | create_mode::PERSISTENT_SEQUENTIAL_WITH_TTL
+        );
         match (create.op, flags) {
-            (op::CREATE_TTL, _)
-            | (_, create_mode::PERSISTENT_WITH_TTL)
-            | (_, create_mode::PERSISTENT_SEQUENTIAL_WITH_TTL) => {
-                return Err(ErrorCode::Unimplemented)
-            }
+            (op::CREATE_TTL, _) if ttl_flags && (1..=TTL_MS_MAX).contains(&create.ttl) => {}
+            (op::CREATE_TTL, _) => return Err(ErrorCode::BadArguments),
+            (_, _) if ttl_flags => return Err(ErrorCode::BadArguments),
             (op::CREATE_CONTAINER, create_mode::CONTAINER) => {}
             (op::CREATE_CONTAINER, _) | (_, create_mode::CONTAINER) => {
                 return Err(ErrorCode::BadArguments)
@@ -502,6 +567,7 @@ impl<'s> Overlay<'s> {
             container: flags == create_mode::CONTAINER,
             acl,
             data: create.data.clone(),
+            ttl_ms: if ttl_flags { create.ttl } else { 0 },
         };
         let stat = node.stat();
         parent.cversion += 1;

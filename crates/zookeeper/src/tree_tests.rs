@@ -3,6 +3,7 @@
 use super::*;
 use crate::entry::read_answer;
 use crate::jute::JuteReader;
+use crate::jute::JuteWriter;
 use crate::read::{children, read};
 use crate::stat::Acl;
 use crate::watches::{changes, Change};
@@ -307,4 +308,65 @@ fn reads_answer_what_the_tree_holds() {
         &[],
     );
     assert_eq!(code, ErrorCode::NoNode);
+}
+
+fn reap_entry(path: &str, time_ms: i64) -> ZkEntry {
+    let mut w = JuteWriter::new();
+    w.string(path);
+    ZkEntry {
+        session: 0,
+        time_ms,
+        op: op::DELETE_CONTAINER,
+        body: w.into_bytes(),
+        auth: Vec::new(),
+    }
+}
+
+#[test]
+fn a_container_goes_once_its_last_child_does_and_a_ttl_node_once_it_is_idle() {
+    let mut store = store_with_session();
+    let container = Request::Create(Create {
+        op: op::CREATE_CONTAINER,
+        path: "/c".into(),
+        data: Vec::new(),
+        acl: vec![Acl::open()],
+        flags: create_mode::CONTAINER,
+        ttl: 0,
+    });
+    assert_eq!(run(&mut store, container).1, 0);
+    assert!(due_nodes(&store, 10_000).is_empty(), "never had a child");
+    run(&mut store, create("/c/x", create_mode::PERSISTENT));
+    assert!(due_nodes(&store, 10_000).is_empty(), "has a child");
+    run(
+        &mut store,
+        Request::Delete {
+            path: "/c/x".into(),
+            version: -1,
+        },
+    );
+    assert_eq!(due_nodes(&store, 10_000), vec!["/c".to_string()]);
+    let reaped = apply(&mut store, &reap_entry("/c", 10_000));
+    assert_eq!(read_answer(&reaped.answer).unwrap().1, 0);
+    assert!(read_node(&store, "/c").is_none());
+    assert!(due_nodes(&store, 10_000).is_empty(), "the index forgot it");
+
+    let ttl = |ttl| {
+        Request::Create(Create {
+            op: op::CREATE_TTL,
+            path: "/t".into(),
+            data: Vec::new(),
+            acl: vec![Acl::open()],
+            flags: create_mode::PERSISTENT_WITH_TTL,
+            ttl,
+        })
+    };
+    assert_eq!(run(&mut store, ttl(0)).1, ErrorCode::BadArguments.code());
+    assert_eq!(run(&mut store, ttl(500)).1, 0);
+    // `run` stamps its entries at 1000 ms.
+    assert!(due_nodes(&store, 1_400).is_empty());
+    let early = apply(&mut store, &reap_entry("/t", 1_400));
+    assert_ne!(read_answer(&early.answer).unwrap().1, 0, "not due yet");
+    assert_eq!(due_nodes(&store, 1_501), vec!["/t".to_string()]);
+    apply(&mut store, &reap_entry("/t", 1_501));
+    assert!(read_node(&store, "/t").is_none());
 }

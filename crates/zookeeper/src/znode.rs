@@ -18,6 +18,9 @@ use crate::stat::{Acl, Stat};
 pub const NODE_PREFIX: &[u8] = b"\0zk/n";
 /// The first bytes of every session record's key.
 pub const SESSION_PREFIX: &[u8] = b"\0zk/s";
+/// The first bytes of the index of container and TTL nodes, which the
+/// leader looks through for nodes to delete (so it never scans the tree).
+pub const REAP_PREFIX: &[u8] = b"\0zk/r";
 
 /// A node as the store keeps it: everything in its stat but what is
 /// computed (the data's length), plus its data and ACL.
@@ -64,6 +67,10 @@ pub struct Znode {
     /// Its data.
     #[prost(bytes = "vec", tag = "13")]
     pub data: Vec<u8>,
+    /// A TTL node's time to live (ms) once it has no children and no
+    /// change; 0 for other nodes.
+    #[prost(int64, tag = "14")]
+    pub ttl_ms: i64,
 }
 
 impl Znode {
@@ -73,6 +80,23 @@ impl Znode {
             acl: vec![Acl::open()],
             ..Znode::default()
         }
+    }
+
+    /// A node the leader deletes once it is due (see [`Znode::due`]).
+    pub fn reapable(&self) -> bool {
+        self.container || self.ttl_ms > 0
+    }
+
+    /// Whether this node is due for deletion at `now_ms`, as ZooKeeper's
+    /// container manager decides: a container once it has had a child and
+    /// has none left; a TTL node once it has no children and has not
+    /// changed for its TTL.
+    pub fn due(&self, now_ms: i64) -> bool {
+        if self.num_children > 0 {
+            return false;
+        }
+        (self.container && self.cversion > 0)
+            || (self.ttl_ms > 0 && now_ms.saturating_sub(self.mtime) > self.ttl_ms)
     }
 
     /// The node's stat.
@@ -146,6 +170,13 @@ pub fn split(path: &str) -> (&str, &str) {
     let slash = path.rfind('/').expect("a valid path starts with a slash");
     let parent = if slash == 0 { "/" } else { &path[..slash] };
     (parent, &path[slash + 1..])
+}
+
+/// The key of `path`'s entry in the index of reapable nodes.
+pub fn reap_key(path: &str) -> Vec<u8> {
+    let mut key = REAP_PREFIX.to_vec();
+    key.extend_from_slice(path.as_bytes());
+    key
 }
 
 /// The key of session `id`'s record.

@@ -674,7 +674,7 @@ fn password() -> Vec<u8> {
 }
 
 /// Milliseconds since the epoch: a node's ctime and mtime.
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

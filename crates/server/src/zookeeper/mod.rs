@@ -10,6 +10,7 @@
 mod connection;
 mod four_letter;
 mod packets;
+mod reaper;
 pub mod stats;
 
 use crate::etcd::{EtcdBackend, LeaseService};
@@ -29,6 +30,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let permits = Arc::new(Semaphore::new(connections_max.max(1)));
+    // Stopped when this future ends or is dropped.
+    let _reaping = AbortOnDrop(tokio::spawn(reaper::run(backend.clone())));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
@@ -64,4 +67,13 @@ pub async fn serve(
         });
     }
     stop.send_replace(true);
+}
+
+/// A task that ends with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -1,0 +1,54 @@
+//! The leader's deletion of due container and TTL nodes, as ZooKeeper's
+//! container manager does: it looks at the index of such nodes, and logs a
+//! deletion of each one due, stamped with its clock. Every member checks
+//! again at apply that the node is due at that time, so a node that got a
+//! child or a change meanwhile stays.
+
+use crate::etcd::EtcdBackend;
+use bellwether_etcd::command::Command;
+use bellwether_zookeeper::codes::op;
+use bellwether_zookeeper::jute::JuteWriter;
+use bellwether_zookeeper::ZkEntry;
+use std::time::Duration;
+
+/// How often the leader looks. ZooKeeper's default is a minute; the index
+/// makes a look cost only the container and TTL nodes, so it can be often.
+pub const REAP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Most deletions logged per look: the rest wait for the next.
+const REAPS_PER_LOOK_MAX: usize = 1_000;
+
+/// Runs until the task is dropped.
+pub async fn run(backend: EtcdBackend) {
+    let mut tick = tokio::time::interval(REAP_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !backend.is_leader() {
+            continue;
+        }
+        let now = super::connection::now_ms();
+        let due = bellwether_zookeeper::tree::due_nodes(&backend.store(), now);
+        for path in due.into_iter().take(REAPS_PER_LOOK_MAX) {
+            let mut w = JuteWriter::new();
+            w.string(&path);
+            let entry = ZkEntry {
+                session: 0,
+                time_ms: now,
+                op: op::DELETE_CONTAINER,
+                body: w.into_bytes(),
+                auth: Vec::new(),
+            };
+            // Only as the leader: a deposed one must not have its
+            // successor apply what it decided.
+            if let Err(error) = backend
+                .client
+                .propose_here(Command::ZooKeeper(entry).encode())
+                .await
+            {
+                tracing::debug!(%error, path, "zookeeper: a due node's deletion was not logged");
+                break;
+            }
+        }
+    }
+}
