@@ -39,6 +39,10 @@ pub mod op {
     /// `deleteContainer`: the leader's deletion of a due container or TTL
     /// node (logged; never taken from a client).
     pub const DELETE_CONTAINER: i32 = 20;
+    /// `checkWatches`.
+    pub const CHECK_WATCHES: i32 = 17;
+    /// `removeWatches`.
+    pub const REMOVE_WATCHES: i32 = 18;
     /// `createTTL`.
     pub const CREATE_TTL: i32 = 21;
     /// `multiRead`: a batch of reads.
@@ -47,6 +51,10 @@ pub mod op {
     pub const AUTH: i32 = 100;
     /// `setWatches`, sent on reconnect.
     pub const SET_WATCHES: i32 = 101;
+    /// `setWatches2`: `setWatches` with persistent watches.
+    pub const SET_WATCHES2: i32 = 105;
+    /// `addWatch`: a persistent (recursive) watch.
+    pub const ADD_WATCH: i32 = 106;
     /// `getEphemerals`.
     pub const GET_EPHEMERALS: i32 = 103;
     /// `getAllChildrenNumber`.
@@ -95,6 +103,8 @@ pub enum ErrorCode {
     NoNode = -101,
     /// Not authorized.
     NoAuth = -102,
+    /// No such watch to check or remove.
+    NoWatcher = -121,
     /// The version did not match.
     BadVersion = -103,
     /// Ephemeral nodes have no children.

@@ -83,8 +83,26 @@ pub enum Request {
     Multi(Vec<Request>),
     /// `multiRead`: reads answered one by one.
     MultiRead(Vec<Request>),
-    /// `setWatches`: the watches a reconnecting client still holds.
+    /// `setWatches` or `setWatches2`: the watches a reconnecting client
+    /// still holds.
     SetWatches(SetWatches),
+    /// `addWatch`: a watch that stays after it fires.
+    AddWatch {
+        /// The node (it need not exist).
+        path: String,
+        /// 0: persistent; 1: persistent and recursive.
+        mode: i32,
+    },
+    /// `checkWatches` (`remove` false) or `removeWatches`.
+    RemoveWatches {
+        /// The node.
+        path: String,
+        /// Which watches: 1 children, 2 data, 3 any, 4 persistent,
+        /// 5 persistent recursive.
+        kind: i32,
+        /// Remove them; otherwise only say whether there are any.
+        remove: bool,
+    },
     /// `getAllChildrenNumber`.
     GetAllChildrenNumber {
         /// The node.
@@ -151,6 +169,10 @@ pub struct SetWatches {
     pub exist: Vec<String>,
     /// Child watches.
     pub child: Vec<String>,
+    /// Persistent watches (`setWatches2`).
+    pub persistent: Vec<String>,
+    /// Persistent recursive watches (`setWatches2`).
+    pub persistent_recursive: Vec<String>,
 }
 
 /// Why a request could not be taken.
@@ -243,12 +265,29 @@ impl Request {
                     Request::MultiRead(ops)
                 }
             }
-            op::SET_WATCHES => Request::SetWatches(SetWatches {
-                relative_zxid: r.long()?,
-                data: r.strings()?,
-                exist: r.strings()?,
-                child: r.strings()?,
-            }),
+            op::SET_WATCHES | op::SET_WATCHES2 => {
+                let mut set = SetWatches {
+                    relative_zxid: r.long()?,
+                    data: r.strings()?,
+                    exist: r.strings()?,
+                    child: r.strings()?,
+                    ..SetWatches::default()
+                };
+                if code == op::SET_WATCHES2 {
+                    set.persistent = r.strings()?;
+                    set.persistent_recursive = r.strings()?;
+                }
+                Request::SetWatches(set)
+            }
+            op::ADD_WATCH => Request::AddWatch {
+                path: r.text()?,
+                mode: r.int()?,
+            },
+            op::CHECK_WATCHES | op::REMOVE_WATCHES => Request::RemoveWatches {
+                path: r.text()?,
+                kind: r.int()?,
+                remove: code == op::REMOVE_WATCHES,
+            },
             op::GET_ALL_CHILDREN_NUMBER => Request::GetAllChildrenNumber { path: r.text()? },
             op::GET_EPHEMERALS => Request::GetEphemerals { prefix: r.text()? },
             op::WHO_AM_I => Request::WhoAmI,
@@ -278,7 +317,15 @@ impl Request {
             Request::Check { .. } => op::CHECK,
             Request::Multi(_) => op::MULTI,
             Request::MultiRead(_) => op::MULTI_READ,
-            Request::SetWatches(_) => op::SET_WATCHES,
+            Request::SetWatches(s)
+                if s.persistent.is_empty() && s.persistent_recursive.is_empty() =>
+            {
+                op::SET_WATCHES
+            }
+            Request::SetWatches(_) => op::SET_WATCHES2,
+            Request::AddWatch { .. } => op::ADD_WATCH,
+            Request::RemoveWatches { remove: false, .. } => op::CHECK_WATCHES,
+            Request::RemoveWatches { remove: true, .. } => op::REMOVE_WATCHES,
             Request::GetAllChildrenNumber { .. } => op::GET_ALL_CHILDREN_NUMBER,
             Request::GetEphemerals { .. } => op::GET_EPHEMERALS,
             Request::WhoAmI => op::WHO_AM_I,
@@ -359,6 +406,15 @@ impl Request {
                     .strings(&s.data)
                     .strings(&s.exist)
                     .strings(&s.child);
+                if self.op() == op::SET_WATCHES2 {
+                    w.strings(&s.persistent).strings(&s.persistent_recursive);
+                }
+            }
+            Request::AddWatch { path, mode } => {
+                w.string(path).int(*mode);
+            }
+            Request::RemoveWatches { path, kind, .. } => {
+                w.string(path).int(*kind);
             }
             Request::WhoAmI | Request::Ping | Request::CloseSession => {}
         }
@@ -412,7 +468,22 @@ mod tests {
             data: vec!["/a".into()],
             exist: vec![],
             child: vec!["/".into()],
+            ..SetWatches::default()
         }));
+        round_trip(Request::SetWatches(SetWatches {
+            relative_zxid: 9,
+            persistent_recursive: vec!["/r".into()],
+            ..SetWatches::default()
+        }));
+        round_trip(Request::AddWatch {
+            path: "/a".into(),
+            mode: 1,
+        });
+        round_trip(Request::RemoveWatches {
+            path: "/a".into(),
+            kind: 3,
+            remove: true,
+        });
         round_trip(Request::GetChildren {
             path: "/".into(),
             watch: true,

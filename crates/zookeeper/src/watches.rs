@@ -4,7 +4,8 @@
 //! connected to, and fired by what the store's events say changed. A
 //! client that reconnects elsewhere sends them again (`setWatches`), with
 //! the last zxid it saw, and [`Watches::set_again`] fires at once those
-//! whose node changed since.
+//! whose node changed since. Persistent watches (`addWatch`) stay after
+//! they fire, until removed.
 
 use crate::codes::event_type;
 use crate::request::SetWatches;
@@ -70,6 +71,12 @@ pub struct Watches {
     data: BTreeSet<String>,
     /// Child watches: fired by a child's create or delete, or the node's delete.
     child: BTreeSet<String>,
+    /// Persistent watches (`addWatch` mode 0): fired as a data and a child
+    /// watch would be, and kept.
+    persistent: BTreeSet<String>,
+    /// Persistent recursive watches (mode 1): fired by a create, delete or
+    /// data change of the node or any node below it, and kept.
+    recursive: BTreeSet<String>,
 }
 
 /// Asked for more than [`WATCHES_MAX`] watches.
@@ -79,7 +86,7 @@ pub struct TooManyWatches;
 impl Watches {
     /// Watched paths.
     pub fn len(&self) -> usize {
-        self.data.len() + self.child.len()
+        self.data.len() + self.child.len() + self.persistent.len() + self.recursive.len()
     }
 
     /// True when nothing is watched.
@@ -112,47 +119,96 @@ impl Watches {
         Ok(())
     }
 
-    /// The notifications `change` fires; each fired watch is gone.
+    /// Leaves a persistent watch on `path`: recursive (`addWatch` mode 1)
+    /// or not (mode 0).
+    pub fn watch_persistent(&mut self, path: &str, recursive: bool) -> Result<(), TooManyWatches> {
+        let set = if recursive {
+            &self.recursive
+        } else {
+            &self.persistent
+        };
+        if !set.contains(path) {
+            self.room()?;
+            let set = if recursive {
+                &mut self.recursive
+            } else {
+                &mut self.persistent
+            };
+            set.insert(path.to_string());
+        }
+        Ok(())
+    }
+
+    /// Whether a watch of `kind` (1 children, 2 data, 3 any, 4 persistent,
+    /// 5 persistent recursive) is on `path`; removed too when `remove`.
+    pub fn remove(&mut self, path: &str, kind: i32, remove: bool) -> bool {
+        let sets: Vec<&mut BTreeSet<String>> = match kind {
+            1 => vec![&mut self.child],
+            2 => vec![&mut self.data],
+            3 => vec![
+                &mut self.data,
+                &mut self.child,
+                &mut self.persistent,
+                &mut self.recursive,
+            ],
+            4 => vec![&mut self.persistent],
+            5 => vec![&mut self.recursive],
+            _ => Vec::new(),
+        };
+        let mut found = false;
+        for set in sets {
+            found |= if remove {
+                set.remove(path)
+            } else {
+                set.contains(path)
+            };
+        }
+        found
+    }
+
+    /// Whether a persistent recursive watch covers `path`.
+    fn recursive_covers(&self, path: &str) -> bool {
+        let mut at = path;
+        loop {
+            if self.recursive.contains(at) {
+                return true;
+            }
+            if at == "/" {
+                return false;
+            }
+            at = split(at).0;
+        }
+    }
+
+    /// The notifications `change` fires, one per event type and node; each
+    /// fired one-shot watch is gone.
     pub fn fire(&mut self, change: &Change) -> Vec<Fired> {
         let mut fired = Vec::new();
-        let parent_changed = |watches: &mut Watches, path: &str, fired: &mut Vec<Fired>| {
-            let (parent, _) = split(path);
-            if watches.child.remove(parent) {
-                fired.push(Fired {
-                    kind: event_type::NODE_CHILDREN_CHANGED,
-                    path: parent.to_string(),
-                });
+        let mut push = |kind: i32, path: &str| {
+            let event = Fired {
+                kind,
+                path: path.to_string(),
+            };
+            if !fired.contains(&event) {
+                fired.push(event);
             }
         };
-        match change {
-            Change::Created(path) => {
-                if self.data.remove(path) {
-                    fired.push(Fired {
-                        kind: event_type::NODE_CREATED,
-                        path: path.clone(),
-                    });
-                }
-                parent_changed(self, path, &mut fired);
-            }
-            Change::Deleted(path) => {
-                // One notification, whichever watches it had.
-                let data = self.data.remove(path);
-                let child = self.child.remove(path);
-                if data || child {
-                    fired.push(Fired {
-                        kind: event_type::NODE_DELETED,
-                        path: path.clone(),
-                    });
-                }
-                parent_changed(self, path, &mut fired);
-            }
-            Change::DataChanged(path) => {
-                if self.data.remove(path) {
-                    fired.push(Fired {
-                        kind: event_type::NODE_DATA_CHANGED,
-                        path: path.clone(),
-                    });
-                }
+        let (path, kind) = match change {
+            Change::Created(path) => (path, event_type::NODE_CREATED),
+            Change::Deleted(path) => (path, event_type::NODE_DELETED),
+            Change::DataChanged(path) => (path, event_type::NODE_DATA_CHANGED),
+        };
+        // The node's own watches.
+        let data = self.data.remove(path);
+        let child = matches!(change, Change::Deleted(_)) && self.child.remove(path);
+        if data || child || self.persistent.contains(path) || self.recursive_covers(path) {
+            push(kind, path);
+        }
+        // Its parent's, for a child created or deleted.
+        if !matches!(change, Change::DataChanged(_)) && path != "/" {
+            let (parent, _) = split(path);
+            if self.child.remove(parent) || self.persistent.contains(parent) {
+                push(event_type::NODE_CHILDREN_CHANGED, parent);
             }
         }
         fired
@@ -203,6 +259,72 @@ impl Watches {
                 Some(_) => self.watch_children(path)?,
             }
         }
+        for path in &set.persistent {
+            self.watch_persistent(path, false)?;
+        }
+        for path in &set.persistent_recursive {
+            self.watch_persistent(path, true)?;
+        }
         Ok(fired)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fired(kind: i32, path: &str) -> Fired {
+        Fired {
+            kind,
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn one_shot_watches_fire_once_and_persistent_ones_stay() {
+        let mut watches = Watches::default();
+        watches.watch_data("/a").unwrap();
+        watches.watch_children("/").unwrap();
+        watches.watch_persistent("/a", false).unwrap();
+        let change = Change::DataChanged("/a".into());
+        assert_eq!(
+            watches.fire(&change),
+            vec![fired(event_type::NODE_DATA_CHANGED, "/a")],
+            "one event for the data and the persistent watch"
+        );
+        assert_eq!(
+            watches.fire(&change),
+            vec![fired(event_type::NODE_DATA_CHANGED, "/a")]
+        );
+        let created = Change::Created("/a/b".into());
+        assert_eq!(
+            watches.fire(&created),
+            vec![fired(event_type::NODE_CHILDREN_CHANGED, "/a")],
+            "a persistent watch sees its node's children change"
+        );
+        let deleted = Change::Deleted("/a".into());
+        assert_eq!(
+            watches.fire(&deleted),
+            vec![
+                fired(event_type::NODE_DELETED, "/a"),
+                fired(event_type::NODE_CHILDREN_CHANGED, "/")
+            ]
+        );
+        assert!(watches.remove("/a", 4, true));
+        assert!(watches.is_empty());
+    }
+
+    #[test]
+    fn a_recursive_watch_sees_every_node_below_but_no_child_lists() {
+        let mut watches = Watches::default();
+        watches.watch_persistent("/r", true).unwrap();
+        assert_eq!(
+            watches.fire(&Change::Created("/r/x/y".into())),
+            vec![fired(event_type::NODE_CREATED, "/r/x/y")]
+        );
+        assert!(watches.fire(&Change::Created("/other".into())).is_empty());
+        assert!(watches.remove("/r", 5, false), "checked, still there");
+        assert!(!watches.remove("/r", 2, true), "no data watch");
+        assert_eq!(watches.len(), 1);
     }
 }

@@ -493,6 +493,37 @@ impl Connection {
                 w.string(path);
                 reply(writer, request_xid, zxid, ErrorCode::Ok, &w.into_bytes()).await?;
             }
+            Request::AddWatch { ref path, mode } => {
+                let zxid = self.backend.store().revision();
+                let code = match mode {
+                    0 | 1 => match self.watches.watch_persistent(path, mode == 1) {
+                        Ok(()) => ErrorCode::Ok,
+                        Err(_) => ErrorCode::SystemError,
+                    },
+                    _ => ErrorCode::BadArguments,
+                };
+                let mut w = JuteWriter::new();
+                w.int(code.code());
+                let record = if code == ErrorCode::Ok {
+                    w.into_bytes()
+                } else {
+                    Vec::new()
+                };
+                reply(writer, request_xid, zxid, code, &record).await?;
+            }
+            Request::RemoveWatches {
+                ref path,
+                kind,
+                remove,
+            } => {
+                let zxid = self.backend.store().revision();
+                let code = if self.watches.remove(path, kind, remove) {
+                    ErrorCode::Ok
+                } else {
+                    ErrorCode::NoWatcher
+                };
+                reply(writer, request_xid, zxid, code, &[]).await?;
+            }
             Request::WhoAmI => {
                 let zxid = self.backend.store().revision();
                 reply(writer, request_xid, zxid, ErrorCode::Unimplemented, &[]).await?;
