@@ -424,9 +424,10 @@ fn apply_zookeeper(store: &mut KvStore, entry: &ZkEntry) -> ZkApplied {
     let command = Command::ZooKeeper(entry.clone());
     let refusal = if store.auth().is_enabled() && !closing {
         Some(ZkError::NoAuth)
-    } else if command.space_cost() > 0 && store.is_alarmed(AlarmKind::NoSpace) {
-        Some(ZkError::SystemError)
-    } else if command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt) {
+    } else if (command.space_cost() > 0 && store.is_alarmed(AlarmKind::NoSpace))
+        || (command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt))
+    {
+        // ZooKeeper has no code for either alarm.
         Some(ZkError::SystemError)
     } else {
         None

@@ -998,6 +998,7 @@ mod tests {
             peer_listen: Some("127.0.0.1:1".into()),
             http_listen: Some("127.0.0.1:2".into()),
             client_listen: Some("127.0.0.1:3".into()),
+            zookeeper_listen: Some("127.0.0.1:13".into()),
             data_dir: Some("d".into()),
             heartbeat_ms: Some(4),
             election_ms: Some(5),

@@ -15,6 +15,7 @@
 use super::etcd_entries::{client_entry, entry_tag, leased_put_entry, Write};
 use super::lease_ledger::{ttl_us, LeaseLedger};
 use super::protocol::{ClientAnswer, OpRef, SimMember};
+use super::zk_entries;
 use crate::checkers::Violation;
 use crate::event::NodeIndex;
 use crate::kv::clients::{self, ClientWorkload, Clients, Reply, Timer};
@@ -130,6 +131,9 @@ impl ClientWorkload for EtcdApp {
                 key,
                 lease: Value(seen.expect("checked")),
             },
+            // A znode's version, not its data, is what ZooKeeper compares:
+            // a compare-and-set of a value it holds has no ZooKeeper form.
+            _ if zk_entries::is_znode(key) && seen.is_some() => Command::Put { key, value },
             _ => Command::CompareAndSet {
                 key,
                 expected: seen.map(Value),
@@ -244,7 +248,12 @@ impl EtcdApp {
         let request = match op.command {
             Command::Get { .. } => Request::ReadBarrier { reply },
             command => {
-                let (entry, write) = client_entry(command);
+                let (entry, write) = if zk_entries::is_znode(key) {
+                    let (entry, zk) = zk_entries::first_entry(client, command);
+                    (entry, Write::Zk(zk))
+                } else {
+                    client_entry(command)
+                };
                 let reply = OpRef {
                     write: Some(write),
                     entry: entry_tag(&entry),
@@ -260,10 +269,11 @@ impl EtcdApp {
         world.flush(node);
     }
 
-    /// A leased put's lease is granted: the client puts under it, through
-    /// the member that answered, as an etcd client's next call goes.
+    /// A leased put's lease is granted, or a ZooKeeper operation's session
+    /// is open: the client takes its next step through the member that
+    /// answered, as a client's next call goes.
     fn put_under_lease(world: &mut World<SimMember, EtcdApp>, node: NodeIndex, op: OpRef) {
-        let Some(Command::LeasedPut { key, value }) = world
+        let Some(command) = world
             .app
             .clients
             .op_of_attempt(op.client, op.attempt)
@@ -271,9 +281,16 @@ impl EtcdApp {
         else {
             return; // the attempt is over (its deadline passed)
         };
-        let entry = leased_put_entry(key, value);
+        let (entry, write) = match command {
+            command if zk_entries::is_znode(command.key()) => {
+                let (entry, zk) = zk_entries::op_entry(op.client, command, op.attempt);
+                (entry, Write::Zk(zk))
+            }
+            Command::LeasedPut { key, value } => (leased_put_entry(key, value), Write::Put),
+            _ => return,
+        };
         let reply = OpRef {
-            write: Some(Write::Put),
+            write: Some(write),
             entry: entry_tag(&entry),
             ..op
         };
@@ -306,7 +323,14 @@ impl EtcdApp {
                 Some(Command::LeasedPut { .. })
             );
         let lease_gone = refusal.code == bellwether_etcd::Code::NotFound;
-        if !(leased && op.write == Some(Write::Put) && lease_gone) {
+        // A ZooKeeper step may be refused with nothing changed: its put's
+        // form did not fit (the other one will), or its session lapsed
+        // (the retry opens it again).
+        let znode = !op.is_expiry() && zk_entries::is_znode(op.key);
+        let other_form = refusal.code == bellwether_etcd::Code::Aborted;
+        let retried = (znode && (other_form || lease_gone))
+            || (leased && op.write == Some(Write::Put) && lease_gone);
+        if !retried {
             let detail = format!(
                 "n{} refused client {} attempt {} ({:?}): {refusal}",
                 node + 1,

@@ -13,6 +13,7 @@
 //! member adds to the answer ([`TaggedMachine`](super::tagged_machine)):
 //! a client answered from another operation's entry is caught at once.
 
+use super::zk_entries::{self, ZkWrite};
 use crate::linearizability::{Command, Key, Response, Value};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_etcd::{read_answer, Checked, Code, Command as EtcdCommand, Refusal};
@@ -38,6 +39,8 @@ pub enum Write {
     Grant,
     /// `Lease/LeaseRevoke`.
     Revoke,
+    /// A ZooKeeper step, on an odd key (see `zk_entries.rs`).
+    Zk(ZkWrite),
 }
 
 /// A write's answer, as the workload reads it.
@@ -51,16 +54,23 @@ pub enum Outcome {
     Refused(Refusal),
 }
 
-/// The bytes of `key` in the store.
+/// The bytes of `key` in the store: an etcd key, or an odd key's znode.
 pub fn key_bytes(key: Key) -> Vec<u8> {
+    if zk_entries::is_znode(key) {
+        return bellwether_zookeeper::znode::node_key(&zk_entries::path(key));
+    }
     format!("k{}", key.0).into_bytes()
 }
 
-/// The key whose bytes are `bytes` (see [`key_bytes`]).
-pub fn key_of(bytes: &[u8]) -> Key {
-    let digits = bytes.strip_prefix(b"k").expect("the workload's keys");
+/// The key whose bytes are `bytes` (see [`key_bytes`]); `None` for a
+/// store key that is no workload key (a ZooKeeper session's record).
+pub fn key_of(bytes: &[u8]) -> Option<Key> {
+    if let Some(path) = bellwether_zookeeper::znode::path_of(bytes) {
+        return zk_entries::key_of_path(&path);
+    }
+    let digits = bytes.strip_prefix(b"k")?;
     let text = std::str::from_utf8(digits).expect("digits");
-    Key(text.parse().expect("a key number"))
+    Some(Key(text.parse().expect("a key number")))
 }
 
 /// The store's id of the lease a leased put of `value` grants: the value
@@ -74,6 +84,9 @@ pub fn lease_id(value: Value) -> i64 {
 /// The value of `key` in `store`, as the workload's model sees it.
 pub fn read(store: &SharedStore, key: Key) -> Option<Value> {
     let store = store.lock().expect("the simulation runs on one thread");
+    if zk_entries::is_znode(key) {
+        return zk_entries::read(&store, key);
+    }
     let kv = store.get(&key_bytes(key))?;
     let bytes: [u8; 8] = kv.value.as_slice().try_into().expect("values are 8 bytes");
     Some(Value(u64::from_le_bytes(bytes)))
@@ -170,6 +183,7 @@ pub fn entry_tag(entry: &[u8]) -> u64 {
 pub fn outcome(write: Write, answer: &[u8]) -> Outcome {
     let refused = Outcome::Refused;
     match write {
+        Write::Zk(zk) => zk_entries::outcome(zk, answer),
         Write::Put => match read_answer::<pb::PutResponse>(answer) {
             Ok(_) => Outcome::Done(Response::Put),
             Err(refusal) => refused(refusal),

@@ -152,7 +152,7 @@ impl SimLessor {
             .expect("one thread")
             .lease_keys(id)
             .ok()
-            .and_then(|keys| keys.first().map(|k| key_of(k)));
+            .and_then(|keys| keys.iter().find_map(|k| key_of(k)));
         self.revokes += 1;
         let command = expiry_entry(id);
         let reply = OpRef {

@@ -15,6 +15,7 @@ mod lessor;
 mod message;
 mod protocol;
 mod tagged_machine;
+mod zk_entries;
 
 pub use app::EtcdApp;
 pub use bellwether_member::Runtime;

@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn the_workloads_writes_apply_as_etcd_requests_and_answers_name_their_entry() {
         let mut log = Applier::new();
-        let (key, one, two) = (Key(3), Value(1), Value(2));
+        let (key, one, two) = (Key(2), Value(1), Value(2));
         let cas = |expected, new| Command::CompareAndSet { key, expected, new };
         let set = Outcome::Done(Response::CompareAndSet(true));
         let unset = Outcome::Done(Response::CompareAndSet(false));
@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn a_revoke_removes_its_key_only_while_the_key_is_attached_to_it() {
         let mut log = Applier::new();
-        let key = Key(1);
+        let key = Key(4);
         let leased = |n: u64| Value(1 << 62 | n);
         let revoke = |n: u64| Command::Revoke {
             key,
@@ -204,7 +204,7 @@ mod tests {
     fn the_lease_clock_hears_grants_client_revokes_and_expiries_apart() {
         let events = LeaseEvents::default();
         let mut machine = TaggedMachine::new(events.clone(), None);
-        let (key, lease) = (Key(1), Value(9));
+        let (key, lease) = (Key(4), Value(9));
         let (grant, _) = client_entry(Command::LeasedPut { key, value: lease });
         machine.apply(LogIndex(1), &grant);
         machine.apply(LogIndex(2), &expiry_entry(9));

@@ -38,7 +38,9 @@ fn the_member_driver_stays_linearizable_under_chaos_with_forwarding() {
             .copied()
             .unwrap_or(0);
     }
-    assert!(completed > 1_000, "clients got answers: {completed}");
+    // A third of the keys are znodes, whose operations take two or three
+    // steps (the session, then a put's form), so fewer complete in a run.
+    assert!(completed > 800, "clients got answers: {completed}");
     assert!(forwarded > 0, "followers forwarded writes");
 }
 
@@ -58,8 +60,10 @@ fn leases_expire_by_the_clock_and_never_early_while_leadership_moves() {
         expired += workload.leases_expired;
         renewed += workload.keep_alives_renewed;
     }
+    // ZooKeeper sessions (a leased put on a znode) last at least 4 s,
+    // twice an etcd lease's 2 s, so fewer lapse within a run.
     assert!(
-        expired > 50 && renewed > 500,
+        expired > 40 && renewed > 500,
         "{expired} expired, {renewed} renewed"
     );
 }
@@ -293,5 +297,39 @@ fn a_state_machine_that_expires_leases_before_their_ttl_is_caught() {
     assert!(
         first.is_some_and(|f| f.contains("before its guarantee")),
         "caught as an early expiry"
+    );
+}
+
+/// The odd keys are znodes, written through ZooKeeper's requests in
+/// sessions (`zk_entries.rs`): puts in both forms, creates for
+/// compare-and-sets of absent keys, ephemeral nodes for leased puts and
+/// session closes for revokes all complete, and the history, etcd keys and
+/// znodes together, is linearizable.
+#[test]
+fn znodes_are_written_through_sessions_and_checked_with_the_etcd_keys() {
+    let histories: Vec<Vec<Operation>> = (1..=4).map(history_without_faults).collect();
+    for history in &histories {
+        assert!(check(history, &CheckOptions::default()).is_linearizable());
+    }
+    let on_znodes = |wanted: fn(&Command) -> bool| {
+        histories
+            .iter()
+            .flatten()
+            .filter(|o| o.complete_us().is_some())
+            .filter(|o| super::zk_entries::is_znode(o.command.key()))
+            .filter(|o| wanted(&o.command))
+            .count()
+    };
+    let puts = on_znodes(|c| matches!(c, Command::Put { .. }));
+    let leased = on_znodes(|c| matches!(c, Command::LeasedPut { .. }));
+    let revokes = on_znodes(|c| matches!(c, Command::Revoke { .. }));
+    let creates = on_znodes(|c| matches!(c, Command::CompareAndSet { expected: None, .. }));
+    let reads = on_znodes(|c| matches!(c, Command::Get { .. }));
+    println!(
+        "znodes: {puts} puts, {leased} leased, {revokes} revokes, {creates} creates, {reads} reads"
+    );
+    assert!(
+        puts > 10 && leased > 5 && revokes > 0 && creates > 0 && reads > 10,
+        "znodes: {puts} puts, {leased} leased, {revokes} revokes, {creates} creates, {reads} reads"
     );
 }

@@ -11,7 +11,7 @@ use bellwether_core::Protocol;
 
 impl<P: Protocol, A: Application<P>> World<P, A> {
     /// Sets `leader`'s tick to `leader_tick_us` and every other host's to
-    /// `follower_tick_us`, runs 300 ms, isolates `leader` for 400 ms (the
+    /// `follower_tick_us`, runs 300 ms, isolates `leader` for 600 ms (the
     /// others must elect a new leader meanwhile), heals, and runs 1 s
     /// more. Panics if no other leader was elected or a checker failed:
     /// the scenario did not happen as scripted.
@@ -31,7 +31,7 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
         self.run_for(300_000)
             .expect("no checker fails before the cut");
         self.partition(&Partition::Isolated { node: leader });
-        self.run_for(400_000)
+        self.run_for(600_000)
             .expect("no checker fails while cut off");
         let others: Vec<u64> = self.acting_leaders().iter().map(|(id, _)| id.0).collect();
         assert!(
