@@ -157,7 +157,7 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
                 backend.clone(),
                 lease,
                 config.client_connections_max,
-                std::sync::Arc::new(bellwether_server::zookeeper::stats::ZkStats::default()),
+                handles.metrics.zookeeper.clone(),
                 std::future::pending(),
             )));
         }

@@ -77,6 +77,8 @@ pub struct Metrics {
     pub app_elections: Arc<AppElections>,
     /// Applications' task queues in this member's store.
     pub app_tasks: Arc<AppTasks>,
+    /// The ZooKeeper endpoint's figures (all zero when it is not served).
+    pub zookeeper: Arc<crate::zookeeper::stats::ZkStats>,
     /// Names, help texts and types of all the above, for `render`.
     registry: Registry,
 }
@@ -126,6 +128,7 @@ impl Metrics {
             answer_polls_expired: child(&answer_polls, ("result", "expired")),
             app_elections: Arc::default(),
             app_tasks: Arc::default(),
+            zookeeper: Arc::default(),
             registry: Registry::default(),
         };
         metrics.register(wal_syncs, answer_polls);
@@ -139,6 +142,7 @@ impl Metrics {
         answer_polls: Family<Label, Counter>,
     ) {
         let registry = &mut self.registry;
+        self.zookeeper.register(registry);
         for (name, help, histogram) in [
             (
                 "bellwether_election_duration_seconds",

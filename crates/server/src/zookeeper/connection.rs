@@ -131,14 +131,11 @@ impl Connection {
     /// Serves the connection until the client leaves, the session ends or
     /// the member stops.
     pub async fn run(mut self, stream: TcpStream) -> Result<(), ConnectionError> {
-        ZkStats::bump(&self.stats.connections);
+        self.stats.connections.inc();
         let stats = self.stats.clone();
         let ran = self.run_counted(stream).await;
-        ZkStats::drop_one(&stats.connections);
-        let held = self.watches.len() as u64;
-        stats
-            .watches
-            .fetch_sub(held, std::sync::atomic::Ordering::Relaxed);
+        stats.connections.dec();
+        stats.watches.dec_by(self.watches.len() as u64);
         ran
     }
 
@@ -212,12 +209,14 @@ impl Connection {
                     };
                     self.heard = true;
                     last_heard = Instant::now();
-                    ZkStats::bump(&self.stats.received);
-                    ZkStats::bump(&self.stats.outstanding);
+                    self.stats.received.inc();
+                    self.stats.outstanding.inc();
+                    let started = std::time::Instant::now();
                     let watched = self.watches.len();
                     let handled = self.handle(&packet, writer).await;
-                    ZkStats::drop_one(&self.stats.outstanding);
-                    ZkStats::bump(&self.stats.sent);
+                    self.stats.outstanding.dec();
+                    self.stats.sent.inc();
+                    self.stats.latency.record(started.elapsed());
                     self.count_watches(watched);
                     if handled? == Flow::Close {
                         return Ok(());
@@ -257,13 +256,9 @@ impl Connection {
     fn count_watches(&self, before: usize) {
         let now = self.watches.len();
         if now > before {
-            self.stats
-                .watches
-                .fetch_add((now - before) as u64, std::sync::atomic::Ordering::Relaxed);
+            self.stats.watches.inc_by((now - before) as u64);
         } else {
-            self.stats
-                .watches
-                .fetch_sub((before - now) as u64, std::sync::atomic::Ordering::Relaxed);
+            self.stats.watches.dec_by((before - now) as u64);
         }
     }
 
@@ -639,9 +634,7 @@ impl Connection {
         writer: &mut OwnedWriteHalf,
         fired: &[Fired],
     ) -> Result<(), ConnectionError> {
-        self.stats
-            .sent
-            .fetch_add(fired.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.stats.sent.inc_by(fired.len() as u64);
         for event in fired {
             let mut w = JuteWriter::new();
             w.int(event.kind)

@@ -18,21 +18,21 @@ fn version() -> String {
 
 /// The answer to `word`, if it is one of [`WORDS`].
 pub fn answer(word: &[u8; 4], backend: &EtcdBackend, stats: &ZkStats) -> Option<String> {
-    let (mode, zxid, nodes) = {
-        let status = backend.status.borrow();
-        let mode = match status.role {
-            Role::Leader => "leader",
-            _ => "follower",
-        };
-        let store = backend.store();
-        let nodes = count_nodes(&store);
-        (mode, store.revision(), nodes)
+    let mode = match backend.status.borrow().role {
+        Role::Leader => "leader",
+        _ => "follower",
     };
-    let connections = ZkStats::get(&stats.connections);
-    let received = ZkStats::get(&stats.received);
-    let sent = ZkStats::get(&stats.sent);
-    let outstanding = ZkStats::get(&stats.outstanding);
-    let watches = ZkStats::get(&stats.watches);
+    let zxid = {
+        let store = backend.store();
+        stats.count_tree(&store);
+        store.revision()
+    };
+    let nodes = stats.znodes.get();
+    let connections = stats.connections.get();
+    let received = stats.received.get();
+    let sent = stats.sent.get();
+    let outstanding = stats.outstanding.get();
+    let watches = stats.watches.get();
     let server = || {
         format!(
             "Zookeeper version: {}\nLatency min/avg/max: 0/0.0/0\nReceived: {received}\nSent: {sent}\n\
@@ -61,21 +61,4 @@ pub fn answer(word: &[u8; 4], backend: &EtcdBackend, stats: &ZkStats) -> Option<
         ),
         _ => return None,
     })
-}
-
-/// Znodes in the store, the root included.
-fn count_nodes(store: &bellwether_kv::KvStore) -> i64 {
-    let range = bellwether_kv::KeyRange::prefix(bellwether_zookeeper::znode::NODE_PREFIX.to_vec());
-    let request = bellwether_kv::RangeRequest {
-        key: range.key,
-        range_end: range.range_end,
-        count_only: true,
-        ..Default::default()
-    };
-    let stored = store.range(&request).map(|r| r.count).unwrap_or(0);
-    // The root exists before anything writes its record.
-    let root_written = store
-        .get(bellwether_zookeeper::znode::NODE_PREFIX)
-        .is_some();
-    stored + i64::from(!root_written)
 }

@@ -31,7 +31,7 @@ pub async fn serve(
 ) {
     let permits = Arc::new(Semaphore::new(connections_max.max(1)));
     // Stopped when this future ends or is dropped.
-    let _reaping = AbortOnDrop(tokio::spawn(reaper::run(backend.clone())));
+    let _reaping = AbortOnDrop(tokio::spawn(reaper::run(backend.clone(), stats.clone())));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {

@@ -18,12 +18,20 @@ pub const REAP_INTERVAL: Duration = Duration::from_secs(1);
 /// Most deletions logged per look: the rest wait for the next.
 const REAPS_PER_LOOK_MAX: usize = 1_000;
 
-/// Runs until the task is dropped.
-pub async fn run(backend: EtcdBackend) {
+/// Looks this many times between two counts of the tree for `/metrics`.
+const LOOKS_PER_COUNT: u32 = 5;
+
+/// Runs until the task is dropped; also counts the tree into `stats`.
+pub async fn run(backend: EtcdBackend, stats: std::sync::Arc<super::stats::ZkStats>) {
     let mut tick = tokio::time::interval(REAP_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut looks = 0u32;
     loop {
         tick.tick().await;
+        looks = looks.wrapping_add(1);
+        if looks % LOOKS_PER_COUNT == 1 {
+            stats.count_tree(&backend.store());
+        }
         if !backend.is_leader() {
             continue;
         }

@@ -1,36 +1,101 @@
 //! What the ZooKeeper endpoint counts, for the four-letter words and
-//! `/metrics`: plain atomics, touched once per packet.
+//! `/metrics`: prometheus-client's atomics, touched once per packet, and
+//! the tree's sizes, counted by the endpoint's background task.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use bellwether_client::LatencyHistogram;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
-/// The endpoint's counters. Shared by its connections.
+/// A gauge of a count.
+type CountGauge = Gauge<u64, AtomicU64>;
+
+/// The endpoint's figures. Shared by its connections.
 #[derive(Debug, Default)]
 pub struct ZkStats {
     /// Connections open now.
-    pub connections: AtomicU64,
+    pub connections: CountGauge,
     /// Packets received since start.
-    pub received: AtomicU64,
-    /// Packets sent since start.
-    pub sent: AtomicU64,
+    pub received: Counter,
+    /// Packets sent since start (replies and notifications).
+    pub sent: Counter,
     /// Requests being handled now.
-    pub outstanding: AtomicU64,
+    pub outstanding: CountGauge,
     /// Watches held by this member's connections now.
-    pub watches: AtomicU64,
+    pub watches: CountGauge,
+    /// Sessions open in the store, counted every few seconds.
+    pub sessions: CountGauge,
+    /// Znodes in the store, the root included, counted every few seconds.
+    pub znodes: CountGauge,
+    /// Time from a request's arrival to its reply.
+    pub latency: LatencyHistogram,
 }
 
 impl ZkStats {
-    /// Adds one to `counter`.
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+    /// Names every figure in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        for (name, help, gauge) in [
+            (
+                "bellwether_zookeeper_connections",
+                "ZooKeeper client connections open on this member.",
+                &self.connections,
+            ),
+            (
+                "bellwether_zookeeper_outstanding_requests",
+                "ZooKeeper requests being handled on this member.",
+                &self.outstanding,
+            ),
+            (
+                "bellwether_zookeeper_watches",
+                "Watches held by this member's ZooKeeper connections.",
+                &self.watches,
+            ),
+            (
+                "bellwether_zookeeper_sessions",
+                "ZooKeeper sessions open in the store.",
+                &self.sessions,
+            ),
+            (
+                "bellwether_zookeeper_znodes",
+                "Znodes in the store, the root included.",
+                &self.znodes,
+            ),
+        ] {
+            registry.register(name, help, gauge.clone());
+        }
+        registry.register(
+            "bellwether_zookeeper_packets_received",
+            "ZooKeeper packets received by this member.",
+            self.received.clone(),
+        );
+        registry.register(
+            "bellwether_zookeeper_packets_sent",
+            "ZooKeeper packets sent by this member (replies and notifications).",
+            self.sent.clone(),
+        );
+        registry.register(
+            "bellwether_zookeeper_request_latency_seconds",
+            "Time from a ZooKeeper request's arrival to its reply on this member.",
+            self.latency.clone(),
+        );
     }
 
-    /// Takes one from `counter`.
-    pub fn drop_one(counter: &AtomicU64) {
-        counter.fetch_sub(1, Ordering::Relaxed);
-    }
-
-    /// `counter`'s value.
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
+    /// Counts the store's sessions and znodes.
+    pub fn count_tree(&self, store: &bellwether_kv::KvStore) {
+        use bellwether_zookeeper::znode::{NODE_PREFIX, SESSION_PREFIX};
+        let count = |prefix: &[u8]| {
+            let range = bellwether_kv::KeyRange::prefix(prefix.to_vec());
+            let request = bellwether_kv::RangeRequest {
+                key: range.key,
+                range_end: range.range_end,
+                count_only: true,
+                ..Default::default()
+            };
+            store.range(&request).map_or(0, |r| r.count.max(0) as u64)
+        };
+        let root_written = u64::from(store.get(NODE_PREFIX).is_some());
+        self.znodes.set(count(NODE_PREFIX) + 1 - root_written);
+        self.sessions.set(count(SESSION_PREFIX));
     }
 }
