@@ -36,7 +36,10 @@ fi
 # for the dashboard test, curl for the JSON gateway's transcripts, etcd-client for the etcdctl conformance tests,
 # etcd-server (a real etcd 3.4) for the tests that compare answers with it,
 # protobuf-compiler (protoc) to build the Rust etcd-client crate that
-# crates/conformance's tests use (bellwether itself never needs protoc).
+# crates/conformance's tests use (bellwether itself never needs protoc),
+# zookeeper (a real ZooKeeper 3.8; it depends on default-jre, so java comes
+# with it) and python3-venv (target/zk-venv, below) for the tests that
+# compare bellwether's ZooKeeper protocol with it.
 need=()
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v mount >/dev/null 2>&1 || need+=(mount)
@@ -45,6 +48,8 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v protoc >/dev/null 2>&1 || [ -n "${PROTOC:-}" ] || need+=(protobuf-compiler)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+{ command -v java && [ -f /usr/share/java/zookeeper.jar ]; } >/dev/null 2>&1 || need+=(zookeeper)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${need[*]}"
@@ -61,6 +66,16 @@ started=$SECONDS
 phase() {
   echo "== $1 (at $((SECONDS - started)) s)"
 }
+
+# kazoo for crates/cli/tests/zookeeper.rs (tests/zookeeper/transcript.py):
+# made once, kept in target/ like the build.
+phase "target/zk-venv (kazoo 2.10.0)"
+if ! target/zk-venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('kazoo') != '2.10.0')" >/dev/null 2>&1; then
+  if ! { python3 -m venv target/zk-venv && target/zk-venv/bin/pip install --quiet kazoo==2.10.0; }; then
+    echo "FAILED: could not create target/zk-venv with kazoo==2.10.0 (python3 -m venv, then pip); the ZooKeeper tests cannot run" >&2
+    exit 1
+  fi
+fi
 
 phase "cargo fmt --check"
 cargo fmt --all -- --check

@@ -46,6 +46,10 @@ const PACKETS_QUEUED_MAX: usize = 64;
 /// yet, too busy), and the pause between them.
 const PROPOSE_ATTEMPTS: usize = 40;
 const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// A session's lease is renewed when a packet comes this long or more
+/// after the last renewal: clients ping every third of their timeout, so
+/// a renewal follows each ping, and a busy client renews at most this often.
+const RENEW_GAP_MAX: Duration = Duration::from_millis(200);
 /// Attempts at choosing a session id no session holds.
 const SESSION_ID_ATTEMPTS: usize = 4;
 
@@ -98,8 +102,8 @@ pub struct Connection {
     /// watches.
     next_event_revision: i64,
     relay: Option<KeepAliveRelay>,
-    /// Something came from the client since the last renewal.
-    heard: bool,
+    /// When the session's lease was last renewed.
+    renewed: Instant,
     stats: Arc<ZkStats>,
     /// The ids this connection has proven: its address, and digest users.
     auth: Vec<AuthId>,
@@ -124,7 +128,7 @@ impl Connection {
             watches: Watches::default(),
             next_event_revision: 0,
             relay: None,
-            heard: false,
+            renewed: Instant::now(),
         }
     }
 
@@ -196,8 +200,6 @@ impl Connection {
         writer: &mut OwnedWriteHalf,
     ) -> Result<(), ConnectionError> {
         let mut revisions = self.backend.revisions.clone();
-        let renew_every = self.timeout / 3;
-        let mut next_renewal = Instant::now() + renew_every;
         let mut last_heard = Instant::now();
         loop {
             let silence_ends = last_heard + self.timeout;
@@ -207,8 +209,15 @@ impl Connection {
                         None => return Ok(()),
                         Some(packet) => packet.map_err(ConnectionError::Packet)?,
                     };
-                    self.heard = true;
                     last_heard = Instant::now();
+                    // The lease counts from a renewal at most this long
+                    // before the client's last packet, so the session lives
+                    // at least its timeout less that after the client was
+                    // last heard (ZooKeeper's clients give up on a server
+                    // after two thirds of it).
+                    if self.renewed.elapsed() >= RENEW_GAP_MAX && !self.renew().await? {
+                        return Ok(());
+                    }
                     self.stats.received.inc();
                     self.stats.outstanding.inc();
                     let started = std::time::Instant::now();
@@ -232,12 +241,6 @@ impl Connection {
                     self.notify(writer, &fired?).await?;
                     if !self.session_open() {
                         // Expired at the leader and now applied here.
-                        return Ok(());
-                    }
-                }
-                _ = tokio::time::sleep_until(next_renewal) => {
-                    next_renewal = Instant::now() + renew_every;
-                    if self.heard && !self.renew().await? {
                         return Ok(());
                     }
                 }
@@ -269,7 +272,7 @@ impl Connection {
 
     /// Renews the session's lease; false once it is gone.
     async fn renew(&mut self) -> Result<bool, ConnectionError> {
-        self.heard = false;
+        self.renewed = Instant::now();
         match self.lease.renew(self.session, &mut self.relay).await {
             Ok(ttl) => Ok(ttl > 0),
             Err(status) => Err(ConnectionError::Unavailable(format!(

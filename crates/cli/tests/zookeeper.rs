@@ -1,0 +1,492 @@
+//! ZooKeeper's client protocol compared answer by answer with a real
+//! Apache ZooKeeper 3.8 (Debian's `zookeeper` package): the kazoo scenario
+//! tests/zookeeper/transcript.py runs against both and its canonical
+//! transcripts must be equal line by line. A second test runs it twice
+//! against one real ZooKeeper, to show that the transcript only changes
+//! when answers do.
+//!
+//! Needs java and /usr/share/java/zookeeper.jar (scripts/test.sh installs
+//! the package) and python3 with venv and pip (the test creates
+//! target/zk-venv with kazoo 2.10.0 when it is missing); any of them
+//! missing fails the test with what to install.
+
+mod common;
+
+use common::Cluster;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long real ZooKeeper gets to answer a session handshake.
+const ZOOKEEPER_START: Duration = Duration::from_secs(90);
+/// How long one transcript run may take (about 3 s against ZooKeeper).
+const TRANSCRIPT_LIMIT: Duration = Duration::from_secs(180);
+/// The kazoo release the transcript is written for.
+const KAZOO: &str = "kazoo==2.10.0";
+
+#[test]
+fn transcript_matches_real_zookeeper() {
+    let python = venv_python();
+    let name = "zookeeper-transcript";
+    let zookeeper = RealZooKeeper::start(name);
+    let expected = transcript(&python, &zookeeper.address);
+    zookeeper.stop();
+    println!("real ZooKeeper 3.8's transcript:\n{expected}");
+
+    let mut cluster = Cluster::stopped(name, 3, 50, 300);
+    for i in cluster.all() {
+        spawn_with_zookeeper(&mut cluster, i);
+    }
+    let (leader, _) = cluster.wait_leader(&cluster.all(), Duration::from_secs(15));
+    // A follower: a ZooKeeper client may be connected to any member.
+    let member = if leader == 1 { 2 } else { 1 };
+    let address = zookeeper_address(&cluster, member);
+    wait_accepting(&address, Duration::from_secs(15));
+    let actual = transcript(&python, &address);
+    assert_same_transcript(
+        "real ZooKeeper 3.8",
+        &expected,
+        &format!(
+            "bellwether member n{member} ({address}); logs in {}",
+            cluster.dir.display()
+        ),
+        &actual,
+    );
+}
+
+#[test]
+fn real_zookeeper_transcript_is_stable() {
+    let python = venv_python();
+    let zookeeper = RealZooKeeper::start("zookeeper-stable");
+    let first = transcript(&python, &zookeeper.address);
+    let second = transcript(&python, &zookeeper.address);
+    zookeeper.stop();
+    assert_same_transcript("first run", &first, "second run", &second);
+}
+
+/// kazoo's Election with three contender processes on a 3-member cluster
+/// (tests/zookeeper/contender.py): SIGKILL of the cluster's Raft leader
+/// loses no session and moves no election; SIGKILL of the holder moves it
+/// to exactly one other contender once the holder's session expires.
+#[test]
+fn a_kazoo_election_moves_only_when_its_holder_dies() {
+    let python = venv_python();
+    let mut cluster = Cluster::stopped("zookeeper-election-faults", 3, 50, 300);
+    for i in cluster.all() {
+        spawn_with_zookeeper(&mut cluster, i);
+    }
+    let (raft_leader, _) = cluster.wait_leader(&cluster.all(), Duration::from_secs(15));
+    let hosts: Vec<String> = cluster
+        .all()
+        .into_iter()
+        .map(|i| zookeeper_address(&cluster, i))
+        .collect();
+    for address in &hosts {
+        wait_accepting(address, Duration::from_secs(15));
+    }
+    let script = workspace().join("tests/zookeeper/contender.py");
+    let (lines_in, lines) = mpsc::channel::<(String, String)>();
+    let mut contenders = Contenders(Vec::new());
+    for name in ["c1", "c2", "c3"] {
+        let mut child = Command::new(&python)
+            .arg(&script)
+            .args([&hosts.join(","), name])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python runs");
+        let stdout = child.stdout.take().expect("piped");
+        let lines_in = lines_in.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = lines_in.send((name.to_string(), line));
+            }
+        });
+        contenders.0.push((name.to_string(), child));
+    }
+    let next_leader = |within: Duration| -> Option<String> {
+        let deadline = Instant::now() + within;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match lines.recv_timeout(left) {
+                Ok((_, line)) if line.starts_with("leading ") => {
+                    return Some(line["leading ".len()..].to_string())
+                }
+                Ok((name, line)) => {
+                    assert!(!line.contains("LOST"), "{name}'s session was lost: {line}");
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    };
+    let holder = next_leader(Duration::from_secs(60)).expect("a contender leads");
+    println!("{holder} leads; SIGKILL of the Raft leader n{raft_leader}");
+    cluster.kill(raft_leader);
+    // Three of the sessions' timeouts (4 s): a lost session or a moved
+    // election would show by then.
+    assert_eq!(
+        next_leader(Duration::from_secs(12)),
+        None,
+        "the election moved"
+    );
+    let index = contenders
+        .0
+        .iter()
+        .position(|(name, _)| *name == holder)
+        .expect("the holder is one of them");
+    let (_, mut child) = contenders.0.remove(index);
+    let killed = Instant::now();
+    child.kill().expect("SIGKILL the holder");
+    let _ = child.wait();
+    let next = next_leader(Duration::from_secs(30)).expect("another contender leads");
+    let took = killed.elapsed();
+    println!("{next} leads {took:?} after {holder} was killed");
+    assert_ne!(next, holder);
+    assert!(
+        took >= Duration::from_secs(2),
+        "the next led before the holder's session could expire: {took:?}"
+    );
+    assert_eq!(
+        next_leader(Duration::from_secs(3)),
+        None,
+        "one holder at a time"
+    );
+}
+
+/// Contender processes, killed when the test ends however it ends.
+struct Contenders(Vec<(String, Child)>);
+
+impl Drop for Contenders {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The repository's root (the cli crate is crates/cli).
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the workspace root")
+}
+
+/// The Python of target/zk-venv, made with kazoo when missing (one test at
+/// a time: both tests of this file need it).
+fn venv_python() -> PathBuf {
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = MAKING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let venv = workspace().join("target/zk-venv");
+    let python = venv.join("bin/python");
+    let has_kazoo = |python: &Path| {
+        Command::new(python)
+            .args([
+                "-c",
+                "import importlib.metadata as m, sys; sys.exit(m.version('kazoo') != '2.10.0')",
+            ])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if has_kazoo(&python) {
+        return python;
+    }
+    if !python.exists() {
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output();
+        match made {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => panic!(
+                "python3 -m venv {} failed: {}\ninstall Debian's python3-venv (scripts/test.sh does)",
+                venv.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(error) => panic!(
+                "cannot run python3 ({error}): install Debian's python3 and python3-venv \
+                 (scripts/test.sh does)"
+            ),
+        }
+    }
+    let out = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", KAZOO])
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {}/bin/pip: {error}", venv.display()));
+    assert!(
+        out.status.success() && has_kazoo(&python),
+        "pip install {KAZOO} into {} failed (PyPI must be reachable): {}{}",
+        venv.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    python
+}
+
+/// Runs the transcript against `address`; its stdout, or a panic with
+/// everything it printed when it fails or takes too long.
+fn transcript(python: &Path, address: &str) -> String {
+    let script = workspace().join("tests/zookeeper/transcript.py");
+    let mut child = Command::new(python)
+        .arg(&script)
+        .arg(address)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot run {}: {error}", python.display()));
+    let stdout = read_all_in_thread(child.stdout.take().unwrap());
+    let stderr = read_all_in_thread(child.stderr.take().unwrap());
+    let deadline = Instant::now() + TRANSCRIPT_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = stdout.join().unwrap();
+    let stderr = stderr.join().unwrap();
+    match status {
+        Some(status) if status.success() => stdout,
+        Some(status) => panic!(
+            "the transcript against {address} failed ({status}):\n{stdout}\n--- stderr:\n{stderr}"
+        ),
+        None => panic!(
+            "the transcript against {address} took over {TRANSCRIPT_LIMIT:?} and was killed:\n\
+             {stdout}\n--- stderr:\n{stderr}"
+        ),
+    }
+}
+
+fn read_all_in_thread(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = from.read_to_string(&mut text);
+        text
+    })
+}
+
+/// Member i's ZooKeeper address: past the etcd API ports (`http_base + 50
+/// + i`), below the real ZooKeeper's and etcd's (`http_base + 90…`).
+fn zookeeper_address(cluster: &Cluster, i: usize) -> String {
+    format!("127.0.0.1:{}", cluster.http_base + 60 + i as u16)
+}
+
+/// [`Cluster::spawn`] with `--zookeeper-listen` added for member i.
+fn spawn_with_zookeeper(cluster: &mut Cluster, i: usize) {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(cluster.dir.join(format!("n{i}.log")))
+        .unwrap();
+    let child = cluster
+        .command(i, &cluster.cluster_name.clone())
+        .args(["--zookeeper-listen", &zookeeper_address(cluster, i)])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("the bellwether binary runs");
+    cluster.children[i - 1] = Some(child);
+}
+
+/// Waits until `address` accepts TCP connections.
+fn wait_accepting(address: &str, timeout: Duration) {
+    let address: std::net::SocketAddr = address.parse().unwrap();
+    let deadline = Instant::now() + timeout;
+    while std::net::TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "nothing accepts ZooKeeper clients on {address} after {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A standalone real ZooKeeper started by tests/zookeeper/run_real_zookeeper.sh
+/// as the leader of its own process group; the group is killed on stop or
+/// drop.
+struct RealZooKeeper {
+    /// zoo.cfg, its data and its log.
+    dir: PathBuf,
+    /// The script (the process group's leader).
+    child: Option<Child>,
+    /// `127.0.0.1:PORT`.
+    address: String,
+    /// The JVM's pid, to see it gone.
+    java: u32,
+}
+
+impl RealZooKeeper {
+    /// Starts ZooKeeper on a port derived from `name` (past a test
+    /// cluster's and etcd's, like theirs below the ephemeral range) and
+    /// waits until it answers a session handshake.
+    fn start(name: &str) -> RealZooKeeper {
+        let port = 10_000 + common::net_for(name) as u16 * 100 + 95;
+        let dir = std::env::temp_dir().join(format!("bw-zookeeper-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = workspace().join("tests/zookeeper/run_real_zookeeper.sh");
+        let mut child = Command::new("bash")
+            .arg(&script)
+            .arg(&dir)
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot run bash {}: {error}", script.display()));
+        let (lines, ready) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        let stderr = read_all_in_thread(child.stderr.take().unwrap());
+        let mut zookeeper = RealZooKeeper {
+            dir,
+            child: Some(child),
+            address: format!("127.0.0.1:{port}"),
+            java: 0,
+        };
+        match ready.recv_timeout(ZOOKEEPER_START) {
+            Ok(line) if line.starts_with("zookeeper ready ") => {
+                zookeeper.java = line
+                    .rsplit(' ')
+                    .next()
+                    .and_then(|pid| pid.parse().ok())
+                    .expect("the ready line ends with the JVM's pid");
+                zookeeper
+            }
+            _ => {
+                zookeeper.kill();
+                panic!(
+                    "real ZooKeeper did not start on {}: {}",
+                    zookeeper.address,
+                    stderr.join().unwrap_or_default()
+                );
+            }
+        }
+    }
+
+    /// Kills the process group, then fails if the JVM is still alive.
+    fn stop(mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive(self.java) {
+            assert!(
+                Instant::now() < deadline,
+                "real ZooKeeper's JVM (pid {}) outlived its process group's SIGKILL",
+                self.java
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let group = rustix::process::Pid::from_child(&child);
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) STATE ...": the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+impl Drop for RealZooKeeper {
+    fn drop(&mut self) {
+        self.kill();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Fails with a unified-style diff unless the transcripts are equal.
+fn assert_same_transcript(left_name: &str, left: &str, right_name: &str, right: &str) {
+    if left == right {
+        return;
+    }
+    let a: Vec<&str> = left.lines().collect();
+    let b: Vec<&str> = right.lines().collect();
+    panic!(
+        "the transcripts differ\n--- {left_name}\n+++ {right_name}\n{}",
+        unified_diff(&a, &b, 3)
+    );
+}
+
+/// Lines of `a` and `b` as a diff: an LCS table, then hunks of changes
+/// with `context` unchanged lines around them.
+fn unified_diff(a: &[&str], b: &[&str], context: usize) -> String {
+    let (n, m) = (a.len(), b.len());
+    let mut common = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            common[i][j] = if a[i] == b[j] {
+                common[i + 1][j + 1] + 1
+            } else {
+                common[i + 1][j].max(common[i][j + 1])
+            };
+        }
+    }
+    // (mark, line in a, line in b, text), in order.
+    let mut ops = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < m {
+        if i < n && j < m && a[i] == b[j] {
+            ops.push((' ', i, j, a[i]));
+            i += 1;
+            j += 1;
+        } else if i < n && (j == m || common[i + 1][j] >= common[i][j + 1]) {
+            ops.push(('-', i, j, a[i]));
+            i += 1;
+        } else {
+            ops.push(('+', i, j, b[j]));
+            j += 1;
+        }
+    }
+    let changed: Vec<usize> = (0..ops.len()).filter(|&k| ops[k].0 != ' ').collect();
+    let shown = |k: usize| {
+        changed
+            .iter()
+            .any(|&c| k + context >= c && k <= c + context)
+    };
+    let mut out = String::new();
+    let mut in_hunk = false;
+    for (k, (mark, i, j, text)) in ops.iter().enumerate() {
+        if !shown(k) {
+            in_hunk = false;
+            continue;
+        }
+        if !in_hunk {
+            out.push_str(&format!("@@ -{} +{} @@\n", i + 1, j + 1));
+            in_hunk = true;
+        }
+        out.push_str(&format!("{mark}{text}\n"));
+    }
+    out
+}
