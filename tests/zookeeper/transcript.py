@@ -31,6 +31,8 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
+from kazoo.security import make_acl, make_digest_acl
+
 from zk_canon import Transcript
 import zk_live
 
@@ -201,11 +203,53 @@ def transactions(run, c1):
     s("get tx after failures", lambda: c1.get(p("tx")))
 
 
+def acls(run, c1):
+    """Digest, auth and ip ACLs: who may read, write, create, delete and
+    see the ACL, with and without `addauth`."""
+    p = run.path
+    s = run.step
+    bob_all = make_digest_acl("bob", "secret", all=True)
+
+    def acl_of(client, path):
+        entries, _ = client.get_acls(path)
+        return ["%d %s %s" % (a.perms, a.id.scheme, a.id.id) for a in entries]
+
+    s("create with bob's digest acl", lambda: c1.create(p("sec"), b"s", acl=[bob_all]))
+    s("get without auth", lambda: c1.get(p("sec")))
+    s("get_acls without auth", lambda: acl_of(c1, p("sec")))
+    s("set without auth", lambda: c1.set(p("sec"), b"x"))
+    s("create child without auth", lambda: c1.create(p("sec/c")))
+    s("exists without auth", lambda: c1.exists(p("sec")))
+    s("create with auth acl, not authenticated",
+      lambda: c1.create(p("bad"), acl=[make_acl("auth", "", all=True)]))
+    s("create with a bad world id",
+      lambda: c1.create(p("bad"), acl=[make_acl("world", "someone", all=True)]))
+    bob = run.connect("bob")
+    s("bob: addauth digest", lambda: bob.add_auth("digest", "bob:secret"))
+    s("bob: get", lambda: bob.get(p("sec")))
+    s("bob: get_acls", lambda: acl_of(bob, p("sec")))
+    s("bob: set", lambda: bob.set(p("sec"), b"bob's"))
+    s("bob: create child with auth acl",
+      lambda: bob.create(p("sec/c"), b"c", acl=[make_acl("auth", "", read=True, delete=True)]))
+    s("bob: get_acls of child", lambda: acl_of(bob, p("sec/c")))
+    s("bob: set child without write", lambda: bob.set(p("sec/c"), b"x"))
+    s("bob: delete child", lambda: bob.delete(p("sec/c")))
+    s("delete bob's node without auth", lambda: c1.delete(p("sec")))
+    s("create with ip acl", lambda: c1.create(p("ip"), b"i",
+                                             acl=[make_acl("ip", "127.0.0.1", all=True)]))
+    s("get ip-secured from 127.0.0.1", lambda: c1.get(p("ip")))
+    s("create with another ip's acl", lambda: c1.create(p("ip2"), b"j",
+                                                        acl=[make_acl("ip", "10.1.2.3", all=True)]))
+    s("get another ip's node", lambda: c1.get(p("ip2")))
+    s("delete ip nodes", lambda: [c1.delete(p("ip")), c1.delete(p("ip2"))])
+
+
 def scenario(run):
     c1 = run.connect("self")
     run.step("create root", lambda: c1.create(run.root, b"transcript"))
     plain_operations(run, c1)
     transactions(run, c1)
+    acls(run, c1)
     zk_live.watches(run, c1)
     zk_live.sessions(run, c1)
     zk_live.sequence_numbers(run, c1)

@@ -87,6 +87,17 @@ fn a_kazoo_election_moves_only_when_its_holder_dies() {
     for address in &hosts {
         wait_accepting(address, Duration::from_secs(15));
     }
+    // The health checks monitors send (four-letter words).
+    for (i, address) in cluster.all().into_iter().zip(&hosts) {
+        assert_eq!(four_letter_word(address, "ruok"), "imok");
+        let server = four_letter_word(address, "srvr");
+        let mode = if i == raft_leader {
+            "leader"
+        } else {
+            "follower"
+        };
+        assert!(server.contains(&format!("Mode: {mode}")), "n{i}: {server}");
+    }
     let script = workspace().join("tests/zookeeper/contender.py");
     let (lines_in, lines) = mpsc::channel::<(String, String)>();
     let mut contenders = Contenders(Vec::new());
@@ -154,6 +165,21 @@ fn a_kazoo_election_moves_only_when_its_holder_dies() {
         None,
         "one holder at a time"
     );
+}
+
+/// What a member answers to the four-letter word `word`.
+fn four_letter_word(address: &str, word: &str) -> String {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(address).expect("the member accepts");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a timeout");
+    stream.write_all(word.as_bytes()).expect("sent");
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .expect("the answer, then the end");
+    answer
 }
 
 /// Contender processes, killed when the test ends however it ends.

@@ -96,7 +96,14 @@ fn answer(
         Request::GetAcl { path } => {
             let node = read_node(store, checked(path)?).ok_or(ErrorCode::NoNode)?;
             may(&node, perms::READ | perms::ADMIN, ids)?;
-            Acl::write_list(&node.acl, &mut w);
+            // As ZooKeeper: a caller who may read but not administer the
+            // node sees digest ids without their password hashes.
+            if allowed(&node.acl, perms::ADMIN, ids) {
+                Acl::write_list(&node.acl, &mut w);
+            } else {
+                let redacted: Vec<Acl> = node.acl.iter().map(redacted).collect();
+                Acl::write_list(&redacted, &mut w);
+            }
             node.stat().write(&mut w);
         }
         Request::Sync { path } => {
@@ -159,6 +166,17 @@ fn answer(
         _ => return Err(ErrorCode::BadArguments),
     }
     Ok(w.into_bytes())
+}
+
+/// `entry` with a digest id's password hash replaced by `x`.
+fn redacted(entry: &Acl) -> Acl {
+    let mut entry = entry.clone();
+    if entry.scheme == "digest" {
+        if let Some((user, _)) = entry.id.split_once(':') {
+            entry.id = format!("{user}:x");
+        }
+    }
+    entry
 }
 
 fn is_multi_read_op(request: &Request) -> bool {
