@@ -418,7 +418,7 @@ fn txn_one_revision_back(
 /// may only close their sessions: the znodes are in the same store, and
 /// must not be a way around etcd's permissions. The alarms that stop
 /// etcd's writes stop ZooKeeper's the same way.
-fn apply_zookeeper(store: &mut KvStore, entry: &ZkEntry) -> ZkApplied {
+fn apply_zookeeper(store: &mut KvStore, entry: &ZkEntry, mutation: Option<Mutation>) -> ZkApplied {
     use bellwether_zookeeper::codes::op as zk_op;
     let closing = entry.op == zk_op::CLOSE_SESSION;
     let command = Command::ZooKeeper(entry.clone());
@@ -437,6 +437,13 @@ fn apply_zookeeper(store: &mut KvStore, entry: &ZkEntry) -> ZkApplied {
             answer: bellwether_zookeeper::entry::answer(store.revision(), code.code(), &[]),
             lease: None,
         },
+        None if mutation == Some(Mutation::ZkCreateOverwrites) => {
+            bellwether_zookeeper::tree::apply_mutated(
+                store,
+                entry,
+                Some(bellwether_zookeeper::tree::TreeMutation::CreateOverwrites),
+            )
+        }
         None => bellwether_zookeeper::apply(store, entry),
     }
 }
@@ -480,7 +487,7 @@ impl StateMachine for EtcdMachine {
         };
         let mut store = self.store.lock().expect("store lock");
         if let Command::ZooKeeper(entry) = &command {
-            let applied = apply_zookeeper(&mut store, entry);
+            let applied = apply_zookeeper(&mut store, entry, self.mutation);
             self.observer.published(&store);
             drop(store);
             if let Some(lease) = applied.lease {

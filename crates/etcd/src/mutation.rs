@@ -12,4 +12,7 @@ pub enum Mutation {
     /// BROKEN: the lease clock is told every lease was granted for half
     /// its TTL, so leases expire early.
     LeaseClockHalvesTtls,
+    /// BROKEN: a ZooKeeper create of a node that exists replaces it
+    /// instead of failing with NODEEXISTS.
+    ZkCreateOverwrites,
 }

@@ -63,8 +63,26 @@ pub fn session_ttl_seconds(timeout_ms: i32) -> i64 {
     (i64::from(timeout_ms) + 999) / 1000
 }
 
+/// A deliberate fault in the tree, for the simulator's tests that show its
+/// checkers catch a wrong state machine. The server never sets one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeMutation {
+    /// BROKEN: a create of a node that exists replaces it instead of
+    /// failing with NODEEXISTS.
+    CreateOverwrites,
+}
+
 /// Applies one logged ZooKeeper entry.
 pub fn apply(store: &mut KvStore, entry: &ZkEntry) -> Applied {
+    apply_mutated(store, entry, None)
+}
+
+/// [`apply`], broken on purpose as `mutation` says.
+pub fn apply_mutated(
+    store: &mut KvStore,
+    entry: &ZkEntry,
+    mutation: Option<TreeMutation>,
+) -> Applied {
     match entry.op {
         op::CREATE_SESSION => create_session(store, entry),
         op::CLOSE_SESSION => close_session(store, entry.session),
@@ -74,8 +92,8 @@ pub fn apply(store: &mut KvStore, entry: &ZkEntry) -> Applied {
                 return refused(store, ErrorCode::SessionExpired);
             }
             match Request::decode(code, &entry.body) {
-                Ok(Request::Multi(ops)) => multi(store, entry, &ops),
-                Ok(request) if request.is_write() => single(store, entry, &request),
+                Ok(Request::Multi(ops)) => multi(store, entry, &ops, mutation),
+                Ok(request) if request.is_write() => single(store, entry, &request, mutation),
                 Ok(_) => refused(store, ErrorCode::BadArguments),
                 Err(_) => refused(store, ErrorCode::MarshallingError),
             }
@@ -217,9 +235,15 @@ fn reap(store: &mut KvStore, entry: &ZkEntry) -> Applied {
     }
 }
 
-fn single(store: &mut KvStore, entry: &ZkEntry, request: &Request) -> Applied {
+fn single(
+    store: &mut KvStore,
+    entry: &ZkEntry,
+    request: &Request,
+    mutation: Option<TreeMutation>,
+) -> Applied {
     let zxid = store.revision() + 1;
     let mut overlay = Overlay::new(store, zxid, entry.time_ms, entry.session, &entry.auth);
+    overlay.mutation = mutation;
     match overlay.run(request) {
         Ok(done) => {
             let writes = overlay.into_writes();
@@ -235,9 +259,15 @@ fn single(store: &mut KvStore, entry: &ZkEntry, request: &Request) -> Applied {
     }
 }
 
-fn multi(store: &mut KvStore, entry: &ZkEntry, ops: &[Request]) -> Applied {
+fn multi(
+    store: &mut KvStore,
+    entry: &ZkEntry,
+    ops: &[Request],
+    mutation: Option<TreeMutation>,
+) -> Applied {
     let zxid = store.revision() + 1;
     let mut overlay = Overlay::new(store, zxid, entry.time_ms, entry.session, &entry.auth);
+    overlay.mutation = mutation;
     let mut results = Vec::with_capacity(ops.len());
     let mut failed = None;
     for (index, request) in ops.iter().enumerate() {
@@ -356,6 +386,7 @@ struct Overlay<'s> {
     zxid: i64,
     time_ms: i64,
     session: i64,
+    mutation: Option<TreeMutation>,
 }
 
 /// ZooKeeper's version check: -1 matches any version.
@@ -388,6 +419,7 @@ impl<'s> Overlay<'s> {
             zxid,
             time_ms,
             session,
+            mutation: None,
         }
     }
 
@@ -547,7 +579,8 @@ impl<'s> Overlay<'s> {
             create.path.clone()
         };
         check_path(&path)?;
-        if self.get(&path).is_some() {
+        let overwrites = self.mutation == Some(TreeMutation::CreateOverwrites);
+        if self.get(&path).is_some() && !overwrites {
             return Err(ErrorCode::NodeExists);
         }
         if parent.ephemeral_owner != 0 {

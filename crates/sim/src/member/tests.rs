@@ -333,3 +333,17 @@ fn znodes_are_written_through_sessions_and_checked_with_the_etcd_keys() {
         "znodes: {puts} puts, {leased} leased, {revokes} revokes, {creates} creates, {reads} reads"
     );
 }
+
+/// A ZooKeeper create that replaces a node that exists, instead of failing
+/// with NODEEXISTS, lets a compare-and-set of an absent znode succeed on
+/// one that holds a value: the linearizability checker finds it.
+#[test]
+fn a_tree_whose_create_overwrites_an_existing_node_is_caught() {
+    let (caught, first) = mutation_caught(
+        bellwether_etcd::Mutation::ZkCreateOverwrites,
+        10,
+        FaultProfile::None,
+    );
+    println!("caught in {caught} of 10 seeds; first: {first:?}");
+    assert!(caught >= 5, "caught in {caught} of 10 seeds only");
+}
