@@ -243,6 +243,46 @@ proptest! {
         }
     }
 
+    /// ZooKeeper's handshake and requests, as a client sends them: no
+    /// panic, no allocation past the bound, and what decodes encodes back
+    /// to what decodes the same.
+    #[test]
+    fn zookeeper_requests(input in inputs(zookeeper_seeds())) {
+        use bellwether_zookeeper::Request;
+        use bellwether_zookeeper::connect::ConnectRequest;
+        if let Ok(connect) = decodes_within_bounds(&input, ConnectRequest::decode) {
+            prop_assert_eq!(ConnectRequest::decode(&connect.encode()), Ok(connect));
+        }
+        // The first four bytes pick the operation, as a request header's do.
+        if input.len() >= 4 {
+            let op = i32::from_be_bytes([input[0], input[1], input[2], input[3]]);
+            let body = &input[4..];
+            if let Ok(request) = decodes_within_bounds(body, |b| Request::decode(op, b)) {
+                let again = Request::decode(request.op(), &request.encode());
+                prop_assert_eq!(again, Ok(request));
+            }
+        }
+    }
+
+    /// A ZooKeeper entry from the log applied to a store with a session:
+    /// never a panic, whatever the request's bytes.
+    #[test]
+    fn zookeeper_entries_apply(input in inputs(zookeeper_seeds())) {
+        if input.len() >= 4 {
+            let op = i32::from_be_bytes([input[0], input[1], input[2], input[3]]);
+            let mut store = zookeeper_store();
+            let entry = bellwether_zookeeper::ZkEntry {
+                session: 7,
+                time_ms: 1,
+                op,
+                body: input[4..].to_vec(),
+                auth: Vec::new(),
+            };
+            let applied = decodes_within_bounds(&input, |_| bellwether_zookeeper::apply(&mut store, &entry));
+            prop_assert!(bellwether_zookeeper::entry::read_answer(&applied.answer).is_some());
+        }
+    }
+
     /// A store that restores encodes to the same bytes again and restores
     /// to the same store: what is accepted is a consistent store.
     #[test]
@@ -432,6 +472,88 @@ fn store() -> bellwether_kv::KvStore {
     auth.role_grant_permission("app", permission).unwrap();
     auth.user_grant_role("alice", "app").unwrap();
     auth.enable(vec![7; 32]).unwrap();
+    store
+}
+
+/// ZooKeeper requests as clients send them, each behind its operation
+/// code, and a connect request.
+fn zookeeper_seeds() -> Vec<Vec<u8>> {
+    use bellwether_zookeeper::codes::{create_mode, op};
+    use bellwether_zookeeper::connect::ConnectRequest;
+    use bellwether_zookeeper::request::{Create, SetWatches};
+    use bellwether_zookeeper::stat::Acl;
+    use bellwether_zookeeper::Request;
+    let create = Request::Create(Create {
+        op: op::CREATE2,
+        path: "/a".into(),
+        data: b"d".to_vec(),
+        acl: vec![Acl::open()],
+        flags: create_mode::EPHEMERAL_SEQUENTIAL,
+        ttl: 0,
+    });
+    let requests = [
+        create.clone(),
+        Request::Multi(vec![
+            create,
+            Request::Check {
+                path: "/a".into(),
+                version: 1,
+            },
+            Request::Delete {
+                path: "/a".into(),
+                version: -1,
+            },
+        ]),
+        Request::SetData {
+            path: "/a".into(),
+            data: vec![1; 40],
+            version: -1,
+        },
+        Request::SetWatches(SetWatches {
+            relative_zxid: 3,
+            data: vec!["/a".into()],
+            child: vec!["/".into()],
+            ..SetWatches::default()
+        }),
+    ];
+    let mut seeds: Vec<Vec<u8>> = requests
+        .iter()
+        .map(|r| {
+            let mut bytes = r.op().to_be_bytes().to_vec();
+            bytes.extend(r.encode());
+            bytes
+        })
+        .collect();
+    let connect = ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout_ms: 10_000,
+        session_id: 0,
+        password: vec![0; 16],
+        read_only: Some(false),
+    };
+    seeds.push(connect.encode());
+    seeds
+}
+
+/// A store with ZooKeeper session 7 open and a node under the root.
+fn zookeeper_store() -> bellwether_kv::KvStore {
+    use bellwether_zookeeper::codes::op;
+    let mut store = bellwether_kv::KvStore::new();
+    let record = bellwether_zookeeper::SessionRecord {
+        timeout_ms: 4_000,
+        password: vec![0; 16],
+    };
+    let mut body = Vec::new();
+    prost::Message::encode(&record, &mut body).expect("a vec grows");
+    let open = bellwether_zookeeper::ZkEntry {
+        session: 7,
+        time_ms: 1,
+        op: op::CREATE_SESSION,
+        body,
+        auth: Vec::new(),
+    };
+    bellwether_zookeeper::apply(&mut store, &open);
     store
 }
 

@@ -257,6 +257,12 @@ impl Request {
                     if done {
                         break;
                     }
+                    // No multi inside a multi: ZooKeeper has none, and
+                    // nesting would let a packet recurse as deep as it
+                    // is long.
+                    if kind == op::MULTI || kind == op::MULTI_READ {
+                        return Err(JuteError::BadValue.into());
+                    }
                     ops.push(Self::read(kind, r)?);
                 }
                 if code == op::MULTI {
@@ -489,6 +495,19 @@ mod tests {
             watch: true,
             with_stat: true,
         });
+    }
+
+    #[test]
+    fn a_multi_inside_a_multi_is_refused() {
+        let mut nested = Vec::new();
+        for _ in 0..10_000 {
+            nested.extend_from_slice(&op::MULTI.to_be_bytes());
+            nested.extend_from_slice(&[0, 255, 255, 255, 255]);
+        }
+        assert_eq!(
+            Request::decode(op::MULTI, &nested),
+            Err(RequestError::Jute(JuteError::BadValue))
+        );
     }
 
     #[test]
