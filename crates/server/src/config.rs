@@ -815,6 +815,37 @@ mod tests {
     }
 
     #[test]
+    fn zookeeper_is_served_only_beside_the_etcd_api() {
+        let alone = ConfigLayer {
+            zookeeper_listen: Some("127.0.0.1:7301".into()),
+            client_listen: None,
+            ..base()
+        };
+        let error = NodeConfig::from_layer(alone).unwrap_err().0;
+        assert!(
+            error.contains("zookeeper_listen needs client_listen"),
+            "{error}"
+        );
+        let beside = ConfigLayer {
+            zookeeper_listen: Some("127.0.0.1:7301".into()),
+            client_listen: Some("127.0.0.1:7201".into()),
+            ..base()
+        };
+        let config = NodeConfig::from_layer(beside).unwrap();
+        assert_eq!(
+            config.zookeeper_listen,
+            Some("127.0.0.1:7301".parse().unwrap())
+        );
+        let garbled = ConfigLayer {
+            zookeeper_listen: Some("nowhere".into()),
+            client_listen: Some("127.0.0.1:7201".into()),
+            ..base()
+        };
+        let error = NodeConfig::from_layer(garbled).unwrap_err().0;
+        assert!(error.contains("zookeeper_listen"), "{error}");
+    }
+
+    #[test]
     fn answer_polling_defaults_on_can_be_turned_off_and_is_bounded() {
         let config = NodeConfig::from_layer(base()).unwrap();
         assert_eq!(config.answer_poll_us, ANSWER_POLL_US_DEFAULT);
