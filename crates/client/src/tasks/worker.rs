@@ -631,7 +631,14 @@ async fn run_handler(
 ) -> Option<std::result::Result<std::result::Result<Vec<u8>, String>, tokio::task::JoinError>> {
     let mut handler = AbortOnDrop(tokio::spawn((context.handler)(task)));
     tokio::select! {
-        ran = &mut handler.0 => return Some(ran),
+        ran = &mut handler.0 => {
+            // A handler that returned as soon as it was cancelled may be
+            // seen finished first: its cancellation still counts.
+            if cancellation.is_cancelled() {
+                context.stats.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+            return Some(ran);
+        }
         _ = cancellation.cancelled() => {}
     }
     context.stats.cancelled.fetch_add(1, Ordering::Relaxed);
