@@ -12,6 +12,10 @@
 
 mod common;
 
+use common::zookeeper::{
+    read_all_in_thread, spawn_with_zookeeper, wait_accepting, workspace, zookeeper_address,
+};
+
 use common::Cluster;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -194,14 +198,6 @@ impl Drop for Contenders {
     }
 }
 
-/// The repository's root (the cli crate is crates/cli).
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("the workspace root")
-}
-
 /// The Python of target/zk-venv, made with kazoo when missing (one test at
 /// a time: both tests of this file need it).
 fn venv_python() -> PathBuf {
@@ -293,51 +289,6 @@ fn transcript(python: &Path, address: &str) -> String {
             "the transcript against {address} took over {TRANSCRIPT_LIMIT:?} and was killed:\n\
              {stdout}\n--- stderr:\n{stderr}"
         ),
-    }
-}
-
-fn read_all_in_thread(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = from.read_to_string(&mut text);
-        text
-    })
-}
-
-/// Member i's ZooKeeper address: past the etcd API ports (`http_base + 50
-/// + i`), below the real ZooKeeper's and etcd's (`http_base + 90…`).
-fn zookeeper_address(cluster: &Cluster, i: usize) -> String {
-    format!("127.0.0.1:{}", cluster.http_base + 60 + i as u16)
-}
-
-/// [`Cluster::spawn`] with `--zookeeper-listen` added for member i.
-fn spawn_with_zookeeper(cluster: &mut Cluster, i: usize) {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(cluster.dir.join(format!("n{i}.log")))
-        .unwrap();
-    let child = cluster
-        .command(i, &cluster.cluster_name.clone())
-        .args(["--zookeeper-listen", &zookeeper_address(cluster, i)])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("the bellwether binary runs");
-    cluster.children[i - 1] = Some(child);
-}
-
-/// Waits until `address` accepts TCP connections.
-fn wait_accepting(address: &str, timeout: Duration) {
-    let address: std::net::SocketAddr = address.parse().unwrap();
-    let deadline = Instant::now() + timeout;
-    while std::net::TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "nothing accepts ZooKeeper clients on {address} after {timeout:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -8,6 +8,7 @@ pub mod etcd_server;
 pub mod etcdctl;
 pub mod nft;
 pub mod peer_group;
+pub mod zookeeper;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
