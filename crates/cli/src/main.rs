@@ -16,6 +16,7 @@ mod bench_support;
 mod bench_tasks;
 mod bench_tasks_chaos;
 mod bench_tasks_kill;
+mod bench_zookeeper;
 mod certs;
 mod contender;
 mod elect_command;
@@ -41,6 +42,7 @@ mod up_add;
 mod up_command;
 mod up_layout;
 mod verify;
+mod zookeeper_ensemble;
 
 use clap::{Parser, Subcommand};
 
@@ -119,6 +121,10 @@ enum BenchCommand {
     /// The task queue end to end: throughput, submit -> start, worker and
     /// leader SIGKILLs, group aggregation; optionally against a real etcd.
     Tasks(bench_tasks::TasksArgs),
+    /// Load over ZooKeeper's client protocol (create, setData, getData;
+    /// works against bellwether or ZooKeeper), optionally against a real
+    /// ZooKeeper 3.8 ensemble.
+    Zookeeper(bench_zookeeper::ZookeeperArgs),
     /// Commits per second of an in-process Raft cluster with no network.
     Raft {
         /// Cluster size.
@@ -179,6 +185,7 @@ fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
         BenchCommand::Election(args) => bench_election::execute(args),
         BenchCommand::Tasks(args) => bench_tasks::execute(args),
         BenchCommand::Elector(args) => bench_elector::execute(args),
+        BenchCommand::Zookeeper(args) => bench_zookeeper::execute(args),
         BenchCommand::Failover(args) => {
             let report = bench_failover::run(&args)?;
             if args.json {
@@ -220,11 +227,13 @@ fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
     }
 }
 
-/// Logs to stderr; `BELLWETHER_LOG` (or `RUST_LOG`) sets the filter.
+/// Logs to stderr; `BELLWETHER_LOG` (or `RUST_LOG`) sets the filter. By
+/// default the ZooKeeper client crate of `bench zookeeper` says only
+/// warnings (at info it logs every session's end).
 fn init_logging() {
     let filter = std::env::var("BELLWETHER_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info".to_string());
+        .unwrap_or_else(|_| "info,zookeeper_client=warn".to_string());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)

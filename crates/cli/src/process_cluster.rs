@@ -74,6 +74,9 @@ pub struct ProcessCluster {
     members: Vec<Member>,
     /// Added to every member's command line.
     extra_args: Vec<String>,
+    /// Added to one member's command line: member i's are
+    /// `member_args[i - 1]` (empty when none were given).
+    member_args: Vec<Vec<String>>,
 }
 
 impl ProcessCluster {
@@ -88,14 +91,26 @@ impl ProcessCluster {
         layout: ClusterLayout,
         extra_args: Vec<String>,
     ) -> Result<ProcessCluster> {
+        ProcessCluster::start_with_member_args(layout, extra_args, |_| Vec::new())
+    }
+
+    /// [`ProcessCluster::start_with_args`], with `member_args(i)` on member
+    /// i's command line alone (an address of its own, say).
+    pub fn start_with_member_args(
+        layout: ClusterLayout,
+        extra_args: Vec<String>,
+        member_args: impl Fn(usize) -> Vec<String>,
+    ) -> Result<ProcessCluster> {
         assert!((1..=MEMBERS_MAX).contains(&layout.nodes));
         assert!(layout.base_port as usize + 200 + layout.nodes <= u16::MAX as usize);
         std::fs::create_dir_all(&layout.dir)
             .with_context(|| format!("cannot create {}", layout.dir.display()))?;
+        let member_args = (1..=layout.nodes).map(member_args).collect();
         let mut cluster = ProcessCluster {
             layout,
             members: Vec::new(),
             extra_args,
+            member_args,
         };
         for i in 1..=cluster.layout.nodes {
             let member = Member::spawn(
@@ -139,6 +154,7 @@ impl ProcessCluster {
             .args(["--heartbeat-ms", &layout.heartbeat_ms.to_string()])
             .args(["--election-ms", &layout.election_ms.to_string()])
             .args(&self.extra_args)
+            .args(&self.member_args[i - 1])
             .env("BELLWETHER_LOG", "info");
         Ok(command)
     }
