@@ -1,9 +1,10 @@
 //! ZooKeeper's client protocol compared answer by answer with a real
-//! Apache ZooKeeper 3.8 (Debian's `zookeeper` package): the kazoo scenario
-//! tests/zookeeper/transcript.py runs against both and its canonical
-//! transcripts must be equal line by line. A second test runs it twice
-//! against one real ZooKeeper, to show that the transcript only changes
-//! when answers do.
+//! Apache ZooKeeper 3.8 (Debian's `zookeeper` package), a 3-server
+//! ensemble like the 3-member bellwether cluster it is compared with: the
+//! kazoo scenario tests/zookeeper/transcript.py runs against a follower of
+//! each and its canonical transcripts must be equal line by line. A second
+//! test runs it against two servers of one real ensemble, to show that the
+//! transcript only changes when answers do.
 //!
 //! Needs java and /usr/share/java/zookeeper.jar (scripts/test.sh installs
 //! the package) and python3 with venv and pip (the test creates
@@ -24,8 +25,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// How long real ZooKeeper gets to answer a session handshake.
-const ZOOKEEPER_START: Duration = Duration::from_secs(90);
+/// How long the real ensemble gets to elect a leader that all follow.
+const ZOOKEEPER_START: Duration = Duration::from_secs(120);
 /// How long one transcript run may take (about 3 s against ZooKeeper).
 const TRANSCRIPT_LIMIT: Duration = Duration::from_secs(180);
 /// The kazoo release the transcript is written for.
@@ -36,9 +37,10 @@ fn transcript_matches_real_zookeeper() {
     let python = venv_python();
     let name = "zookeeper-transcript";
     let zookeeper = RealZooKeeper::start(name);
-    let expected = transcript(&python, &zookeeper.address);
+    let follower = zookeeper.follower().to_string();
+    let expected = transcript(&python, &follower);
     zookeeper.stop();
-    println!("real ZooKeeper 3.8's transcript:\n{expected}");
+    println!("real ZooKeeper 3.8's transcript (follower {follower}):\n{expected}");
 
     let mut cluster = Cluster::stopped(name, 3, 50, 300);
     for i in cluster.all() {
@@ -51,7 +53,7 @@ fn transcript_matches_real_zookeeper() {
     wait_accepting(&address, Duration::from_secs(15));
     let actual = transcript(&python, &address);
     assert_same_transcript(
-        "real ZooKeeper 3.8",
+        &format!("real ZooKeeper 3.8, follower {follower}"),
         &expected,
         &format!(
             "bellwether member n{member} ({address}); logs in {}",
@@ -61,14 +63,25 @@ fn transcript_matches_real_zookeeper() {
     );
 }
 
+/// Two runs, one on a follower and one on the leader of the same real
+/// ensemble, give the same transcript: what the canonical form leaves
+/// (zxid ranks, session names, time order) depends on neither the run nor
+/// the server a client uses, so a difference from bellwether is a
+/// difference in answers.
 #[test]
 fn real_zookeeper_transcript_is_stable() {
     let python = venv_python();
     let zookeeper = RealZooKeeper::start("zookeeper-stable");
-    let first = transcript(&python, &zookeeper.address);
-    let second = transcript(&python, &zookeeper.address);
+    let (follower, leader) = (zookeeper.follower(), zookeeper.leader());
+    let first = transcript(&python, follower);
+    let second = transcript(&python, leader);
+    assert_same_transcript(
+        &format!("follower {follower}"),
+        &first,
+        &format!("leader {leader}"),
+        &second,
+    );
     zookeeper.stop();
-    assert_same_transcript("first run", &first, "second run", &second);
 }
 
 /// kazoo's Election with three contender processes on a 3-member cluster
@@ -292,26 +305,36 @@ fn transcript(python: &Path, address: &str) -> String {
     }
 }
 
-/// A standalone real ZooKeeper started by tests/zookeeper/run_real_zookeeper.sh
-/// as the leader of its own process group; the group is killed on stop or
-/// drop.
+/// A real 3-server ZooKeeper ensemble started by
+/// tests/zookeeper/run_real_zookeeper.sh as the leader of its own process
+/// group (the servers' JVMs are in it too); the group is killed on stop
+/// or drop.
 struct RealZooKeeper {
-    /// zoo.cfg, its data and its log.
+    /// The servers' configurations, data and logs.
     dir: PathBuf,
     /// The script (the process group's leader).
     child: Option<Child>,
-    /// `127.0.0.1:PORT`.
+    /// Every server, in the order of their ids.
+    servers: Vec<RealServer>,
+}
+
+/// One server of a [`RealZooKeeper`] as the script reported it ready.
+struct RealServer {
+    /// `127.0.NET.(100+i):2181`.
     address: String,
+    /// `leader` or `follower`.
+    mode: String,
     /// The JVM's pid, to see it gone.
     java: u32,
 }
 
 impl RealZooKeeper {
-    /// Starts ZooKeeper on a port derived from `name` (past a test
-    /// cluster's and etcd's, like theirs below the ephemeral range) and
-    /// waits until it answers a session handshake.
+    /// Starts the ensemble on loopback IPs 127.0.<net>.101-103, the net
+    /// derived from `name` like a test cluster's (whose members are
+    /// 127.0.<net>.1-3), and waits until one server leads and the others
+    /// follow.
     fn start(name: &str) -> RealZooKeeper {
-        let port = 10_000 + common::net_for(name) as u16 * 100 + 95;
+        let net = common::net_for(name);
         let dir = std::env::temp_dir().join(format!("bw-zookeeper-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -319,7 +342,7 @@ impl RealZooKeeper {
         let mut child = Command::new("bash")
             .arg(&script)
             .arg(&dir)
-            .arg(port.to_string())
+            .arg(net.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -337,40 +360,72 @@ impl RealZooKeeper {
         let mut zookeeper = RealZooKeeper {
             dir,
             child: Some(child),
-            address: format!("127.0.0.1:{port}"),
-            java: 0,
+            servers: Vec::new(),
         };
-        match ready.recv_timeout(ZOOKEEPER_START) {
-            Ok(line) if line.starts_with("zookeeper ready ") => {
-                zookeeper.java = line
-                    .rsplit(' ')
-                    .next()
-                    .and_then(|pid| pid.parse().ok())
-                    .expect("the ready line ends with the JVM's pid");
-                zookeeper
-            }
-            _ => {
-                zookeeper.kill();
-                panic!(
-                    "real ZooKeeper did not start on {}: {}",
-                    zookeeper.address,
-                    stderr.join().unwrap_or_default()
-                );
+        let deadline = Instant::now() + ZOOKEEPER_START;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match ready.recv_timeout(left) {
+                Ok(line) if line == "zookeeper ready" => break,
+                Ok(line) if line.starts_with("zookeeper server ") => {
+                    zookeeper.servers.push(RealServer::parse(&line));
+                }
+                _ => {
+                    zookeeper.kill();
+                    panic!(
+                        "the real ZooKeeper ensemble on 127.0.{net}.101-103 did not start: {}",
+                        stderr.join().unwrap_or_default()
+                    );
+                }
             }
         }
+        let leaders = zookeeper.with_mode("leader").count();
+        let followers = zookeeper.with_mode("follower").count();
+        assert_eq!(
+            (zookeeper.servers.len(), leaders, followers),
+            (3, 1, 2),
+            "three servers, one leading"
+        );
+        zookeeper
     }
 
-    /// Kills the process group, then fails if the JVM is still alive.
+    /// The servers in `mode`.
+    fn with_mode<'a>(&'a self, mode: &'a str) -> impl Iterator<Item = &'a RealServer> + 'a {
+        self.servers
+            .iter()
+            .filter(move |server| server.mode == mode)
+    }
+
+    /// A follower's client address: the transcript's clients connect to a
+    /// follower, as they do in bellwether's cluster.
+    fn follower(&self) -> &str {
+        &self
+            .with_mode("follower")
+            .next()
+            .expect("two follow")
+            .address
+    }
+
+    /// The leader's client address.
+    fn leader(&self) -> &str {
+        &self.with_mode("leader").next().expect("one leads").address
+    }
+
+    /// Kills the process group, then fails if a JVM is still alive.
     fn stop(mut self) {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while alive(self.java) {
-            assert!(
-                Instant::now() < deadline,
-                "real ZooKeeper's JVM (pid {}) outlived its process group's SIGKILL",
-                self.java
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        for server in &self.servers {
+            while alive(server.java) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the JVM of real ZooKeeper's server {} (pid {}) outlived its process \
+                     group's SIGKILL",
+                    server.address,
+                    server.java
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 
@@ -379,6 +434,21 @@ impl RealZooKeeper {
             let group = rustix::process::Pid::from_child(&child);
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
             let _ = child.wait();
+        }
+    }
+}
+
+impl RealServer {
+    /// Reads `zookeeper server I ADDRESS MODE pid PID`.
+    fn parse(line: &str) -> RealServer {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words[..] {
+            ["zookeeper", "server", _, address, mode, "pid", pid] => RealServer {
+                address: address.to_string(),
+                mode: mode.to_string(),
+                java: pid.parse().expect("a pid"),
+            },
+            _ => panic!("not a server line of run_real_zookeeper.sh: {line}"),
         }
     }
 }
