@@ -4,7 +4,7 @@
 
 use bellwether_api::etcdserverpb as pb;
 use bellwether_zookeeper::codes::op as zk_op;
-use bellwether_zookeeper::ZkEntry;
+use bellwether_zookeeper::{ZkBatch, ZkEntry};
 use prost::Message;
 
 const PUT: u8 = 1;
@@ -26,6 +26,9 @@ const CHECKED: u8 = 13;
 /// A ZooKeeper request (`bellwether_zookeeper::ZkEntry`): the znode tree
 /// lives in the same store and log as the etcd keyspace.
 const ZOOKEEPER: u8 = 14;
+/// Writes of one ZooKeeper session, applied in order, each on its own
+/// (`bellwether_zookeeper::ZkBatch`).
+const ZOOKEEPER_BATCH: u8 = 15;
 
 // `decode_entry` tells a checked entry by its first byte, and `decode` a
 // command by its tag: the tags are distinct and none is `CHECKED`.
@@ -43,7 +46,8 @@ const _: () = assert!(
         && MEMBER_PROMOTE < MEMBER_REMOVE
         && MEMBER_REMOVE < AUTH
         && AUTH < CHECKED
-        && CHECKED < ZOOKEEPER,
+        && CHECKED < ZOOKEEPER
+        && ZOOKEEPER < ZOOKEEPER_BATCH,
     "command tags are distinct and none is CHECKED"
 );
 
@@ -181,6 +185,8 @@ pub enum Command {
     Auth(AuthChange),
     /// A ZooKeeper write or session change.
     ZooKeeper(ZkEntry),
+    /// ZooKeeper writes of one session, in the order it sent them.
+    ZooKeeperBatch(ZkBatch),
 }
 
 impl Command {
@@ -200,6 +206,7 @@ impl Command {
             Command::MemberRemove(r) => (MEMBER_REMOVE, r.encode_to_vec()),
             Command::Auth(r) => (AUTH, r.encode_to_vec()),
             Command::ZooKeeper(r) => (ZOOKEEPER, r.encode_to_vec()),
+            Command::ZooKeeperBatch(r) => (ZOOKEEPER_BATCH, r.encode_to_vec()),
         };
         let mut out = Vec::with_capacity(1 + body.len());
         out.push(tag);
@@ -224,6 +231,7 @@ impl Command {
             MEMBER_REMOVE => Command::MemberRemove(MemberChange::decode(body).ok()?),
             AUTH => Command::Auth(AuthChange::decode(body).ok()?),
             ZOOKEEPER => Command::ZooKeeper(ZkEntry::decode(body).ok()?),
+            ZOOKEEPER_BATCH => Command::ZooKeeperBatch(ZkBatch::decode(body).ok()?),
             _ => return None,
         })
     }
@@ -279,6 +287,11 @@ impl Command {
         !matches!(self, Command::LeaseRevoke(_) | Command::Alarm(_)) && !ends_session
     }
 
+    /// A batch's entries, each as the command it would be alone.
+    pub fn zookeeper_entries(batch: &ZkBatch) -> impl Iterator<Item = Command> + '_ {
+        batch.entries.iter().cloned().map(Command::ZooKeeper)
+    }
+
     /// The bytes this write would add to the store, as the storage quota
     /// counts them (see [`bellwether_kv::KvStore::size_bytes`]): a put's
     /// key, value and per-revision overhead, the costlier branch of a txn,
@@ -296,6 +309,9 @@ impl Command {
                 // A create, a set or a multi: at most what it carries.
                 _ => bellwether_kv::REVISION_OVERHEAD_BYTES + entry.body.len() as u64,
             },
+            Command::ZooKeeperBatch(batch) => Command::zookeeper_entries(batch)
+                .map(|command| command.space_cost())
+                .sum(),
             Command::DeleteRange(_)
             | Command::Compact(_)
             | Command::LeaseRevoke(_)

@@ -24,8 +24,10 @@ use bellwether_kv::{
 };
 use bellwether_member::StateMachine;
 use bellwether_zookeeper::{
-    Applied as ZkApplied, ErrorCode as ZkError, LeaseChange as ZkLeaseChange, ZkEntry,
+    Applied as ZkApplied, ErrorCode as ZkError, LeaseChange as ZkLeaseChange, ZkBatchAnswer,
+    ZkEntry,
 };
+use prost::Message;
 use std::sync::{Arc, Mutex};
 
 /// What an apply changed of the leases, for the leader's lease clock.
@@ -210,7 +212,8 @@ fn permitted(store: &KvStore, checked: &Checked, command: &Command) -> Result<()
         Command::Compact(_)
         | Command::LeaseGrant(_)
         | Command::Alarm(_)
-        | Command::ZooKeeper(_) => Ok(()),
+        | Command::ZooKeeper(_)
+        | Command::ZooKeeperBatch(_) => Ok(()),
     }
 }
 
@@ -362,7 +365,8 @@ fn apply_to_store(
         | Command::MemberUpdate(_)
         | Command::MemberPromote(_)
         | Command::MemberRemove(_)
-        | Command::ZooKeeper(_) => unreachable!("applied by the caller"),
+        | Command::ZooKeeper(_)
+        | Command::ZooKeeperBatch(_) => unreachable!("applied by the caller"),
         Command::LeaseRevoke(r) => {
             // A ZooKeeper session's ephemeral nodes go first, with their
             // parents' child counts, in one revision; the revoke then
@@ -494,6 +498,22 @@ impl StateMachine for EtcdMachine {
                 self.observer.lease(lease_applied(lease));
             }
             return applied.answer;
+        }
+        if let Command::ZooKeeperBatch(batch) = &command {
+            // Each write on its own, in order, as if logged one by one.
+            let mut answers = Vec::with_capacity(batch.entries.len());
+            let mut leases = Vec::new();
+            for entry in &batch.entries {
+                let applied = apply_zookeeper(&mut store, entry, self.mutation);
+                answers.push(applied.answer);
+                leases.extend(applied.lease);
+            }
+            self.observer.published(&store);
+            drop(store);
+            for lease in leases {
+                self.observer.lease(lease_applied(lease));
+            }
+            return ZkBatchAnswer { answers }.encode_to_vec();
         }
         if let Some(refusal) = refusal(&store, checked.as_ref(), &command) {
             return refusal;

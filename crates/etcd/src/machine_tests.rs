@@ -231,3 +231,69 @@ fn zookeeper_writes_are_refused_while_etcd_auth_is_on() {
     let store = log.machine.store.lock().unwrap();
     assert!(bellwether_zookeeper::tree::read_node(&store, "/x").is_none());
 }
+
+fn persistent(path: &str) -> bellwether_zookeeper::Request {
+    let mut create = ephemeral(path);
+    if let bellwether_zookeeper::Request::Create(create) = &mut create {
+        create.flags = bellwether_zookeeper::codes::create_mode::PERSISTENT;
+    }
+    create
+}
+
+fn zk_entry(session: i64, request: bellwether_zookeeper::Request) -> ZkEntry {
+    ZkEntry {
+        session,
+        time_ms: 5,
+        op: request.op(),
+        body: request.encode(),
+        auth: Vec::new(),
+    }
+}
+
+#[test]
+fn a_zookeeper_batch_applies_each_write_in_order_with_its_own_zxid_and_answer() {
+    let recorder = Recorder::default();
+    let mut log = Log::new(recorder.clone());
+    zk_session(&mut log, 7);
+    let before = log.machine.store.lock().unwrap().revision();
+    // The child needs its parent, made just before it in the same batch;
+    // the third write fails and leaves the others applied.
+    let batch = bellwether_zookeeper::ZkBatch {
+        entries: vec![
+            zk_entry(7, persistent("/p")),
+            zk_entry(7, ephemeral("/p/child")),
+            zk_entry(7, ephemeral("/missing/child")),
+            zk_entry(7, ephemeral("/q")),
+        ],
+    };
+    let answer = log.apply(Command::ZooKeeperBatch(batch).encode());
+    let answers = bellwether_zookeeper::ZkBatchAnswer::decode(answer.as_slice())
+        .expect("a batch answer")
+        .answers;
+    let read: Vec<(i64, i32)> = answers
+        .iter()
+        .map(|a| {
+            let (zxid, err, _) = bellwether_zookeeper::entry::read_answer(a).unwrap();
+            (zxid, err)
+        })
+        .collect();
+    assert_eq!(
+        read,
+        vec![
+            (before + 1, 0),
+            (before + 2, 0),
+            (before + 2, ZkError::NoNode.code()),
+            (before + 3, 0),
+        ],
+        "each write is answered as if alone, in order"
+    );
+    let store = log.machine.store.lock().unwrap();
+    assert_eq!(store.revision(), before + 3);
+    assert!(bellwether_zookeeper::tree::read_node(&store, "/p/child").is_some());
+    assert!(bellwether_zookeeper::tree::read_node(&store, "/q").is_some());
+    assert_eq!(
+        recorder.1.lock().unwrap().last(),
+        Some(&(before + 3)),
+        "the batch's end is published"
+    );
+}

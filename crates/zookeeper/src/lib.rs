@@ -12,6 +12,7 @@
 //! same code.
 
 pub mod acl;
+pub mod batch;
 pub mod codes;
 pub mod connect;
 pub mod entry;
@@ -23,6 +24,7 @@ pub mod tree;
 pub mod watches;
 pub mod znode;
 
+pub use batch::{ZkBatch, ZkBatchAnswer};
 pub use codes::ErrorCode;
 pub use entry::{SessionRecord, ZkEntry};
 pub use request::Request;

@@ -1,14 +1,18 @@
 //! One client connection: the handshake, then requests in order, watch
 //! notifications, and the session's renewals.
 //!
-//! Requests are handled one at a time, in the order they came: a reply is
-//! sent only once this member's store holds the write it answers, and the
-//! notifications of every change up to a reply's zxid go out before it.
-//! That gives a session ZooKeeper's order: it reads its own writes, and it
-//! sees a watch fire before it sees the data that fired it.
+//! Requests are handled in the order they came: a reply is sent only once
+//! this member's store holds the write it answers, and the notifications
+//! of every change up to a reply's zxid go out before it. That gives a
+//! session ZooKeeper's order: it reads its own writes, and it sees a watch
+//! fire before it sees the data that fired it. Writes the client sent one
+//! right after another go to the log together, in one entry, and are
+//! answered in turn ([`super::pipeline`]): a pipelining client pays one
+//! round trip to the leader for them, not one each.
 
 use super::four_letter;
 use super::packets::{read_body, read_packet, write_packet, PacketError};
+use super::pipeline::{self, Packet};
 use super::stats::ZkStats;
 use crate::etcd::lease_service::KeepAliveRelay;
 use crate::etcd::{EtcdBackend, LeaseService};
@@ -25,7 +29,7 @@ use bellwether_zookeeper::request::RequestError;
 use bellwether_zookeeper::tree::session;
 use bellwether_zookeeper::watches::{changes, Fired, Watches};
 use bellwether_zookeeper::znode::NODE_PREFIX;
-use bellwether_zookeeper::{Request, SessionRecord, ZkEntry};
+use bellwether_zookeeper::{Request, SessionRecord, ZkBatch, ZkBatchAnswer, ZkEntry};
 use prost::Message;
 use std::sync::Arc;
 use std::time::Duration;
@@ -196,60 +200,76 @@ impl Connection {
 
     async fn serve(
         &mut self,
-        packets: &mut mpsc::Receiver<Result<Vec<u8>, PacketError>>,
+        packets: &mut mpsc::Receiver<Packet>,
         writer: &mut OwnedWriteHalf,
     ) -> Result<(), ConnectionError> {
         let mut revisions = self.backend.revisions.clone();
         let mut last_heard = Instant::now();
+        // A packet read ahead by a batch but not part of it: it comes next.
+        let mut held: Option<Packet> = None;
         loop {
             let silence_ends = last_heard + self.timeout;
-            tokio::select! {
-                packet = packets.recv() => {
-                    let packet = match packet {
+            let packet = match held.take() {
+                Some(packet) => packet,
+                None => tokio::select! {
+                    packet = packets.recv() => match packet {
                         None => return Ok(()),
-                        Some(packet) => packet.map_err(ConnectionError::Packet)?,
-                    };
-                    last_heard = Instant::now();
-                    // The lease counts from a renewal at most this long
-                    // before the client's last packet, so the session lives
-                    // at least its timeout less that after the client was
-                    // last heard (ZooKeeper's clients give up on a server
-                    // after two thirds of it).
-                    if self.renewed.elapsed() >= RENEW_GAP_MAX && !self.renew().await? {
+                        Some(packet) => packet,
+                    },
+                    changed = revisions.changed() => {
+                        if changed.is_err() {
+                            return Ok(());
+                        }
+                        let watched = self.watches.len();
+                        let fired = self.fire_pending();
+                        self.count_watches(watched);
+                        self.notify(writer, &fired?).await?;
+                        if !self.session_open() {
+                            // Expired at the leader and now applied here.
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    _ = tokio::time::sleep_until(silence_ends) => {
+                        // ZooKeeper closes a silent client's connection too;
+                        // the session itself lives until its lease runs out.
                         return Ok(());
                     }
-                    self.stats.received.inc();
-                    self.stats.outstanding.inc();
-                    let started = std::time::Instant::now();
-                    let watched = self.watches.len();
-                    let handled = self.handle(&packet, writer).await;
-                    self.stats.outstanding.dec();
-                    self.stats.sent.inc();
-                    self.stats.latency.record(started.elapsed());
-                    self.count_watches(watched);
-                    if handled? == Flow::Close {
-                        return Ok(());
-                    }
-                }
-                changed = revisions.changed() => {
-                    if changed.is_err() {
-                        return Ok(());
-                    }
-                    let watched = self.watches.len();
-                    let fired = self.fire_pending();
-                    self.count_watches(watched);
-                    self.notify(writer, &fired?).await?;
-                    if !self.session_open() {
-                        // Expired at the leader and now applied here.
-                        return Ok(());
-                    }
-                }
-                _ = tokio::time::sleep_until(silence_ends) => {
-                    // ZooKeeper closes a silent client's connection too; the
-                    // session itself lives until its lease runs out.
-                    return Ok(());
-                }
-                _ = self.stopped.changed() => return Ok(()),
+                    _ = self.stopped.changed() => return Ok(()),
+                },
+            };
+            let packet = packet.map_err(ConnectionError::Packet)?;
+            last_heard = Instant::now();
+            // The lease counts from a renewal at most this long before the
+            // client's last packet, so the session lives at least its
+            // timeout less that after the client was last heard
+            // (ZooKeeper's clients give up on a server after two thirds
+            // of it).
+            if self.renewed.elapsed() >= RENEW_GAP_MAX && !self.renew().await? {
+                return Ok(());
+            }
+            let requests = if pipeline::batchable(&packet) {
+                pipeline::gather(packet, packets, &mut held)
+            } else {
+                vec![packet]
+            };
+            let count = requests.len() as u64;
+            self.stats.received.inc_by(count);
+            self.stats.outstanding.inc_by(count);
+            let started = std::time::Instant::now();
+            let watched = self.watches.len();
+            let handled = match &requests[..] {
+                [one] => self.handle(one, writer).await,
+                batch => self.write_batch(batch, writer).await,
+            };
+            self.stats.outstanding.dec_by(count);
+            self.stats.sent.inc_by(count);
+            for _ in 0..count {
+                self.stats.latency.record(started.elapsed());
+            }
+            self.count_watches(watched);
+            if handled? == Flow::Close {
+                return Ok(());
             }
         }
     }
@@ -367,7 +387,12 @@ impl Connection {
     /// is tried again; one that may have been applied is not: the client is
     /// told the connection is lost, as ZooKeeper tells it.
     async fn propose(&self, entry: ZkEntry) -> Result<Vec<u8>, ConnectionError> {
-        let bytes = Command::ZooKeeper(entry).encode();
+        self.propose_command(Command::ZooKeeper(entry)).await
+    }
+
+    /// [`Connection::propose`] for any command.
+    async fn propose_command(&self, command: Command) -> Result<Vec<u8>, ConnectionError> {
+        let bytes = command.encode();
         let mut last = None;
         for _ in 0..PROPOSE_ATTEMPTS {
             match self.backend.client.propose(bytes.clone()).await {
@@ -542,7 +567,7 @@ impl Connection {
         let backend = self.backend.clone();
         let (fired, zxid, code, record) = {
             let store = backend.store();
-            let fired = self.fire_pending_in(&store)?;
+            let fired = self.fire_pending_in(&store, i64::MAX)?;
             let (mut code, record) = read(&store, request, self.session, &self.auth);
             let watched = match request {
                 // An exists watch stays on a missing node, to fire on create.
@@ -582,14 +607,7 @@ impl Connection {
         body: &[u8],
         writer: &mut OwnedWriteHalf,
     ) -> Result<Flow, ConnectionError> {
-        let entry = ZkEntry {
-            session: self.session,
-            time_ms: now_ms(),
-            op: code,
-            body: body.to_vec(),
-            auth: self.auth.clone(),
-        };
-        let answer = self.propose(entry).await?;
+        let answer = self.propose(self.entry(code, body)).await?;
         let (zxid, err, _) = read_answer(&answer)
             .ok_or_else(|| ConnectionError::Protocol("a malformed answer".into()))?;
         self.wait_applied(zxid).await?;
@@ -600,28 +618,104 @@ impl Connection {
         Ok(if ended { Flow::Close } else { Flow::Continue })
     }
 
+    /// The log entry of this session's request `code` with `body`.
+    fn entry(&self, code: i32, body: &[u8]) -> ZkEntry {
+        ZkEntry {
+            session: self.session,
+            time_ms: now_ms(),
+            op: code,
+            body: body.to_vec(),
+            auth: self.auth.clone(),
+        }
+    }
+
+    /// Logs writes of this session that came one right after another as
+    /// one batch (see [`pipeline`]) and answers each in turn once this
+    /// member has applied them all, each after the notifications of the
+    /// changes up to its own zxid, as if they had been handled one by one.
+    async fn write_batch(
+        &mut self,
+        packets: &[Vec<u8>],
+        writer: &mut OwnedWriteHalf,
+    ) -> Result<Flow, ConnectionError> {
+        let header = |packet: &[u8]| {
+            let word = |at: usize| i32::from_be_bytes(packet[at..at + 4].try_into().expect("4"));
+            (word(0), word(4))
+        };
+        let entries = packets
+            .iter()
+            .map(|packet| self.entry(header(packet).1, &packet[8..]))
+            .collect();
+        let answer = self
+            .propose_command(Command::ZooKeeperBatch(ZkBatch { entries }))
+            .await?;
+        let answers = ZkBatchAnswer::decode(answer.as_slice())
+            .map_err(|e| ConnectionError::Protocol(format!("a malformed batch answer: {e}")))?
+            .answers;
+        if answers.len() != packets.len() {
+            return Err(ConnectionError::Protocol(format!(
+                "{} answers to a batch of {} writes",
+                answers.len(),
+                packets.len()
+            )));
+        }
+        let mut read = Vec::with_capacity(answers.len());
+        for answer in &answers {
+            read.push(
+                read_answer(answer)
+                    .ok_or_else(|| ConnectionError::Protocol("a malformed answer".into()))?,
+            );
+        }
+        let last = read.iter().map(|(zxid, _, _)| *zxid).max().unwrap_or(0);
+        self.wait_applied(last).await?;
+        let mut flow = Flow::Continue;
+        for ((packet, answer), (zxid, err, _)) in packets.iter().zip(&answers).zip(&read) {
+            let fired = self.fire_pending_until(*zxid)?;
+            self.notify(writer, &fired).await?;
+            write_packet(writer, &[&header(packet).0.to_be_bytes(), answer]).await?;
+            if *err == ErrorCode::SessionExpired.code() {
+                flow = Flow::Close;
+            }
+        }
+        Ok(flow)
+    }
+
     /// The notifications the changes applied since the last look fire.
     fn fire_pending(&mut self) -> Result<Vec<Fired>, ConnectionError> {
+        self.fire_pending_until(i64::MAX)
+    }
+
+    /// The notifications the changes applied since the last look, up to
+    /// revision `until`, fire; later ones are looked at next time.
+    fn fire_pending_until(&mut self, until: i64) -> Result<Vec<Fired>, ConnectionError> {
         let backend = self.backend.clone();
         let store = backend.store();
-        self.fire_pending_in(&store)
+        self.fire_pending_in(&store, until)
     }
 
     fn fire_pending_in(
         &mut self,
         store: &bellwether_kv::KvStore,
+        until: i64,
     ) -> Result<Vec<Fired>, ConnectionError> {
         let start = self.next_event_revision;
-        self.next_event_revision = store.revision() + 1;
-        if self.watches.is_empty() || start > store.revision() {
+        let until = until.min(store.revision());
+        if start > until {
+            return Ok(Vec::new());
+        }
+        self.next_event_revision = until + 1;
+        if self.watches.is_empty() {
             return Ok(Vec::new());
         }
         let range = KeyRange::prefix(NODE_PREFIX.to_vec());
         match store.events_since(start, &range) {
-            Ok(events) => Ok(changes(&events)
-                .iter()
-                .flat_map(|change| self.watches.fire(change))
-                .collect()),
+            Ok(mut events) => {
+                events.retain(|event| event.kv.mod_revision <= until);
+                Ok(changes(&events)
+                    .iter()
+                    .flat_map(|change| self.watches.fire(change))
+                    .collect())
+            }
             // Fell behind the store's event log: the watches cannot be
             // kept exactly here. The connection closes; the client
             // reconnects and sends its watches again with the last zxid it

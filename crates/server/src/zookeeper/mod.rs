@@ -10,6 +10,7 @@
 mod connection;
 mod four_letter;
 mod packets;
+mod pipeline;
 mod reaper;
 pub mod stats;
 

@@ -283,8 +283,7 @@ impl EtcdApp {
         };
         let (entry, write) = match command {
             command if zk_entries::is_znode(command.key()) => {
-                let (entry, zk) = zk_entries::op_entry(op.client, command, op.attempt);
-                (entry, Write::Zk(zk))
+                zk_entries::op_entry(op.client, command, op.attempt)
             }
             Command::LeasedPut { key, value } => (leased_put_entry(key, value), Write::Put),
             _ => return,

@@ -41,6 +41,8 @@ pub enum Write {
     Revoke,
     /// A ZooKeeper step, on an odd key (see `zk_entries.rs`).
     Zk(ZkWrite),
+    /// A ZooKeeper step logged as the last write of a batch.
+    ZkBatched(ZkWrite),
 }
 
 /// A write's answer, as the workload reads it.
@@ -184,6 +186,7 @@ pub fn outcome(write: Write, answer: &[u8]) -> Outcome {
     let refused = Outcome::Refused;
     match write {
         Write::Zk(zk) => zk_entries::outcome(zk, answer),
+        Write::ZkBatched(zk) => zk_entries::batch_outcome(zk, answer),
         Write::Put => match read_answer::<pb::PutResponse>(answer) {
             Ok(_) => Outcome::Done(Response::Put),
             Err(refusal) => refused(refusal),

@@ -332,6 +332,25 @@ fn znodes_are_written_through_sessions_and_checked_with_the_etcd_keys() {
         puts > 10 && leased > 5 && revokes > 0 && creates > 0 && reads > 10,
         "znodes: {puts} puts, {leased} leased, {revokes} revokes, {creates} creates, {reads} reads"
     );
+    // Odd clients' steps are logged in batches, even clients' alone: both
+    // ways land writes.
+    let writes_by = |odd: bool| {
+        histories
+            .iter()
+            .flatten()
+            .filter(|o| o.complete_us().is_some() && super::zk_entries::is_znode(o.command.key()))
+            .filter(|o| {
+                matches!(
+                    o.command,
+                    Command::Put { .. } | Command::CompareAndSet { .. }
+                )
+            })
+            .filter(|o| (o.client.0 % 2 == 1) == odd)
+            .count()
+    };
+    let (batched, alone) = (writes_by(true), writes_by(false));
+    println!("znode writes: {batched} batched, {alone} alone");
+    assert!(batched > 5 && alone > 5, "{batched} batched, {alone} alone");
 }
 
 /// A ZooKeeper create that replaces a node that exists, instead of failing

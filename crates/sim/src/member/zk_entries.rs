@@ -11,9 +11,14 @@
 //! leased put opens a session whose id is the lease's and writes an
 //! ephemeral node; a revoke closes that session.
 //!
+//! Some clients' steps go to the log as a member batches a pipelining
+//! session's writes (`bellwether_zookeeper::ZkBatch`): behind a write that
+//! fails (a delete of a node that never exists), which must change nothing
+//! and leave the step its own answer.
+//!
 //! The answers are ZooKeeper's, read with the production records.
 
-use super::etcd_entries::{lease_id, Outcome};
+use super::etcd_entries::{lease_id, Outcome, Write};
 use crate::linearizability::{Command, Key, Response, Value};
 use bellwether_etcd::{Code, Command as EtcdCommand, Refusal};
 use bellwether_zookeeper::codes::{create_mode, op, ErrorCode};
@@ -21,7 +26,7 @@ use bellwether_zookeeper::entry::read_answer;
 use bellwether_zookeeper::jute::JuteReader;
 use bellwether_zookeeper::request::Create;
 use bellwether_zookeeper::stat::Acl;
-use bellwether_zookeeper::{Request, SessionRecord, ZkEntry};
+use bellwether_zookeeper::{Request, SessionRecord, ZkBatch, ZkBatchAnswer, ZkEntry};
 
 /// Whether `key` is a znode (odd keys) rather than an etcd key.
 pub fn is_znode(key: Key) -> bool {
@@ -59,15 +64,37 @@ pub enum ZkWrite {
     Close,
 }
 
-fn entry(session: i64, request: &Request) -> Vec<u8> {
-    EtcdCommand::ZooKeeper(ZkEntry {
+fn zk_entry(session: i64, request: &Request) -> ZkEntry {
+    ZkEntry {
         session,
         time_ms: 0,
         op: request.op(),
         body: request.encode(),
         auth: Vec::new(),
-    })
-    .encode()
+    }
+}
+
+/// The node no client ever creates: the batches' failing first write.
+const ABSENT: &str = "/never";
+
+/// A step as the log entry a member makes of it: alone, or (odd clients)
+/// batched behind a write that fails.
+fn entry(client: u64, session: i64, request: &Request, write: ZkWrite) -> (Vec<u8>, Write) {
+    if client.is_multiple_of(2) {
+        let alone = EtcdCommand::ZooKeeper(zk_entry(session, request));
+        return (alone.encode(), Write::Zk(write));
+    }
+    let failing = Request::Delete {
+        path: ABSENT.into(),
+        version: -1,
+    };
+    let batch = ZkBatch {
+        entries: vec![zk_entry(session, &failing), zk_entry(session, request)],
+    };
+    (
+        EtcdCommand::ZooKeeperBatch(batch).encode(),
+        Write::ZkBatched(write),
+    )
 }
 
 fn create(key: Key, value: Value, flags: i32) -> Request {
@@ -122,7 +149,7 @@ pub fn first_entry(client: u64, command: Command) -> (Vec<u8>, ZkWrite) {
 
 /// The step of `command` once its session is open; `attempt` picks a
 /// put's form (the other one on every retry).
-pub fn op_entry(client: u64, command: Command, attempt: u32) -> (Vec<u8>, ZkWrite) {
+pub fn op_entry(client: u64, command: Command, attempt: u32) -> (Vec<u8>, Write) {
     let session = session_of(client, command);
     let (key, value, flags) = match command {
         Command::Put { key, value } => (key, value, create_mode::PERSISTENT),
@@ -133,7 +160,7 @@ pub fn op_entry(client: u64, command: Command, attempt: u32) -> (Vec<u8>, ZkWrit
             new,
         } => {
             let request = create(key, new, create_mode::PERSISTENT);
-            return (entry(session, &request), ZkWrite::CreateIfAbsent);
+            return entry(client, session, &request, ZkWrite::CreateIfAbsent);
         }
         other => panic!("{other:?} has no ZooKeeper step after its session"),
     };
@@ -145,9 +172,9 @@ pub fn op_entry(client: u64, command: Command, attempt: u32) -> (Vec<u8>, ZkWrit
             },
             create(key, value, flags),
         ]);
-        (entry(session, &replace), ZkWrite::Replace)
+        entry(client, session, &replace, ZkWrite::Replace)
     } else {
-        (entry(session, &create(key, value, flags)), ZkWrite::Create)
+        entry(client, session, &create(key, value, flags), ZkWrite::Create)
     }
 }
 
@@ -201,6 +228,29 @@ pub fn outcome(write: ZkWrite, answer: &[u8]) -> Outcome {
         },
         _ if err == code(ErrorCode::SessionExpired) => session_gone(),
         _ => unexpected(write, err),
+    }
+}
+
+/// Reads the answer to a batch made by [`entry`]: its failing first write
+/// must have failed as it always does, and the step's answer is the last.
+pub fn batch_outcome(write: ZkWrite, answer: &[u8]) -> Outcome {
+    let malformed = |what: String| {
+        Outcome::Refused(Refusal {
+            code: Code::Internal,
+            message: format!("zookeeper batch: {what}"),
+        })
+    };
+    let Ok(batch) = <ZkBatchAnswer as prost::Message>::decode(answer) else {
+        return malformed("not a batch answer".into());
+    };
+    let [first, step] = batch.answers.as_slice() else {
+        return malformed(format!("{} answers to 2 writes", batch.answers.len()));
+    };
+    // NoNode as a rule; a session gone or an alarm fails it otherwise.
+    // It must never succeed: nothing is there to delete.
+    match read_answer(first) {
+        Some((_, err, _)) if err != ErrorCode::Ok.code() => outcome(write, step),
+        other => malformed(format!("the delete of {ABSENT} answered {other:?}")),
     }
 }
 
