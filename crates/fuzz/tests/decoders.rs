@@ -577,10 +577,23 @@ fn command_seeds() -> Vec<Vec<u8>> {
         auth_revision: 9,
         user: "alice".into(),
     };
+    let zk_batch = Command::ZooKeeperBatch(bellwether_zookeeper::ZkBatch {
+        entries: vec![
+            bellwether_zookeeper::ZkEntry {
+                session: 7,
+                time_ms: 1,
+                op: bellwether_zookeeper::codes::op::DELETE,
+                body: b"\0\0\0\x02/a\xff\xff\xff\xff".to_vec(),
+                auth: Vec::new(),
+            };
+            2
+        ],
+    });
     vec![
         put.encode(),
         put.encode_checked(&checked),
         grant.encode_checked(&checked),
+        zk_batch.encode(),
     ]
 }
 
