@@ -77,6 +77,7 @@ async function poll() {
     render(Date.now());
     renderElections(await fetchJson("elections"));
     renderQueues(await fetchJson("tasks"));
+    renderZookeeper(await fetchJson("zookeeper"));
     await pollElectorGroups();
   } catch (error) {
     console.error("dashboard: poll failed", error);
@@ -468,6 +469,38 @@ function renderQueues(list) {
     return row;
   });
   document.getElementById("queue-rows").replaceChildren(...rows);
+}
+
+/** ZooKeeper's sessions and ephemeral-sequential elections in this member's store. */
+function renderZookeeper(view) {
+  if (view === null || typeof view !== "object" || !Array.isArray(view.sessions)) return;
+  const shown = view.sessions.length;
+  const more = view.truncated ? " (some left out: the store holds more than the page reads)" : "";
+  document.getElementById("zookeeper-summary").textContent =
+    `${view.sessions_total} ZooKeeper session(s) open, ${shown} shown; ` +
+    `${view.elections.length} election(s) on ephemeral-sequential nodes${more}.`;
+  const electionRows = view.elections.map((e) => {
+    const row = el("tr");
+    for (const text of [
+      e.parent,
+      e.holder,
+      e.holder_session,
+      `${duration(Date.now() - e.holder_since_ms)} ago`,
+      String(e.contenders),
+    ]) {
+      row.append(el("td", null, text));
+    }
+    return row;
+  });
+  document.getElementById("zookeeper-election-rows").replaceChildren(...electionRows);
+  const sessionRows = view.sessions.map((session) => {
+    const row = el("tr");
+    for (const text of [session.id, String(session.timeout_ms), String(session.ephemerals)]) {
+      row.append(el("td", null, text));
+    }
+    return row;
+  });
+  document.getElementById("zookeeper-session-rows").replaceChildren(...sessionRows);
 }
 
 poll();

@@ -17,6 +17,7 @@ pub mod codes;
 pub mod connect;
 pub mod entry;
 pub mod jute;
+pub mod overview;
 pub mod read;
 pub mod request;
 pub mod stat;

@@ -13,6 +13,7 @@
 //! | `GET /status`    | the `NodeStatus` as JSON, readable cross-origin (CORS)    |
 //! | `GET /elections` | applications' elections and locks served here, as JSON   |
 //! | `GET /tasks`     | task queues in this member's store, as JSON              |
+//! | `GET /zookeeper` | ZooKeeper sessions and ephemeral-node elections, as JSON  |
 //! | `GET /`          | the dashboard (plain HTML + JS + CSS embedded at build)   |
 //!
 //! Everything is bounded: [`serve`] holds at most [`CONNECTIONS_MAX`] open
@@ -67,6 +68,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/status", get(report::status))
         .route("/elections", get(report::elections))
         .route("/tasks", get(report::tasks))
+        .route("/zookeeper", get(report::zookeeper))
         .route("/health", get(probes::health))
         .route("/ready", get(probes::ready))
         .route("/", get(dashboard::page))

@@ -47,6 +47,15 @@ pub(super) async fn tasks(State(state): State<HttpState>) -> impl IntoResponse {
     ([(CACHE_CONTROL, "no-store")], Json(views))
 }
 
+/// `GET /zookeeper`: the ZooKeeper sessions open in this member's store
+/// and the elections run on ephemeral-sequential nodes, with their holders.
+pub(super) async fn zookeeper(State(state): State<HttpState>) -> impl IntoResponse {
+    let view = tokio::task::spawn_blocking(move || state.metrics.zookeeper.overview())
+        .await
+        .unwrap_or_default();
+    ([(CACHE_CONTROL, "no-store")], Json(view))
+}
+
 /// `GET /status`: the latest `NodeStatus` as JSON, readable from any origin.
 pub(super) async fn status(State(state): State<HttpState>) -> impl IntoResponse {
     // Clone out of the watch so its lock is not held while serializing.

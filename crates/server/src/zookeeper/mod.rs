@@ -30,6 +30,7 @@ pub async fn serve(
     stats: Arc<stats::ZkStats>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    stats.attach_store(backend.store.clone());
     let permits = Arc::new(Semaphore::new(connections_max.max(1)));
     // Stopped when this future ends or is dropped.
     let _reaping = AbortOnDrop(tokio::spawn(reaper::run(backend.clone(), stats.clone())));

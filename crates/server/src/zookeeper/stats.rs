@@ -3,10 +3,13 @@
 //! the tree's sizes, counted by the endpoint's background task.
 
 use bellwether_client::LatencyHistogram;
+use bellwether_kv::KvStore;
+use bellwether_zookeeper::overview::{overview, Overview};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 /// A gauge of a count.
 type CountGauge = Gauge<u64, AtomicU64>;
@@ -30,6 +33,9 @@ pub struct ZkStats {
     pub znodes: CountGauge,
     /// Time from a request's arrival to its reply.
     pub latency: LatencyHistogram,
+    /// The member's store, for the dashboard's overview; set when the
+    /// endpoint starts serving.
+    store: Mutex<Option<Arc<Mutex<KvStore>>>>,
 }
 
 impl ZkStats {
@@ -79,6 +85,20 @@ impl ZkStats {
             "Time from a ZooKeeper request's arrival to its reply on this member.",
             self.latency.clone(),
         );
+    }
+
+    /// Gives the overview the store it reads.
+    pub fn attach_store(&self, store: Arc<Mutex<KvStore>>) {
+        *self.store.lock().expect("stats lock") = Some(store);
+    }
+
+    /// The sessions and elections in the store (`GET /zookeeper`); empty
+    /// while the endpoint is not served.
+    pub fn overview(&self) -> Overview {
+        let store = self.store.lock().expect("stats lock").clone();
+        store.map_or_else(Overview::default, |store| {
+            overview(&store.lock().expect("store lock"))
+        })
     }
 
     /// Counts the store's sessions and znodes.
