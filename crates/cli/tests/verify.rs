@@ -1,8 +1,8 @@
 //! `bellwether verify` end to end: real member processes, clients over the
-//! etcd API, a nemesis that kills, pauses and partitions members, cuts the
-//! power of all of them and fills one's disk. A short run of each workload
-//! (register, set, election, lease) must pass, and what is broken on
-//! purpose must be caught: a weak client (reads served from a member's
+//! etcd API (or ZooKeeper's protocol), a nemesis that kills, pauses and
+//! partitions members, cuts the power of all of them and fills one's disk.
+//! A short run of each workload (register, set, election, lease,
+//! zookeeper) must pass, and what is broken on purpose must be caught: a weak client (reads served from a member's
 //! own, possibly stale, state), a client that writes without its fencing
 //! guard, a runtime that answers before its fsync, and one that applies
 //! entries before they commit.
@@ -103,6 +103,57 @@ fn a_client_that_writes_without_its_fence_is_caught() {
     );
     assert!(!passed, "the unfenced writes went unnoticed: {out}");
     assert!(out.contains("landed out of token order"), "{out}");
+}
+
+/// Over ZooKeeper's protocol, under the nemesis: contenders lead in turn
+/// through ephemeral sequential nodes and write through multi(check,
+/// setData) fencing; the run must find the register linearizable, never
+/// two holders at once and no acknowledged write lost, after real work:
+/// many acknowledged writes, by several holders, and a hung holder whose
+/// waking write the fence refused.
+#[test]
+fn a_zookeeper_run_under_the_nemesis_keeps_one_holder_at_a_time_and_every_write() {
+    let (passed, out) = verify(
+        246,
+        5410,
+        &["--workload", "zookeeper", "--seconds", "18", "--seed", "44"],
+    );
+    assert!(passed, "{out}");
+    assert!(out.contains("1 of 1 runs passed"), "{out}");
+    assert!(out.contains("nemesis: "), "the nemesis acted: {out}");
+    let acked = number_before(&out, " fenced writes acknowledged");
+    assert!(acked >= 100, "too few acknowledged writes: {out}");
+    let holders = number_before(&out, " contenders (");
+    assert!(holders >= 2, "fewer than two holders wrote: {out}");
+    let woke = number_before(&out, " hung holders woke to write");
+    assert!(woke >= 1, "no holder hung and woke: {out}");
+    assert!(
+        out.contains(&format!("({woke} refused, 0 accepted")),
+        "{out}"
+    );
+}
+
+/// A holder that hangs, loses its session, and wakes to write without the
+/// check of its election node: its write lands after its successor's,
+/// under an older token, and the check must say so.
+#[test]
+fn a_zookeeper_holder_that_writes_without_its_fence_is_caught() {
+    let (passed, out) = verify(
+        247,
+        5470,
+        &[
+            "--workload",
+            "zookeeper",
+            "--unfenced-writes",
+            "--seconds",
+            "12",
+            "--seed",
+            "45",
+        ],
+    );
+    assert!(!passed, "the unfenced writes went unnoticed: {out}");
+    assert!(out.contains("ANOMALY: "), "{out}");
+    assert!(out.contains("two holders at once"), "{out}");
 }
 
 /// The number just before the first `label` in `text`.

@@ -10,7 +10,11 @@
 //!   and nothing appears that nobody wrote;
 //! - **election** (`election.rs`): fenced writes land in token order;
 //! - **lease** (`lease.rs`, `lease_check.rs`): leases expire exactly once,
-//!   never early, each with all its keys in one revision.
+//!   never early, each with all its keys in one revision;
+//! - **zookeeper** (`zookeeper*.rs`): over ZooKeeper's protocol instead,
+//!   contenders lead in turn through ephemeral sequential nodes and write
+//!   a register through multi(check, setData) fencing: linearizable, never
+//!   two holders at once, no acknowledged write lost.
 //!
 //! It prints a verdict per run and exits 1 if any run found an anomaly,
 //! keeping that run's history (`history.json`) and member logs.
@@ -25,6 +29,10 @@ mod nemesis;
 mod register;
 mod session;
 mod set;
+mod zookeeper;
+mod zookeeper_check;
+mod zookeeper_contender;
+mod zookeeper_history;
 
 use crate::contender::Contender;
 use crate::partition::nft_unavailable;
@@ -43,6 +51,8 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
+use zookeeper::ZkSetup;
+use zookeeper_history::ZkHistory;
 
 /// Time after healing for the cluster to settle before the final reads.
 const SETTLE: Duration = Duration::from_secs(2);
@@ -62,14 +72,21 @@ pub enum Workload {
     /// Keys attached to leases, which must expire exactly once, never
     /// early, all of a lease's keys in one revision.
     Lease,
+    /// Over ZooKeeper's protocol: contenders lead in turn (ephemeral
+    /// sequential nodes) and write a register through multi(check,
+    /// setData) fencing, which must be linearizable, never from two
+    /// holders at once, and lose no acknowledged write.
+    Zookeeper,
 }
 
 /// Flags of `bellwether verify`.
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
     /// register (linearizability), set (no acknowledged write lost),
-    /// election (fenced writes land in token order) or lease (leases
-    /// expire exactly once, never early).
+    /// election (fenced writes land in token order), lease (leases
+    /// expire exactly once, never early) or zookeeper (fenced writes over
+    /// ZooKeeper's protocol: linearizable, one holder at a time, none
+    /// lost).
     #[arg(long, value_enum, default_value = "register")]
     workload: Workload,
     /// Members: 3 or 5.
@@ -88,7 +105,7 @@ pub struct VerifyArgs {
     #[arg(long, default_value_t = 8)]
     clients: usize,
     /// Members listen from this port up (peers +i, HTTP +100+i, etcd API
-    /// +200+i).
+    /// +200+i, and for --workload zookeeper ZooKeeper's protocol +300+i).
     #[arg(long, default_value_t = 7_400)]
     base_port: u16,
     /// Third octet of the members' peer addresses (127.0.N.i).
@@ -116,9 +133,9 @@ pub struct VerifyArgs {
     /// client, to show that the check catches what it must.
     #[arg(long)]
     serializable_reads: bool,
-    /// Election writes without their fencing guard: a deliberately broken
-    /// client, to show that the check catches a leader that woke from a
-    /// hang and wrote after its successor.
+    /// Election (or zookeeper) writes without their fencing guard: a
+    /// deliberately broken client, to show that the check catches a leader
+    /// that woke from a hang and wrote after its successor.
     #[arg(long)]
     unfenced_writes: bool,
 }
@@ -153,8 +170,8 @@ fn check_args(args: &VerifyArgs) -> Result<()> {
     if args.serializable_reads && args.workload != Workload::Register {
         bail!("--serializable-reads is for --workload register");
     }
-    if args.unfenced_writes && args.workload != Workload::Election {
-        bail!("--unfenced-writes is for --workload election");
+    if args.unfenced_writes && !matches!(args.workload, Workload::Election | Workload::Zookeeper) {
+        bail!("--unfenced-writes is for --workload election or zookeeper");
     }
     if let Some(name) = &args.unsafe_mutation {
         if bellwether_member::Runtime::named(name).is_none() {
@@ -251,6 +268,23 @@ fn member_args(args: &VerifyArgs) -> Vec<String> {
     member_args
 }
 
+/// Starts the run's members; for the zookeeper workload each also serves
+/// ZooKeeper's protocol, where `bellwether up` would put it.
+fn start_cluster(args: &VerifyArgs, layout: ClusterLayout) -> Result<ProcessCluster> {
+    match args.workload {
+        Workload::Zookeeper => {
+            let base_port = args.base_port;
+            ProcessCluster::start_with_member_args(layout, member_args(args), |i| {
+                vec![
+                    "--zookeeper-listen".to_string(),
+                    zookeeper::zookeeper_address(base_port, i),
+                ]
+            })
+        }
+        _ => ProcessCluster::start_with_args(layout, member_args(args)),
+    }
+}
+
 /// One run on a fresh cluster.
 fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcome)> {
     let _ = std::fs::remove_dir_all(dir);
@@ -273,7 +307,7 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
     if !args.no_partitions {
         nemesis::heal_leftovers(args.net);
     }
-    let mut cluster = ProcessCluster::start_with_args(layout, member_args(args))?;
+    let mut cluster = start_cluster(args, layout)?;
     let endpoints = cluster.client_endpoints();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -297,6 +331,16 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
     let until = origin + span;
     let channels = session::channels(&endpoints)?;
     let histories = Histories::default();
+    let zookeeper = match args.workload {
+        Workload::Zookeeper => {
+            let addresses: Vec<String> = (1..=args.nodes)
+                .map(|i| zookeeper::zookeeper_address(args.base_port, i))
+                .collect();
+            let setup = zookeeper::prepare(&addresses, seed, origin);
+            Some(Arc::new(runtime.block_on(setup)?))
+        }
+        _ => None,
+    };
     let watcher = match args.workload {
         Workload::Lease => Some(runtime.block_on(lease_watch::start_watcher(
             &client,
@@ -330,6 +374,19 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
                 seed,
                 histories.lease.clone(),
             )),
+            Workload::Zookeeper => runtime.spawn(
+                zookeeper_contender::Contender {
+                    client: i,
+                    setup: zookeeper
+                        .clone()
+                        .expect("set up for the zookeeper workload"),
+                    until,
+                    fenced: !args.unfenced_writes,
+                    history: histories.zookeeper.clone(),
+                    sequence: 0,
+                }
+                .run(),
+            ),
         })
         .collect();
     let faults = Faults {
@@ -340,14 +397,15 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
         runtime.block_on(task)?;
     }
     std::thread::sleep(SETTLE);
-    let mut verdict = match watcher {
-        Some(watcher) => runtime.block_on(lease_watch::lease_verdict(
+    let mut verdict = match (watcher, &zookeeper) {
+        (Some(watcher), _) => runtime.block_on(lease_watch::lease_verdict(
             &client,
             &channels,
             &histories.lease,
             watcher,
         ))?,
-        None => histories.verdict(args.workload, &runtime, &client)?,
+        (None, Some(setup)) => runtime.block_on(histories.zookeeper_verdict(setup))?,
+        (None, None) => histories.verdict(args.workload, &runtime, &client)?,
     };
     if let Some(trouble) = runtime.block_on(health::final_health(&client, &channels)) {
         verdict.anomaly = Some(match verdict.anomaly {
@@ -374,6 +432,7 @@ struct Histories {
     set: Arc<Mutex<SetHistory>>,
     election: Arc<Mutex<ElectionHistory>>,
     lease: Arc<Mutex<LeaseHistory>>,
+    zookeeper: Arc<Mutex<ZkHistory>>,
 }
 
 impl Histories {
@@ -400,6 +459,14 @@ impl Histories {
                 runtime.block_on(election::election_verdict(client, history))?
             }
             Workload::Lease => unreachable!("the lease verdict needs its watcher"),
+            Workload::Zookeeper => unreachable!("the zookeeper verdict needs its setup"),
         })
+    }
+
+    /// Checks the zookeeper workload's history, with one more read of the
+    /// register through `setup`.
+    async fn zookeeper_verdict(&self, setup: &ZkSetup) -> Result<Verdict> {
+        let history = std::mem::take(&mut *self.zookeeper.lock().expect("history"));
+        zookeeper::zookeeper_verdict(setup, history).await
     }
 }
