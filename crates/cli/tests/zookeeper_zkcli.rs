@@ -59,19 +59,6 @@ const KNOWN_DIFFERENCES: &[KnownDifference] = &[
         zookeeper: &["null"],
         bellwether: &[""],
     },
-    // whoAmI: ZooKeeper lists the session's identities (the two digests
-    // added and the client's IP); bellwether answers UNIMPLEMENTED, which
-    // zkCli prints as no identity.
-    KnownDifference {
-        command: "whoami",
-        zookeeper: &[
-            "Auth scheme: User",
-            "digest: bob",
-            "digest: bob",
-            "ip: 127.0.0.1",
-        ],
-        bellwether: &["Auth scheme: User"],
-    },
 ];
 
 /// Answers the reference run must hold (command, one line of its answer),

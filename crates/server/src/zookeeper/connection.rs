@@ -54,6 +54,8 @@ const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// after the last renewal: clients ping every third of their timeout, so
 /// a renewal follows each ping, and a busy client renews at most this often.
 const RENEW_GAP_MAX: Duration = Duration::from_millis(200);
+/// How long a closing connection waits for the client to close its side.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
 /// Attempts at choosing a session id no session holds.
 const SESSION_ID_ATTEMPTS: usize = 4;
 
@@ -183,18 +185,34 @@ impl Connection {
             return Ok(());
         }
         let (packets_in, mut packets) = mpsc::channel(PACKETS_QUEUED_MAX);
-        let reading = tokio::spawn(async move {
+        let mut reading = tokio::spawn(async move {
+            // Once nothing takes packets any more, they are read and
+            // dropped until the client closes its side (see below).
+            let mut forwarding = true;
             loop {
                 let packet = read_packet(&mut reader).await;
                 let failed = packet.is_err();
-                if packets_in.send(packet).await.is_err() || failed {
+                if forwarding && packets_in.send(packet).await.is_err() {
+                    forwarding = false;
+                }
+                if failed {
                     break;
                 }
             }
         });
         let served = self.serve(&mut packets, &mut writer).await;
-        reading.abort();
+        // The last replies (an AuthFailed, say) go out with the end of the
+        // stream; what the client sent meanwhile is read and dropped until
+        // it closes too. A socket closed with unread bytes would send a
+        // reset instead, and the client could lose those replies.
         let _ = writer.shutdown().await;
+        drop(packets);
+        if tokio::time::timeout(CLOSE_LINGER, &mut reading)
+            .await
+            .is_err()
+        {
+            reading.abort();
+        }
         served
     }
 
@@ -549,7 +567,14 @@ impl Connection {
             }
             Request::WhoAmI => {
                 let zxid = self.backend.store().revision();
-                reply(writer, request_xid, zxid, ErrorCode::Unimplemented, &[]).await?;
+                reply(
+                    writer,
+                    request_xid,
+                    zxid,
+                    ErrorCode::Ok,
+                    &who_am_i(&self.auth),
+                )
+                .await?;
             }
             request => self.read(request_xid, &request, writer).await?,
         }
@@ -761,6 +786,25 @@ async fn reply(
     let mut w = JuteWriter::new();
     w.int(request_xid).long(zxid).int(code.code());
     write_packet(writer, &[&w.into_bytes(), record]).await
+}
+
+/// whoAmI's record: each id the connection has proven as its scheme and
+/// user (a digest's user name, without its hash), the ids added with
+/// `addauth` first and the address last, as ZooKeeper 3.8 lists them.
+fn who_am_i(auth: &[AuthId]) -> Vec<u8> {
+    let added = auth.iter().filter(|id| id.scheme != "ip");
+    let addresses = auth.iter().filter(|id| id.scheme == "ip");
+    let ids: Vec<&AuthId> = added.chain(addresses).collect();
+    let mut w = JuteWriter::new();
+    w.count(ids.len());
+    for id in ids {
+        let user = match id.scheme.as_str() {
+            "digest" => id.id.split(':').next().unwrap_or_default(),
+            _ => id.id.as_str(),
+        };
+        w.string(&id.scheme).string(user);
+    }
+    w.into_bytes()
 }
 
 /// The id an auth packet proves, for the `digest` scheme: `user:` and the
