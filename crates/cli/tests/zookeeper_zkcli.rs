@@ -51,14 +51,6 @@ const KNOWN_DIFFERENCES: &[KnownDifference] = &[
         zookeeper: &["[zookeeper]"],
         bellwether: &["[]"],
     },
-    // zkCli creates a node given no data with null data; ZooKeeper keeps
-    // the null and getData answers it (zkCli prints "null"), bellwether
-    // answers empty data.
-    KnownDifference {
-        command: "get /zkcli/empty",
-        zookeeper: &["null"],
-        bellwether: &[""],
-    },
 ];
 
 /// Answers the reference run must hold (command, one line of its answer),

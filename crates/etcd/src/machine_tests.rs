@@ -180,7 +180,7 @@ fn ephemeral(path: &str) -> bellwether_zookeeper::Request {
     bellwether_zookeeper::Request::Create(bellwether_zookeeper::request::Create {
         op: bellwether_zookeeper::codes::op::CREATE,
         path: path.into(),
-        data: Vec::new(),
+        data: Some(Vec::new()),
         acl: vec![bellwether_zookeeper::stat::Acl::open()],
         flags: bellwether_zookeeper::codes::create_mode::EPHEMERAL,
         ttl: 0,

@@ -486,7 +486,7 @@ fn zookeeper_seeds() -> Vec<Vec<u8>> {
     let create = Request::Create(Create {
         op: op::CREATE2,
         path: "/a".into(),
-        data: b"d".to_vec(),
+        data: Some(b"d".to_vec()),
         acl: vec![Acl::open()],
         flags: create_mode::EPHEMERAL_SEQUENTIAL,
         ttl: 0,
@@ -506,7 +506,7 @@ fn zookeeper_seeds() -> Vec<Vec<u8>> {
         ]),
         Request::SetData {
             path: "/a".into(),
-            data: vec![1; 40],
+            data: Some(vec![1; 40]),
             version: -1,
         },
         Request::SetWatches(SetWatches {

@@ -191,6 +191,14 @@ impl JuteWriter {
         self
     }
 
+    /// A byte buffer, or null (length -1).
+    pub fn buffer_or_null(&mut self, value: Option<&[u8]>) -> &mut Self {
+        match value {
+            Some(value) => self.buffer(value),
+            None => self.int(-1),
+        }
+    }
+
     /// A string, never null.
     pub fn string(&mut self, value: &str) -> &mut Self {
         self.buffer(value.as_bytes())

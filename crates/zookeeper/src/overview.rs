@@ -209,7 +209,7 @@ mod tests {
         let request = Request::Create(Create {
             op: op::CREATE,
             path: path.into(),
-            data: Vec::new(),
+            data: Some(Vec::new()),
             acl: vec![Acl::open()],
             flags,
             ttl: 0,

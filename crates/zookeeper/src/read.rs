@@ -80,7 +80,7 @@ fn answer(
         Request::GetData { path, .. } => {
             let node = read_node(store, checked(path)?).ok_or(ErrorCode::NoNode)?;
             may(&node, perms::READ, ids)?;
-            w.buffer(&node.data);
+            w.buffer_or_null((!node.data_null).then_some(node.data.as_slice()));
             node.stat().write(&mut w);
         }
         Request::GetChildren {

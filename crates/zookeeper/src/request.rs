@@ -39,8 +39,8 @@ pub enum Request {
     SetData {
         /// The node.
         path: String,
-        /// The new data.
-        data: Vec<u8>,
+        /// The new data; `None`: null (ZooKeeper keeps it apart from empty).
+        data: Option<Vec<u8>>,
         /// The expected data version; -1: any.
         version: i32,
     },
@@ -128,8 +128,8 @@ pub struct Create {
     pub op: i32,
     /// The node (for a sequential one, before its suffix).
     pub path: String,
-    /// Its data.
-    pub data: Vec<u8>,
+    /// Its data; `None`: null (ZooKeeper keeps it apart from empty).
+    pub data: Option<Vec<u8>>,
     /// Its ACL.
     pub acl: Vec<Acl>,
     /// The create mode.
@@ -202,7 +202,7 @@ impl Request {
         Ok(match code {
             op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::CREATE_TTL => {
                 let path = r.text()?;
-                let data = r.buffer()?.unwrap_or_default();
+                let data = r.buffer()?;
                 let acl = Acl::read_list(r)?;
                 let flags = r.int()?;
                 let ttl = if code == op::CREATE_TTL { r.long()? } else { 0 };
@@ -229,7 +229,7 @@ impl Request {
             },
             op::SET_DATA => Request::SetData {
                 path: r.text()?,
-                data: r.buffer()?.unwrap_or_default(),
+                data: r.buffer()?,
                 version: r.int()?,
             },
             op::GET_ACL => Request::GetAcl { path: r.text()? },
@@ -364,7 +364,7 @@ impl Request {
     fn write(&self, w: &mut JuteWriter) {
         match self {
             Request::Create(c) => {
-                w.string(&c.path).buffer(&c.data);
+                w.string(&c.path).buffer_or_null(c.data.as_deref());
                 Acl::write_list(&c.acl, w);
                 w.int(c.flags);
                 if c.op == op::CREATE_TTL {
@@ -385,7 +385,7 @@ impl Request {
                 data,
                 version,
             } => {
-                w.string(path).buffer(data).int(*version);
+                w.string(path).buffer_or_null(data.as_deref()).int(*version);
             }
             Request::GetAcl { path }
             | Request::Sync { path }
@@ -441,7 +441,7 @@ mod tests {
         round_trip(Request::Create(Create {
             op: op::CREATE2,
             path: "/a".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             acl: vec![Acl::open()],
             flags: create_mode::EPHEMERAL_SEQUENTIAL,
             ttl: 0,
@@ -449,14 +449,14 @@ mod tests {
         round_trip(Request::Create(Create {
             op: op::CREATE_TTL,
             path: "/t".into(),
-            data: Vec::new(),
+            data: None,
             acl: vec![Acl::open()],
             flags: create_mode::PERSISTENT_WITH_TTL,
             ttl: 5000,
         }));
         round_trip(Request::SetData {
             path: "/a".into(),
-            data: vec![1, 2],
+            data: Some(vec![1, 2]),
             version: -1,
         });
         round_trip(Request::Multi(vec![

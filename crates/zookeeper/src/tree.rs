@@ -511,7 +511,8 @@ impl<'s> Overlay<'s> {
                 node.version += 1;
                 node.mzxid = self.zxid;
                 node.mtime = self.time_ms;
-                node.data = data.clone();
+                node.data = data.clone().unwrap_or_default();
+                node.data_null = data.is_none();
                 let stat = node.stat();
                 self.set(path, Some(node));
                 Ok(Done::DataSet(stat))
@@ -599,8 +600,9 @@ impl<'s> Overlay<'s> {
             num_children: 0,
             container: flags == create_mode::CONTAINER,
             acl,
-            data: create.data.clone(),
+            data: create.data.clone().unwrap_or_default(),
             ttl_ms: if ttl_flags { create.ttl } else { 0 },
+            data_null: create.data.is_none(),
         };
         let stat = node.stat();
         parent.cversion += 1;

@@ -53,7 +53,7 @@ fn create(path: &str, flags: i32) -> Request {
     Request::Create(Create {
         op: op::CREATE2,
         path: path.to_string(),
-        data: b"d".to_vec(),
+        data: Some(b"d".to_vec()),
         acl: vec![Acl::open()],
         flags,
         ttl: 0,
@@ -130,7 +130,7 @@ fn versions_guard_deletes_and_sets_and_children_guard_deletes() {
     run(&mut store, create("/a/b", create_mode::PERSISTENT));
     let set = |version| Request::SetData {
         path: "/a".into(),
-        data: b"new".to_vec(),
+        data: Some(b"new".to_vec()),
         version,
     };
     assert_eq!(run(&mut store, set(3)).1, ErrorCode::BadVersion.code());
@@ -213,7 +213,7 @@ fn a_multi_lands_whole_or_not_at_all() {
         },
         Request::SetData {
             path: "/m/c".into(),
-            data: Vec::new(),
+            data: Some(Vec::new()),
             version: 0,
         },
     ]);
@@ -255,7 +255,7 @@ fn store_events_become_the_changes_watches_see() {
         &mut store,
         Request::SetData {
             path: "/w".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             version: -1,
         },
     );
@@ -328,7 +328,7 @@ fn a_container_goes_once_its_last_child_does_and_a_ttl_node_once_it_is_idle() {
     let container = Request::Create(Create {
         op: op::CREATE_CONTAINER,
         path: "/c".into(),
-        data: Vec::new(),
+        data: Some(Vec::new()),
         acl: vec![Acl::open()],
         flags: create_mode::CONTAINER,
         ttl: 0,
@@ -354,7 +354,7 @@ fn a_container_goes_once_its_last_child_does_and_a_ttl_node_once_it_is_idle() {
         Request::Create(Create {
             op: op::CREATE_TTL,
             path: "/t".into(),
-            data: Vec::new(),
+            data: Some(Vec::new()),
             acl: vec![Acl::open()],
             flags: create_mode::PERSISTENT_WITH_TTL,
             ttl,
@@ -369,4 +369,35 @@ fn a_container_goes_once_its_last_child_does_and_a_ttl_node_once_it_is_idle() {
     assert_eq!(due_nodes(&store, 1_501), vec!["/t".to_string()]);
     apply(&mut store, &reap_entry("/t", 1_501));
     assert!(read_node(&store, "/t").is_none());
+}
+
+#[test]
+fn null_data_reads_back_null_and_empty_data_empty() {
+    let mut store = store_with_session();
+    let data_of = |store: &KvStore| {
+        let get = Request::GetData {
+            path: "/n".into(),
+            watch: false,
+        };
+        let (code, record) = read(store, &get, SESSION, &[]);
+        assert_eq!(code, ErrorCode::Ok);
+        JuteReader::new(&record).buffer().unwrap()
+    };
+    let mut null = create("/n", create_mode::PERSISTENT);
+    if let Request::Create(create) = &mut null {
+        create.data = None;
+    }
+    assert_eq!(run(&mut store, null).1, 0);
+    assert_eq!(data_of(&store), None, "created null, read null");
+    let set = |data: Option<Vec<u8>>| Request::SetData {
+        path: "/n".into(),
+        data,
+        version: -1,
+    };
+    run(&mut store, set(Some(Vec::new())));
+    assert_eq!(data_of(&store), Some(Vec::new()), "set empty, read empty");
+    run(&mut store, set(None));
+    assert_eq!(data_of(&store), None, "set null, read null");
+    let node = read_node(&store, "/n").unwrap();
+    assert_eq!(node.stat().data_length, 0);
 }

@@ -71,6 +71,10 @@ pub struct Znode {
     /// change; 0 for other nodes.
     #[prost(int64, tag = "14")]
     pub ttl_ms: i64,
+    /// Whether the data is null rather than empty (`data` is then empty):
+    /// ZooKeeper answers a node created or set with null data with null.
+    #[prost(bool, tag = "15")]
+    pub data_null: bool,
 }
 
 impl Znode {

@@ -101,7 +101,7 @@ fn create(key: Key, value: Value, flags: i32) -> Request {
     Request::Create(Create {
         op: op::CREATE,
         path: path(key),
-        data: value.0.to_le_bytes().to_vec(),
+        data: Some(value.0.to_le_bytes().to_vec()),
         acl: vec![Acl::open()],
         flags,
         ttl: 0,
