@@ -39,7 +39,9 @@ fi
 # crates/conformance's tests use (bellwether itself never needs protoc),
 # zookeeper (a real ZooKeeper 3.8; it depends on default-jre, so java comes
 # with it) and python3-venv (target/zk-venv, below) for the tests that
-# compare bellwether's ZooKeeper protocol with it.
+# compare bellwether's ZooKeeper protocol with it, and Apache Curator
+# (libcurator-*-java, 5.4.0 in bookworm) with a JDK's javac
+# (default-jdk-headless) for the Curator recipes test.
 need=()
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v mount >/dev/null 2>&1 || need+=(mount)
@@ -50,6 +52,10 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 { command -v java && [ -f /usr/share/java/zookeeper.jar ]; } >/dev/null 2>&1 || need+=(zookeeper)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
+for curator in recipes framework client; do
+  [ -f "/usr/share/java/curator-$curator.jar" ] || need+=("libcurator-$curator-java")
+done
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${need[*]}"
