@@ -34,13 +34,14 @@ use std::time::{Duration, Instant};
 /// test at most 60 s).
 const RUN_LIMIT: Duration = Duration::from_secs(600);
 
-/// The recipe tests that pass on real ZooKeeper 3.8 (Debian's 3.8.0,
-/// standalone, from tests/zookeeper/run_real_zookeeper.sh), recorded on
-/// 2026-11-28 with
-///   tests/zookeeper/run_real_zookeeper.sh /tmp/kz-zk/zk 18400
-///   python3 tests/zookeeper/kazoo_recipes/run.py --hosts 127.0.0.1:18400
-/// (three full runs; all 92 tests passed in two, 91 in the third). Left
-/// out: test_lock.py::KazooLockTests::test_rw_lock, which failed on
+/// The recipe tests that pass on real ZooKeeper 3.8 (Debian's 3.8.0),
+/// recorded on 2026-11-28: three full runs on a standalone server (all 92
+/// tests passed in two, 91 in the third), then one on the 3-server
+/// ensemble tests/zookeeper/run_real_zookeeper.sh starts (92 of 92):
+///   tests/zookeeper/run_real_zookeeper.sh /tmp/kz-ens 231
+///   target/zk-venv/bin/python tests/zookeeper/kazoo_recipes/run.py \
+///     --hosts 127.0.231.101:2181,127.0.231.102:2181,127.0.231.103:2181
+/// Left out: test_lock.py::KazooLockTests::test_rw_lock, which failed on
 /// ZooKeeper in 1 of 3 full runs and 3 of 12 runs of it alone: its reader
 /// and writer threads race to queue on the lock and it expects the reader
 /// first, so it fails whenever the writer's node is created first.
