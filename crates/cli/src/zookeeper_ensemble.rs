@@ -194,6 +194,14 @@ impl ZookeeperEnsemble {
             .collect()
     }
 
+    /// The server whose `srvr` says `Mode: leader`, asking each once.
+    pub fn leader(&self) -> Option<usize> {
+        (1..=self.layout.servers).find(|&i| {
+            srvr(SocketAddr::from((self.layout.ip(i), CLIENT_PORT)))
+                .is_some_and(|state| state.mode == "leader")
+        })
+    }
+
     /// Waits until every server serves, one as leader and the others as
     /// followers; returns the leader's number and the servers' version.
     pub fn wait_ready(&mut self, interrupted: &AtomicBool) -> Result<(usize, String)> {

@@ -22,6 +22,7 @@
 //! guards. A temporary directory is removed afterwards; when the run
 //! failed only the logs are kept.
 
+use super::failover::{self, FailoverReport};
 use super::load::{self, Phase, PhaseReport, ZkLoad, ZkLoadSpec};
 use crate::bench_kv::compare::{nets, ratio, wait_agreement, RssSampler};
 use crate::contender::Contender;
@@ -54,6 +55,8 @@ pub struct CompareSettings {
     pub base_port: u16,
     /// Data and logs; a temporary directory when `None`.
     pub dir: Option<PathBuf>,
+    /// Failover runs after the load rounds (see [`failover`]); 0: none.
+    pub failover_runs: usize,
 }
 
 /// Which system a run loaded.
@@ -178,6 +181,8 @@ pub struct CompareReport {
     pub runs: Vec<SideRun>,
     /// Per phase: medians and ratios.
     pub summary: Vec<PhaseSummary>,
+    /// The failover runs, when asked for.
+    pub failover: Option<FailoverReport>,
 }
 
 /// Runs the comparison.
@@ -212,6 +217,18 @@ fn measure_rounds(
             measure_zookeeper(dir, round, zookeeper_net, settings, runtime, interrupted)?;
         runs.push(zookeeper);
     }
+    let failover = (settings.failover_runs > 0)
+        .then(|| {
+            failover::run(
+                settings.failover_runs,
+                dir,
+                settings.base_port,
+                (bellwether_net, zookeeper_net),
+                runtime,
+                interrupted,
+            )
+        })
+        .transpose()?;
     let system_of = |side: Side| {
         runs.iter()
             .find(|r| r.side == side)
@@ -228,6 +245,7 @@ fn measure_rounds(
         zookeeper_system: system_of(Side::Zookeeper),
         summary: summarize(&runs),
         runs,
+        failover,
     })
 }
 
@@ -243,18 +261,7 @@ fn measure_bellwether(
 ) -> Result<SideRun> {
     let base = settings.base_port;
     let zookeeper_address = |i| crate::up_layout::zookeeper_address(base, i);
-    let mut cluster = ProcessCluster::start_with_member_args(
-        ClusterLayout {
-            dir: dir.join(format!("round{round}-bellwether")),
-            net,
-            base_port: base,
-            nodes: NODES,
-            heartbeat_ms: HEARTBEAT_MS,
-            election_ms: ELECTION_MS,
-        },
-        Vec::new(),
-        |i| vec!["--zookeeper-listen".to_string(), zookeeper_address(i)],
-    )?;
+    let mut cluster = start_bellwether(&dir.join(format!("round{round}-bellwether")), net, base)?;
     let system = cluster.system();
     let leader = wait_agreement(&mut cluster, interrupted)?.member;
     let endpoints: Vec<String> = (1..=NODES).map(zookeeper_address).collect();
@@ -274,6 +281,28 @@ fn measure_bellwether(
         phases,
     })
     // The members are killed here, before ZooKeeper starts.
+}
+
+/// Starts a fresh bellwether cluster in `dir` whose member i also serves
+/// ZooKeeper's protocol on `127.0.0.1:base_port+300+i`; waits for nothing.
+pub(super) fn start_bellwether(dir: &Path, net: u8, base_port: u16) -> Result<ProcessCluster> {
+    ProcessCluster::start_with_member_args(
+        ClusterLayout {
+            dir: dir.to_path_buf(),
+            net,
+            base_port,
+            nodes: NODES,
+            heartbeat_ms: HEARTBEAT_MS,
+            election_ms: ELECTION_MS,
+        },
+        Vec::new(),
+        |i| {
+            vec![
+                "--zookeeper-listen".to_string(),
+                crate::up_layout::zookeeper_address(base_port, i),
+            ]
+        },
+    )
 }
 
 /// Starts a fresh ZooKeeper ensemble, loads it, and kills its servers
@@ -417,6 +446,16 @@ fn summarize(runs: &[SideRun]) -> Vec<PhaseSummary> {
 
 /// Prints every run, then the medians and ratios.
 pub fn print_text(report: &CompareReport) {
+    if report.rounds > 0 {
+        print_rounds(report);
+    }
+    if let Some(failover) = &report.failover {
+        failover::print_text(failover);
+    }
+}
+
+/// Prints the load rounds, then their medians and ratios.
+fn print_rounds(report: &CompareReport) {
     println!(
         "zookeeper compare: {} clients · {} sessions · {} s per phase (after {} s warm-up) · {}-byte data · {} rounds, alternating · {} against {}",
         report.clients,

@@ -7,9 +7,13 @@
 //!
 //! With `--compare-zookeeper` it starts a 3-node bellwether cluster and a
 //! 3-server ZooKeeper 3.8 ensemble itself, in alternating rounds, and
-//! reports medians and ratios (see [`compare`]).
+//! reports medians and ratios (see [`compare`]); then, with
+//! `--failover-runs N` (3 by default), what sessions see when the leader
+//! is SIGKILLed and when an election holder's connection drops (see
+//! [`failover`]).
 
 pub(crate) mod compare;
+pub(crate) mod failover;
 pub(crate) mod load;
 
 use anyhow::{bail, Result};
@@ -52,9 +56,17 @@ pub struct ZookeeperArgs {
     #[arg(long, conflicts_with = "endpoints")]
     compare_zookeeper: bool,
     /// With --compare-zookeeper: rounds (bellwether, then ZooKeeper, each
-    /// started afresh).
+    /// started afresh). 0 runs only the failover runs.
     #[arg(long, default_value_t = 3, requires = "compare_zookeeper")]
     rounds: usize,
+    /// With --compare-zookeeper: failover runs after the rounds, each on a
+    /// fresh bellwether cluster and then a fresh ZooKeeper ensemble: an
+    /// election holder's connection dropped (time until the next contender
+    /// holds, against the session timeout), then the leader SIGKILLed
+    /// under 8 writing sessions (time until writes are accepted again,
+    /// sessions expired). 0: none.
+    #[arg(long, default_value_t = 3, requires = "compare_zookeeper")]
+    failover_runs: usize,
     /// With --compare-zookeeper: bellwether member i uses ports base+i
     /// (peers), base+100+i (HTTP), base+200+i (etcd API) and base+300+i
     /// (ZooKeeper); ZooKeeper uses 2181/2888/3888 on its own loopback IPs.
@@ -88,8 +100,14 @@ impl ZookeeperArgs {
         {
             bail!("--base-port must be at least 1024 and leave room for base+300+3");
         }
-        if !(1..=ROUNDS_MAX).contains(&self.rounds) {
-            bail!("--rounds must be between 1 and {ROUNDS_MAX}");
+        if self.rounds > ROUNDS_MAX {
+            bail!("--rounds must be at most {ROUNDS_MAX}");
+        }
+        if self.failover_runs > failover::RUNS_MAX {
+            bail!("--failover-runs must be at most {}", failover::RUNS_MAX);
+        }
+        if self.rounds == 0 && self.failover_runs == 0 {
+            bail!("--rounds and --failover-runs are both 0: nothing to run");
         }
         let load = self.spec();
         load.validate()?;
@@ -98,6 +116,7 @@ impl ZookeeperArgs {
             rounds: self.rounds,
             base_port: self.base_port,
             dir: self.dir.clone(),
+            failover_runs: self.failover_runs,
         })
     }
 }
@@ -186,7 +205,7 @@ mod tests {
         let args = parse(&["--compare-zookeeper"]).unwrap();
         let settings = args.compare_settings().unwrap();
         assert_eq!((settings.load.clients, settings.load.conns), (64, 8));
-        assert_eq!(settings.rounds, 3);
+        assert_eq!((settings.rounds, settings.failover_runs), (3, 3));
         assert_eq!(parse(&[]).unwrap().endpoints.len(), 3);
     }
 
@@ -195,6 +214,7 @@ mod tests {
         assert!(parse(&["--compare-zookeeper", "--endpoints", "127.0.0.1:2181"]).is_err());
         assert!(parse(&["--rounds", "5"]).is_err());
         assert!(parse(&["--base-port", "20000"]).is_err());
+        assert!(parse(&["--failover-runs", "1"]).is_err());
         assert!(parse(&["--compare-zookeeper", "--rounds", "5"]).is_ok());
     }
 
@@ -208,7 +228,25 @@ mod tests {
                 .to_string();
             assert!(error.contains(flag), "{error}");
         };
-        refused(&["--compare-zookeeper", "--rounds", "0"], "--rounds");
+        refused(&["--compare-zookeeper", "--rounds", "101"], "--rounds");
+        refused(
+            &[
+                "--compare-zookeeper",
+                "--rounds",
+                "0",
+                "--failover-runs",
+                "0",
+            ],
+            "nothing to run",
+        );
+        refused(
+            &["--compare-zookeeper", "--failover-runs", "51"],
+            "--failover-runs",
+        );
+        assert!(parse(&["--compare-zookeeper", "--rounds", "0"])
+            .unwrap()
+            .compare_settings()
+            .is_ok());
         refused(
             &["--compare-zookeeper", "--base-port", "65300"],
             "--base-port",
