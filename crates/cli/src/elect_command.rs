@@ -85,6 +85,11 @@ pub fn execute_elect(args: ElectArgs) -> anyhow::Result<ExitCode> {
     if !args.observe && args.command.is_empty() {
         bail!("no program to run: put it after `--`, as in `bellwether elect NAME -- CMD ARGS...` (or pass --observe)");
     }
+    if let Some(program) = args.command.first() {
+        // Before campaigning: a leader that cannot run its program would
+        // hold the name for nothing.
+        crate::supervisor::resolve_program(program)?;
+    }
     runtime()?.block_on(async move {
         let client = connect(&args.lease)?;
         if args.observe {
@@ -98,6 +103,7 @@ pub fn execute_elect(args: ElectArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `bellwether lock`.
 pub fn execute_lock(args: LockArgs) -> anyhow::Result<ExitCode> {
+    crate::supervisor::resolve_program(&args.command[0])?;
     runtime()?.block_on(async move {
         let client = connect(&args.lease)?;
         lead_and_run(&client, &args.name, &Kind::Lock, &args.lease, &args.command).await

@@ -14,7 +14,9 @@
 //! leadership is given up or the task's result is reported. `elect` and
 //! `lock` also forward the signals they receive to the group.
 
+use anyhow::{bail, Context};
 use rustix::process::{kill_process_group, Pid, Signal};
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 use tokio::process::{Child, ChildStdin, Command};
@@ -90,6 +92,29 @@ pub fn terminating(signal: Signal) -> Option<u8> {
     [Signal::INT, Signal::TERM, Signal::HUP, Signal::QUIT]
         .contains(&signal)
         .then(|| u8::try_from(signal.as_raw()).expect("signal numbers are small"))
+}
+
+/// The program's path: as given when it holds a slash, else found on PATH.
+/// A program that cannot start is an error here, before any task is taken or any
+/// campaign made.
+pub fn resolve_program(name: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &Path| {
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let path = PathBuf::from(name);
+        if runnable(&path) {
+            return Ok(path);
+        }
+        bail!("cannot run {name}: no such executable file");
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| runnable(candidate))
+        .with_context(|| format!("cannot run {name}: not found on PATH"))
 }
 
 /// A process in the program's group that kills the group when the wrapper

@@ -26,7 +26,7 @@ use bellwether_client::tasks::{
 use bellwether_client::SessionOptions;
 use clap::{Args, Subcommand};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -263,7 +263,7 @@ async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
 
 /// `tasks worker`.
 async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
-    let program = resolve_program(&args.command[0])?;
+    let program = crate::supervisor::resolve_program(&args.command[0])?;
     let queue = queue(&args.cluster, &args.queue)?;
     let (session, grace) = session_options(&args)?;
     let options = WorkerOptions {
@@ -376,28 +376,6 @@ async fn serve_metrics(
     if let Err(error) = axum::serve(listener, app).await {
         eprintln!("the metrics endpoint stopped: {error}");
     }
-}
-
-/// The program's path: as given when it holds a slash, else found on PATH.
-/// A program that cannot start is an error here, before any task is taken.
-fn resolve_program(name: &str) -> anyhow::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |path: &Path| {
-        path.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if name.contains('/') {
-        let path = PathBuf::from(name);
-        if runnable(&path) {
-            return Ok(path);
-        }
-        bail!("cannot run {name}: no such executable file");
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| runnable(candidate))
-        .with_context(|| format!("cannot run {name}: not found on PATH"))
 }
 
 /// Runs the task's command in a process group of its own: payload on

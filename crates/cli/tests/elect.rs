@@ -711,3 +711,37 @@ fn a_lease_lost_while_waiting_ends_elect_with_an_error() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A program that cannot run is refused before anything is campaigned or
+/// locked: the endpoint here accepts nothing, so an `elect` or `lock` that
+/// reached the cluster first would fail (or wait) on that instead.
+#[test]
+fn elect_and_lock_refuse_a_program_that_cannot_run_before_campaigning() {
+    let nowhere = "127.0.0.1:1";
+    for (args, what) in [
+        (
+            vec!["elect", "job", "--", "no-such-program-bw"],
+            "not found on PATH",
+        ),
+        (
+            vec!["lock", "job", "--", "/no/such/dir/program"],
+            "no such executable file",
+        ),
+        (
+            vec!["tasks", "worker", "q", "--", "no-such-program-bw"],
+            "not found on PATH",
+        ),
+    ] {
+        let started = Instant::now();
+        let out = run(nowhere, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // 2: bellwether's exit code for an error before it ran anything.
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(what), "{args:?}: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{args:?} tried the cluster first: {:?}",
+            started.elapsed()
+        );
+    }
+}
