@@ -371,29 +371,13 @@ fn holder_loss(
     let closed = Instant::now();
     holder_runtime.shutdown_timeout(Duration::from_secs(1));
     drop(holder);
-    let (fired, holds) = runtime.block_on(async {
-        let deadline = closed + HOLD_TIME_MAX;
-        let changed = watcher.changed();
-        tokio::pin!(changed);
-        let fired = loop {
-            tokio::select! {
-                _event = &mut changed => break Instant::now(),
-                () = tokio::time::sleep(Duration::from_millis(50)) => {}
-            }
-            if interrupted.load(Ordering::SeqCst) {
-                bail!("interrupted while waiting for the holder's session to end");
-            }
-            if Instant::now() >= deadline {
-                bail!("the holder's node did not go within {HOLD_TIME_MAX:?}");
-            }
-        };
-        let mut children = request("list the candidates", contender.list_children(&parent)).await?;
-        children.sort();
-        if children.len() != 1 {
-            bail!("after the holder's session ended, candidates {children:?} remain");
-        }
-        Ok((fired, Instant::now()))
-    })?;
+    let (fired, holds) = runtime.block_on(wait_next_holds(
+        &contender,
+        &parent,
+        watcher,
+        closed,
+        interrupted,
+    ))?;
     drop(contender);
     let next_holds = holds - closed;
     Ok(HolderLoss {
@@ -402,6 +386,38 @@ fn holder_loss(
         next_holds_ms: ms(next_holds),
         over_timeout_ms: ms(next_holds) - ms(session_timeout),
     })
+}
+
+/// Waits for the contender's watch on the holder's node, then lists the
+/// candidates; returns when the watch fired and when the contender saw
+/// itself alone, hence lowest (it holds).
+async fn wait_next_holds(
+    contender: &zk::Client,
+    parent: &str,
+    watcher: zk::OneshotWatcher,
+    closed: Instant,
+    interrupted: &AtomicBool,
+) -> Result<(Instant, Instant)> {
+    let deadline = closed + HOLD_TIME_MAX;
+    let changed = watcher.changed();
+    tokio::pin!(changed);
+    let fired = loop {
+        tokio::select! {
+            _event = &mut changed => break Instant::now(),
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        if interrupted.load(Ordering::SeqCst) {
+            bail!("interrupted while waiting for the holder's session to end");
+        }
+        if Instant::now() >= deadline {
+            bail!("the holder's node did not go within {HOLD_TIME_MAX:?}");
+        }
+    };
+    let children = request("list the candidates", contender.list_children(parent)).await?;
+    if children.len() != 1 {
+        bail!("after the holder's session ended, candidates {children:?} remain");
+    }
+    Ok((fired, Instant::now()))
 }
 
 /// What the writers share.
@@ -422,29 +438,7 @@ async fn measure_leader_kill(
     interrupted: &AtomicBool,
     kill: impl FnOnce() -> Result<usize>,
 ) -> Result<LeaderKill> {
-    let mut sessions = Vec::with_capacity(SESSIONS);
-    for i in 0..SESSIONS {
-        // Every server, this session's own first (the client shuffles).
-        let mut list = endpoints.to_vec();
-        list.rotate_left(i % endpoints.len());
-        sessions.push(open(&list.join(","), SESSION_TIMEOUT).await?);
-    }
-    let parent = unique("bellwether-failover");
-    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-    request(
-        "create the parent",
-        sessions[0].create(&parent, &[], &persistent),
-    )
-    .await?;
-    let paths: Vec<String> = (0..SESSIONS).map(|i| format!("{parent}/s{i}")).collect();
-    for (session, path) in sessions.iter().zip(&paths) {
-        request(
-            "create a session's node",
-            session.create(path, &[], &ephemeral),
-        )
-        .await?;
-    }
+    let (sessions, paths) = open_writing_sessions(endpoints).await?;
     let shared = Arc::new(Shared {
         killed_at: OnceLock::new(),
         first_after: Mutex::new(vec![None; SESSIONS]),
@@ -502,6 +496,36 @@ async fn measure_leader_kill(
         ephemerals_vanished,
         writes_before: shared.writes_before.load(Ordering::SeqCst) as u64,
     })
+}
+
+/// Opens [`SESSIONS`] sessions, each given every server (its own first;
+/// the client shuffles them anyway), and gives each an ephemeral node
+/// under a fresh parent; returns the sessions and their nodes.
+async fn open_writing_sessions(endpoints: &[String]) -> Result<(Vec<zk::Client>, Vec<String>)> {
+    let mut sessions = Vec::with_capacity(SESSIONS);
+    for i in 0..SESSIONS {
+        // Every server, this session's own first (the client shuffles).
+        let mut list = endpoints.to_vec();
+        list.rotate_left(i % endpoints.len());
+        sessions.push(open(&list.join(","), SESSION_TIMEOUT).await?);
+    }
+    let parent = unique("bellwether-failover");
+    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let ephemeral = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    request(
+        "create the parent",
+        sessions[0].create(&parent, &[], &persistent),
+    )
+    .await?;
+    let paths: Vec<String> = (0..SESSIONS).map(|i| format!("{parent}/s{i}")).collect();
+    for (session, path) in sessions.iter().zip(&paths) {
+        request(
+            "create a session's node",
+            session.create(path, &[], &ephemeral),
+        )
+        .await?;
+    }
+    Ok((sessions, paths))
 }
 
 /// One session's open loop of setData, until aborted.
