@@ -7,7 +7,7 @@
 //! before the server can expire the lease and let anyone else lead.
 
 use crate::endpoints::ClientArgs;
-use crate::supervisor::{self, Ending, Signals, SIGNAL_SLACK};
+use crate::supervisor::{self, Ending, Signals};
 use anyhow::{bail, Context};
 use bellwether_client::{
     Client, Election, Error as ClientError, Leadership, Mutex, Session, SessionOptions,
@@ -27,10 +27,11 @@ pub struct LeaseArgs {
     #[arg(long, default_value_t = 10)]
     pub ttl: u64,
     /// Milliseconds the program gets between SIGTERM and SIGKILL when
-    /// leadership is lost. TTL minus grace must leave room for two
-    /// keep-alives (every TTL/3).
-    #[arg(long, default_value_t = 1000)]
-    pub grace: u64,
+    /// leadership is lost (default: 1000, or as much as the TTL or release
+    /// grace leaves room for). TTL (or release grace) minus grace must
+    /// leave room for two keep-alives.
+    #[arg(long, value_name = "MS")]
+    pub grace: Option<u64>,
     /// Release on disconnect (bellwether only; etcd ignores it): if this
     /// process dies, the server ends its lease this many milliseconds after
     /// the connection drops, instead of after the TTL. Keep-alives then go
@@ -141,21 +142,12 @@ enum Kind {
     Lock,
 }
 
-/// The session options for `lease`, checked.
-fn session_options(lease: &LeaseArgs) -> anyhow::Result<SessionOptions> {
+/// The session options for `lease`, checked, and the grace period.
+fn session_options(lease: &LeaseArgs) -> anyhow::Result<(SessionOptions, Duration)> {
     if lease.ttl == 0 {
         bail!("--ttl must be at least 1 second");
     }
-    let options = SessionOptions {
-        ttl: Duration::from_secs(lease.ttl),
-        keep_alive_interval: None,
-        extra_margin: Duration::from_millis(lease.grace) + SIGNAL_SLACK,
-        release_on_disconnect: lease.release_on_disconnect.map(Duration::from_millis),
-    };
-    options
-        .validate()
-        .context("--ttl and --grace do not fit together")?;
-    Ok(options)
+    crate::supervisor::session_and_grace(lease.ttl, lease.release_on_disconnect, lease.grace)
 }
 
 /// Campaigns, runs the program while leading, and repeats after a loss
@@ -167,7 +159,7 @@ async fn lead_and_run(
     lease: &LeaseArgs,
     command: &[String],
 ) -> anyhow::Result<ExitCode> {
-    let options = session_options(lease)?;
+    let (options, grace) = session_options(lease)?;
     // Registered once, before anything else, for the whole run: a signal
     // that arrives while the session opens is kept until it is read, and
     // none falls back to its default action (which would kill this wrapper
@@ -195,7 +187,6 @@ async fn lead_and_run(
                 return Err(error);
             }
         };
-        let grace = Duration::from_millis(lease.grace);
         let ending =
             run_while_leading(&session, &leadership, name, command, grace, &mut signals).await;
         match ending {

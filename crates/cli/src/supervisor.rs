@@ -117,6 +117,64 @@ pub fn resolve_program(name: &str) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("cannot run {name}: not found on PATH"))
 }
 
+/// The grace period when `--grace` is not given, if the session leaves
+/// room for it.
+pub const GRACE_DEFAULT: Duration = Duration::from_millis(1000);
+
+/// The session options of `elect`, `lock` and `tasks worker`, checked, and
+/// the grace period: the session's extra margin is the grace plus
+/// [`SIGNAL_SLACK`], so a program stopped at the session's deadline is gone
+/// before the lease can expire. Without `--grace`, the grace is
+/// [`GRACE_DEFAULT`] or as much as the session leaves room for, whichever
+/// is less; a `--grace` that does not fit is refused with the largest that
+/// would.
+pub fn session_and_grace(
+    ttl_seconds: u64,
+    release_on_disconnect_ms: Option<u64>,
+    grace_ms: Option<u64>,
+) -> anyhow::Result<(bellwether_client::SessionOptions, Duration)> {
+    use bellwether_client::SessionOptions;
+    let mut session = SessionOptions {
+        release_on_disconnect: release_on_disconnect_ms.map(Duration::from_millis),
+        ..SessionOptions::with_ttl(Duration::from_secs(ttl_seconds))
+    };
+    session.validate()?;
+    // What validate() allows: the lease span less the margin must exceed
+    // two keep-alive intervals.
+    let room = session
+        .lease_span()
+        .saturating_sub(session.margin() + session.interval() * 2)
+        .saturating_sub(Duration::from_millis(1));
+    let room = Duration::from_millis(u64::try_from(room.as_millis()).unwrap_or(0));
+    let grace = match grace_ms {
+        Some(grace) => Duration::from_millis(grace),
+        None => room
+            .min(GRACE_DEFAULT + SIGNAL_SLACK)
+            .saturating_sub(SIGNAL_SLACK),
+    };
+    session.extra_margin = grace + SIGNAL_SLACK;
+    if session.validate().is_err() {
+        let fits = room.saturating_sub(SIGNAL_SLACK).as_millis();
+        let lease = match release_on_disconnect_ms {
+            Some(ms) => format!("--release-on-disconnect {ms}"),
+            None => format!("--ttl {ttl_seconds}"),
+        };
+        bail!(
+            "--grace {} ms does not fit {lease}: the program must be stopped before the \
+             session's deadline, two keep-alives before the lease ends; use --grace {fits} \
+             or less, or raise {}",
+            grace.as_millis(),
+            if release_on_disconnect_ms.is_some() {
+                "--release-on-disconnect"
+            } else {
+                "--ttl"
+            }
+        );
+    }
+    assert!(grace < session.lease_span(), "the grace fits in the lease");
+    Ok((session, grace))
+}
+
 /// A process in the program's group that kills the group when the wrapper
 /// dies: it waits for end of file on a pipe whose only writer is this
 /// process. A SIGKILLed or crashed wrapper cannot stop its program itself;
@@ -266,5 +324,48 @@ pub fn exit_code(status: ExitStatus) -> u8 {
         (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
         (None, Some(signal)) => u8::try_from((128 + signal) & 0xff).unwrap_or(1),
         (None, None) => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_grace_a_short_release_grace_gets_the_grace_that_fits() {
+        // issue 42: `elect --release-on-disconnect 300` was refused with the
+        // fixed default grace of 1000 ms, and told to raise the TTL.
+        let (session, grace) = session_and_grace(10, Some(300), None).unwrap();
+        assert!(grace > Duration::ZERO && grace < Duration::from_millis(300));
+        assert_eq!(session.extra_margin, grace + SIGNAL_SLACK);
+        let (_, grace) = session_and_grace(10, None, None).unwrap();
+        assert_eq!(grace, GRACE_DEFAULT, "a long TTL keeps the default");
+    }
+
+    #[test]
+    fn a_grace_that_does_not_fit_is_refused_with_one_that_does() {
+        let error = session_and_grace(10, Some(300), Some(1000))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("--grace 1000 ms does not fit --release-on-disconnect 300"),
+            "{error}"
+        );
+        assert!(error.contains("raise --release-on-disconnect"), "{error}");
+        let fits: u64 = error
+            .split("use --grace ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .expect("the advice names a grace");
+        assert!(
+            session_and_grace(10, Some(300), Some(fits)).is_ok(),
+            "{error}"
+        );
+        assert!(session_and_grace(10, Some(300), Some(fits + 1)).is_err());
+        let error = session_and_grace(2, None, Some(5000))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("raise --ttl"), "{error}");
     }
 }

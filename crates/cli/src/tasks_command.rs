@@ -16,7 +16,7 @@
 //! server can expire the lease and give the task to another worker.
 
 use crate::endpoints::ClientArgs;
-use crate::supervisor::{Group, SIGNAL_SLACK};
+use crate::supervisor::Group;
 use anyhow::{bail, Context};
 use bellwether_client::openmetrics;
 use bellwether_client::tasks::{
@@ -36,10 +36,6 @@ const EXIT_DEAD: u8 = 1;
 
 /// Stderr bytes of a failed task command kept in its failure message.
 const STDERR_TAIL_BYTES: usize = 512;
-
-/// The grace period when `--grace` is not given, if the session leaves
-/// room for it (else as much as it leaves).
-const GRACE_DEFAULT: Duration = Duration::from_millis(1000);
 
 /// How long the command's output may stay open once its group is gone
 /// (only a process that left the group can hold it longer).
@@ -304,41 +300,10 @@ async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The worker's session options, checked, and the grace period: the
-/// session's extra margin is the grace plus [`SIGNAL_SLACK`], as for
-/// `elect`, so a command stopped at the session's deadline is gone before
-/// the lease can expire. Without `--grace`, the grace is [`GRACE_DEFAULT`]
-/// or as much as the session leaves room for, whichever is less.
+/// The worker's session options, checked, and the grace period (see
+/// [`crate::supervisor::session_and_grace`]).
 fn session_options(args: &WorkerArgs) -> anyhow::Result<(SessionOptions, Duration)> {
-    let mut session = SessionOptions {
-        release_on_disconnect: args.release_on_disconnect.map(Duration::from_millis),
-        ..SessionOptions::with_ttl(Duration::from_secs(args.ttl))
-    };
-    session.validate()?;
-    let (margin, grace) = match args.grace {
-        Some(grace) => {
-            let grace = Duration::from_millis(grace);
-            (grace + SIGNAL_SLACK, grace)
-        }
-        None => {
-            // What validate() allows: the lease span less the margin must
-            // exceed two keep-alive intervals.
-            let room = session
-                .lease_span()
-                .saturating_sub(session.margin() + session.interval() * 2);
-            let margin = room
-                .saturating_sub(Duration::from_millis(1))
-                .min(GRACE_DEFAULT + SIGNAL_SLACK);
-            let margin = Duration::from_millis(u64::try_from(margin.as_millis()).unwrap_or(0));
-            (margin, margin.saturating_sub(SIGNAL_SLACK))
-        }
-    };
-    session.extra_margin = margin;
-    session
-        .validate()
-        .context("--ttl, --release-on-disconnect and --grace do not fit together")?;
-    assert!(grace < session.lease_span(), "the grace fits in the lease");
-    Ok((session, grace))
+    crate::supervisor::session_and_grace(args.ttl, args.release_on_disconnect, args.grace)
 }
 
 /// Serves `render()` at `/metrics` (and at any other path: it is the
