@@ -228,12 +228,13 @@ fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
 }
 
 /// Logs to stderr; `BELLWETHER_LOG` (or `RUST_LOG`) sets the filter. By
-/// default the ZooKeeper client crate of `bench zookeeper` says only
-/// warnings (at info it logs every session's end).
+/// default the ZooKeeper client crate of `bench zookeeper` and `verify
+/// --workload zookeeper` says only errors (it warns of every reconnect,
+/// which a nemesis causes by the hundred).
 fn init_logging() {
     let filter = std::env::var("BELLWETHER_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info,zookeeper_client=warn".to_string());
+        .unwrap_or_else(|_| "info,zookeeper_client=error".to_string());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
