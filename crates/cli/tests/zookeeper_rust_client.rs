@@ -81,8 +81,6 @@ fn scenarios() -> Vec<Scenario> {
 }
 
 #[test]
-#[ignore = "bellwether differs from ZooKeeper 3.8 (issue 44): addauth through zookeeper-client \
-            never completes, and multi's create results carry a Stat; run with --ignored"]
 fn rust_client_scenarios_match_real_zookeeper() {
     let name = "zookeeper-rust-client";
     let scenarios = scenarios();

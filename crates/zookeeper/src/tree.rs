@@ -290,6 +290,17 @@ fn multi(
             let writes = overlay.into_writes();
             let zxid = commit(store, writes, zxid);
             for done in &results {
+                // ZooKeeper 3.8 answers every create in a multi (create2,
+                // container and TTL ones too) as a plain create: its path,
+                // no stat (ZOOKEEPER-4026); clients expect exactly that.
+                let done = match done {
+                    Done::Created { path, stat, .. } => Done::Created {
+                        op: op::CREATE,
+                        path: path.clone(),
+                        stat: *stat,
+                    },
+                    other => other.clone(),
+                };
                 w.int(done.op_code()).bool(false).int(0);
                 done.write_record(&mut w);
             }

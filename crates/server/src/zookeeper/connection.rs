@@ -462,20 +462,22 @@ impl Connection {
                 return Ok(Flow::Continue);
             }
             op::AUTH => {
-                // ZooKeeper answers auth packets with zxid 0.
+                // ZooKeeper answers auth packets with zxid 0, under the
+                // packet's own xid: -4 from most clients, an ordinary one
+                // from some (the zookeeper-client crate's).
                 let zxid = 0;
                 return match digest_id(body) {
                     Some(id) => {
                         if !self.auth.contains(&id) {
                             self.auth.push(id);
                         }
-                        reply(writer, xid::AUTH, zxid, ErrorCode::Ok, &[]).await?;
+                        reply(writer, request_xid, zxid, ErrorCode::Ok, &[]).await?;
                         Ok(Flow::Continue)
                     }
                     // A scheme not served, or a malformed packet: said, and
                     // the connection closes, as ZooKeeper does.
                     None => {
-                        reply(writer, xid::AUTH, zxid, ErrorCode::AuthFailed, &[]).await?;
+                        reply(writer, request_xid, zxid, ErrorCode::AuthFailed, &[]).await?;
                         Ok(Flow::Close)
                     }
                 };
