@@ -9,6 +9,7 @@ mod common;
 
 mod alarm;
 mod amnesia;
+mod cluster_flag;
 mod corruption_check;
 mod gateway;
 mod hash;

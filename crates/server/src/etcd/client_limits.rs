@@ -32,6 +32,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::url_authority::UrlAuthorityRepair;
+
 /// Client connections a member holds open at once, by default.
 pub const CLIENT_CONNECTIONS_MAX_DEFAULT: usize = 1024;
 /// Concurrent gRPC calls (HTTP/2 streams) per client connection.
@@ -100,6 +102,9 @@ impl Stream for LimitedIncoming {
                     return Poll::Ready(Some(Ok(LimitedConnection {
                         stream,
                         _permit: permit,
+                        repair: Some(Box::default()),
+                        repaired: Vec::new(),
+                        repaired_at: 0,
                     })));
                 }
                 Err(_) => {
@@ -115,10 +120,21 @@ impl Stream for LimitedIncoming {
 }
 
 /// An accepted client connection; frees its slot when dropped.
+///
+/// What the client sends goes through [`UrlAuthorityRepair`] until the
+/// filter steps aside (after the first request, for every client but etcd
+/// 3.4's Go client dialing a member by URL).
 pub struct LimitedConnection {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    repair: Option<Box<UrlAuthorityRepair>>,
+    /// Bytes the filter let through, from `repaired_at` on not yet read.
+    repaired: Vec<u8>,
+    repaired_at: usize,
 }
+
+/// How much a filtered connection reads from the socket at a time.
+const FILTERED_READ_BYTES: usize = 16 * 1024;
 
 impl tonic::transport::server::Connected for LimitedConnection {
     type ConnectInfo = tonic::transport::server::TcpConnectInfo;
@@ -134,7 +150,50 @@ impl AsyncRead for LimitedConnection {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+        let this = self.get_mut();
+        loop {
+            if this.repaired_at < this.repaired.len() {
+                let ready = &this.repaired[this.repaired_at..];
+                let given = ready.len().min(buf.remaining());
+                buf.put_slice(&ready[..given]);
+                this.repaired_at += given;
+                if this.repaired_at == this.repaired.len() {
+                    this.repaired.clear();
+                    this.repaired_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let Some(repair) = &mut this.repair else {
+                return Pin::new(&mut this.stream).poll_read(cx, buf);
+            };
+            let mut chunk = [0u8; FILTERED_READ_BYTES];
+            let mut read = ReadBuf::new(&mut chunk);
+            match Pin::new(&mut this.stream).poll_read(cx, &mut read) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Ok(())) => {}
+            }
+            if read.filled().is_empty() {
+                // End of stream: whatever the filter still holds goes on
+                // (the server will find it incomplete), then the end.
+                let mut rest = Vec::new();
+                repair.finish(&mut rest);
+                this.repair = None;
+                this.repaired = rest;
+                if this.repaired.is_empty() {
+                    return Poll::Ready(Ok(()));
+                }
+                continue;
+            }
+            repair.push(read.filled(), &mut this.repaired);
+            if repair.is_aside() {
+                this.repair = None;
+            }
+            if this.repaired.is_empty() {
+                // Held back (half a frame): read on.
+                continue;
+            }
+        }
     }
 }
 

@@ -27,6 +27,7 @@ pub mod machine_signals;
 pub mod member_service;
 pub mod refusal_status;
 pub mod unary_fast_path;
+pub mod url_authority;
 pub mod watch_service;
 
 pub use backend::EtcdBackend;
