@@ -352,6 +352,23 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
     let https: Vec<String> = (1..=args.nodes)
         .map(|i| format!("{i}=127.0.0.1:{}", args.base_port as usize + 100 + i))
         .collect();
+    let ports: Vec<crate::port_check::PlannedPort> = (1..=args.nodes)
+        .flat_map(|i| {
+            [("peer port", 0), ("HTTP port", 100)].map(|(role, offset)| {
+                crate::port_check::PlannedPort {
+                    role: format!("n{i}'s {role}"),
+                    address: format!("127.0.0.1:{}", args.base_port as usize + offset + i),
+                }
+            })
+        })
+        .collect();
+    crate::port_check::refuse_busy(
+        &ports,
+        &format!(
+            "Another process holds it: stop that, or pick other ports with --base-port (now {}).",
+            args.base_port
+        ),
+    )?;
     let binary = std::env::current_exe().context("cannot find the bellwether binary")?;
     if args.tls {
         let tls_dir = args.dir.join("tls");

@@ -55,7 +55,7 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
         bail!("`up` runs at most {MEMBERS_MAX} members");
     }
     let first = ConfigLayer::from_file(&args.dir.join("n1.toml"))?;
-    let base = base_port(&first)?;
+    let base = crate::up_layout::recorded_base_port(&args.dir)?;
     let dir = args
         .dir
         .canonicalize()
@@ -126,21 +126,6 @@ pub fn running_up(dir: &Path) -> Option<u32> {
     let command_line = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let mut arguments = command_line.split(|b| *b == 0);
     arguments.any(|a| a == b"up").then_some(pid)
-}
-
-/// `up` gives member i the peer port base+i, so base is n1's port minus 1.
-fn base_port(first: &ConfigLayer) -> Result<u16> {
-    let listen = first
-        .peer_listen
-        .as_deref()
-        .context("n1.toml names no peer_listen")?;
-    let address: SocketAddr = listen
-        .parse()
-        .with_context(|| format!("n1.toml: peer_listen {listen:?} is not host:port"))?;
-    address
-        .port()
-        .checked_sub(1)
-        .context("n1.toml: peer_listen has port 0")
 }
 
 /// The new member's config: its addresses and timing, no id and no peers

@@ -5,7 +5,12 @@
 //! ZooKeeper's protocol on `base_port + 300 + i`. Each member gets `DIR/n<i>.toml`, its data in
 //! `DIR/n<i>/`, its log in `DIR/n<i>.log` and its pid in `DIR/n<i>.pid`.
 //! Running `up` again on the same directory restarts the same cluster with
-//! its data. Ctrl-C stops every member cleanly (SIGTERM, so a leader hands
+//! its data and its ports (read back from `n1.toml`). Every port is tried
+//! before any member starts, so a taken one is named at once; a member
+//! that exits is started again with a growing delay, and one that keeps
+//! failing to start stops `up` with its log's last lines
+//! ([`crate::restart_backoff`]). Member logs are appended to, never
+//! truncated. Ctrl-C stops every member cleanly (SIGTERM, so a leader hands
 //! over first).
 //!
 //! `bellwether up add` grows the running cluster (see [`crate::up_add`]):
@@ -13,10 +18,12 @@
 //! running `up` notices the new config, starts the member and looks after
 //! it like the others. `DIR/up.pid` names the running `up`.
 
+use crate::port_check::{refuse_busy, PlannedPort};
+use crate::restart_backoff::{AfterExit, RestartBackoff};
 use crate::signals::{send_signal, SIGTERM};
 use crate::up_layout::{
     client_address, existing_members, http_address, http_addresses, peer_address, poll,
-    zookeeper_address, MEMBERS_MAX, PID_FILE,
+    recorded_base_port, zookeeper_address, MEMBERS_MAX, PID_FILE,
 };
 use anyhow::{bail, Context, Result};
 use bellwether_core::{NodeId, Role};
@@ -41,9 +48,11 @@ pub struct UpArgs {
     /// Directory for configs, data, logs and pid files.
     #[arg(long, default_value = "bellwether-data")]
     dir: PathBuf,
-    /// Node i uses peer port base+i and HTTP port base+100+i.
-    #[arg(long, default_value_t = 7000)]
-    base_port: u16,
+    /// Node i uses peer port base+i, HTTP base+100+i, the etcd API
+    /// base+200+i and ZooKeeper base+300+i [default: 7000; a directory
+    /// that holds a cluster keeps the ports it was created with].
+    #[arg(long)]
+    base_port: Option<u16>,
     /// Heartbeat interval in ms.
     #[arg(long, default_value_t = 100)]
     heartbeat_ms: u64,
@@ -62,6 +71,13 @@ pub struct UpArgs {
     tls: bool,
 }
 
+impl UpArgs {
+    /// The cluster's base port, once [`write_configs`] has settled it.
+    fn base(&self) -> u16 {
+        self.base_port.expect("the base port is settled first")
+    }
+}
+
 /// What `bellwether up` can do besides starting a cluster.
 #[derive(clap::Subcommand, Debug)]
 enum UpAction {
@@ -71,8 +87,12 @@ enum UpAction {
     Add(crate::up_add::UpAddArgs),
 }
 
-/// Writes the configs of a new cluster; returns how many members it has.
-fn write_configs(args: &UpArgs) -> Result<usize> {
+/// The base port new configs get when `--base-port` is not given.
+const BASE_PORT_DEFAULT: u16 = 7000;
+
+/// Writes the configs of a new cluster; returns how many members it has
+/// and its base port.
+fn write_configs(args: &mut UpArgs) -> Result<(usize, u16)> {
     let existing = existing_members(&args.dir);
     let nodes = args
         .nodes
@@ -88,9 +108,30 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
     }
     if existing == nodes {
         refuse_creation_flags(args)?;
-        return Ok(nodes); // Restart with the configs (and data) already there.
+        // Restart with the configs (and data) already there.
+        let recorded = recorded_base_port(&args.dir)?;
+        if let Some(asked) = args.base_port.filter(|asked| *asked != recorded) {
+            bail!(
+                "{} holds a cluster on base port {recorded}, not {asked}; run without --base-port to restart it, or pick another --dir",
+                args.dir.display()
+            );
+        }
+        args.base_port = Some(recorded);
+        refuse_busy(
+            &planned_ports(args, nodes),
+            "Another process holds it (is this cluster's `up` or a member of it still running?): stop that first.",
+        )?;
+        return Ok((nodes, recorded));
+    }
+    let base_port = *args.base_port.get_or_insert(BASE_PORT_DEFAULT);
+    if base_port as usize + 300 + nodes > u16::MAX as usize {
+        bail!("--base-port {base_port} leaves no room for {nodes} members' ports (base+300+i must be a port)");
     }
     check_priorities(&args.priority, nodes)?;
+    refuse_busy(
+        &planned_ports(args, nodes),
+        &format!("Another process (a cluster started before?) holds it: stop that, or pick other ports with --base-port (now {base_port})."),
+    )?;
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     let tls_dir = args.dir.join("tls");
@@ -101,7 +142,7 @@ fn write_configs(args: &UpArgs) -> Result<usize> {
         let text = member_config(args, nodes, i, &tls_dir)?.to_toml()?;
         std::fs::write(args.dir.join(format!("n{i}.toml")), text)?;
     }
-    Ok(nodes)
+    Ok((nodes, base_port))
 }
 
 /// Refuses, on a restart, the flags that only shape a new cluster's
@@ -154,10 +195,11 @@ fn issue_certificates(tls_dir: &Path, nodes: usize) -> Result<()> {
 
 /// The config file of member `i` of a new `nodes`-member cluster.
 fn member_config(args: &UpArgs, nodes: usize, i: usize, tls_dir: &Path) -> Result<ConfigLayer> {
+    let base_port = args.base_port.expect("resolved before configs are written");
     let list = |f: fn(u16, usize) -> String| {
         Some(
             (1..=nodes)
-                .map(|i| format!("{i}={}", f(args.base_port, i)))
+                .map(|i| format!("{i}={}", f(base_port, i)))
                 .collect(),
         )
     };
@@ -165,10 +207,10 @@ fn member_config(args: &UpArgs, nodes: usize, i: usize, tls_dir: &Path) -> Resul
     let mut layer = ConfigLayer {
         id: Some(i as u64),
         cluster: Some("local".into()),
-        peer_listen: Some(peer_address(args.base_port, i)),
-        http_listen: Some(http_address(args.base_port, i)),
-        client_listen: Some(client_address(args.base_port, i)),
-        zookeeper_listen: Some(zookeeper_address(args.base_port, i)),
+        peer_listen: Some(peer_address(base_port, i)),
+        http_listen: Some(http_address(base_port, i)),
+        client_listen: Some(client_address(base_port, i)),
+        zookeeper_listen: Some(zookeeper_address(base_port, i)),
         data_dir: Some(data.canonicalize().unwrap_or(data)),
         heartbeat_ms: Some(args.heartbeat_ms),
         election_ms: Some(args.election_ms),
@@ -192,9 +234,21 @@ fn member_config(args: &UpArgs, nodes: usize, i: usize, tls_dir: &Path) -> Resul
     Ok(layer)
 }
 
-/// Starts member `i` of the cluster described in `dir`.
+/// Starts member `i` of the cluster described in `dir`, its output
+/// appended to `DIR/n<i>.log` after a line that marks the start.
 pub fn spawn_member(dir: &Path, i: usize) -> Result<Child> {
-    let log = std::fs::File::create(dir.join(format!("n{i}.log")))?;
+    use std::io::Write;
+    let path = dir.join(format!("n{i}.log"));
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    writeln!(
+        log,
+        "==== [{}] bellwether up starts n{i} ====",
+        chrono_like_now()
+    )?;
     let child = Command::new(std::env::current_exe()?)
         .args(["node", "--config"])
         .arg(dir.join(format!("n{i}.toml")))
@@ -207,13 +261,35 @@ pub fn spawn_member(dir: &Path, i: usize) -> Result<Child> {
     Ok(child)
 }
 
+/// A member `up` looks after: its process while it runs, and when to
+/// start it again after it exited.
+pub struct Member {
+    /// Its number (n1, n2, …).
+    pub i: usize,
+    child: Option<Child>,
+    backoff: RestartBackoff,
+    restart_at: Option<Instant>,
+}
+
+impl Member {
+    /// Starts member `i` of the cluster in `dir`.
+    pub fn start(dir: &Path, i: usize) -> Result<Member> {
+        Ok(Member {
+            i,
+            child: Some(spawn_member(dir, i)?),
+            backoff: RestartBackoff::started(Instant::now()),
+            restart_at: None,
+        })
+    }
+}
+
 /// Sends SIGTERM, then SIGKILL after `grace`.
-pub fn stop_members(children: &mut [Child], grace: Duration) {
-    for child in children.iter() {
+pub fn stop_members(members: &mut [Member], grace: Duration) {
+    for child in members.iter().filter_map(|m| m.child.as_ref()) {
         let _ = send_signal(child.id(), SIGTERM);
     }
     let deadline = Instant::now() + grace;
-    for child in children.iter_mut() {
+    for child in members.iter_mut().filter_map(|m| m.child.as_mut()) {
         while Instant::now() < deadline {
             if let Ok(Some(_)) = child.try_wait() {
                 break;
@@ -225,8 +301,32 @@ pub fn stop_members(children: &mut [Child], grace: Duration) {
     }
 }
 
+/// Member i's address of one kind, from the base port.
+type AddressOf = fn(u16, usize) -> String;
+
+/// Every port the members of the cluster in `args` listen on.
+fn planned_ports(args: &UpArgs, nodes: usize) -> Vec<PlannedPort> {
+    let base = args.base();
+    let mut ports = Vec::new();
+    for i in 1..=nodes {
+        let roles: [(&str, AddressOf); 4] = [
+            ("peer port", peer_address),
+            ("HTTP port", http_address),
+            ("etcd API", client_address),
+            ("ZooKeeper port", zookeeper_address),
+        ];
+        for (role, address) in roles {
+            ports.push(PlannedPort {
+                role: format!("n{i}'s {role}"),
+                address: address(base, i),
+            });
+        }
+    }
+    ports
+}
+
 /// Runs the local cluster until Ctrl-C.
-pub fn execute(args: UpArgs) -> Result<ExitCode> {
+pub fn execute(mut args: UpArgs) -> Result<ExitCode> {
     if let Some(UpAction::Add(add)) = args.action {
         return crate::up_add::execute(add);
     }
@@ -236,19 +336,26 @@ pub fn execute(args: UpArgs) -> Result<ExitCode> {
             args.dir.display()
         );
     }
-    let nodes = write_configs(&args)?;
-    let mut children = Vec::new();
+    let (nodes, base) = write_configs(&mut args)?;
+    let mut members = Vec::new();
     for i in 1..=nodes {
-        children.push(spawn_member(&args.dir, i)?);
+        match Member::start(&args.dir, i) {
+            Ok(member) => members.push(member),
+            Err(error) => {
+                stop_members(&mut members, Duration::from_secs(5));
+                return Err(error);
+            }
+        }
     }
     std::fs::write(args.dir.join(PID_FILE), std::process::id().to_string())?;
     let interrupted = termination_flag();
-    let mut addresses = http_addresses(args.base_port, nodes);
+    let mut addresses = http_addresses(base, nodes);
     print_cluster(&args, nodes, &addresses);
-    look_after(&args, &mut children, &mut addresses, &interrupted)?;
+    let looked_after = look_after(&args, &mut members, &mut addresses, &interrupted);
     println!("stopping members…");
-    stop_members(&mut children, Duration::from_secs(5));
+    stop_members(&mut members, Duration::from_secs(5));
     let _ = std::fs::remove_file(args.dir.join(PID_FILE));
+    looked_after?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -275,13 +382,13 @@ fn print_cluster(args: &UpArgs, nodes: usize, addresses: &[SocketAddr]) {
         println!(
             "  n{}: peers {}  etcd API {}  zookeeper {}  http http://{address}/  (dashboard, /metrics, /status)",
             i + 1,
-            peer_address(args.base_port, i + 1),
-            client_address(args.base_port, i + 1),
-            zookeeper_address(args.base_port, i + 1)
+            peer_address(args.base(), i + 1),
+            client_address(args.base(), i + 1),
+            zookeeper_address(args.base(), i + 1)
         );
     }
     let clients: Vec<String> = (1..=nodes)
-        .map(|i| client_address(args.base_port, i))
+        .map(|i| client_address(args.base(), i))
         .collect();
     let tls_dir = args.dir.join("tls");
     if tls_dir.join(crate::certs::CA_FILE).exists() {
@@ -301,7 +408,7 @@ fn print_cluster(args: &UpArgs, nodes: usize, addresses: &[SocketAddr]) {
         );
     }
     let zookeepers: Vec<String> = (1..=nodes)
-        .map(|i| zookeeper_address(args.base_port, i))
+        .map(|i| zookeeper_address(args.base(), i))
         .collect();
     println!(
         "  zookeeper clients (kazoo, Curator, zkCli.sh -server): {}",
@@ -323,54 +430,94 @@ fn print_cluster(args: &UpArgs, nodes: usize, addresses: &[SocketAddr]) {
 }
 
 /// Until `interrupted`: restarts members that exit, starts the members
-/// `up add` configures, and prints each change of leader.
+/// `up add` configures, and prints each change of leader. Fails when a
+/// member keeps failing to start.
 fn look_after(
     args: &UpArgs,
-    children: &mut Vec<Child>,
+    members: &mut Vec<Member>,
     addresses: &mut Vec<SocketAddr>,
     interrupted: &std::sync::atomic::AtomicBool,
 ) -> Result<()> {
     let mut shown: Option<(Option<NodeId>, u64)> = None;
     while !interrupted.load(std::sync::atomic::Ordering::SeqCst) {
-        restart_exited(args, children)?;
-        start_added(args, children, addresses)?;
+        restart_exited(args, members)?;
+        start_added(args, members, addresses)?;
         show_leader(&poll(addresses), &mut shown);
         std::thread::sleep(Duration::from_millis(200));
     }
     Ok(())
 }
 
-/// Starts again every member whose process exited.
-fn restart_exited(args: &UpArgs, children: &mut [Child]) -> Result<()> {
-    for (i, child) in children.iter_mut().enumerate() {
-        if let Ok(Some(status)) = child.try_wait() {
-            println!(
-                "member n{} exited ({status}); see {}",
-                i + 1,
-                args.dir.join(format!("n{}.log", i + 1)).display()
-            );
-            *child = spawn_member(&args.dir, i + 1)?;
+/// Notices members that exited, and starts them again when their
+/// backoff has passed.
+fn restart_exited(args: &UpArgs, members: &mut [Member]) -> Result<()> {
+    let now = Instant::now();
+    for member in members.iter_mut() {
+        let log = args.dir.join(format!("n{}.log", member.i));
+        if let Some(child) = &mut member.child {
+            let Ok(Some(status)) = child.try_wait() else {
+                continue;
+            };
+            member.child = None;
+            match member.backoff.exited(now) {
+                AfterExit::RestartAt(at) => {
+                    println!(
+                        "member n{} exited ({status}); starting it again in {} ms; see {}",
+                        member.i,
+                        at.saturating_duration_since(now).as_millis(),
+                        log.display()
+                    );
+                    member.restart_at = Some(at);
+                }
+                AfterExit::GiveUp(times) => bail!(
+                    "member n{} exited {times} times in a row soon after starting ({status}); the end of {}:\n{}",
+                    member.i,
+                    log.display(),
+                    last_lines(&log, 12)
+                ),
+            }
+        }
+        if member.restart_at.is_some_and(|at| at <= now) {
+            member.child = Some(spawn_member(&args.dir, member.i)?);
+            member.backoff.restarted(now);
+            member.restart_at = None;
         }
     }
     Ok(())
 }
 
+/// The last `count` lines of the file at `path`, indented (or why it
+/// cannot be read).
+fn last_lines(path: &Path, count: usize) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(count)..]
+                .iter()
+                .map(|line| format!("    {line}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Err(error) => format!("    (cannot read it: {error})"),
+    }
+}
+
 /// Starts the next member once `up add` wrote its config.
 fn start_added(
     args: &UpArgs,
-    children: &mut Vec<Child>,
+    members: &mut Vec<Member>,
     addresses: &mut Vec<SocketAddr>,
 ) -> Result<()> {
-    let next = children.len() + 1;
+    let next = members.len() + 1;
     if next <= MEMBERS_MAX && args.dir.join(format!("n{next}.toml")).exists() {
-        children.push(spawn_member(&args.dir, next)?);
-        addresses.push(http_address(args.base_port, next).parse()?);
+        members.push(Member::start(&args.dir, next)?);
+        addresses.push(http_address(args.base(), next).parse()?);
         println!(
             "member n{next} started: peers {}  etcd API {}  zookeeper {}  http http://{}/",
-            peer_address(args.base_port, next),
-            client_address(args.base_port, next),
-            zookeeper_address(args.base_port, next),
-            http_address(args.base_port, next)
+            peer_address(args.base(), next),
+            client_address(args.base(), next),
+            zookeeper_address(args.base(), next),
+            http_address(args.base(), next)
         );
     }
     Ok(())

@@ -52,6 +52,29 @@ pub(crate) fn existing_members(dir: &Path) -> usize {
         .count()
 }
 
+/// The base port of the cluster in `dir`: `up` gives member i the peer
+/// port base+i, so base is `n1.toml`'s peer port minus 1.
+pub(crate) fn recorded_base_port(dir: &Path) -> anyhow::Result<u16> {
+    use anyhow::Context;
+    let path = dir.join("n1.toml");
+    let first = bellwether_server::config::ConfigLayer::from_file(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let listen = first
+        .peer_listen
+        .as_deref()
+        .with_context(|| format!("{} names no peer_listen", path.display()))?;
+    let address: SocketAddr = listen.parse().with_context(|| {
+        format!(
+            "{}: peer_listen {listen:?} is not host:port",
+            path.display()
+        )
+    })?;
+    address
+        .port()
+        .checked_sub(1)
+        .with_context(|| format!("{}: peer_listen has port 0", path.display()))
+}
+
 /// Reads every member's status (down ones are `None`).
 pub fn poll(addresses: &[SocketAddr]) -> Vec<Option<NodeStatus>> {
     addresses

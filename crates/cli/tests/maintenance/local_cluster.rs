@@ -27,15 +27,23 @@ impl Up {
     }
 
     fn start_with(dir: &Path, base_port: u16, extra: &[&str]) -> Up {
+        let base_port = base_port.to_string();
+        let mut args = vec!["--base-port", &base_port];
+        args.extend_from_slice(extra);
+        Up::start_args(dir, &args)
+    }
+
+    /// `bellwether up ARGS --heartbeat-ms 50 --election-ms 500 --dir DIR`.
+    fn start_args(dir: &Path, args: &[&str]) -> Up {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(dir.with_extension("log"))
             .unwrap();
         let child = Command::new(bellwether_binary())
-            .args(["up", "--base-port", &base_port.to_string()])
+            .arg("up")
             .args(["--heartbeat-ms", "50", "--election-ms", "500"])
-            .args(extra)
+            .args(args)
             .arg("--dir")
             .arg(dir)
             .stdin(Stdio::null())
@@ -47,6 +55,18 @@ impl Up {
             child,
             dir: dir.to_path_buf(),
         }
+    }
+
+    /// Waits up to `timeout` for `up` to exit by itself.
+    fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 
     /// Ctrl-C; returns whether `up` exited cleanly within 20 s.
@@ -359,6 +379,107 @@ fn a_single_voter_with_a_learner_restarts_and_leads() {
         dir.with_extension("log").display()
     );
     drop(up_again);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("log"));
+}
+
+/// The supervisor's cluster: 32_021-3, 32_121-3, 32_221-3 and 32_321-3,
+/// clear of the other clusters here and below the ephemeral range.
+const SUPERVISED_BASE_PORT: u16 = 32_020;
+
+/// `up` on a taken port exits at once naming it and writes nothing; a
+/// cluster restarted without `--base-port` comes back on the ports it was
+/// created with, its members' logs appended to; and a member that keeps
+/// failing to start (its peer port taken) makes `up` give up with the
+/// member's error, stopping the others, instead of restarting it forever.
+#[test]
+fn up_names_a_busy_port_keeps_its_ports_and_gives_up_on_a_member_that_cannot_start() {
+    super::common::etcdctl::require();
+    let dir = std::env::temp_dir().join(format!("bw-test-up-supervised-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(dir.with_extension("log"));
+    let base = SUPERVISED_BASE_PORT;
+    let client = |i: u16| format!("127.0.0.1:{}", base + 200 + i);
+
+    // A taken port: named at once, nothing written, no member started.
+    let taken = std::net::TcpListener::bind(client(1)).expect("the test's port is free");
+    let started = Instant::now();
+    let refused = Command::new(bellwether_binary())
+        .args(["up", "--base-port", &base.to_string(), "--dir"])
+        .arg(&dir)
+        .output()
+        .expect("the bellwether binary runs");
+    assert!(!refused.status.success());
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let said = text(&refused);
+    assert!(
+        said.contains(&format!("{} (n1's etcd API)", client(1))) && said.contains("in use"),
+        "{said}"
+    );
+    assert!(!dir.exists(), "a refused `up` wrote {}", dir.display());
+    drop(taken);
+
+    // Created, stopped, restarted without --base-port: same ports.
+    let mut up = Up::start_with(&dir, base, &[]);
+    wait_until("the cluster takes writes", Duration::from_secs(20), || {
+        etcdctl(&client(1), &["put", "k", "1"], None).0
+    });
+    assert!(up.interrupt(), "`up` did not exit cleanly on Ctrl-C");
+    drop(up);
+    let mut up = Up::start_args(&dir, &[]);
+    wait_until(
+        "the restarted cluster takes writes on its first ports",
+        Duration::from_secs(20),
+        || etcdctl(&client(3), &["put", "k", "2"], None).0,
+    );
+    let log = std::fs::read_to_string(dir.join("n1.log")).unwrap();
+    assert_eq!(
+        log.matches("bellwether up starts n1").count(),
+        2,
+        "the restart appends to the member's log"
+    );
+    let elsewhere = Command::new(bellwether_binary())
+        .args(["up", "--base-port", "32030", "--dir"])
+        .arg(&dir)
+        .output()
+        .expect("the bellwether binary runs");
+    assert!(!elsewhere.status.success());
+    assert!(
+        text(&elsewhere).contains("already runs"),
+        "{}",
+        text(&elsewhere)
+    );
+
+    // n2 killed and its peer port taken: `up` tries it again with a
+    // growing delay, then gives up with its error and stops the others.
+    let n2 = std::fs::read_to_string(dir.join("n2.pid")).unwrap();
+    let peer_port = format!("127.0.0.1:{}", base + 2);
+    let _ = Command::new("kill").args(["-9", n2.trim()]).status();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let _held = loop {
+        if let Ok(listener) = std::net::TcpListener::bind(&peer_port) {
+            break listener;
+        }
+        assert!(Instant::now() < deadline, "n2's peer port never came free");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let status = up
+        .wait_exit(Duration::from_secs(30))
+        .expect("`up` gave up on a member that cannot start");
+    assert!(!status.success());
+    let output = std::fs::read_to_string(dir.with_extension("log")).unwrap();
+    assert!(
+        output.contains("member n2 exited 5 times in a row")
+            && output.contains("Address already in use")
+            && output.contains("starting it again in 400 ms"),
+        "{output}"
+    );
+    let pids = member_pids(&dir);
+    assert!(
+        pids.iter().all(|pid| !alive(*pid) || !is_member(*pid)),
+        "members left running: {pids:?}"
+    );
+    drop(up);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(dir.with_extension("log"));
 }
