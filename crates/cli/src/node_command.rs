@@ -116,6 +116,10 @@ fn stop_the_process_on_any_panic() {
 
 /// Starts the member with its etcd API and HTTP port, runs it until
 /// SIGTERM or Ctrl-C, then stops the servers.
+/// The exit code of a member that stopped because it was removed from
+/// the cluster: `up` does not start it again.
+pub const REMOVED_EXIT_CODE: u8 = 3;
+
 async fn run(config: NodeConfig) -> Result<ExitCode> {
     let (machine, signals) = bellwether_server::etcd::machine_with_signals();
     let store = machine.store.clone();
@@ -195,6 +199,11 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
         zookeeper.abort();
     }
     stop_servers(stop_http, http, stop_grpc, grpc).await;
+    if let Err(error @ bellwether_server::node::NodeError::Removed { .. }) = &result {
+        tracing::error!("{error}");
+        eprintln!("{error}");
+        return Ok(ExitCode::from(REMOVED_EXIT_CODE));
+    }
     result?;
     tracing::info!(id = config.id.0, "node stopped");
     Ok(ExitCode::SUCCESS)

@@ -459,6 +459,15 @@ fn restart_exited(args: &UpArgs, members: &mut [Member]) -> Result<()> {
                 continue;
             };
             member.child = None;
+            if status.code() == Some(i32::from(crate::node_command::REMOVED_EXIT_CODE)) {
+                println!(
+                    "member n{} was removed from the cluster and stopped; `up` does not start it again (see {})",
+                    member.i,
+                    log.display()
+                );
+                member.restart_at = None;
+                continue;
+            }
             match member.backoff.exited(now) {
                 AfterExit::RestartAt(at) => {
                     println!(

@@ -250,6 +250,9 @@ impl<P: Embeddable> Loop<P> {
                 self.node.step(NodeId(from), message);
             }
             PeerEvent::Lost(peer) => self.node.peer_unreachable(NodeId(peer)),
+            // An elector's group is fixed at start: no peer records
+            // removals, so none refuses us as removed.
+            PeerEvent::Removed(peer) => self.node.peer_unreachable(NodeId(peer)),
         }
     }
 

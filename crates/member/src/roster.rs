@@ -94,6 +94,15 @@ impl Roster {
             .is_some_and(|r| r.intent == MemberIntent::Removed)
     }
 
+    /// Every member the directory records as removed for good.
+    pub fn removed(&self) -> Vec<NodeId> {
+        self.directory
+            .iter()
+            .filter(|(_, r)| r.intent == MemberIntent::Removed)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
     /// The ids whose peer connections this node accepts: every member of
     /// Raft's configuration (one being removed still votes until the
     /// removal is in the log) and every member recorded but not yet added

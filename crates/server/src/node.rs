@@ -75,6 +75,16 @@ pub enum NodeError {
         /// The storage error.
         error: bellwether_storage::StorageError,
     },
+    /// A peer has this member recorded as removed from the cluster for
+    /// good (`member remove`): it stops instead of calling the others
+    /// forever. Its data describes a membership it is no longer part of.
+    #[error("this member (id {id}) was removed from the cluster (member {by} says so): it stops. To have it back, add it again (`etcdctl member add`, `bellwether up add`) and start it with an empty data directory")]
+    Removed {
+        /// This member.
+        id: u64,
+        /// The peer that refused it.
+        by: u64,
+    },
     /// The peer TLS files cannot be used.
     #[error(transparent)]
     PeerTls(#[from] bellwether_transport::TlsError),
@@ -133,6 +143,9 @@ pub struct Node {
     /// The configuration and directory version the connections were last
     /// set up for; a change of either sets them up again.
     wired: Option<(ClusterConfig, u64)>,
+    /// The first peer that refused this member as removed for good: the
+    /// loop stops with [`NodeError::Removed`].
+    removed_by: Option<NodeId>,
     /// What the transport needs to dial a new member (set by `run`).
     transport: Option<(Identity, mpsc::Sender<PeerEvent>)>,
 }
@@ -186,6 +199,7 @@ impl Node {
             outbound: BTreeMap::new(),
             dialed: BTreeMap::new(),
             wired: None,
+            removed_by: None,
             transport: None,
         })
     }
@@ -258,6 +272,12 @@ impl Node {
                 ticker.as_mut().reset(tick_at);
             }
             self.rewire();
+            if let Some(by) = self.removed_by {
+                return Err(NodeError::Removed {
+                    id: self.config.id.0,
+                    by: by.0,
+                });
+            }
             tracker.publish(
                 self.member.raft(),
                 self.member.roster(),
@@ -363,6 +383,9 @@ impl Node {
                 self.carry_out_effects();
             }
             PeerEvent::Lost(peer) => self.member.peer_lost(NodeId(peer)),
+            PeerEvent::Removed(peer) => {
+                self.removed_by.get_or_insert(NodeId(peer));
+            }
         }
     }
 

@@ -47,6 +47,8 @@ pub enum PeerEvent<M> {
     Message(u64, M),
     /// A connection to or from `peer` broke.
     Lost(u64),
+    /// `peer` refused us as a member removed from the cluster for good.
+    Removed(u64),
 }
 
 /// Identity the transport speaks for.
@@ -81,6 +83,8 @@ pub struct Identity {
 pub struct Members {
     /// The ids.
     ids: std::sync::RwLock<Vec<u64>>,
+    /// Ids removed from the membership for good: told so when they call.
+    removed: std::sync::RwLock<Vec<u64>>,
     /// Bumped by every [`Members::set`].
     generation: std::sync::atomic::AtomicU64,
 }
@@ -90,6 +94,7 @@ impl Members {
     pub fn new(ids: Vec<u64>) -> std::sync::Arc<Members> {
         std::sync::Arc::new(Members {
             ids: std::sync::RwLock::new(ids),
+            removed: std::sync::RwLock::new(Vec::new()),
             generation: std::sync::atomic::AtomicU64::new(0),
         })
     }
@@ -104,6 +109,16 @@ impl Members {
     /// The ids now.
     pub fn ids(&self) -> Vec<u64> {
         self.ids.read().expect("members lock").clone()
+    }
+
+    /// Replaces the ids removed for good.
+    pub fn set_removed(&self, ids: Vec<u64>) {
+        *self.removed.write().expect("members lock") = ids;
+    }
+
+    /// The ids removed for good, now.
+    pub fn removed(&self) -> Vec<u64> {
+        self.removed.read().expect("members lock").clone()
     }
 
     /// Whether `id` is in the set now.
@@ -158,6 +173,11 @@ async fn outbound<M: WireMessage, O: Observer>(
             }
             Err(error) => {
                 tracing::debug!(peer, %address, %error, "cannot reach peer");
+                if error.kind() == std::io::ErrorKind::ConnectionRefused
+                    && refusal_of(&error) == Some(Refusal::Removed)
+                {
+                    let _ = events.try_send(PeerEvent::Removed(peer));
+                }
                 if drain(&mut queue).is_none() {
                     return; // The peer left the membership.
                 }
@@ -218,14 +238,40 @@ async fn dial(identity: &Identity, peer: u64, address: SocketAddr) -> std::io::R
     )
     .await??;
     if answer[0] != 0 {
-        let reason = Refusal::from_code(answer[0]).map_or("unknown refusal", Refusal::as_str);
-        tracing::error!(peer, %address, reason, "peer refused our connection: check that both use the same cluster name, member list and settings");
+        let refusal = Refusal::from_code(answer[0]);
+        let reason = refusal.map_or("unknown refusal", Refusal::as_str);
+        if refusal == Some(Refusal::Removed) {
+            tracing::error!(peer, %address, "peer refused our connection: this member was removed from the cluster");
+        } else {
+            tracing::error!(peer, %address, reason, "peer refused our connection: check that both use the same cluster name, member list and settings");
+        }
         return Err(std::io::Error::new(
             std::io::ErrorKind::ConnectionRefused,
-            reason,
+            RefusedBy(refusal),
         ));
     }
     Ok(stream)
+}
+
+/// A peer's refusal, carried in the dial's error so that the dialer can
+/// tell a removal from the other refusals.
+#[derive(Debug)]
+struct RefusedBy(Option<Refusal>);
+
+impl std::fmt::Display for RefusedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.map_or("unknown refusal", Refusal::as_str))
+    }
+}
+
+impl std::error::Error for RefusedBy {}
+
+/// The refusal a dial's error carries, if a peer refused it.
+fn refusal_of(error: &std::io::Error) -> Option<Refusal> {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<RefusedBy>())
+        .and_then(|refused| refused.0)
 }
 
 /// Writes queued messages in batches until the connection breaks (`Some`)
@@ -383,6 +429,7 @@ async fn handshake(
             &identity.cluster,
             identity.id,
             &identity.members.ids(),
+            &identity.members.removed(),
             identity.fingerprint,
         ),
         Err(_) => Err(Refusal::Malformed),

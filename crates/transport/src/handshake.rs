@@ -45,6 +45,9 @@ pub enum Refusal {
     Malformed = 4,
     /// The dialer's settings (algorithm, winner rule, member list) differ.
     SettingsDiffer = 5,
+    /// The dialer was a member and has been removed for good: it should
+    /// stop, not keep calling.
+    Removed = 6,
 }
 
 impl Refusal {
@@ -56,6 +59,7 @@ impl Refusal {
             Refusal::WrongNode => "wrong_node",
             Refusal::Malformed => "malformed_handshake",
             Refusal::SettingsDiffer => "settings_differ",
+            Refusal::Removed => "removed_member",
         }
     }
 
@@ -67,6 +71,7 @@ impl Refusal {
             Refusal::WrongNode,
             Refusal::Malformed,
             Refusal::SettingsDiffer,
+            Refusal::Removed,
         ]
         .into_iter()
         .find(|r| *r as u8 == code)
@@ -113,19 +118,24 @@ impl Hello {
     }
 
     /// Decides whether node `me` of `cluster` with `members` and settings
-    /// `fingerprint` accepts it. A fingerprint of 0 on either side is not
-    /// checked.
+    /// `fingerprint` accepts it. A dialer outside `members` that is in
+    /// `removed` (members removed for good) is told so. A fingerprint of 0
+    /// on either side is not checked.
     pub fn check(
         &self,
         cluster: &str,
         me: u64,
         members: &[u64],
+        removed: &[u64],
         fingerprint: u32,
     ) -> Result<(), Refusal> {
         if self.cluster != cluster {
             return Err(Refusal::ForeignCluster);
         }
         if !members.contains(&self.from) || self.from == me {
+            if removed.contains(&self.from) && self.from != me {
+                return Err(Refusal::Removed);
+            }
             return Err(Refusal::UnknownMember);
         }
         if self.to != me {
@@ -152,27 +162,37 @@ mod tests {
         };
         let ours = hello.fingerprint;
         assert_eq!(Hello::decode(&hello.encode()).unwrap(), hello);
-        assert_eq!(hello.check("prod", 1, &[1, 2, 3], ours), Ok(()));
+        assert_eq!(hello.check("prod", 1, &[1, 2, 3], &[], ours), Ok(()));
         assert_eq!(
-            hello.check("test", 1, &[1, 2, 3], ours),
+            hello.check("test", 1, &[1, 2, 3], &[], ours),
             Err(Refusal::ForeignCluster)
         );
         assert_eq!(
-            hello.check("prod", 1, &[1, 3], ours),
+            hello.check("prod", 1, &[1, 3], &[], ours),
             Err(Refusal::UnknownMember)
         );
         assert_eq!(
-            hello.check("prod", 3, &[1, 2, 3], ours),
+            hello.check("prod", 1, &[1, 3], &[2], ours),
+            Err(Refusal::Removed)
+        );
+        // One still in the configuration is accepted, whatever the record.
+        assert_eq!(hello.check("prod", 1, &[1, 2, 3], &[2], ours), Ok(()));
+        assert_eq!(
+            Refusal::from_code(Refusal::Removed as u8),
+            Some(Refusal::Removed)
+        );
+        assert_eq!(
+            hello.check("prod", 3, &[1, 2, 3], &[], ours),
             Err(Refusal::WrongNode)
         );
         let other = fingerprint("bully;highest;1,2,3");
         assert_ne!(other, ours);
         assert_eq!(
-            hello.check("prod", 1, &[1, 2, 3], other),
+            hello.check("prod", 1, &[1, 2, 3], &[], other),
             Err(Refusal::SettingsDiffer)
         );
         assert_eq!(
-            hello.check("prod", 1, &[1, 2, 3], 0),
+            hello.check("prod", 1, &[1, 2, 3], &[], 0),
             Ok(()),
             "0: unchecked"
         );

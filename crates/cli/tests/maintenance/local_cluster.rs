@@ -389,8 +389,9 @@ const SUPERVISED_BASE_PORT: u16 = 32_020;
 
 /// `up` on a taken port exits at once naming it and writes nothing; a
 /// cluster restarted without `--base-port` comes back on the ports it was
-/// created with, its members' logs appended to; and a member that keeps
-/// failing to start (its peer port taken) makes `up` give up with the
+/// created with, its members' logs appended to; a removed member stops
+/// itself and is not started again; and a member that keeps failing to
+/// start (its peer port taken) makes `up` give up with the
 /// member's error, stopping the others, instead of restarting it forever.
 #[test]
 fn up_names_a_busy_port_keeps_its_ports_and_gives_up_on_a_member_that_cannot_start() {

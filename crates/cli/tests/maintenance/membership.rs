@@ -257,6 +257,19 @@ fn a_dead_member_is_replaced_while_clients_write() {
     });
     let ids: Vec<u64> = member_list(&writers).iter().map(|m| m.0).collect();
     assert_eq!(ids, vec![1, 2, 4]);
+    // n3, started again with its old data, is told by its old peers that
+    // it was removed, and stops with exit code 3 instead of calling them
+    // forever.
+    cluster.spawn(3);
+    let exited = cluster
+        .wait_exit(3, Duration::from_secs(20))
+        .expect("the removed member stops");
+    assert_eq!(exited.code(), Some(3), "{}", cluster.log(3));
+    assert!(
+        cluster.log(3).contains("was removed from the cluster"),
+        "{}",
+        cluster.log(3)
+    );
     std::thread::sleep(Duration::from_secs(1));
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();

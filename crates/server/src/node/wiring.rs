@@ -38,6 +38,7 @@ impl Node {
         }
         let roster: &Roster = self.member.roster();
         identity.members.set(numbers(roster.accepted(&cluster)));
+        identity.members.set_removed(numbers(roster.removed()));
         let wanted: BTreeMap<NodeId, std::net::SocketAddr> = cluster
             .members()
             .filter(|member| *member != me)
