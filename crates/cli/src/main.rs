@@ -29,6 +29,7 @@ mod member_process;
 mod node_command;
 mod partition;
 mod peer_command;
+mod peer_supervisor;
 mod port_check;
 mod process_cluster;
 mod progress;

@@ -8,6 +8,7 @@
 //! page of the whole group at `/` (from `/group`, which asks every peer
 //! named in `--group-http` for its `/status`).
 
+use crate::peer_supervisor::SupervisedPeers;
 use anyhow::{bail, Context, Result};
 use bellwether_core::NodeId;
 use bellwether_elector::{Algorithm, Elector, ElectorMetrics, Leadership, PeerTls};
@@ -19,8 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::sync::watch;
 
 /// `bellwether peer`: run one elector, or `up` to start a local group.
@@ -376,19 +376,16 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
         let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
         crate::certs::issue(&tls_dir, &names, &hosts)?;
     }
-    let mut children: Vec<Child> = Vec::new();
     let (lines_tx, lines) = tokio::sync::mpsc::channel::<String>(1024);
-    for i in 1..=args.nodes {
-        let mut command = peer_process(&args, algorithm, &binary, i, &peers, &https);
-        let mut child = command.spawn().context("cannot start a peer process")?;
-        let stdout = child.stdout.take().expect("piped");
-        forward_lines(i, stdout, lines_tx.clone());
-        children.push(child);
-    }
-    drop(lines_tx);
+    let mut group = SupervisedPeers::start(
+        args.nodes,
+        |i| peer_process(&args, algorithm, &binary, i, &peers, &https),
+        lines_tx,
+    )?;
     print_group(&args, algorithm);
-    print_lines_until_stopped(lines).await?;
-    stop_peers(&mut children).await;
+    let printed = print_lines_until_stopped(lines, &mut group).await;
+    group.stop().await;
+    printed?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -440,22 +437,6 @@ fn peer_process(
     command
 }
 
-/// Passes peer `i`'s output lines to `sender`, each prefixed with `n<i>`.
-fn forward_lines(
-    i: usize,
-    stdout: tokio::process::ChildStdout,
-    sender: tokio::sync::mpsc::Sender<String>,
-) {
-    tokio::spawn(async move {
-        let mut reader = BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            if sender.send(format!("n{i} {line}")).await.is_err() {
-                break;
-            }
-        }
-    });
-}
-
 /// Prints where the group's peers listen and where to see them.
 fn print_group(args: &UpArgs, algorithm: Algorithm) {
     println!(
@@ -473,30 +454,21 @@ fn print_group(args: &UpArgs, algorithm: Algorithm) {
     );
 }
 
-/// Prints the peers' lines until they all ended, Ctrl-C or SIGTERM.
-async fn print_lines_until_stopped(mut lines: tokio::sync::mpsc::Receiver<String>) -> Result<()> {
+/// Prints the peers' lines, and looks after the peers, until Ctrl-C or
+/// SIGTERM, or until a peer keeps failing to start.
+async fn print_lines_until_stopped<F: FnMut(usize) -> Command>(
+    mut lines: tokio::sync::mpsc::Receiver<String>,
+    group: &mut SupervisedPeers<F>,
+) -> Result<()> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut check = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
-            line = lines.recv() => match line {
-                Some(line) => println!("{line}"),
-                None => break,
-            },
+            Some(line) = lines.recv() => println!("{line}"),
+            _ = check.tick() => group.check()?,
             _ = tokio::signal::ctrl_c() => break,
             _ = terminate.recv() => break,
         }
     }
     Ok(())
-}
-
-/// Sends every peer SIGTERM, then waits up to 5 s for each to exit.
-async fn stop_peers(children: &mut [Child]) {
-    for child in children.iter_mut() {
-        if let Some(pid) = child.id() {
-            let _ = crate::signals::send_signal(pid, crate::signals::SIGTERM);
-        }
-    }
-    for child in children.iter_mut() {
-        let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-    }
 }

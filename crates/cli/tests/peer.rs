@@ -380,3 +380,135 @@ fn peers_with_mutual_tls_refuse_a_node_with_a_foreign_certificate() {
     drop(group);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `peer up`'s ports: 32_041-3 for peers, 32_141-3 for HTTP, clear of the
+/// other tests' clusters and below the ephemeral range.
+const PEER_UP_BASE_PORT: u16 = 32_040;
+
+/// The pids of the `bellwether peer` processes whose data lies in `dir`,
+/// by peer number.
+fn peer_pids(dir: &std::path::Path) -> Vec<(usize, u32)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(line) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let arguments: Vec<String> = line
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if arguments.get(1).map(String::as_str) != Some("peer") {
+            continue;
+        }
+        for i in 1..=3 {
+            let data = dir.join(format!("n{i}")).display().to_string();
+            if arguments.contains(&data) {
+                found.push((i, pid));
+            }
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
+/// A running `peer up`: on drop (a failed test too) it and every peer of
+/// its directory are killed.
+struct PeerUp {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for PeerUp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for (_, pid) in peer_pids(&self.dir) {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// `peer up` names a taken port before starting anything; a peer that
+/// exits is reported and started again; Ctrl-C stops every peer.
+#[test]
+fn peer_up_names_a_busy_port_and_restarts_a_peer_that_exits() {
+    let dir = std::env::temp_dir().join(format!("bw-peer-up-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = dir.with_extension("log");
+    let base = PEER_UP_BASE_PORT.to_string();
+    let taken = std::net::TcpListener::bind(("127.0.0.1", PEER_UP_BASE_PORT + 102)).unwrap();
+    let refused = Command::new(common::bellwether_binary())
+        .args(["peer", "up", "--base-port", &base, "--dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains(&format!(
+            "127.0.0.1:{} (n2's HTTP port)",
+            PEER_UP_BASE_PORT + 102
+        )),
+        "{said}"
+    );
+    assert!(peer_pids(&dir).is_empty(), "a peer started anyway");
+    drop(taken);
+
+    let log = std::fs::File::create(&output).unwrap();
+    let mut up = PeerUp {
+        child: Command::new(common::bellwether_binary())
+            .args(["peer", "up", "--base-port", &base, "--dir"])
+            .arg(&dir)
+            .env("BELLWETHER_LOG", "warn")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+        dir: dir.clone(),
+    };
+    let wait = |what: &str, done: &mut dyn FnMut() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting until {what}: {}",
+                std::fs::read_to_string(&output).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait("three peers run", &mut || peer_pids(&dir).len() == 3);
+    let (_, first) = peer_pids(&dir)[1];
+    let _ = Command::new("kill")
+        .args(["-9", &first.to_string()])
+        .status();
+    wait("peer n2 runs again", &mut || {
+        peer_pids(&dir)
+            .iter()
+            .any(|(i, pid)| *i == 2 && *pid != first)
+    });
+    let printed = std::fs::read_to_string(&output).unwrap();
+    assert!(
+        printed.contains("peer n2 exited (signal: 9 (SIGKILL)); starting it again in 200 ms"),
+        "{printed}"
+    );
+    let _ = Command::new("kill")
+        .args(["-INT", &up.child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = up.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "`peer up` ignored Ctrl-C");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    wait("every peer stopped", &mut || peer_pids(&dir).is_empty());
+    drop(up);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&output);
+}
