@@ -10,7 +10,9 @@ use crate::{KeyRange, KeyValue};
 /// Which way to sort a range result.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SortOrder {
-    /// Key order, unless a non-key target is given, which implies ascending.
+    /// Key order, unless a non-key target is given, which implies ascending
+    /// (over the first `limit + 1` keys only, when a limit is set: etcd's
+    /// window).
     #[default]
     None,
     /// Smallest first.

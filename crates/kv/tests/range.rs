@@ -115,6 +115,26 @@ fn sort_by_each_target_in_both_directions() {
     );
 }
 
+/// etcd without an order or a filter reads only the first limit + 1 keys
+/// and sorts those by a non-key target: the window, not the range.
+#[test]
+fn a_non_key_target_without_an_order_sorts_the_limited_window() {
+    let mut store = KvStore::new();
+    for (key, value) in [("a", "3"), ("b", "2"), ("c", "1")] {
+        store.put(&PutRequest::new(key, value)).unwrap();
+    }
+    let request = RangeRequest {
+        limit: 1,
+        sort_target: SortTarget::Value,
+        ..RangeRequest::new("a", "z")
+    };
+    let response = store.range(&request).unwrap();
+    let keys: Vec<&[u8]> = response.kvs.iter().map(|kv| kv.key.as_slice()).collect();
+    assert_eq!(keys, [b"b".as_slice()], "of a and b, b's value is smaller");
+    assert!(response.more);
+    assert_eq!(response.count, 3);
+}
+
 #[test]
 fn sort_then_limit_returns_the_top_entries() {
     let request = RangeRequest {

@@ -63,8 +63,22 @@ impl KvStore {
             .into_iter()
             .filter(|kv| request.passes_filters(kv))
             .collect();
-        sort(&mut kvs, request.sort_order, request.sort_target);
         let limit = usize::try_from(request.limit).unwrap_or(0);
+        let filters_named = [
+            request.min_mod_revision,
+            request.max_mod_revision,
+            request.min_create_revision,
+            request.max_create_revision,
+        ]
+        .iter()
+        .any(|bound| *bound != 0);
+        if request.sort_order == SortOrder::None && !filters_named && limit > 0 {
+            // etcd reads only the first limit + 1 keys (key order) when no
+            // order or filter is asked for, and sorts just those: a
+            // non-key target then orders that window, not the range.
+            kvs.truncate(limit + 1);
+        }
+        sort(&mut kvs, request.sort_order, request.sort_target);
         let more = limit > 0 && kvs.len() > limit;
         if more {
             kvs.truncate(limit);

@@ -9,8 +9,15 @@
 
 use super::write::{check_request_size, PendingWrite};
 use super::KvStore;
-use crate::txn_check::check_txn;
+use crate::txn_check::check_request;
 use crate::{KvError, RequestOp, ResponseOp, TxnRequest, TxnResponse};
+
+/// Which operations a pass of [`KvStore::check_path`] checks.
+#[derive(Clone, Copy)]
+enum Checked {
+    Puts,
+    Reads,
+}
 
 /// The branch each txn on the path takes, in the order the txns are met
 /// when walking the chosen branches depth first.
@@ -21,12 +28,16 @@ impl KvStore {
     /// writes nothing, the revision stays.
     pub fn txn(&mut self, request: &TxnRequest) -> Result<TxnResponse, KvError> {
         check_request_size(request.size_bytes())?;
-        check_txn(request, 1)?;
+        check_request(request)?;
         let mut path = Path::new();
         self.compare_path(request, &mut path);
-        let mut cursor = 0;
-        self.check_path(request, &path, &mut cursor)?;
-        assert_eq!(cursor, path.len(), "check walked a different path");
+        // etcd checks every put on the path first, then every read, so a
+        // txn with both kinds of fault fails with the put's error.
+        for checked in [Checked::Puts, Checked::Reads] {
+            let mut cursor = 0;
+            self.check_path(request, &path, &mut cursor, checked)?;
+            assert_eq!(cursor, path.len(), "check walked a different path");
+        }
         let mut pending = self.begin_write();
         let mut cursor = 0;
         let mut response = self.apply_path(request, &path, &mut cursor, &mut pending);
@@ -61,23 +72,27 @@ impl KvStore {
         }
     }
 
-    /// Checks every operation on the path against the state before the txn.
+    /// Checks the operations of one kind on the path against the state
+    /// before the txn.
     fn check_path(
         &self,
         request: &TxnRequest,
         path: &Path,
         cursor: &mut usize,
+        checked: Checked,
     ) -> Result<(), KvError> {
         let succeeded = path[*cursor];
         *cursor += 1;
         for op in branch(request, succeeded) {
-            match op {
+            match (op, checked) {
                 // As in etcd, an explicit read revision must exist before
                 // the txn; reads at the current revision see its writes.
-                RequestOp::Range(range) => self.check_range(range, self.revision)?,
-                RequestOp::Put(put) => self.check_put(put)?,
-                RequestOp::DeleteRange(_) => {}
-                RequestOp::Txn(nested) => self.check_path(nested, path, cursor)?,
+                (RequestOp::Range(range), Checked::Reads) => {
+                    self.check_range(range, self.revision)?
+                }
+                (RequestOp::Put(put), Checked::Puts) => self.check_put(put)?,
+                (RequestOp::Txn(nested), _) => self.check_path(nested, path, cursor, checked)?,
+                _ => {}
             }
         }
         Ok(())

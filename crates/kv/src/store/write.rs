@@ -48,6 +48,14 @@ impl KvStore {
     /// Writes one key. Its revision is the next one.
     pub fn put(&mut self, request: &PutRequest) -> Result<PutResponse, KvError> {
         check_request_size(request.size_bytes())?;
+        // etcd looks a plain put's lease up before anything else; a put in
+        // a txn (and a batch, which is one) checks its key first.
+        let flags_misused = request.ignore_value && !request.value.is_empty()
+            || request.ignore_lease && request.lease != 0;
+        let lease_unknown = request.lease != 0 && !self.leases.contains_key(request.lease);
+        if lease_unknown && !request.key.is_empty() && !flags_misused {
+            return Err(KvError::LeaseNotFound);
+        }
         self.check_put(request)?;
         let mut pending = self.begin_write();
         let mut response = self.apply_put(request, &mut pending);
