@@ -41,7 +41,9 @@ fi
 # with it) and python3-venv (target/zk-venv, below) for the tests that
 # compare bellwether's ZooKeeper protocol with it, and Apache Curator
 # (libcurator-*-java, 5.4.0 in bookworm) with a JDK's javac
-# (default-jdk-headless) for the Curator recipes test.
+# (default-jdk-headless) for the Curator recipes test; postgresql (15 in
+# bookworm) and Debian's own python3-venv (target/patroni-venv, below) for
+# the Patroni test.
 need=()
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v mount >/dev/null 2>&1 || need+=(mount)
@@ -52,6 +54,8 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 { command -v java && [ -f /usr/share/java/zookeeper.jar ]; } >/dev/null 2>&1 || need+=(zookeeper)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+/usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
 command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
 for curator in recipes framework client; do
   [ -f "/usr/share/java/curator-$curator.jar" ] || need+=("libcurator-$curator-java")
@@ -80,6 +84,20 @@ if ! target/zk-venv/bin/python -c "import importlib.metadata as m, sys; sys.exit
   if ! { python3 -m venv target/zk-venv && target/zk-venv/bin/pip install --quiet kazoo==2.10.0; }; then
     echo "FAILED: could not create target/zk-venv with kazoo==2.10.0 (python3 -m venv, then pip); the ZooKeeper tests cannot run" >&2
     exit 1
+  fi
+fi
+
+# Patroni for crates/cli/tests/patroni.rs, made with Debian's /usr/bin/python3:
+# Patroni runs as the postgres user (PostgreSQL refuses root), who cannot
+# enter a Python under /root. If this fails the Patroni tests try again and
+# fail with pip's message.
+phase "target/patroni-venv (patroni 4.1.5)"
+if ! { grep -qx 'home = /usr/bin' target/patroni-venv/pyvenv.cfg &&
+  target/patroni-venv/bin/python -c "import importlib.metadata as m, sys, psycopg2; sys.exit(m.version('patroni') != '4.1.5')"; } >/dev/null 2>&1; then
+  rm -rf target/patroni-venv
+  if ! { /usr/bin/python3 -m venv target/patroni-venv &&
+    target/patroni-venv/bin/pip install --quiet 'patroni[etcd3]==4.1.5' psycopg2-binary==2.9.10; }; then
+    echo "FAILED: could not create target/patroni-venv with patroni[etcd3]==4.1.5 and psycopg2-binary==2.9.10 (/usr/bin/python3 -m venv, then pip); the Patroni tests will fail" >&2
   fi
 fi
 

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod etcd_cluster;
 pub mod etcd_server;
 pub mod etcdctl;
 pub mod nft;
