@@ -13,6 +13,7 @@
 
 use bellwether_api::etcdserverpb as pb;
 use pb::request_op::Request;
+use std::collections::BTreeSet;
 
 /// A write and the nested-txn branches that lead to it.
 struct Write {
@@ -100,7 +101,8 @@ fn etcd_hits(key: &[u8], end: &[u8], put: &[u8]) -> bool {
     key <= put && put < end
 }
 
-type EtcdWrites = (Vec<Vec<u8>>, Vec<(Vec<u8>, Vec<u8>)>);
+/// A list's puts (a set, as etcd's map) and deletes.
+type EtcdWrites = (BTreeSet<Vec<u8>>, Vec<(Vec<u8>, Vec<u8>)>);
 
 /// etcd 3.4's check of one list (its `checkIntervals`), returning the
 /// list's puts and deletes, or None for "duplicate key".
@@ -115,7 +117,7 @@ fn branch_etcd(ops: &[pb::RequestOp]) -> Option<EtcdWrites> {
     let hit = |deletes: &[(Vec<u8>, Vec<u8>)], key: &[u8]| {
         deletes.iter().any(|(k, e)| etcd_hits(k, e, key))
     };
-    let mut puts: Vec<Vec<u8>> = Vec::new();
+    let mut puts: BTreeSet<Vec<u8>> = BTreeSet::new();
     for op in ops {
         let Some(Request::RequestTxn(txn)) = &op.request else {
             continue;
@@ -126,7 +128,7 @@ fn branch_etcd(ops: &[pb::RequestOp]) -> Option<EtcdWrites> {
             if puts.contains(key) || hit(&deletes, key) {
                 return None;
             }
-            puts.push(key.clone());
+            puts.insert(key.clone());
         }
         for key in &else_puts {
             if puts.contains(key) && !then_puts.contains(key) {
@@ -135,7 +137,7 @@ fn branch_etcd(ops: &[pb::RequestOp]) -> Option<EtcdWrites> {
             if hit(&deletes, key) {
                 return None;
             }
-            puts.push(key.clone());
+            puts.insert(key.clone());
         }
         deletes.extend(then_deletes);
         deletes.extend(else_deletes);
@@ -147,7 +149,7 @@ fn branch_etcd(ops: &[pb::RequestOp]) -> Option<EtcdWrites> {
         if puts.contains(&put.key) || hit(&deletes, &put.key) {
             return None;
         }
-        puts.push(put.key.clone());
+        puts.insert(put.key.clone());
     }
     Some((puts, deletes))
 }
