@@ -1,6 +1,7 @@
 //! target/patroni-venv: Patroni and psycopg2 from PyPI, pinned, made once
 //! and kept in target/ like the build (scripts/test.sh makes it first; a
-//! test makes it when it is missing).
+//! test makes it when it is missing), or under the temporary directory
+//! when the checkout lies where the `postgres` user cannot enter.
 //!
 //! It is made with Debian's /usr/bin/python3, not whichever `python3` is
 //! first on PATH: a venv's interpreter is a link to the Python it was made
@@ -25,7 +26,7 @@ pub fn patroni_venv(run_as: Option<(u32, u32)>) -> PathBuf {
     let _one = MAKING
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let venv = workspace().join("target/patroni-venv");
+    let venv = venv_dir();
     let bin = venv.join("bin");
     if usable(&bin, run_as) {
         return bin;
@@ -69,6 +70,23 @@ pub fn patroni_venv(run_as: Option<(u32, u32)>) -> PathBuf {
         PACKAGES.join(" ")
     );
     bin
+}
+
+/// target/patroni-venv when the user Patroni runs as can reach it (every
+/// directory above it lets others in), else a venv under the system's
+/// temporary directory: a checkout under /root cannot be entered by
+/// `postgres`, and the test must not depend on where it was cloned.
+fn venv_dir() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let inside = workspace().join("target/patroni-venv");
+    let others_enter = |dir: &Path| {
+        std::fs::metadata(dir).is_ok_and(|meta| meta.permissions().mode() & 0o001 != 0)
+    };
+    if workspace().ancestors().all(others_enter) {
+        inside
+    } else {
+        std::env::temp_dir().join("bellwether-patroni-venv")
+    }
 }
 
 /// Whether `bin` has the pinned Patroni with psycopg2, runnable by the
