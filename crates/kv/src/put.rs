@@ -1,6 +1,6 @@
 //! Puts: the request and response of etcd's `KV.Put`.
 
-use crate::KeyValue;
+use crate::{KeyValue, KvError};
 
 /// Write one key.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -20,6 +20,21 @@ pub struct PutRequest {
 }
 
 impl PutRequest {
+    /// The put's own faults, which need no store, in etcd's order: no key,
+    /// a value with `ignore_value`, a lease with `ignore_lease`.
+    pub fn shape_error(&self) -> Option<KvError> {
+        if self.key.is_empty() {
+            return Some(KvError::KeyNotProvided);
+        }
+        if self.ignore_value && !self.value.is_empty() {
+            return Some(KvError::ValueProvided);
+        }
+        if self.ignore_lease && self.lease != 0 {
+            return Some(KvError::LeaseProvided);
+        }
+        None
+    }
+
     /// A plain put of `value` at `key`, without lease or options.
     pub fn new(key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Self {
         PutRequest {

@@ -72,14 +72,8 @@ fn check_op(op: &RequestOp, depth: usize) -> Result<(), KvError> {
         RequestOp::Put(put) => {
             // As etcd, on every put of the tree, taken or not, before the
             // duplicate-key rule.
-            if put.key.is_empty() {
-                return Err(KvError::KeyNotProvided);
-            }
-            if put.ignore_value && !put.value.is_empty() {
-                return Err(KvError::ValueProvided);
-            }
-            if put.ignore_lease && put.lease != 0 {
-                return Err(KvError::LeaseProvided);
+            if let Some(error) = put.shape_error() {
+                return Err(error);
             }
             &put.key
         }

@@ -50,10 +50,8 @@ impl KvStore {
         check_request_size(request.size_bytes())?;
         // etcd looks a plain put's lease up before anything else; a put in
         // a txn (and a batch, which is one) checks its key first.
-        let flags_misused = request.ignore_value && !request.value.is_empty()
-            || request.ignore_lease && request.lease != 0;
         let lease_unknown = request.lease != 0 && !self.leases.contains_key(request.lease);
-        if lease_unknown && !request.key.is_empty() && !flags_misused {
+        if lease_unknown && request.shape_error().is_none() {
             return Err(KvError::LeaseNotFound);
         }
         self.check_put(request)?;
@@ -101,14 +99,8 @@ impl KvStore {
     /// The checks of a put that depend on the store: options that need an
     /// existing key, and the lease.
     pub(super) fn check_put(&self, request: &PutRequest) -> Result<(), KvError> {
-        if request.key.is_empty() {
-            return Err(KvError::KeyNotProvided);
-        }
-        if request.ignore_value && !request.value.is_empty() {
-            return Err(KvError::ValueProvided);
-        }
-        if request.ignore_lease && request.lease != 0 {
-            return Err(KvError::LeaseProvided);
+        if let Some(error) = request.shape_error() {
+            return Err(error);
         }
         let ignores = request.ignore_value || request.ignore_lease;
         if ignores && self.get(&request.key).is_none() {
