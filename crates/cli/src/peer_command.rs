@@ -460,13 +460,18 @@ async fn print_lines_until_stopped<F: FnMut(usize) -> Command>(
     mut lines: tokio::sync::mpsc::Receiver<String>,
     group: &mut SupervisedPeers<F>,
 ) -> Result<()> {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // Both listeners are made once, before the loop: a signal stream keeps
+    // what arrives while another branch runs, where a `ctrl_c()` made anew
+    // each turn missed a Ctrl-C that came between two turns.
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
     let mut check = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
             Some(line) = lines.recv() => println!("{line}"),
             _ = check.tick() => group.check()?,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
         }
     }
