@@ -9,9 +9,10 @@ use std::path::Path;
 
 /// The files compiled, relative to the crate root. Order does not matter:
 /// imports are resolved against `PROTO_DIR`.
-const PROTO_FILES: [&str; 5] = [
+const PROTO_FILES: [&str; 6] = [
     "proto/auth.proto",
     "proto/kv.proto",
+    "proto/lease.proto",
     "proto/rpc.proto",
     "proto/v3election.proto",
     "proto/v3lock.proto",

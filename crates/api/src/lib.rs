@@ -27,6 +27,12 @@ pub mod authpb {
     include!(concat!(env!("OUT_DIR"), "/authpb.rs"));
 }
 
+/// Leases as etcd's backend stores them (etcd's `leasepb`).
+#[allow(missing_docs, clippy::all)]
+pub mod leasepb {
+    include!(concat!(env!("OUT_DIR"), "/leasepb.rs"));
+}
+
 /// KV, Watch, Lease, Cluster, Maintenance and Auth services (etcd's
 /// `etcdserverpb`).
 #[allow(missing_docs, clippy::all)]

@@ -1,6 +1,8 @@
 //! `bellwether snapshot restore FILE`: starts a member of a new cluster
-//! from a snapshot file saved with `etcdctl snapshot save` from a
-//! bellwether member, as `etcdctl snapshot restore` does for etcd.
+//! from a snapshot file saved with `etcdctl snapshot save`, from a
+//! bellwether member or from etcd, as `etcdctl snapshot restore` does for
+//! etcd. The file is etcd's format either way (see
+//! `bellwether_server::snapshot_file`).
 //!
 //! Run it once per member of the new cluster, each with that member's
 //! flags (or `--config`), the same member list everywhere, and a new data
@@ -24,7 +26,8 @@ pub enum SnapshotCommand {
 /// Flags of `bellwether snapshot restore`.
 #[derive(Args, Debug)]
 pub struct RestoreArgs {
-    /// The snapshot file (`etcdctl snapshot save FILE` against bellwether).
+    /// The snapshot file (`etcdctl snapshot save FILE` against bellwether
+    /// or etcd).
     file: PathBuf,
     /// The member's settings, as `bellwether node` takes them: its id, the
     /// new cluster's name and members, and a new (empty) data directory.
@@ -58,10 +61,16 @@ fn restore(args: RestoreArgs) -> Result<ExitCode> {
     let config = args.node.resolve()?;
     let history_bytes = file.decoded.size_bytes();
     bellwether_server::data_dir::restore_snapshot(&config, file.store)?;
+    let source = match &file.source {
+        bellwether_server::snapshot_file::SnapshotSource::Bellwether(name) => {
+            format!("bellwether cluster {name:?}")
+        }
+        bellwether_server::snapshot_file::SnapshotSource::Etcd => "etcd".to_string(),
+    };
     println!(
-        "restored {} (cluster {:?}, revision {}, {} bytes of history) into {} as member {} of {:?} with members {:?}",
+        "restored {} (from {}, revision {}, {} bytes of history) into {} as member {} of {:?} with members {:?}",
         args.file.display(),
-        file.cluster,
+        source,
         file.revision,
         history_bytes,
         config.data_dir.display(),

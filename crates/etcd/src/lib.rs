@@ -13,13 +13,15 @@
 //!   again at apply;
 //! - [`lease_clock`]: the leader's decisions about leases (when each
 //!   expires, which keep-alive renews it), taking the time as an argument;
-//! - [`convert`]: the mapping between the wire types and the store's.
+//! - [`convert`]: the mapping between the wire types and the store's;
+//! - [`backend_file`]: the store as etcd's bolt backend file, both ways.
 //!
 //! The server wraps this in tonic services; the simulator runs the same
 //! [`EtcdMachine`] behind its simulated members, so what is checked there
 //! is what production applies.
 
 pub mod answer;
+pub mod backend_file;
 pub mod command;
 pub mod convert;
 pub mod lease_clock;

@@ -727,3 +727,71 @@ mod tests {
         assert!(input.is_done());
     }
 }
+
+/// The whole auth state but the token secret, as a backend file (etcd's
+/// `auth`, `authUsers` and `authRoles` buckets) lists it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuthImage {
+    /// Whether permissions are checked.
+    pub enabled: bool,
+    /// The auth revision.
+    pub revision: u64,
+    /// Users by name; `since` is ignored on import (set to `revision`).
+    pub users: BTreeMap<String, User>,
+    /// Roles by name, with their permissions.
+    pub roles: BTreeMap<String, Vec<KeyPermission>>,
+}
+
+impl AuthState {
+    /// Everything but the secret (see [`AuthImage`]).
+    pub fn image(&self) -> AuthImage {
+        AuthImage {
+            enabled: self.enabled,
+            revision: self.revision,
+            users: self.users.clone(),
+            roles: self.roles.clone(),
+        }
+    }
+
+    /// The state `image` describes, with `secret` to sign tokens if it is
+    /// enabled. Refuses what no sequence of auth requests could have made:
+    /// names past the bounds, a user holding a role that does not exist,
+    /// auth enabled without the user `root` holding the role `root`.
+    pub fn from_image(image: AuthImage, secret: Vec<u8>) -> Result<AuthState, String> {
+        if image.users.len() > AUTH_USERS_MAX || image.roles.len() > AUTH_ROLES_MAX {
+            return Err("more users or roles than a store holds".into());
+        }
+        for (name, perms) in &image.roles {
+            check_name(name, AuthError::RoleEmpty).map_err(|e| format!("role {name:?}: {e}"))?;
+            if perms.len() > ROLE_PERMISSIONS_MAX {
+                return Err(format!("role {name:?} holds too many permissions"));
+            }
+        }
+        let mut users = image.users;
+        for (name, user) in &mut users {
+            check_name(name, AuthError::UserEmpty).map_err(|e| format!("user {name:?}: {e}"))?;
+            if user.roles.len() > USER_ROLES_MAX {
+                return Err(format!("user {name:?} holds too many roles"));
+            }
+            if let Some(role) = user.roles.iter().find(|r| !image.roles.contains_key(*r)) {
+                return Err(format!(
+                    "user {name:?} holds role {role:?}, which does not exist"
+                ));
+            }
+            user.since = image.revision;
+        }
+        let root_ready = users
+            .get(ROOT_USER)
+            .is_some_and(|root| root.roles.contains(ROOT_ROLE));
+        if image.enabled && (!root_ready || secret.is_empty()) {
+            return Err("auth is enabled without the user root holding the role root".into());
+        }
+        Ok(AuthState {
+            enabled: image.enabled,
+            revision: image.revision,
+            users,
+            roles: image.roles,
+            secret: if image.enabled { secret } else { Vec::new() },
+        })
+    }
+}

@@ -57,8 +57,8 @@ mod txn_check;
 
 pub use alarm::{Alarm, AlarmKind};
 pub use auth::{
-    AuthError, AuthState, KeyPermission, Permission, User, AUTH_NAME_BYTES_MAX, AUTH_ROLES_MAX,
-    AUTH_USERS_MAX, ROLE_PERMISSIONS_MAX, ROOT_ROLE, ROOT_USER, USER_ROLES_MAX,
+    AuthError, AuthImage, AuthState, KeyPermission, Permission, User, AUTH_NAME_BYTES_MAX,
+    AUTH_ROLES_MAX, AUTH_USERS_MAX, ROLE_PERMISSIONS_MAX, ROOT_ROLE, ROOT_USER, USER_ROLES_MAX,
 };
 pub use compare::{Compare, CompareResult, CompareTarget};
 pub use delete_range::{DeleteRangeRequest, DeleteRangeResponse};
@@ -76,7 +76,7 @@ pub use member::{MemberError, MemberIntent, MemberRecord, MEMBER_RECORDS_MAX};
 pub use put::{PutRequest, PutResponse};
 pub use range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
 pub use store::{
-    KvStore, PendingSnapshot, RetainedWrite, REVISION_INITIAL, REVISION_OVERHEAD_BYTES,
-    SNAPSHOT_VERSION,
+    ImageWrite, KvStore, PendingSnapshot, RetainedWrite, StoreImage, REVISION_INITIAL,
+    REVISION_OVERHEAD_BYTES, SNAPSHOT_VERSION,
 };
 pub use txn::{RequestOp, ResponseOp, TxnRequest, TxnResponse};

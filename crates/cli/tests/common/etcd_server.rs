@@ -37,8 +37,20 @@ impl EtcdServer {
         EtcdServer::start_with_flags(name, &[])
     }
 
+    /// [`EtcdServer::start`] on the data of an etcd snapshot file, which
+    /// `etcdctl snapshot restore` unpacks into its data directory first.
+    pub fn start_restored(name: &str, snapshot: &std::path::Path) -> EtcdServer {
+        EtcdServer::start_from(name, &[], Some(snapshot))
+    }
+
     /// [`EtcdServer::start`], with `flags` added to etcd's command line.
     pub fn start_with_flags(name: &str, flags: &[&str]) -> EtcdServer {
+        EtcdServer::start_from(name, flags, None)
+    }
+
+    /// A single member for the test `name`, restored from `snapshot` if
+    /// one is given.
+    fn start_from(name: &str, flags: &[&str], snapshot: Option<&std::path::Path>) -> EtcdServer {
         let net = super::net_for(name);
         let base = 10_000 + net as u16 * 100;
         let client: SocketAddr = format!("127.0.0.1:{}", base + 90).parse().unwrap();
@@ -52,7 +64,27 @@ impl EtcdServer {
             initial_cluster: &initial_cluster,
             tls: None,
         };
-        launch(dir, &member, flags)
+        if let Some(snapshot) = snapshot {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let output = Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args(["snapshot", "restore"])
+                .arg(snapshot)
+                .arg("--data-dir")
+                .arg(dir.join("data"))
+                .args(["--name", member.name, "--initial-cluster", &initial_cluster])
+                .args(["--initial-advertise-peer-urls", &peer])
+                .output()
+                .expect("etcdctl runs");
+            assert!(
+                output.status.success(),
+                "etcdctl snapshot restore {}: {}",
+                snapshot.display(),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        launch(dir, &member, flags, snapshot.is_some())
     }
 
     /// [`EtcdServer::start`] with TLS on the client port (etcd's
@@ -85,7 +117,7 @@ impl EtcdServer {
             "--listen-metrics-urls",
             &metrics,
         ];
-        launch(dir, &member, &flags)
+        launch(dir, &member, &flags, false)
     }
 
     /// Kills etcd and starts it again on its data, waiting until it is
@@ -123,7 +155,12 @@ impl EtcdServer {
             initial_cluster,
             tls: None,
         };
-        launch(dir, &member, &["--initial-cluster-state", "existing"])
+        launch(
+            dir,
+            &member,
+            &["--initial-cluster-state", "existing"],
+            false,
+        )
     }
 
     /// The client URL, `http://…` (`https://…` with TLS).
@@ -169,8 +206,12 @@ struct Member<'a> {
 
 /// Starts `member` in a fresh `dir`, with `flags` added, and waits until
 /// it is healthy.
-fn launch(dir: PathBuf, member: &Member, flags: &[&str]) -> EtcdServer {
-    let _ = std::fs::remove_dir_all(&dir);
+/// With `restored`, `dir` already holds the data a snapshot restore
+/// wrote, and is kept.
+fn launch(dir: PathBuf, member: &Member, flags: &[&str], restored: bool) -> EtcdServer {
+    if !restored {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     std::fs::create_dir_all(&dir).unwrap();
     let scheme = if member.tls.is_some() {
         "https"

@@ -208,6 +208,22 @@ impl Cluster {
         command
     }
 
+    /// `bellwether snapshot restore FILE` with member i's node flags;
+    /// returns (success, stdout and stderr).
+    pub fn restore(&self, i: usize, file: &Path) -> (bool, String) {
+        let node = self.command(i, &self.cluster_name.clone());
+        let flags: Vec<_> = node.get_args().skip(1).map(|a| a.to_owned()).collect();
+        let output = Command::new(bellwether_binary())
+            .args(["snapshot", "restore"])
+            .arg(file)
+            .args(flags)
+            .output()
+            .expect("bellwether runs");
+        let text = String::from_utf8_lossy(&output.stdout).to_string()
+            + &String::from_utf8_lossy(&output.stderr);
+        (output.status.success(), text)
+    }
+
     /// Starts member i (again).
     pub fn spawn(&mut self, i: usize) {
         let log = std::fs::OpenOptions::new()

@@ -19,6 +19,7 @@ mod alarm;
 mod batch;
 mod compact;
 mod compaction_queue;
+mod image;
 mod lease;
 mod member;
 mod read;
@@ -27,6 +28,7 @@ mod snapshot_events;
 
 pub(crate) use alarm::revision_bytes;
 pub use alarm::REVISION_OVERHEAD_BYTES;
+pub use image::{ImageWrite, StoreImage};
 pub use read::RetainedWrite;
 pub use snapshot::{PendingSnapshot, SNAPSHOT_VERSION};
 mod txn;

@@ -194,10 +194,11 @@ impl Maintenance for ClusterService {
 
     type SnapshotStream = ChannelStream<Result<pb::SnapshotResponse, Status>>;
 
-    /// A consistent snapshot of this member's store (taken under the
-    /// store's lock, so at one applied revision), in bellwether's snapshot
-    /// file format (`crate::snapshot_file`), streamed in chunks as etcd
-    /// streams its database. `etcdctl snapshot save` writes it to a file;
+    /// A consistent snapshot of this member's store (its image taken
+    /// under the store's lock, so at one applied revision), as etcd's
+    /// backend file followed by its SHA-256 (`crate::snapshot_file`),
+    /// streamed in chunks as etcd streams its database. `etcdctl snapshot
+    /// save` writes it to a file that etcd's tools and servers take;
     /// `bellwether snapshot restore` starts a new cluster from it.
     async fn snapshot(
         &self,
@@ -206,13 +207,18 @@ impl Maintenance for ClusterService {
         self.admin(&request).await?;
         let backend = self.backend.clone();
         let (file, header) = tokio::task::spawn_blocking(move || {
-            // Only the store's own encoding holds its lock (and with it the
-            // member's applies); framing and hashing come after.
-            let (revision, data, header) = {
+            // Only the image (shared values, copied keys) holds the lock
+            // (and with it the member's applies); the file is laid out and
+            // hashed after.
+            let (image, header) = {
                 let store = backend.store();
-                (store.revision(), store.snapshot(), backend.header())
+                (store.image(), backend.header())
             };
-            let file = crate::snapshot_file::encode_parts(&backend.cluster_name, revision, data);
+            let file = crate::snapshot_file::encode_image(
+                &backend.cluster_name,
+                &image,
+                header.revision as u64,
+            );
             (file, header)
         })
         .await

@@ -1,11 +1,13 @@
 //! Password hashes and auth tokens, the secrets the kv crate stores as
 //! opaque bytes (see `bellwether_kv::AuthState`).
 //!
-//! Passwords are hashed with PBKDF2-HMAC-SHA256 and a random salt by the
-//! member that receives the request, before it reaches the log, so the log
-//! and snapshots never hold a password. etcd uses bcrypt for the same
-//! purpose; the hash never leaves the cluster, so the choice is ours, and
-//! ring (already our TLS library) provides PBKDF2.
+//! Passwords are hashed with a random salt by the member that receives the
+//! request, before it reaches the log, so the log and snapshots never hold
+//! a password. The hash is bcrypt at cost 10 in the `$2a$` form, exactly
+//! what etcd stores, because snapshot files carry users between etcd and
+//! bellwether both ways and a password must keep working after the move.
+//! Hashes made by earlier builds (PBKDF2-HMAC-SHA256, a format byte first)
+//! are still checked.
 //!
 //! Tokens are signed, not stored: `user.since.expiry.signature`, where the
 //! signature is an HMAC-SHA256 over the rest with the secret chosen when
@@ -20,14 +22,17 @@ use bellwether_kv::AuthError;
 use ring::rand::SecureRandom;
 use std::num::NonZeroU32;
 
-/// PBKDF2 rounds: about 40 ms of one core here, near etcd's bcrypt cost 10.
+/// bcrypt's cost: etcd's default (`bcrypt.DefaultCost`).
+const BCRYPT_COST: u32 = 10;
+
+/// PBKDF2 rounds of the hashes earlier builds made.
 const PBKDF2_ROUNDS: u32 = 100_000;
 
 /// Salt and secret sizes, in bytes.
 const SALT_BYTES: usize = 16;
 const SECRET_BYTES: usize = 32;
 
-/// The format tag of a stored hash, for a later change of algorithm.
+/// The format byte of a PBKDF2 hash made by an earlier build.
 const HASH_FORMAT_PBKDF2_SHA256: u8 = 1;
 
 /// `count` random bytes from the operating system.
@@ -48,26 +53,26 @@ fn rounds() -> NonZeroU32 {
     NonZeroU32::new(PBKDF2_ROUNDS).expect("a non-zero round count")
 }
 
-/// The stored form of `password`: format, salt, hash.
+/// The stored form of `password`: a bcrypt hash, as etcd stores it.
 pub fn hash_password(password: &str) -> Vec<u8> {
-    let salt = random_bytes(SALT_BYTES);
-    let mut hash = [0u8; 32];
-    ring::pbkdf2::derive(
-        ring::pbkdf2::PBKDF2_HMAC_SHA256,
-        rounds(),
-        &salt,
-        password.as_bytes(),
-        &mut hash,
-    );
-    let mut stored = vec![HASH_FORMAT_PBKDF2_SHA256];
-    stored.extend_from_slice(&salt);
-    stored.extend_from_slice(&hash);
-    stored
+    let salt: [u8; SALT_BYTES] = random_bytes(SALT_BYTES)
+        .try_into()
+        .expect("16 random bytes");
+    bcrypt::hash_with_salt(password, BCRYPT_COST, salt)
+        .expect("cost 10 is a valid bcrypt cost")
+        .format_for_version(bcrypt::Version::TwoA)
+        .into_bytes()
 }
 
 /// True when `password` matches `stored` (in constant time). A user
 /// without a password (empty `stored`) matches nothing.
 pub fn password_matches(stored: &[u8], password: &str) -> bool {
+    if stored.starts_with(b"$2") {
+        let Ok(stored) = std::str::from_utf8(stored) else {
+            return false;
+        };
+        return bcrypt::verify(password, stored).unwrap_or(false);
+    }
     let Some((&HASH_FORMAT_PBKDF2_SHA256, rest)) = stored.split_first() else {
         return false;
     };
@@ -174,6 +179,23 @@ mod tests {
         assert!(!password_matches(&[], ""));
         // Two hashes of one password differ (random salt).
         assert_ne!(hash_password("s3cret"), stored);
+        assert!(stored.starts_with(b"$2a$10$"), "etcd's form");
+    }
+
+    #[test]
+    fn a_hash_made_by_an_earlier_build_still_matches() {
+        let salt = [7u8; SALT_BYTES];
+        let mut hash = [0u8; 32];
+        ring::pbkdf2::derive(
+            ring::pbkdf2::PBKDF2_HMAC_SHA256,
+            rounds(),
+            &salt,
+            b"old",
+            &mut hash,
+        );
+        let stored = [&[HASH_FORMAT_PBKDF2_SHA256][..], &salt, &hash].concat();
+        assert!(password_matches(&stored, "old"));
+        assert!(!password_matches(&stored, "new"));
     }
 
     #[test]
