@@ -219,6 +219,11 @@ fn etcd_and_bellwether_restore_each_others_snapshots_whole() {
         Some(ours_view.revision),
         "{out}"
     );
+    println!(
+        "bellwether saved {} bytes; etcd's snapshot status: {}",
+        std::fs::metadata(&from_bellwether).unwrap().len(),
+        out.trim()
+    );
     let etcd = EtcdServer::start_restored("snapshot-exchange-etcd-back", &from_bellwether);
     let theirs = etcd.client.to_string();
     let back_view = runtime.block_on(async {

@@ -12,6 +12,9 @@ use pb::lease_client::LeaseClient;
 use pb::watch_client::WatchClient;
 use tonic::transport::Channel;
 
+/// The largest answer read: every key of the largest run, with room.
+const ANSWER_BYTES_MAX: usize = 256 << 20;
+
 /// One server's clients.
 pub struct Server {
     pub kv: KvClient<Channel>,
@@ -27,11 +30,12 @@ impl Server {
             .connect()
             .await
             .unwrap_or_else(|e| panic!("cannot reach {address}: {e}"));
+        // A range of every key at 100,000 keys is about 20 MiB.
         Server {
-            kv: KvClient::new(channel.clone()),
+            kv: KvClient::new(channel.clone()).max_decoding_message_size(ANSWER_BYTES_MAX),
             lease: LeaseClient::new(channel.clone()),
             auth: AuthClient::new(channel.clone()),
-            watch: WatchClient::new(channel),
+            watch: WatchClient::new(channel).max_decoding_message_size(ANSWER_BYTES_MAX),
         }
     }
 
