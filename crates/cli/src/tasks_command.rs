@@ -57,6 +57,80 @@ pub enum TasksCommand {
     Result(ResultArgs),
     /// Wait for a group's aggregated result and print it.
     Wait(WaitArgs),
+    /// Show or set how many finished tasks the queue keeps, and how long.
+    Retention(RetentionArgs),
+}
+
+/// `bellwether tasks retention`.
+#[derive(Args)]
+#[command(
+    after_help = "The queue's leader removes the oldest finished (done or dead) tasks past \
+    either bound: the record, the result, the payload and the dead letter. A queue keeps \
+    100000 finished tasks and no age limit until told otherwise.\n\nExamples:\n  \
+    bellwether tasks retention thumbnails\n  \
+    bellwether tasks retention thumbnails --keep 10000 --max-age 7d"
+)]
+pub struct RetentionArgs {
+    /// The queue.
+    pub queue: String,
+    /// Finished tasks kept, newest first (at least 1).
+    #[arg(long)]
+    pub keep: Option<u64>,
+    /// How long a finished task is kept at most: seconds, or a number with
+    /// s, m, h or d; 0 for no age limit.
+    #[arg(long, value_parser = parse_age)]
+    pub max_age: Option<u64>,
+    #[command(flatten)]
+    pub cluster: ClientArgs,
+}
+
+/// `90`, `90s`, `15m`, `24h` or `7d`, in seconds.
+fn parse_age(text: &str) -> Result<u64, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?}: use seconds, or a number with s, m, h or d"
+            ))
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("{text:?}: use seconds, or a number with s, m, h or d"))
+}
+
+/// `tasks retention`: sets what is given, then prints what holds.
+async fn retention(args: RetentionArgs) -> anyhow::Result<ExitCode> {
+    let queue = queue(&args.cluster, &args.queue)?;
+    if args.keep.is_some() || args.max_age.is_some() {
+        let mut retention = queue.retention().await?;
+        retention.keep = args.keep.unwrap_or(retention.keep);
+        retention.max_age_seconds = args.max_age.unwrap_or(retention.max_age_seconds);
+        queue.set_retention(retention).await?;
+    }
+    println!("{}", describe_retention(&queue.retention().await?));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line on what a queue keeps.
+fn describe_retention(retention: &bellwether_client::tasks::Retention) -> String {
+    let age = match retention.max_age_seconds {
+        0 => "no age limit".to_string(),
+        seconds => format!("at most {seconds} s after they finish"),
+    };
+    format!(
+        "retention: the newest {} finished tasks, {age}",
+        retention.keep
+    )
 }
 
 /// `bellwether tasks submit`.
@@ -68,7 +142,8 @@ pub enum TasksCommand {
 pub struct SubmitArgs {
     /// The queue.
     pub queue: String,
-    /// The task's id: a repeated submit with the same id is the same task.
+    /// The task's id: a repeated submit with the same id is the same task
+    /// (until the queue's retention removes the finished task).
     #[arg(long, conflicts_with = "group")]
     pub id: Option<String>,
     /// Submit a group: each DATA (or each line of stdin with `-`) is one
@@ -185,6 +260,7 @@ pub fn execute(command: TasksCommand) -> anyhow::Result<ExitCode> {
             TasksCommand::Submit(args) => submit(args).await,
             TasksCommand::Worker(args) => worker(args).await,
             TasksCommand::Status(args) => status(args).await,
+            TasksCommand::Retention(args) => retention(args).await,
             TasksCommand::Result(args) => {
                 let queue = queue(&args.cluster, &args.queue)?;
                 let record = queue.result(&args.id).await?;
@@ -502,6 +578,7 @@ async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     if !status.dead_letters.is_empty() {
         println!("dead letters: {}", status.dead_letters.join(" "));
     }
+    println!("{}", describe_retention(&status.retention));
     Ok(ExitCode::SUCCESS)
 }
 

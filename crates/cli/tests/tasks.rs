@@ -323,6 +323,107 @@ fn the_cli_submits_runs_and_reports_tasks_on_etcd() {
     );
 }
 
+/// A queue told to keep 5 finished tasks keeps the newest 5: records,
+/// payloads and dead letters of older ones are removed by its leader,
+/// `tasks status` says what is kept, and a removed task's result says why
+/// it is gone.
+fn retention_keeps_the_newest_finished_tasks(endpoints: &str, dir: &Path) {
+    let out = run(
+        endpoints,
+        &["tasks", "retention", "kept", "--keep", "0"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2), "keep 0 is refused");
+    let out = run_ok(
+        endpoints,
+        &["tasks", "retention", "kept", "--keep", "5"],
+        "",
+    );
+    assert!(
+        out.contains("retention: the newest 5 finished tasks, no age limit"),
+        "{out}"
+    );
+    for i in 0..20 {
+        let id = format!("t{i:02}");
+        let mut args = vec!["tasks", "submit", "kept", "--id", &id];
+        let payload = if i == 3 { "fail" } else { "ok" };
+        if i == 3 {
+            args.extend(["--max-attempts", "1"]);
+        }
+        args.push(payload);
+        run_ok(endpoints, &args, "");
+    }
+    let worker_args: Vec<String> = ["tasks", "worker", "kept", "--ttl", "2", "--"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(handler(&dir.join("runs.log")))
+        .collect();
+    let _worker = WorkerProcess::start(endpoints, worker_args, dir.join("worker.log"));
+    let deadline = std::time::Instant::now() + WAIT;
+    let status = loop {
+        let out = run_ok(endpoints, &["tasks", "status", "kept", "--json"], "");
+        let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let depth = |s: &str| status["depth"][s].as_u64().unwrap();
+        let ran = std::fs::read_to_string(dir.join("runs.log"))
+            .unwrap_or_default()
+            .lines()
+            .count();
+        if ran >= 20
+            && depth("pending") + depth("assigned") == 0
+            && depth("done") + depth("dead") == 5
+        {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not down to 5 kept: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status["retention"]["keep"].as_u64(), Some(5), "{status}");
+    let out = run_ok(endpoints, &["tasks", "status", "kept"], "");
+    assert!(
+        out.contains("retention: the newest 5 finished tasks"),
+        "{out}"
+    );
+    // The newest result is kept, the oldest is gone with its payload and
+    // the dead letter.
+    assert_eq!(
+        run_ok(endpoints, &["tasks", "result", "kept", "t19"], ""),
+        "ok"
+    );
+    let out = run(endpoints, &["tasks", "result", "kept", "t00"], "");
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && error.contains("retention removed it"),
+        "{error}"
+    );
+    for (prefix, most) in [("kept/p/", 5), ("kept/d/", 0), ("kept/s/t/", 5)] {
+        let (ok, keys) =
+            common::etcdctl::run(endpoints, &["get", prefix, "--prefix", "--keys-only"], None);
+        assert!(ok, "{keys}");
+        let count = keys.lines().filter(|l| !l.trim().is_empty()).count();
+        assert!(count <= most, "{count} keys under {prefix}: {keys}");
+    }
+}
+
+#[test]
+fn retention_keeps_the_newest_finished_tasks_on_bellwether() {
+    let mut cluster = Cluster::start("tasks-retention", 3, 50, 300);
+    let all = cluster.all();
+    cluster.wait_leader(&all, WAIT);
+    retention_keeps_the_newest_finished_tasks(
+        &cluster.client_endpoints(),
+        &scratch("retention-bellwether"),
+    );
+}
+
+#[test]
+fn retention_keeps_the_newest_finished_tasks_on_etcd() {
+    let etcd = EtcdServer::start("tasks-retention-etcd");
+    retention_keeps_the_newest_finished_tasks(&etcd.client.to_string(), &scratch("retention-etcd"));
+}
+
 /// A task whose command kills its own worker (`kill -9 $PPID`) takes one
 /// worker down per attempt; after its maximum attempts the surviving
 /// leader dead-letters it, and the other tasks still run. The release

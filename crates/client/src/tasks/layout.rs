@@ -9,6 +9,7 @@
 //! | `Q/s/t/ID` | the task's record ([`super::record::TaskRecord`]) | submit, leader, worker |
 //! | `Q/s/w/NAME` | a live worker, on its session's lease | the worker |
 //! | `Q/s/g/GROUP` | a group: its size, aggregator payload, threshold | submit |
+//! | `Q/s/retention` | how many finished tasks are kept, how long ([`super::record::Retention`]) | `tasks retention` |
 //! | `Q/p/ID` | the task's payload, never rewritten | submit |
 //! | `Q/i/NAME/ID` | an assignment in worker NAME's inbox | the leader |
 //! | `Q/d/ID` | a dead letter: the record as it ended | leader or worker |
@@ -46,6 +47,8 @@ pub(crate) enum StateKey {
     Worker(String),
     /// `Q/s/g/GROUP`.
     Group(String),
+    /// `Q/s/retention`.
+    Retention,
 }
 
 /// The keys of one queue.
@@ -95,6 +98,11 @@ impl Layout {
         format!("{QUEUE_REGISTRY_PREFIX}{}", self.name).into_bytes()
     }
 
+    /// The queue's retention settings.
+    pub(crate) fn retention(&self) -> Vec<u8> {
+        self.key("s/retention")
+    }
+
     /// A task's record.
     pub(crate) fn task(&self, id: &str) -> Vec<u8> {
         self.key(&format!("s/t/{id}"))
@@ -141,6 +149,9 @@ impl Layout {
         let rest = std::str::from_utf8(rest).ok()?;
         if rest == "queue" {
             return Some(StateKey::Marker);
+        }
+        if rest == "retention" {
+            return Some(StateKey::Retention);
         }
         let (kind, name) = rest.split_once('/')?;
         let name = name.to_string();

@@ -197,7 +197,12 @@ fn split_into_txns(actions: Vec<Action>) -> Vec<Vec<Action>> {
     let mut chunks: Vec<Vec<Action>> = Vec::new();
     let (mut writes, mut compares) = (0, 0);
     let mut workers = std::collections::BTreeSet::new();
+    let mut removals = false;
     for action in actions {
+        // Removals go in txns of their own: a removal whose task changed
+        // since (resubmitted under its id) fails its txn, and must not take
+        // assignments down with it.
+        let removal = matches!(action, Action::Remove { .. });
         let worker = match &action {
             Action::Assign { worker, .. } => Some(worker.clone()),
             _ => None,
@@ -206,12 +211,14 @@ fn split_into_txns(actions: Vec<Action>) -> Vec<Vec<Action>> {
             worker.as_ref().is_some_and(|w| !workers.contains(w))
         };
         let fits = !chunks.is_empty()
+            && removal == removals
             && writes + action.writes() <= TXN_OPS_MAX
             && compares + 1 + usize::from(new_worker(&workers)) <= TXN_OPS_MAX;
         if !fits {
             chunks.push(Vec::new());
             (writes, compares) = (0, GUARD_COMPARES);
             workers.clear();
+            removals = removal;
         }
         writes += action.writes();
         compares += 1 + usize::from(new_worker(&workers));
@@ -331,6 +338,7 @@ fn count(actions: &[Action], stats: &WorkerStats) {
             Action::Assign { from: Some(_), .. } => &stats.reassigned,
             Action::DeadLetter { .. } => &stats.dead_lettered,
             Action::Aggregate { .. } => &stats.aggregated,
+            Action::Remove { .. } => &stats.removed,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -394,6 +402,19 @@ fn build_txn(layout: &Layout, leadership: &Leadership, actions: &[Action]) -> pb
                 success.push(keys::put_op(&layout.dead(id), &encoded, 0));
                 if let Some(from) = from {
                     success.push(keys::delete_op(&layout.inbox(from, id)));
+                }
+            }
+            Action::Remove {
+                id,
+                expected,
+                group,
+            } => {
+                compare.push(modified_at(&layout.task(id), *expected));
+                success.push(keys::delete_op(&layout.task(id)));
+                success.push(keys::delete_op(&layout.payload(id)));
+                success.push(keys::delete_op(&layout.dead(id)));
+                if let Some(group) = group {
+                    success.push(keys::delete_op(&layout.group(group)));
                 }
             }
             Action::Aggregate {
@@ -478,6 +499,24 @@ mod tests {
             .collect();
         let chunks = check(actions);
         assert_eq!(chunks[0].len(), 63);
+    }
+
+    #[test]
+    fn removals_never_share_a_txn_with_other_writes() {
+        let remove = |i: usize| Action::Remove {
+            id: format!("old{i}"),
+            expected: 1,
+            group: None,
+        };
+        let actions = vec![
+            assign(0, "w", None),
+            remove(0),
+            remove(1),
+            assign(1, "w", None),
+        ];
+        let chunks = check(actions);
+        let kinds: Vec<usize> = chunks.iter().map(Vec::len).collect();
+        assert_eq!(kinds, [1, 2, 1]);
     }
 
     #[test]

@@ -56,8 +56,8 @@ pub use cancellation::Cancellation;
 pub use layout::{DATA_BYTES_MAX, ID_BYTES_MAX, QUEUE_REGISTRY_PREFIX};
 pub use queue::{GroupOptions, Queue, SubmitOptions, Submitted};
 pub use record::{
-    Attempt, GroupInput, MemberResult, TaskMeta, TaskRecord, TaskState, MAX_ATTEMPTS_DEFAULT,
-    MAX_ATTEMPTS_LIMIT,
+    Attempt, GroupInput, MemberResult, Retention, TaskMeta, TaskRecord, TaskState,
+    MAX_ATTEMPTS_DEFAULT, MAX_ATTEMPTS_LIMIT, RETENTION_KEEP_DEFAULT,
 };
 pub use status::{QueueStatus, WorkerLoad};
 pub use worker::{Task, Worker, WorkerHandle, WorkerOptions, CANCEL_MARGIN_DEFAULT};

@@ -1,7 +1,7 @@
 //! [`Queue`]: submit tasks and groups, and wait for their results.
 
 use super::layout::{self, check_data, check_task_id, Layout};
-use super::record::{GroupMeta, TaskRecord, MAX_ATTEMPTS_DEFAULT, MAX_ATTEMPTS_LIMIT};
+use super::record::{GroupMeta, Retention, TaskRecord, MAX_ATTEMPTS_DEFAULT, MAX_ATTEMPTS_LIMIT};
 use crate::client::Client;
 use crate::election::REREAD_INTERVAL;
 use crate::error::{Error, Result};
@@ -164,6 +164,24 @@ impl Queue {
         self.client.txn(txn).await?;
         self.marked.store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Sets how many finished tasks the queue keeps and for how long (see
+    /// [`Retention`]); the queue's leader applies it from its next plan.
+    pub async fn set_retention(&self, retention: Retention) -> Result<()> {
+        retention.check()?;
+        self.ensure_exists().await?;
+        let value = serde_json::to_vec(&retention).expect("retention encodes");
+        self.client.put(self.layout.retention(), value).await?;
+        Ok(())
+    }
+
+    /// The queue's retention: as set, or the default.
+    pub async fn retention(&self) -> Result<Retention> {
+        let (kv, _) = self.read(&self.layout.retention()).await?;
+        Ok(kv
+            .and_then(|kv| serde_json::from_slice(&kv.value).ok())
+            .unwrap_or_default())
     }
 
     /// Whether anything was ever submitted to the queue or a worker ran it.
@@ -335,7 +353,10 @@ impl Queue {
     /// record (the result is in `result`).
     pub async fn result(&self, id: &str) -> Result<TaskRecord> {
         self.wait_final(&self.layout.task(id), || {
-            format!("no task {id:?} in queue {:?}", self.name())
+            format!(
+                "no task {id:?} in queue {:?}: never submitted, or finished long enough ago that the queue's retention removed it",
+                self.name()
+            )
         })
         .await
     }

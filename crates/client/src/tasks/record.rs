@@ -321,3 +321,50 @@ mod tests {
         assert_eq!(MemberResult::new("b", "done", b"ok").bytes(), b"ok");
     }
 }
+
+/// How many finished tasks a queue keeps, and for how long: its leader
+/// removes the oldest finished tasks past either bound (record, payload,
+/// dead letter), so a queue's store does not grow with its history.
+/// Stored at `Q/s/retention`; a queue without it keeps
+/// [`Retention::default`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// Finished (done or dead) tasks kept, newest first; at least 1.
+    pub keep: u64,
+    /// Seconds a finished task is kept at most; 0 for no age limit. The
+    /// age counts from when the leader saw the task finish, so a new
+    /// leader may keep a task up to this long again.
+    #[serde(default)]
+    pub max_age_seconds: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            keep: RETENTION_KEEP_DEFAULT,
+            max_age_seconds: 0,
+        }
+    }
+}
+
+/// Finished tasks a queue keeps unless told otherwise: a history for
+/// `status` and late `result` calls, at about 30 MiB of store for
+/// kilobyte-sized tasks.
+pub const RETENTION_KEEP_DEFAULT: u64 = 100_000;
+
+impl Retention {
+    /// Refuses a retention that would remove a task the moment it ends.
+    pub fn check(&self) -> Result<()> {
+        if self.keep == 0 {
+            return Err(Error::InvalidArgument(
+                "a queue keeps at least 1 finished task (--keep 1)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The age limit, if any.
+    pub fn max_age(&self) -> Option<std::time::Duration> {
+        (self.max_age_seconds > 0).then(|| std::time::Duration::from_secs(self.max_age_seconds))
+    }
+}

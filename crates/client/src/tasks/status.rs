@@ -3,7 +3,7 @@
 
 use super::layout::{Layout, StateKey};
 use super::queue::Queue;
-use super::record::{TaskRecord, TaskState, WorkerMeta};
+use super::record::{Retention, TaskRecord, TaskState, WorkerMeta};
 use crate::election::leader_of;
 use crate::error::{Error, Result};
 use crate::prefix_watch;
@@ -47,6 +47,10 @@ pub struct QueueStatus {
     pub groups: u64,
     /// Groups aggregated.
     pub groups_aggregated: u64,
+    /// How many finished tasks the queue keeps, and how long: the done
+    /// and dead counts in `depth` stay near `keep` once the history is
+    /// longer.
+    pub retention: Retention,
 }
 
 impl QueueStatus {
@@ -68,6 +72,9 @@ impl QueueStatus {
                 Some(StateKey::Worker(name)) => tally.count_worker(name, value),
                 Some(StateKey::Group(_)) => tally.groups += 1,
                 Some(StateKey::Marker) => tally.marked = true,
+                Some(StateKey::Retention) => {
+                    tally.retention = serde_json::from_slice(value).unwrap_or_default();
+                }
                 None => {}
             }
         }
@@ -86,6 +93,7 @@ impl QueueStatus {
             orphaned,
             groups: tally.groups,
             groups_aggregated: tally.aggregated,
+            retention: tally.retention,
         })
     }
 }
@@ -107,6 +115,8 @@ struct StateTally {
     groups: u64,
     /// Aggregator tasks, one per group aggregated.
     aggregated: u64,
+    /// The queue's retention settings.
+    retention: Retention,
 }
 
 impl StateTally {
@@ -131,6 +141,7 @@ impl StateTally {
             dead_letters: Vec::new(),
             groups: 0,
             aggregated: 0,
+            retention: Retention::default(),
         }
     }
 

@@ -14,7 +14,9 @@
 
 use super::layout::DATA_BYTES_MAX;
 use super::layout::{Layout, StateKey};
-use super::record::{GroupInput, GroupMeta, MemberResult, TaskRecord, TaskState, WorkerMeta};
+use super::record::{
+    GroupInput, GroupMeta, MemberResult, Retention, TaskRecord, TaskState, WorkerMeta,
+};
 use bellwether_api::mvccpb;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -97,6 +99,16 @@ pub(crate) enum Action {
         /// The worker the task leaves.
         from: Option<String>,
     },
+    /// Remove finished task `id` (record, payload, dead letter), past the
+    /// queue's retention; for a group's aggregator, the group's record too.
+    Remove {
+        /// The task.
+        id: String,
+        /// The record's mod revision the view saw it finish at.
+        expected: i64,
+        /// The group whose aggregator this is.
+        group: Option<String>,
+    },
     /// Create group `group`'s aggregator (only if it does not exist).
     Aggregate {
         /// The group.
@@ -129,8 +141,22 @@ impl Action {
                 Self::WRITES_MIN + usize::from(from.is_some())
             }
             Action::Aggregate { .. } => Self::AGGREGATE_WRITES,
+            // The record, the payload and the dead letter, and the group.
+            Action::Remove { group, .. } => 3 + usize::from(group.is_some()),
         }
     }
+}
+
+/// A finished task the view no longer follows, kept in the store until
+/// the queue's retention removes it.
+#[derive(Debug, Clone)]
+pub(crate) struct Finished {
+    /// The task.
+    pub id: String,
+    /// Its record's mod revision (a removal compares it).
+    pub mod_revision: i64,
+    /// When the view saw it finished.
+    pub since: Instant,
 }
 
 /// The leader's picture of one queue.
@@ -156,6 +182,10 @@ pub(crate) struct QueueView {
     tombstone_order: VecDeque<String>,
     /// Workers seen gone while they had tasks, and when.
     gone_since: BTreeMap<String, Instant>,
+    /// Finished tasks still stored, oldest first: what retention removes.
+    finished: VecDeque<Finished>,
+    /// The queue's retention settings.
+    retention: Retention,
 }
 
 /// Aggregator payload bytes planned into one txn, at most (a single
@@ -208,6 +238,15 @@ impl QueueView {
                 }
                 Err(error) => tracing::warn!(%error, name, "tasks: an unreadable group record"),
             },
+            Some(StateKey::Retention) => {
+                self.retention = serde_json::from_slice::<Retention>(&kv.value)
+                    .ok()
+                    .filter(|r| r.check().is_ok())
+                    .unwrap_or_else(|| {
+                        tracing::warn!("tasks: unreadable retention settings; keeping the default");
+                        Retention::default()
+                    });
+            }
             Some(StateKey::Marker) | None => {}
         }
     }
@@ -227,6 +266,7 @@ impl QueueView {
             Some(StateKey::Group(name)) => {
                 self.groups.remove(&name);
             }
+            Some(StateKey::Retention) => self.retention = Retention::default(),
             Some(StateKey::Marker) | None => {}
         }
     }
@@ -341,7 +381,15 @@ impl QueueView {
 
     /// Remembers that finished task `id` was dropped at `mod_revision`.
     fn bury(&mut self, id: String, mod_revision: i64) {
-        if self.tombstones.insert(id.clone(), mod_revision).is_none() {
+        let previous = self.tombstones.insert(id.clone(), mod_revision);
+        if previous != Some(mod_revision) {
+            self.finished.push_back(Finished {
+                id: id.clone(),
+                mod_revision,
+                since: Instant::now(),
+            });
+        }
+        if previous.is_none() {
             self.tombstone_order.push_back(id);
         }
         while self.tombstone_order.len() > TOMBSTONES_MAX {
@@ -392,7 +440,47 @@ impl QueueView {
             }
         }
         self.plan_aggregations(&mut actions, writes_max - writes);
+        let writes: usize = actions.iter().map(Action::writes).sum();
+        self.plan_removals(&mut actions, writes_max.saturating_sub(writes));
         actions
+    }
+
+    /// Removals of the oldest finished tasks past the queue's retention
+    /// (more than `keep` of them, or older than the age limit), in at most
+    /// `writes_max` writes. Planned last, so they use only what the work
+    /// left of the plan.
+    fn plan_removals(&mut self, actions: &mut Vec<Action>, mut writes_max: usize) {
+        let now = Instant::now();
+        let max_age = self.retention.max_age();
+        while let Some(oldest) = self.finished.front() {
+            let over_count = self.finished.len() as u64 > self.retention.keep;
+            let too_old = max_age.is_some_and(|age| now.duration_since(oldest.since) > age);
+            if !over_count && !too_old {
+                break;
+            }
+            let group = oldest
+                .id
+                .strip_prefix(super::layout::RESERVED_ID_START)
+                .and_then(|rest| rest.strip_prefix("group/"))
+                .map(str::to_string);
+            let action = Action::Remove {
+                id: oldest.id.clone(),
+                expected: oldest.mod_revision,
+                group,
+            };
+            if action.writes() > writes_max {
+                break;
+            }
+            writes_max -= action.writes();
+            self.finished.pop_front();
+            actions.push(action);
+        }
+    }
+
+    /// Finished tasks still stored, as far as this view knows.
+    #[cfg(test)]
+    pub(crate) fn finished_len(&self) -> usize {
+        self.finished.len()
     }
 
     /// The tasks that need a worker, each with the gone worker it leaves
@@ -591,6 +679,9 @@ impl QueueView {
                     // assigns it without waiting for the watch to bring it.
                     self.put_task(id.clone(), record.clone(), revision, revision);
                 }
+                // Its delete comes back through the watch; the view
+                // follows the task no more already.
+                Action::Remove { .. } => {}
             }
         }
         let assigned = &self.assigned;

@@ -28,6 +28,8 @@ pub struct WorkerStats {
     pub dead_lettered: AtomicU64,
     /// As leader: group aggregators created.
     pub aggregated: AtomicU64,
+    /// As leader: finished tasks removed past the queue's retention.
+    pub removed: AtomicU64,
     /// Sessions started (1 unless sessions were lost).
     pub sessions: AtomicU64,
     /// Whether this worker leads the queue now.

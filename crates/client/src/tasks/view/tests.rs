@@ -62,7 +62,15 @@ impl Fixture {
         let actions = self.view.plan(1000);
         self.revision += 1;
         let latencies = self.view.applied(&actions, self.revision);
-        assert_eq!(latencies.len(), actions.len(), "one latency per action");
+        let timed = actions
+            .iter()
+            .filter(|a| !matches!(a, Action::Remove { .. }))
+            .count();
+        assert_eq!(
+            latencies.len(),
+            timed,
+            "one latency per action but removals"
+        );
         actions
     }
 
@@ -314,4 +322,91 @@ fn a_plan_fills_but_never_overfills_a_txn_of_writes() {
         .iter()
         .all(|a| matches!(a, Action::Assign { from: Some(_), .. })));
     assert_eq!(moved.iter().map(Action::writes).sum::<usize>(), 126);
+}
+
+fn removed(actions: &[Action]) -> Vec<(String, Option<String>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Remove { id, group, .. } => Some((id.clone(), group.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn finished_tasks_past_the_retention_are_removed_oldest_first() {
+    let mut f = Fixture::new();
+    let retention = Retention {
+        keep: 3,
+        max_age_seconds: 0,
+    };
+    f.put(
+        f.layout.retention(),
+        serde_json::to_vec(&retention).unwrap(),
+        None,
+    );
+    f.worker("w", 10);
+    for i in 0..6 {
+        f.submit(&format!("t{i}"), 5, None);
+    }
+    assert!(removed(&f.step()).is_empty(), "nothing finished yet");
+    let mut finished_at = Vec::new();
+    for i in 0..6 {
+        let id = format!("t{i}");
+        f.finish(
+            &id,
+            if i == 4 {
+                TaskState::Dead
+            } else {
+                TaskState::Done
+            },
+        );
+        finished_at.push(f.revision);
+    }
+    let actions = f.step();
+    assert_eq!(
+        removed(&actions),
+        vec![
+            ("t0".into(), None),
+            ("t1".into(), None),
+            ("t2".into(), None)
+        ]
+    );
+    let expected: Vec<i64> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Remove { expected, .. } => Some(*expected),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        expected,
+        finished_at[..3],
+        "each compares the finished record"
+    );
+    assert_eq!(f.view.finished_len(), 3);
+    assert!(removed(&f.step()).is_empty(), "the newest 3 stay");
+}
+
+#[test]
+fn removing_an_aggregator_removes_its_group_and_a_default_queue_keeps_its_history() {
+    let mut f = Fixture::new();
+    let aggregator = Layout::aggregator_id("g");
+    let value = TaskRecord::pending(5, None)
+        .ended(1, "done", TaskState::Done)
+        .encode();
+    f.put(f.layout.task(&aggregator), value.clone(), None);
+    f.put(f.layout.task("later"), value, None);
+    assert!(removed(&f.step()).is_empty(), "the default keeps 100,000");
+    let retention = Retention {
+        keep: 1,
+        max_age_seconds: 0,
+    };
+    f.put(
+        f.layout.retention(),
+        serde_json::to_vec(&retention).unwrap(),
+        None,
+    );
+    assert_eq!(removed(&f.step()), vec![(aggregator, Some("g".into()))]);
 }
