@@ -405,6 +405,28 @@ fn retention_keeps_the_newest_finished_tasks(endpoints: &str, dir: &Path) {
         let count = keys.lines().filter(|l| !l.trim().is_empty()).count();
         assert!(count <= most, "{count} keys under {prefix}: {keys}");
     }
+    // An age limit removes the rest once they are older than it.
+    run_ok(
+        endpoints,
+        &["tasks", "retention", "kept", "--max-age", "1s"],
+        "",
+    );
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let out = run_ok(endpoints, &["tasks", "status", "kept", "--json"], "");
+        let status: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if status["depth"]["done"].as_u64() == Some(0)
+            && status["depth"]["dead"].as_u64() == Some(0)
+        {
+            assert_eq!(status["retention"]["max_age_seconds"].as_u64(), Some(1));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "aged tasks stay: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 #[test]

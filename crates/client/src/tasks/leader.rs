@@ -43,8 +43,13 @@ pub(crate) async fn lead(
     leadership: &Leadership,
     stats: &WorkerStats,
 ) -> Result<()> {
+    // The view before the last read, whose finished tasks' ages the next
+    // one keeps (a read sees when a task finished, not how long ago).
+    let mut previous: Option<QueueView> = None;
     loop {
-        let Some((mut watch, mut view)) = watch_and_read(client, layout).await else {
+        let Some((mut watch, mut view)) =
+            watch_and_read(client, layout, previous.take().as_ref()).await
+        else {
             continue;
         };
         let read_at = tokio::time::Instant::now();
@@ -75,6 +80,7 @@ pub(crate) async fn lead(
                 break;
             }
         }
+        previous = Some(view);
     }
 }
 
@@ -88,7 +94,11 @@ pub(crate) async fn lead(
 /// revisions. Reading first and watching from the read's revision would
 /// need that revision to outlive the read, which compaction under load
 /// does not promise.
-async fn watch_and_read(client: &Client, layout: &Layout) -> Option<(PrefixWatch, QueueView)> {
+async fn watch_and_read(
+    client: &Client,
+    layout: &Layout,
+    previous: Option<&QueueView>,
+) -> Option<(PrefixWatch, QueueView)> {
     let watch = match PrefixWatch::open(client, &layout.state_prefix(), 0).await {
         Ok(watch) => watch,
         Err(error) => {
@@ -110,6 +120,7 @@ async fn watch_and_read(client: &Client, layout: &Layout) -> Option<(PrefixWatch
         view.apply_put(layout, kv);
     }
     drop(kvs);
+    view.after_read(previous);
     Some((watch, view))
 }
 

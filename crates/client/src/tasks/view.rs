@@ -477,6 +477,29 @@ impl QueueView {
         }
     }
 
+    /// Puts the finished tasks a read found in the order they finished
+    /// (a read lists them by id), each with the time `previous`, the view
+    /// before the read, first saw it finished: so the age limit counts
+    /// across the leader's periodic reads.
+    pub(crate) fn after_read(&mut self, previous: Option<&QueueView>) {
+        let seen: std::collections::HashMap<(&str, i64), Instant> = previous
+            .map(|p| {
+                p.finished
+                    .iter()
+                    .map(|f| ((f.id.as_str(), f.mod_revision), f.since))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for entry in &mut self.finished {
+            if let Some(since) = seen.get(&(entry.id.as_str(), entry.mod_revision)) {
+                entry.since = *since;
+            }
+        }
+        self.finished
+            .make_contiguous()
+            .sort_by_key(|f| (f.mod_revision, f.id.clone()));
+    }
+
     /// Finished tasks still stored, as far as this view knows.
     #[cfg(test)]
     pub(crate) fn finished_len(&self) -> usize {

@@ -410,3 +410,32 @@ fn removing_an_aggregator_removes_its_group_and_a_default_queue_keeps_its_histor
     );
     assert_eq!(removed(&f.step()), vec![(aggregator, Some("g".into()))]);
 }
+
+#[test]
+fn a_read_lists_finished_tasks_in_finish_order_and_keeps_their_ages() {
+    let layout = Layout::new("q").unwrap();
+    let finished = |id: &str, revision: i64| mvccpb::KeyValue {
+        key: layout.task(id),
+        value: TaskRecord::pending(5, None)
+            .ended(1, "done", TaskState::Done)
+            .encode(),
+        create_revision: 1,
+        mod_revision: revision,
+        ..mvccpb::KeyValue::default()
+    };
+    let mut first = QueueView::default();
+    first.apply_put(&layout, &finished("b", 7));
+    first.after_read(None);
+    let seen_at = first.finished[0].since;
+    std::thread::sleep(Duration::from_millis(5));
+    // A read lists by id: "a" (finished later) before "b".
+    let mut second = QueueView::default();
+    for kv in [finished("a", 9), finished("b", 7)] {
+        second.apply_put(&layout, &kv);
+    }
+    second.after_read(Some(&first));
+    let order: Vec<&str> = second.finished.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(order, ["b", "a"], "oldest finished first");
+    assert_eq!(second.finished[0].since, seen_at, "b keeps its age");
+    assert!(second.finished[1].since > seen_at, "a is new to the leader");
+}
