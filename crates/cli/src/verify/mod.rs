@@ -15,6 +15,12 @@
 //!   contenders lead in turn through ephemeral sequential nodes and write
 //!   a register through multi(check, setData) fencing: linearizable, never
 //!   two holders at once, no acknowledged write lost.
+//! - **kubernetes** (`kubernetes*.rs`): what kube-apiserver does to etcd
+//!   (optimistic creates, updates and deletes, paginated lists at a
+//!   revision, counts, watches from a list's revision with progress
+//!   requests, resumed after breaks, re-listed after compaction), checked
+//!   against etcd's watch guarantees; `--against-etcd` runs the same on a
+//!   real etcd 3.4 cluster.
 //!
 //! It prints a verdict per run and exits 1 if any run found an anomaly,
 //! keeping that run's history (`history.json`) and member logs.
@@ -22,6 +28,10 @@
 mod disk_full;
 mod election;
 mod health;
+mod kubernetes;
+mod kubernetes_check;
+mod kubernetes_etcd;
+mod kubernetes_watch;
 mod lease;
 mod lease_check;
 mod lease_watch;
@@ -77,6 +87,12 @@ pub enum Workload {
     /// setData) fencing, which must be linearizable, never from two
     /// holders at once, and lose no acknowledged write.
     Zookeeper,
+    /// What kube-apiserver does (KEP-4743's operations): optimistic
+    /// writes, paginated lists at a revision, watches from a list's
+    /// revision with progress requests; checked against etcd's watch
+    /// guarantees (ordered, once, atomic txns, no gap, exact resumption,
+    /// honest progress, list + watch replay = state).
+    Kubernetes,
 }
 
 /// Flags of `bellwether verify`.
@@ -86,7 +102,8 @@ pub struct VerifyArgs {
     /// election (fenced writes land in token order), lease (leases
     /// expire exactly once, never early) or zookeeper (fenced writes over
     /// ZooKeeper's protocol: linearizable, one holder at a time, none
-    /// lost).
+    /// lost) or kubernetes (kube-apiserver's use of etcd: etcd's watch
+    /// guarantees).
     #[arg(long, value_enum, default_value = "register")]
     workload: Workload,
     /// Members: 3 or 5.
@@ -138,6 +155,11 @@ pub struct VerifyArgs {
     /// that woke from a hang and wrote after its successor.
     #[arg(long)]
     unfenced_writes: bool,
+    /// With --workload kubernetes: run the same clients and check on a
+    /// real etcd 3.4 cluster (`etcd` on 127.0.<net>.i:2379) instead, under
+    /// kills, pauses and power cuts (no partitions, no full disk).
+    #[arg(long)]
+    against_etcd: bool,
 }
 
 /// One run's outcome.
@@ -161,6 +183,12 @@ fn check_args(args: &VerifyArgs) -> Result<()> {
     }
     if args.seconds == 0 || args.runs == 0 {
         bail!("--seconds and --runs must be at least 1");
+    }
+    if args.against_etcd {
+        if args.workload != Workload::Kubernetes || args.unsafe_mutation.is_some() {
+            bail!("--against-etcd is for --workload kubernetes, without --unsafe-mutation");
+        }
+        return Ok(()); // neither partitions nor a full disk on etcd
     }
     if !args.no_partitions {
         if let Some(why) = nft_unavailable() {
@@ -203,7 +231,10 @@ pub fn execute(args: VerifyArgs) -> Result<ExitCode> {
         let seed = first_seed + run;
         let dir = root.join(format!("run-{seed}"));
         let started = std::time::Instant::now();
-        let (mut verdict, outcome) = run_once(&args, seed, &dir)?;
+        let (mut verdict, outcome) = match args.against_etcd {
+            true => kubernetes_etcd::run_once(&args, seed, &dir)?,
+            false => run_once(&args, seed, &dir)?,
+        };
         let took = started.elapsed().as_secs_f64();
         let faults: Vec<String> = outcome
             .actions
@@ -242,8 +273,13 @@ pub fn execute(args: VerifyArgs) -> Result<ExitCode> {
             }
         }
     }
+    let system = if args.against_etcd {
+        "etcd"
+    } else {
+        "bellwether"
+    };
     println!(
-        "verify {:?}: {} of {} runs passed",
+        "verify {:?} on {system}: {} of {} runs passed",
         args.workload,
         args.runs - failed,
         args.runs
@@ -350,6 +386,8 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
         ))?),
         _ => None,
     };
+    let kubernetes =
+        (args.workload == Workload::Kubernetes).then(|| kubernetes::start(&channels, until, seed));
     let paced = |i| session::Session::new(i, channels.clone(), origin).paced(args.clients, span);
     let clients: Vec<_> = (0..args.clients as u64)
         .map(|i| match args.workload {
@@ -387,6 +425,12 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
                 }
                 .run(),
             ),
+            Workload::Kubernetes => runtime.spawn(kubernetes::object_client(
+                paced(i),
+                until,
+                seed,
+                kubernetes.as_ref().expect("started").history.clone(),
+            )),
         })
         .collect();
     let faults = Faults {
@@ -398,6 +442,10 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
     }
     std::thread::sleep(SETTLE);
     let mut verdict = match (watcher, &zookeeper) {
+        _ if kubernetes.is_some() => {
+            let run = kubernetes.expect("checked");
+            runtime.block_on(run.finish(&channels, "bellwether"))?
+        }
         (Some(watcher), _) => runtime.block_on(lease_watch::lease_verdict(
             &client,
             &channels,
@@ -460,6 +508,7 @@ impl Histories {
             }
             Workload::Lease => unreachable!("the lease verdict needs its watcher"),
             Workload::Zookeeper => unreachable!("the zookeeper verdict needs its setup"),
+            Workload::Kubernetes => unreachable!("the kubernetes verdict needs its watchers"),
         })
     }
 

@@ -46,11 +46,11 @@ const LOG_LINES_QUOTED: usize = 4;
 
 /// A member stopped with SIGSTOP, sent SIGCONT when dropped: no error
 /// return leaves a member stopped.
-struct Stopped(u32);
+pub(super) struct Stopped(u32);
 
 impl Stopped {
     /// Stops the process `pid`.
-    fn new(pid: u32) -> Result<Stopped> {
+    pub(super) fn new(pid: u32) -> Result<Stopped> {
         send_signal(pid, SIGSTOP)?;
         Ok(Stopped(pid))
     }
@@ -63,7 +63,7 @@ impl Drop for Stopped {
 }
 
 /// A duration drawn from `[low, high)` ms.
-fn millis(rng: &mut Rng, low: u64, high: u64) -> Duration {
+pub(super) fn millis(rng: &mut Rng, low: u64, high: u64) -> Duration {
     Duration::from_millis(rng.range(low, high))
 }
 
