@@ -16,8 +16,10 @@
 //! - groups of 1,000 no-op tasks: last member's handler done → the
 //!   aggregator's handler starts.
 //!
-//! `--chaos` runs the chaos check instead (`bench_tasks_chaos.rs`), and
-//! `--kill-running N` the no-orphaned-work count (`bench_tasks_kill.rs`).
+//! `--chaos` runs the chaos check instead (`bench_tasks_chaos.rs`),
+//! `--kill-running N` the no-orphaned-work count (`bench_tasks_kill.rs`),
+//! and `--retention-check TOTAL` the cost of a long history
+//! (`bench_tasks_retention.rs`).
 //!
 //! A benchmark, not a test: it prints what it measured.
 
@@ -46,13 +48,13 @@ pub struct TasksArgs {
     tasks: usize,
     /// Concurrent submitters in the throughput run.
     #[arg(long, default_value_t = 64)]
-    submitters: usize,
+    pub(crate) submitters: usize,
     /// In-process workers in the throughput run, and tasks each runs at once.
     #[arg(long, default_value_t = 4)]
-    workers: usize,
+    pub(crate) workers: usize,
     /// Tasks each throughput worker runs at once.
     #[arg(long, default_value_t = 256)]
-    concurrency: u32,
+    pub(crate) concurrency: u32,
     /// Light-load submit → start samples.
     #[arg(long, default_value_t = 200)]
     latency_samples: usize,
@@ -79,6 +81,15 @@ pub struct TasksArgs {
     /// `bench_tasks_kill.rs`). Exits 1 if any is found.
     #[arg(long, value_name = "ROUNDS")]
     kill_running: Option<usize>,
+    /// Run the retention check instead: TOTAL tasks through one queue
+    /// that keeps `--keep` finished tasks, in rounds of 10,000, printing
+    /// each round's tasks/s and store size (see
+    /// `bench_tasks_retention.rs`).
+    #[arg(long, value_name = "TOTAL")]
+    retention_check: Option<usize>,
+    /// Finished tasks the retention check's queue keeps.
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) keep: u64,
     /// Seconds of nemesis per chaos run.
     #[arg(long, default_value_t = 60)]
     chaos_seconds: u64,
@@ -91,7 +102,7 @@ pub struct TasksArgs {
     seed: Option<u64>,
     /// Ports: bellwether member i uses base+i, base+100+i, base+200+i.
     #[arg(long, default_value_t = 18700)]
-    base_port: u16,
+    pub(crate) base_port: u16,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -125,6 +136,9 @@ pub fn execute(args: TasksArgs) -> Result<std::process::ExitCode> {
     }
     if let Some(rounds) = args.kill_running {
         return kill_running(&args, rounds);
+    }
+    if let Some(total) = args.retention_check {
+        return crate::bench_tasks_retention::retention_check(&args, total);
     }
     if args.tasks == 0 || args.submitters == 0 || args.workers == 0 || args.crashes == 0 {
         bail!("--tasks, --submitters, --workers and --crashes must be above 0");
@@ -364,7 +378,7 @@ fn measure(
 }
 
 /// Worker options for the in-process workers.
-fn in_process(concurrency: u32, label: &str) -> WorkerOptions {
+pub(crate) fn in_process(concurrency: u32, label: &str) -> WorkerOptions {
     WorkerOptions {
         concurrency,
         session: SessionOptions::with_ttl(Duration::from_secs(5)),

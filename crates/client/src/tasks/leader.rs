@@ -418,12 +418,15 @@ fn build_txn(layout: &Layout, leadership: &Leadership, actions: &[Action]) -> pb
             Action::Remove {
                 id,
                 expected,
+                dead,
                 group,
             } => {
                 compare.push(modified_at(&layout.task(id), *expected));
                 success.push(keys::delete_op(&layout.task(id)));
                 success.push(keys::delete_op(&layout.payload(id)));
-                success.push(keys::delete_op(&layout.dead(id)));
+                if *dead {
+                    success.push(keys::delete_op(&layout.dead(id)));
+                }
                 if let Some(group) = group {
                     success.push(keys::delete_op(&layout.group(group)));
                 }
@@ -517,6 +520,7 @@ mod tests {
         let remove = |i: usize| Action::Remove {
             id: format!("old{i}"),
             expected: 1,
+            dead: false,
             group: None,
         };
         let actions = vec![

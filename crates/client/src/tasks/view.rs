@@ -106,6 +106,8 @@ pub(crate) enum Action {
         id: String,
         /// The record's mod revision the view saw it finish at.
         expected: i64,
+        /// Whether it has a dead letter to remove.
+        dead: bool,
         /// The group whose aggregator this is.
         group: Option<String>,
     },
@@ -141,8 +143,10 @@ impl Action {
                 Self::WRITES_MIN + usize::from(from.is_some())
             }
             Action::Aggregate { .. } => Self::AGGREGATE_WRITES,
-            // The record, the payload and the dead letter, and the group.
-            Action::Remove { group, .. } => 3 + usize::from(group.is_some()),
+            // The record and the payload, the dead letter, the group.
+            Action::Remove { dead, group, .. } => {
+                2 + usize::from(*dead) + usize::from(group.is_some())
+            }
         }
     }
 }
@@ -155,6 +159,8 @@ pub(crate) struct Finished {
     pub id: String,
     /// Its record's mod revision (a removal compares it).
     pub mod_revision: i64,
+    /// Whether it was dead-lettered (so a dead letter is stored too).
+    pub dead: bool,
     /// When the view saw it finished.
     pub since: Instant,
 }
@@ -320,7 +326,7 @@ impl QueueView {
             }
         }
         if state.is_final() && !self.kept_when_final(&record) {
-            self.bury(id, mod_revision);
+            self.bury(id, mod_revision, state == TaskState::Dead);
             return;
         }
         if state.is_waiting() {
@@ -373,19 +379,21 @@ impl QueueView {
                 .is_some_and(|t| t.record.meta.state.is_final())
             {
                 if let Some(dropped) = self.forget(&id) {
-                    self.bury(id, dropped.mod_revision);
+                    let dead = dropped.record.meta.state == TaskState::Dead;
+                    self.bury(id, dropped.mod_revision, dead);
                 }
             }
         }
     }
 
     /// Remembers that finished task `id` was dropped at `mod_revision`.
-    fn bury(&mut self, id: String, mod_revision: i64) {
+    fn bury(&mut self, id: String, mod_revision: i64, dead: bool) {
         let previous = self.tombstones.insert(id.clone(), mod_revision);
         if previous != Some(mod_revision) {
             self.finished.push_back(Finished {
                 id: id.clone(),
                 mod_revision,
+                dead,
                 since: Instant::now(),
             });
         }
@@ -422,6 +430,13 @@ impl QueueView {
     /// [`Action::writes`]): tasks of workers that are gone first, then
     /// waiting tasks in submit order, then groups whose members are all in.
     pub(crate) fn plan(&mut self, writes_max: usize) -> Vec<Action> {
+        // While finished tasks are past the retention, removals get half
+        // the plan, so that under a steady load they keep pace with the
+        // tasks that finish (a removal of a done task takes as many writes
+        // as an assignment); whatever the work leaves goes to them too.
+        let mut removals = Vec::new();
+        self.plan_removals(&mut removals, writes_max / 2);
+        let writes_max = writes_max - removals.iter().map(Action::writes).sum::<usize>();
         let mut actions = Vec::new();
         let mut writes = 0;
         let mut planned: BTreeMap<String, usize> = BTreeMap::new();
@@ -441,14 +456,14 @@ impl QueueView {
         }
         self.plan_aggregations(&mut actions, writes_max - writes);
         let writes: usize = actions.iter().map(Action::writes).sum();
-        self.plan_removals(&mut actions, writes_max.saturating_sub(writes));
+        self.plan_removals(&mut removals, writes_max.saturating_sub(writes));
+        actions.extend(removals);
         actions
     }
 
     /// Removals of the oldest finished tasks past the queue's retention
     /// (more than `keep` of them, or older than the age limit), in at most
-    /// `writes_max` writes. Planned last, so they use only what the work
-    /// left of the plan.
+    /// `writes_max` writes.
     fn plan_removals(&mut self, actions: &mut Vec<Action>, mut writes_max: usize) {
         let now = Instant::now();
         let max_age = self.retention.max_age();
@@ -466,6 +481,7 @@ impl QueueView {
             let action = Action::Remove {
                 id: oldest.id.clone(),
                 expected: oldest.mod_revision,
+                dead: oldest.dead,
                 group,
             };
             if action.writes() > writes_max {
