@@ -429,19 +429,7 @@ async fn throughput(client: &Client, args: &TasksArgs) -> Result<f64> {
     let before = done(&workers);
     let started = Instant::now();
     let per_submitter = args.tasks.div_ceil(args.submitters);
-    let mut submitters = Vec::new();
-    for _ in 0..args.submitters {
-        let queue = queue.clone();
-        submitters.push(tokio::spawn(async move {
-            for _ in 0..per_submitter {
-                queue.submit(Vec::new()).await?;
-            }
-            Ok::<_, bellwether_client::Error>(())
-        }));
-    }
-    for submitter in submitters {
-        submitter.await??;
-    }
+    submit_empty(&queue, args.submitters, per_submitter).await?;
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),
         done = done(&workers) - before,
@@ -458,6 +446,29 @@ async fn throughput(client: &Client, args: &TasksArgs) -> Result<f64> {
         worker.stop().await?;
     }
     Ok(rate)
+}
+
+/// Submits `per_submitter` empty tasks from each of `submitters`
+/// concurrent submitters, and returns once all are in.
+pub(crate) async fn submit_empty(
+    queue: &Queue,
+    submitters: usize,
+    per_submitter: usize,
+) -> Result<()> {
+    let mut tasks = Vec::new();
+    for _ in 0..submitters {
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..per_submitter {
+                queue.submit(Vec::new()).await?;
+            }
+            Ok::<_, bellwether_client::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(())
 }
 
 /// Submit → handler start, one task at a time.

@@ -9,7 +9,7 @@
 //!
 //! A benchmark, not a test: it prints what it measured.
 
-use super::bench_tasks::{in_process, TasksArgs};
+use super::bench_tasks::{in_process, submit_empty, TasksArgs};
 use crate::bench_election::wait_ready;
 use crate::process_cluster::{ClusterLayout, ProcessCluster};
 use anyhow::{bail, Result};
@@ -90,19 +90,7 @@ pub(crate) fn retention_check(args: &TasksArgs, total: usize) -> Result<ExitCode
             let before = done();
             let started = Instant::now();
             let per_submitter = ROUND.div_ceil(args.submitters);
-            let mut submitters = Vec::new();
-            for _ in 0..args.submitters {
-                let queue = queue.clone();
-                submitters.push(tokio::spawn(async move {
-                    for _ in 0..per_submitter {
-                        queue.submit(Vec::new()).await?;
-                    }
-                    Ok::<_, bellwether_client::Error>(())
-                }));
-            }
-            for submitter in submitters {
-                submitter.await??;
-            }
+            submit_empty(&queue, args.submitters, per_submitter).await?;
             let target = before + (per_submitter * args.submitters) as u64;
             let deadline = Instant::now() + Duration::from_secs(300);
             while done() < target {
