@@ -2,7 +2,7 @@
 //! etcd API (or ZooKeeper's protocol), a nemesis that kills, pauses and
 //! partitions members, cuts the power of all of them and fills one's disk.
 //! A short run of each workload (register, set, election, lease,
-//! zookeeper) must pass, and what is broken on purpose must be caught: a weak client (reads served from a member's
+//! zookeeper, kubernetes; kubernetes on a real etcd too) must pass, and what is broken on purpose must be caught: a weak client (reads served from a member's
 //! own, possibly stale, state), a client that writes without its fencing
 //! guard, a runtime that answers before its fsync, and one that applies
 //! entries before they commit.
@@ -179,6 +179,79 @@ fn a_lease_run_expires_every_lease_once_and_never_early() {
     assert!(passed, "{out}");
     assert!(out.contains("leases granted"), "{out}");
     assert!(out.contains("events watched"), "{out}");
+}
+
+/// What kube-apiserver does to etcd, under the nemesis: optimistic
+/// writes, paginated lists at a revision, watches from a list's revision
+/// with progress requests, resumed over breaks. etcd's watch guarantees
+/// must hold, after real work: events checked, watches resumed, progress
+/// notifications and list+watch replays compared.
+#[test]
+fn a_kubernetes_run_under_the_nemesis_keeps_etcds_watch_guarantees() {
+    let (passed, out) = verify(
+        248,
+        5800,
+        &[
+            "--workload",
+            "kubernetes",
+            "--seconds",
+            "15",
+            "--seed",
+            "47",
+        ],
+    );
+    assert!(passed, "{out}");
+    assert!(out.contains("on bellwether: "), "{out}");
+    assert!(out.contains("1 of 1 runs passed"), "{out}");
+    assert!(out.contains("nemesis: "), "the nemesis acted: {out}");
+    assert!(out.contains("; 0 violations"), "{out}");
+    assert_kubernetes_work(&out);
+}
+
+/// The same workload and check on a real etcd 3.4 cluster (killed,
+/// paused, power-cut): what the check demands, etcd does.
+#[test]
+fn the_kubernetes_workload_passes_on_a_real_etcd() {
+    let (passed, out) = verify(
+        249,
+        5850,
+        &[
+            "--workload",
+            "kubernetes",
+            "--against-etcd",
+            "--seconds",
+            "15",
+            "--seed",
+            "48",
+        ],
+    );
+    assert!(passed, "{out}");
+    assert!(out.contains("on etcd 3.4"), "{out}");
+    assert!(
+        out.contains("verify Kubernetes on etcd: 1 of 1 runs passed"),
+        "{out}"
+    );
+    assert!(out.contains("kill and restart an etcd member"), "{out}");
+    assert_kubernetes_work(&out);
+}
+
+/// A kubernetes run did real work: writes, events, progress checks and
+/// replays compared.
+fn assert_kubernetes_work(out: &str) {
+    assert!(number_before(out, " txns acknowledged") >= 500, "{out}");
+    assert!(number_before(out, " events checked") >= 1_000, "{out}");
+    assert!(
+        number_before(out, " progress notifications checked") >= 20,
+        "{out}"
+    );
+    assert!(
+        number_before(out, " list+watch replays compared") >= 3,
+        "{out}"
+    );
+    assert!(
+        number_before(out, " resumptions") >= 1,
+        "no watch resumed: {out}"
+    );
 }
 
 #[test]

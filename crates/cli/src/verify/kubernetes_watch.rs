@@ -4,7 +4,10 @@
 //! (`prev_kv`, progress notifications), ask for progress now and then,
 //! and when the stream breaks resume on another member from the revision
 //! after the last one seen (an event's, or a progress notification's);
-//! when that revision is compacted, list again. Now and then, after a
+//! when that revision is compacted, list again. It also closes each
+//! stream after a few seconds and resumes, now and then after a pause
+//! long enough for compaction to pass it, so that resumptions happen
+//! everywhere in the history, not only where the nemesis struck. Now and then, after a
 //! progress notification, it lists at that revision, which the check
 //! compares with the watch replayed on its list. Everything goes in the
 //! watcher's log, in the order it happened (`kubernetes_check::Entry`).
@@ -42,6 +45,16 @@ const PROGRESS_WAIT_MAX: Duration = Duration::from_secs(2);
 const CHECK_ONE_IN: u64 = 8;
 /// How long the watchers may take to reach the final revision.
 const CATCH_UP_MAX: Duration = Duration::from_secs(30);
+/// A watch stream lasts this long at most, in ms, before the watcher
+/// closes it and resumes, as a reflector restarts its watch after the
+/// watch's timeout: resumptions from anywhere, not only after faults.
+const STREAM_MS_MIN: u64 = 2_000;
+const STREAM_MS_MAX: u64 = 8_000;
+/// One in this many of those restarts waits [`AWAY`] first, as a watcher
+/// that was away long enough for its revision to be compacted, so that
+/// resumptions meet compaction and list again.
+const AWAY_ONE_IN: u64 = 3;
+const AWAY: Duration = Duration::from_secs(4);
 
 /// A paginated list's result.
 pub struct Listed {
@@ -101,6 +114,8 @@ enum Ended {
     Broken,
     /// Its start revision is compacted; the watcher lists again.
     Compacted,
+    /// The watcher closed it after its time; it resumes.
+    Restarted,
 }
 
 /// One watcher.
@@ -159,6 +174,12 @@ impl Watcher {
                 Ended::Reached => break,
                 Ended::Compacted => self.next = None,
                 Ended::Broken => self.failed().await,
+                Ended::Restarted => {
+                    if self.rng.range(0, AWAY_ONE_IN) == 0 {
+                        tokio::time::sleep(AWAY).await;
+                    }
+                    self.member = (self.member + 1) % self.channels.len();
+                }
             }
         }
         let at = self.next.expect("reached after a list") - 1;
@@ -187,7 +208,6 @@ impl Watcher {
 
     /// Opens a watch stream from `from` and follows it.
     async fn follow(&mut self, from: i64) -> Ended {
-        self.record(Entry::Opened { from });
         let create = pb::WatchCreateRequest {
             key: REGISTRY_PREFIX.as_bytes().to_vec(),
             range_end: bellwether_client::keys::prefix_end(REGISTRY_PREFIX.as_bytes()),
@@ -213,6 +233,9 @@ impl Watcher {
             Ok(Err(status)) => return self.broken(status.message()),
             Err(_) => return self.broken("the watch did not open in time"),
         };
+        // Recorded once a member took the stream, so that a try on a
+        // member that is down is not counted as a resumption.
+        self.record(Entry::Opened { from });
         self.read(from, stream, &sender).await
     }
 
@@ -233,9 +256,15 @@ impl Watcher {
     ) -> Ended {
         let mut asked: Option<Instant> = None;
         let mut last_ask = Instant::now();
+        let lasts = Duration::from_millis(self.rng.range(STREAM_MS_MIN, STREAM_MS_MAX));
+        let close_at = Instant::now() + lasts;
         loop {
             if self.reached() {
                 return Ended::Reached;
+            }
+            if Instant::now() > close_at && self.target.load(Ordering::Acquire) == 0 {
+                self.broken("closed after its time, to resume");
+                return Ended::Restarted;
             }
             match asked {
                 Some(at) if at.elapsed() > PROGRESS_WAIT_MAX => {
