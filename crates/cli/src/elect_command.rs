@@ -294,6 +294,9 @@ async fn campaign(
 /// Prints every leader change of `name` until interrupted.
 async fn observe(client: &Client, name: &str) -> anyhow::Result<ExitCode> {
     let mut changes = Election::observe(client, name)?;
+    // Made once: a `ctrl_c()` made anew each turn misses a Ctrl-C that
+    // arrives while a line is printed.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     loop {
         tokio::select! {
             change = changes.recv() => match change {
@@ -305,7 +308,7 @@ async fn observe(client: &Client, name: &str) -> anyhow::Result<ExitCode> {
                 Some(None) => println!("{name}: no leader"),
                 None => bail!("the observer stopped"),
             },
-            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
         }
     }
 }

@@ -215,14 +215,17 @@ async fn run_peer(args: RunArgs) -> Result<ExitCode> {
         serve_http(address, page).await?;
     }
     let mut leadership = elector.leadership();
+    // Made once, before the loop: a `ctrl_c()` made anew each turn misses
+    // a Ctrl-C that arrives while a view is printed.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     loop {
         let view = *leadership.borrow_and_update();
         print_view(&view, algorithm);
         tokio::select! {
             changed = leadership.changed() => if changed.is_err() { break },
             error = elector.failed() => return Err(error.into()),
-            _ = tokio::signal::ctrl_c() => break,
+            _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
         }
     }
