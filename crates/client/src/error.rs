@@ -32,8 +32,9 @@ pub enum Error {
         /// The last failure seen.
         last: String,
     },
-    /// The server refused the call.
-    #[error("the server refused the call: {0}")]
+    /// The server refused the call (shown by its message alone: tonic's
+    /// own form repeats the code and lists empty details and metadata).
+    #[error("the server refused the call: {}", .0.message())]
     Status(#[from] tonic::Status),
     /// A name or value breaks a limit.
     #[error("{0}")]

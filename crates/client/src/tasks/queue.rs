@@ -1,6 +1,6 @@
 //! [`Queue`]: submit tasks and groups, and wait for their results.
 
-use super::layout::{self, check_data, check_task_id, Layout};
+use super::layout::{self, check_data, check_task_id, Layout, QUEUE_REGISTRY_PREFIX};
 use super::record::{GroupMeta, Retention, TaskRecord, MAX_ATTEMPTS_DEFAULT, MAX_ATTEMPTS_LIMIT};
 use crate::client::Client;
 use crate::election::REREAD_INTERVAL;
@@ -147,7 +147,10 @@ impl Queue {
         &self.layout
     }
 
-    /// Creates the queue's marker unless it exists.
+    /// Creates the queue's marker unless it exists, and lists the queue
+    /// under [`QUEUE_REGISTRY_PREFIX`] for the dashboard. The listing is
+    /// best effort: a user granted only the queue's own keys (`Q/`) can
+    /// use the queue; the dashboard then does not show it.
     pub(crate) async fn ensure_exists(&self) -> Result<()> {
         if self.marked.load(Ordering::Relaxed) {
             return Ok(());
@@ -155,15 +158,38 @@ impl Queue {
         let marker = self.layout.marker();
         let txn = pb::TxnRequest {
             compare: vec![keys::created_at(&marker, 0)],
-            success: vec![
-                keys::put_op(&marker, b"", 0),
-                keys::put_op(&self.layout.registry_entry(), b"", 0),
-            ],
+            success: vec![keys::put_op(&marker, b"", 0)],
             failure: Vec::new(),
         };
-        self.client.txn(txn).await?;
+        self.client
+            .txn(txn)
+            .await
+            .map_err(|error| self.permission_error(error))?;
+        if let Err(error) = self.client.put(self.layout.registry_entry(), "").await {
+            tracing::debug!(
+                %error,
+                queue = self.name(),
+                "tasks: the queue is not listed for the dashboard (no write access to {QUEUE_REGISTRY_PREFIX})"
+            );
+        }
         self.marked.store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// `error`, or for a permission denied, one sentence on what the user
+    /// needs.
+    fn permission_error(&self, error: Error) -> Error {
+        match &error {
+            Error::Status(status) if status.code() == tonic::Code::PermissionDenied => {
+                Error::InvalidArgument(format!(
+                    "permission denied on queue {:?}: its user needs read and write on every key under {:?} (etcdctl role grant-permission ROLE readwrite {:?} --prefix)",
+                    self.name(),
+                    format!("{}/", self.name()),
+                    format!("{}/", self.name()),
+                ))
+            }
+            _ => error,
+        }
     }
 
     /// Sets how many finished tasks the queue keeps and for how long (see
