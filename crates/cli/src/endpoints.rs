@@ -45,9 +45,31 @@ impl ClientArgs {
         self.connect_with(|name| std::env::var(name).ok())
     }
 
+    /// One client per endpoint, each as the chosen user over the chosen
+    /// TLS, for commands that must ask every member (`transfer`).
+    pub fn connect_each(&self) -> anyhow::Result<Vec<(String, Client)>> {
+        let env = |name: &str| std::env::var(name).ok();
+        resolve_with(self.endpoints.as_deref(), env)
+            .into_iter()
+            .map(|endpoint| {
+                let client = self.client_of(std::slice::from_ref(&endpoint), env)?;
+                Ok((endpoint, client))
+            })
+            .collect()
+    }
+
     fn connect_with(&self, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Client> {
         let endpoints = resolve_with(self.endpoints.as_deref(), &env);
-        let mut builder = Client::builder(&endpoints);
+        self.client_of(&endpoints, env)
+    }
+
+    /// A client of `endpoints` with this command's TLS files and user.
+    fn client_of(
+        &self,
+        endpoints: &[String],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Client> {
+        let mut builder = Client::builder(endpoints);
         let file = |flag: &Option<PathBuf>, name: &str| {
             setting(flag.as_ref().map(|p| p.display().to_string()), name, &env).map(PathBuf::from)
         };
@@ -98,12 +120,8 @@ fn setting(
 /// The client endpoints of the cluster `bellwether up` starts by default.
 pub const UP_DEFAULT: &str = "127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203";
 
-/// The endpoints to use, from the flag or the process's environment.
-pub fn resolve(flag: Option<&str>) -> Vec<String> {
-    resolve_with(flag, |name| std::env::var(name).ok())
-}
-
-/// [`resolve`] with the environment read through `env`.
+/// The endpoints to use, from the flag or the environment read through
+/// `env`.
 fn resolve_with(flag: Option<&str>, env: impl Fn(&str) -> Option<String>) -> Vec<String> {
     setting(flag.map(str::to_string), "ENDPOINTS", &env)
         .unwrap_or_else(|| UP_DEFAULT.to_string())

@@ -5,14 +5,13 @@
 //! hand-over took. Without `--to`, the member with the highest applied
 //! index other than the leader is chosen (lowest id on ties).
 
+use crate::endpoints::ClientArgs;
 use anyhow::{bail, Context, Result};
-use bellwether_api::etcdserverpb as pb;
+use bellwether_client::Client;
 use bellwether_core::NodeId;
 use clap::Args;
-use pb::maintenance_client::MaintenanceClient;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use tonic::transport::{Channel, Endpoint};
 
 /// How long one status call may take.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -24,15 +23,15 @@ pub struct TransferArgs {
     /// other member.
     #[arg(long)]
     to: Option<u64>,
-    /// Client endpoints (host:port), comma-separated; default from
-    /// BELLWETHER_ENDPOINTS, ETCDCTL_ENDPOINTS or `bellwether up`'s cluster.
-    #[arg(long)]
-    endpoints: Option<String>,
+    /// The endpoints, TLS files and user, as every client command takes
+    /// them (MoveLeader needs the root user when auth is on).
+    #[command(flatten)]
+    cluster: ClientArgs,
 }
 
 /// One endpoint's answer to Status.
 struct Seen {
-    channel: Channel,
+    client: Client,
     /// The member that answered, if its answer says.
     member: Option<NodeId>,
     /// The leader it knows, if any.
@@ -47,38 +46,46 @@ fn member(id: u64) -> Option<NodeId> {
 
 /// Runs `bellwether transfer`.
 pub fn execute(args: TransferArgs) -> Result<ExitCode> {
-    let endpoints = crate::endpoints::resolve(args.endpoints.as_deref());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(transfer(&endpoints, args.to.map(NodeId)))
+    // The clients' channels need the runtime to exist when made.
+    let _inside = runtime.enter();
+    let clients = args.cluster.connect_each()?;
+    runtime.block_on(transfer(clients, args.to.map(NodeId)))
 }
 
-async fn transfer(endpoints: &[String], to: Option<NodeId>) -> Result<ExitCode> {
+async fn transfer(clients: Vec<(String, Client)>, to: Option<NodeId>) -> Result<ExitCode> {
     let mut seen = Vec::new();
-    for endpoint in endpoints {
-        let channel = Endpoint::from_shared(format!("http://{endpoint}"))
-            .with_context(|| format!("bad endpoint {endpoint:?}"))?
-            .connect_timeout(STATUS_TIMEOUT)
-            .connect_lazy();
-        let mut maintenance = MaintenanceClient::new(channel.clone());
-        let call = maintenance.status(pb::StatusRequest {});
-        if let Ok(Ok(answer)) = tokio::time::timeout(STATUS_TIMEOUT, call).await {
-            let answer = answer.into_inner();
-            seen.push(Seen {
-                channel,
+    let mut failures = Vec::new();
+    let endpoints: Vec<String> = clients.iter().map(|(e, _)| e.clone()).collect();
+    for (endpoint, client) in clients {
+        match tokio::time::timeout(STATUS_TIMEOUT, client.member_status()).await {
+            Ok(Ok(answer)) => seen.push(Seen {
                 member: answer.header.and_then(|h| member(h.member_id)),
                 leader: member(answer.leader),
                 applied: answer.raft_applied_index,
-            });
+                client,
+            }),
+            Ok(Err(error)) => failures.push(format!("{endpoint}: {error}")),
+            Err(_) => failures.push(format!("{endpoint}: no answer in {STATUS_TIMEOUT:?}")),
         }
     }
-    let Some((leader, channel)) = seen.iter().find_map(|s| match s.member {
-        Some(member) if s.leader == Some(member) => Some((member, &s.channel)),
+    let Some((leader, client)) = seen.iter().find_map(|s| match s.member {
+        Some(member) if s.leader == Some(member) => Some((member, &s.client)),
         _ => None,
     }) else {
+        if seen.is_empty() {
+            // Say what the members said: a TLS port, a missing user or a
+            // wrong password is the caller's to fix, not the cluster's.
+            bail!(
+                "no member answered its status ({}); for a cluster served over TLS pass \
+                 --cacert (and --cert/--key), with auth on pass --user",
+                failures.join("; ")
+            );
+        }
         bail!(
-            "no endpoint of {} says it leads; is the cluster up and does it have a leader?",
+            "no endpoint of {} says it leads; does the cluster have a leader?",
             endpoints.join(",")
         );
     };
@@ -97,12 +104,22 @@ async fn transfer(endpoints: &[String], to: Option<NodeId>) -> Result<ExitCode> 
         return Ok(ExitCode::SUCCESS);
     }
     let started = Instant::now();
-    MaintenanceClient::new(channel.clone())
-        .move_leader(pb::MoveLeaderRequest {
-            target_id: target.0,
-        })
+    client
+        .move_leader(target.0)
         .await
-        .map_err(|status| anyhow::anyhow!("{}", status.message()))
+        .map_err(|error| match error {
+            bellwether_client::Error::Status(status)
+                if status.code() == tonic::Code::PermissionDenied
+                    || status.message().contains("user name is empty") =>
+            {
+                anyhow::anyhow!(
+                    "{}; with auth on, MoveLeader needs the root user: pass --user root[:PASSWORD]",
+                    status.message()
+                )
+            }
+            bellwether_client::Error::Status(status) => anyhow::anyhow!("{}", status.message()),
+            error => error.into(),
+        })
         .with_context(|| format!("moving leadership from n{} to n{}", leader.0, target.0))?;
     println!(
         "leadership moved from n{} to n{} in {:.1} ms",

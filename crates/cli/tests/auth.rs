@@ -1079,6 +1079,16 @@ fn elect_and_tasks_as_a_user(system: &str, endpoints: &str) {
         1,
         "{system}: said once: {stderr}"
     );
+    if system == "bellwether" {
+        // `transfer` calls as a user as every client command does:
+        // MoveLeader is root's.
+        let (code, _, stderr) = run(&["transfer"]);
+        assert_ne!(code, Some(0), "{system}: transfer without a user");
+        assert!(stderr.contains("--user"), "{system}: {stderr}");
+        let (code, stdout, stderr) = run(&["transfer", "--user", "root:rootpw"]);
+        assert_eq!(code, Some(0), "{system}: {stderr}");
+        assert!(stdout.contains("leadership moved"), "{system}: {stdout}");
+    }
 }
 
 #[test]

@@ -213,6 +213,32 @@ fn a_tls_client_port_needs_a_certificate_from_the_clusters_ca_on_etcd_and_here()
         );
         assert!(ok && out.trim() == "secret", "n{i}: {out}");
     }
+    // `bellwether transfer` speaks TLS as every client command does, and
+    // without the CA says what to pass instead of blaming the cluster.
+    let transfer = |tls: bool| {
+        let mut command = std::process::Command::new(bellwether_binary());
+        command.args(["transfer", "--endpoints", &cluster.client_endpoints()]);
+        if tls {
+            command
+                .arg("--cacert")
+                .arg(ours.join("ca.pem"))
+                .arg("--cert")
+                .arg(ours.join("client.pem"))
+                .arg("--key")
+                .arg(ours.join("client-key.pem"));
+        }
+        let output = command.output().unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).to_string()
+            + &String::from_utf8_lossy(&output.stderr);
+        (output.status.success(), text)
+    };
+    let (ok, out) = transfer(false);
+    assert!(!ok && out.contains("--cacert"), "{out}");
+    let (ok, out) = transfer(true);
+    assert!(
+        ok && out.contains(&format!("leadership moved from n{leader} to n")),
+        "{out}"
+    );
 }
 
 /// Sum of `bellwether_refused_peers_total{reason="tls"}` on member `i`.

@@ -14,6 +14,7 @@ use crate::watch_hub::WatchHub;
 use bellwether_api::etcdserverpb as pb;
 use pb::kv_client::KvClient;
 use pb::lease_client::LeaseClient;
+use pb::maintenance_client::MaintenanceClient;
 use pb::watch_client::WatchClient;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -321,6 +322,39 @@ impl Client {
             })
             .await?;
         Ok(response.header.map_or(0, |h| h.revision))
+    }
+}
+
+impl Client {
+    /// Maintenance.Status of the member at the endpoint in use, tried
+    /// once (a client of one endpoint asks exactly that member).
+    pub async fn member_status(&self) -> Result<pb::StatusResponse> {
+        self.inner
+            .call_once(|link| async move {
+                let mut maintenance = MaintenanceClient::with_interceptor(
+                    link.channel,
+                    TokenInterceptor::new(link.token),
+                );
+                Ok(maintenance.status(pb::StatusRequest {}).await?.into_inner())
+            })
+            .await
+    }
+
+    /// Maintenance.MoveLeader to member `target`, sent to the member at
+    /// the endpoint in use (which must lead), tried once.
+    pub async fn move_leader(&self, target: u64) -> Result<()> {
+        self.inner
+            .call_once(|link| async move {
+                let mut maintenance = MaintenanceClient::with_interceptor(
+                    link.channel,
+                    TokenInterceptor::new(link.token),
+                );
+                maintenance
+                    .move_leader(pb::MoveLeaderRequest { target_id: target })
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 }
 
