@@ -220,22 +220,19 @@ fn record(bucket: &'static str, what: impl Into<String>) -> BackendFileError {
 
 /// Reads a backend file (etcd's or bellwether's) into a store image.
 pub fn read(database: &Database) -> Result<BackendFile, BackendFileError> {
-    let bucket = |name: &'static str| -> Result<Vec<Record>, BackendFileError> {
-        let entries = database
-            .bucket(name.as_bytes())?
-            .ok_or(BackendFileError::MissingBucket(name))?;
+    // A bucket's records, or `None` when the file has no such bucket:
+    // each bucket's tree is walked once.
+    let optional = |name: &'static str| -> Result<Option<Vec<Record>>, BackendFileError> {
+        let Some(entries) = database.bucket(name.as_bytes())? else {
+            return Ok(None);
+        };
         if entries.iter().any(|e| e.nested_bucket) {
             return Err(record(name, "a nested bucket, which etcd never writes"));
         }
-        Ok(entries.iter().map(|e| (e.key, e.value)).collect())
+        Ok(Some(entries.iter().map(|e| (e.key, e.value)).collect()))
     };
-    let optional = |name: &'static str| {
-        database
-            .bucket(name.as_bytes())
-            .map(|found| found.is_some())
-            .map_err(BackendFileError::from)
-            .and_then(|found| if found { bucket(name) } else { Ok(Vec::new()) })
-    };
+    let bucket = |name: &'static str| optional(name)?.ok_or(BackendFileError::MissingBucket(name));
+    let optional = |name: &'static str| optional(name).map(Option::unwrap_or_default);
     let (writes, last_write) = read_writes(&bucket("key")?)?;
     let meta = bucket("meta")?;
     let compact_at = |name: &[u8]| -> Result<i64, BackendFileError> {

@@ -15,7 +15,7 @@ use crate::{
     Alarm, AuthImage, AuthState, Event, EventKind, IdMap, KeyValue, Lease, LEASES_MAX,
     LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// One retained write.
@@ -199,23 +199,13 @@ impl KvStore {
         if compact_revision > 0 {
             keys.retain(|key, history| !history.compact(compact_revision, key.len()).0);
         }
-        let mut lease_keys: BTreeMap<i64, BTreeSet<Vec<u8>>> = BTreeMap::new();
-        for kv in keys.values().filter_map(KeyHistory::latest) {
-            if kv.lease == 0 {
-                continue;
-            }
-            if !leases.contains_key(kv.lease) {
-                return Err(format!(
-                    "key {:?} is attached to lease {:#x}, which the image does not hold",
-                    String::from_utf8_lossy(&kv.key),
-                    kv.lease
-                ));
-            }
-            lease_keys
-                .entry(kv.lease)
-                .or_default()
-                .insert(kv.key.clone());
-        }
+        let lease_keys = super::snapshot::lease_key_sets(&keys, &leases).map_err(|kv| {
+            format!(
+                "key {:?} is attached to lease {:#x}, which the image does not hold",
+                String::from_utf8_lossy(&kv.key),
+                kv.lease
+            )
+        })?;
         let auth = AuthState::from_image(auth, auth_secret)?;
         let mut store = KvStore {
             revision,

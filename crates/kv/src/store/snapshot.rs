@@ -407,6 +407,15 @@ fn attach_lease_keys(
     keys: &BTreeMap<Vec<u8>, KeyHistory>,
     leases: &IdMap<Lease>,
 ) -> Result<BTreeMap<i64, BTreeSet<Vec<u8>>>, KvError> {
+    lease_key_sets(keys, leases).map_err(|_| input.corrupt("key attached to a missing lease"))
+}
+
+/// Each lease's key set, from the keys' lease fields; a live key on a
+/// lease that `leases` lacks is returned as the error.
+pub(super) fn lease_key_sets<'k>(
+    keys: &'k BTreeMap<Vec<u8>, KeyHistory>,
+    leases: &IdMap<Lease>,
+) -> Result<BTreeMap<i64, BTreeSet<Vec<u8>>>, &'k KeyValue> {
     let mut lease_keys: BTreeMap<i64, BTreeSet<Vec<u8>>> = BTreeMap::new();
     for kv in keys
         .values()
@@ -414,7 +423,7 @@ fn attach_lease_keys(
         .filter(|kv| kv.lease != 0)
     {
         if !leases.contains_key(kv.lease) {
-            return Err(input.corrupt("key attached to a missing lease"));
+            return Err(kv);
         }
         lease_keys
             .entry(kv.lease)
