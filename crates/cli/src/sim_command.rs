@@ -85,9 +85,16 @@ pub struct SpecArgs {
     /// Cluster size.
     #[arg(long, default_value_t = 5)]
     nodes: usize,
-    /// none, crash, partition or chaos.
+    /// none, crash, partition, chaos, or storage (chaos, and half the
+    /// restarts find a damaged disk: a wiped or truncated log, a corrupt
+    /// record, a lost fsync'd write; needs --workload kv or etcd).
     #[arg(long, default_value = "crash")]
     faults: FaultProfile,
+    /// The control for --faults storage: a restart ignores the promise
+    /// record, so a member that lost its log comes back as a blank voter.
+    /// The checks must catch it.
+    #[arg(long)]
+    ignore_promises: bool,
     /// Disable connection-loss hints: every crash is a silent failure.
     #[arg(long)]
     no_hint: bool,
@@ -171,6 +178,13 @@ impl SpecArgs {
             Workload::Etcd => RunSpec::etcd(self.nodes, seed, self.faults),
             Workload::None => RunSpec::new(self.algorithm, self.nodes, seed, self.faults),
         };
+        if self.faults == FaultProfile::Storage && self.workload == Workload::None {
+            bail!("--faults storage needs --workload kv or etcd: their members keep the promise record a restart audits");
+        }
+        if self.ignore_promises && self.faults != FaultProfile::Storage {
+            bail!("--ignore-promises is the control for --faults storage");
+        }
+        spec.ignores_promises = self.ignore_promises;
         spec.hint = !self.no_hint;
         spec.lowest_id_wins = lowest_id_wins(&self.winner)?;
         spec.rotate_after_ms = self.rotate_after_ms;
@@ -336,6 +350,18 @@ fn sweep_text(s: &SweepSummary) -> String {
         s.split_brain_same_term,
         s.split_brain_ms_total
     );
+    if s.spec.faults == FaultProfile::Storage {
+        out += &format!(
+            "  disk faults            {} injected, {} found by the restart's audit{}\n",
+            s.disk_faults,
+            s.disk_audits_failed,
+            if s.spec.ignores_promises {
+                " (control: the audit was ignored)"
+            } else {
+                ""
+            }
+        );
+    }
     out += &format!(
         "  speed                  {} events in {:.2} s on {} threads = {:.0} events/s\n",
         s.events,

@@ -2,8 +2,7 @@
 //! one cluster, and the write-ahead log inside it.
 
 use crate::config::NodeConfig;
-use bellwether_core::raft::{audit, Finding, HardState, RaftDurable, Repair};
-use bellwether_core::LogIndex;
+use bellwether_core::raft::{recover, Finding, RaftDurable, Repair};
 use bellwether_core::NodeId;
 use bellwether_storage::PromiseFile;
 use bellwether_storage::{Storage, WalOptions, WalStorage};
@@ -121,64 +120,58 @@ pub fn open_audited(
     let open_wal = || WalStorage::with_file_system(file_system, &wal_dir, WalOptions::default());
     let mut wal = open_wal().map_err(storage_error)?;
     let mut opened = Opened::default();
-    let mut durable = match wal.recover() {
-        Ok(recovered) => RaftDurable {
+    // `None`: the log could not be read at all (set aside below, which
+    // only a valid record allows).
+    let log = match wal.recover() {
+        Ok(recovered) => Some(RaftDurable {
             hard_state: recovered.hard_state,
             snapshot: recovered.snapshot,
             entries: recovered.entries,
-        },
+        }),
         Err(bellwether_storage::StorageError::Corrupt {
             path,
             offset,
             reason,
         }) if record.is_some() && reason.is_lost_data() && has_peers(config) => {
-            drop(wal);
             opened.findings.push(format!(
                 "the log could not be read ({} is corrupt at byte {offset}: {reason})",
                 path.display()
             ));
-            wal = set_aside(dir, &wal_dir, &mut opened, open_wal).map_err(storage_error)?;
-            RaftDurable::default()
+            None
         }
         Err(error) => return Err(storage_error(error)),
     };
-    match record {
+    let durable = match record {
         Some(record) => {
-            let found = audit(&record, &mut durable);
-            let damaged = found
+            // The decision is the core's, so that the simulator makes the
+            // same one on its disk images (`bellwether_core::raft::recover`).
+            let recovery = recover(&record, log);
+            let damaged = recovery
+                .audit
                 .findings
                 .iter()
                 .any(|f| *f != Finding::RepairUnfinished);
             opened
                 .findings
-                .extend(found.findings.iter().map(ToString::to_string));
+                .extend(recovery.audit.findings.iter().map(ToString::to_string));
             if damaged && !has_peers(config) {
                 return Err(DataDirError::Unrepairable {
                     path: dir.display().to_string(),
                     found: opened.findings.join("; "),
                 });
             }
-            if damaged && opened.moved_aside.is_none() {
-                // What is left may be stale, not only short (an older
-                // segment's entries that a lost one had overwritten): none
-                // of it is trusted, the leader sends the log again.
+            if recovery.set_aside {
                 drop(wal);
                 wal = set_aside(dir, &wal_dir, &mut opened, open_wal).map_err(storage_error)?;
-                durable = RaftDurable {
-                    hard_state: HardState {
-                        commit: LogIndex(0),
-                        ..durable.hard_state
-                    },
-                    ..RaftDurable::default()
-                };
             }
-            opened.repair = found.repair;
-            wal.set_repair(found.repair);
-            if wal.hard_state() != durable.hard_state {
-                wal.save_hard_state(&durable.hard_state)
+            opened.repair = recovery.audit.repair;
+            wal.set_repair(recovery.audit.repair);
+            if wal.hard_state() != recovery.durable.hard_state {
+                wal.save_hard_state(&recovery.durable.hard_state)
                     .map_err(storage_error)?;
                 wal.sync().map_err(storage_error)?;
             }
+            recovery.durable
         }
         None if known
             && !had_segments
@@ -190,8 +183,8 @@ pub fn open_audited(
         }
         // A new directory, or one written before promise records existed
         // (or whose record is unreadable): the log is taken as it is.
-        None => {}
-    }
+        None => log.expect("an unreadable log is accepted only with a record"),
+    };
     wal.keep_promises(&file_system, &promise_path)
         .map_err(storage_error)?;
     wal.write_promises().map_err(storage_error)?;

@@ -53,6 +53,12 @@ pub struct Host<P: Protocol> {
     pub disk_busy: bool,
     /// The disk answers nothing before this time (a stalled fsync).
     pub disk_stalled_until_us: u64,
+    /// The promise record kept apart from the disk image, when the world
+    /// guards disks (`World::guard_disks`); never damaged.
+    pub promises: Option<bellwether_core::raft::PromiseRecord>,
+    /// A record in the log no longer reads back: the next start cannot
+    /// read the log (`DiskFault::CorruptRecord`).
+    pub unreadable: bool,
 }
 
 impl<P: Protocol> Host<P> {
@@ -71,6 +77,8 @@ impl<P: Protocol> Host<P> {
             unsynced: VecDeque::new(),
             disk_busy: false,
             disk_stalled_until_us: 0,
+            promises: None,
+            unreadable: false,
         }
     }
 

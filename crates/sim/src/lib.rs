@@ -20,6 +20,7 @@ pub mod linearizability;
 pub mod member;
 pub mod network;
 pub mod partition;
+pub mod promise_guards;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -72,6 +72,10 @@ pub struct RunReport {
     pub recoveries_ms: Vec<f64>,
     /// Events processed.
     pub events: u64,
+    /// Disk faults injected (storage profile).
+    pub disk_faults: u64,
+    /// Restarts whose audit found the disk short of its promise record.
+    pub disk_audits_failed: u64,
     /// Virtual time simulated.
     pub simulated_ms: f64,
     /// The KV workload's outcome, when one ran.
@@ -102,6 +106,8 @@ impl RunReport {
             split_brain_ms: 0.0,
             recoveries_ms: Vec::new(),
             events: 0,
+            disk_faults: 0,
+            disk_audits_failed: 0,
             simulated_ms: 0.0,
             workload: None,
             timeline: Vec::new(),

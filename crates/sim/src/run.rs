@@ -7,6 +7,7 @@ use crate::kv::{KvApp, KvConfig, RaftLike};
 use crate::linearizability::Operation;
 use crate::linearizability::{check, CheckOptions, CheckResult};
 use crate::member::{EtcdApp, LessorMode, Runtime, SimMember, SimMemberConfig};
+use crate::promise_guards::{member_guard, raft_guard};
 use crate::report::RunReport;
 use crate::report::WorkloadReport;
 use crate::scenario::run_with;
@@ -19,6 +20,10 @@ use bellwether_core::ring::{RingConfig, RingNode};
 
 /// Runs `spec` and reports what happened.
 pub fn run(spec: &RunSpec) -> RunReport {
+    assert!(
+        spec.faults != crate::spec::FaultProfile::Storage || spec.workload != Workload::None,
+        "the storage profile needs a workload whose members keep promise records"
+    );
     if spec.workload == Workload::Etcd {
         assert_eq!(
             spec.algorithm,
@@ -112,7 +117,11 @@ pub fn run_kv_with<P: RaftLike>(spec: &RunSpec, config: RaftConfig) -> RunReport
         ..KvConfig::default()
     };
     let app = KvApp::new(kv_config, spec.nodes, spec.seed);
-    let (mut report, mut world) = run_with_app::<P, KvApp>(spec, config, app, KvApp::start);
+    let audit = !spec.ignores_promises;
+    let (mut report, mut world) = run_with_app::<P, KvApp>(spec, config, app, |world| {
+        world.guard_disks(raft_guard(audit));
+        KvApp::start(world);
+    });
     world.app.clients.finish();
     let stats = world.app.stats;
     let completed = world.app.clients.completed();
@@ -173,8 +182,11 @@ fn run_etcd_configured(spec: &RunSpec, config: SimMemberConfig) -> RunReport {
     };
     let app = EtcdApp::new(kv_config, spec.nodes, spec.seed);
     let reads_under_lease = config.reads_under_lease.clone();
-    let (mut report, mut world) =
-        run_with_app::<SimMember, EtcdApp>(spec, config, app, EtcdApp::start);
+    let audit = !spec.ignores_promises;
+    let (mut report, mut world) = run_with_app::<SimMember, EtcdApp>(spec, config, app, |world| {
+        world.guard_disks(member_guard(audit));
+        EtcdApp::start(world);
+    });
     world.app.finish();
     if report.violation.is_none() {
         report.violation = EtcdApp::lease_expired_early(&world);

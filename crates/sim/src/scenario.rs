@@ -41,10 +41,10 @@ pub fn run_with_app<P: Protocol, A: Application<P>>(
         // Chaos's 5% lets two clocks drift apart by 10.5%, beyond the 10%
         // that leases tolerate by default: lease runs stay within the bound
         // unless a skew is asked for explicitly.
-        FaultProfile::Chaos if spec.reads == ReadMode::Lease => {
+        FaultProfile::Chaos | FaultProfile::Storage if spec.reads == ReadMode::Lease => {
             CHAOS_SKEW_PPM.min(lease_skew_ppm_bound(&RaftConfig::default()))
         }
-        FaultProfile::Chaos => CHAOS_SKEW_PPM,
+        FaultProfile::Chaos | FaultProfile::Storage => CHAOS_SKEW_PPM,
         _ => 0,
     };
     let world_config = WorldConfig {
@@ -109,7 +109,7 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
             FaultProfile::None => self.world.run_for(self.spec.fault_phase_ms * 1000)?,
             FaultProfile::Crash => self.crash_cycles()?,
             FaultProfile::Partition => self.partition_cycles()?,
-            FaultProfile::Chaos => self.chaos()?,
+            FaultProfile::Chaos | FaultProfile::Storage => self.chaos()?,
         }
         self.heal_everything();
         let healed_at = self.world.now_us();
@@ -248,6 +248,9 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
             let pause = self.random_ms(10, 300);
             self.world.run_for(pause)?;
             self.chaos_action();
+            if self.spec.faults == FaultProfile::Storage && self.plan.chance(0.2) {
+                self.disk_failure();
+            }
         }
         Ok(())
     }
@@ -273,6 +276,9 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
             }
             1 if !down.is_empty() => {
                 let lucky = self.pick(&down);
+                if self.spec.faults == FaultProfile::Storage {
+                    self.maybe_damage_disk(lucky);
+                }
                 self.world.restart(lucky);
             }
             2 if !up.is_empty() => {
@@ -308,6 +314,53 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
         }
     }
 
+    /// A member (the leader half the time) whose disk fails: it crashes
+    /// and comes back at once on the damaged disk, while its peers still
+    /// count on what it had acknowledged.
+    fn disk_failure(&mut self) {
+        let up: Vec<usize> = (0..self.spec.nodes)
+            .filter(|i| self.world.hosts[*i].node.is_some())
+            .collect();
+        if up.len() < 2 {
+            return;
+        }
+        let leaders: Vec<usize> = self
+            .world
+            .acting_leaders()
+            .iter()
+            .map(|(id, _)| Host::<P>::index_of(*id))
+            .collect();
+        let victim = if !leaders.is_empty() && self.plan.chance(0.5) {
+            self.pick(&leaders)
+        } else {
+            self.pick(&up)
+        };
+        self.world.crash(victim);
+        self.maybe_damage_disk(victim);
+        self.world.restart(victim);
+    }
+
+    /// Under the storage profile, half the restarts find their disk
+    /// damaged, one fault drawn at random. A minority at most is damaged at
+    /// a time (until each has repaired), so a majority that holds every
+    /// acknowledged write can always elect: with more, the cluster rightly
+    /// refuses to elect, which the liveness check would count as a failure.
+    fn maybe_damage_disk(&mut self, index: usize) {
+        use crate::world::DiskFault;
+        if !self.world.has_disk_guard() || !self.plan.chance(0.5) {
+            return;
+        }
+        let tolerated = (self.spec.nodes - 1) / 2;
+        let damaged = (0..self.spec.nodes)
+            .filter(|j| *j != index && self.world.is_repairing(*j))
+            .count();
+        if damaged + 1 > tolerated {
+            return;
+        }
+        let fault = DiskFault::ALL[self.plan.range(0, DiskFault::ALL.len() as u64) as usize];
+        self.world.damage_disk(index, fault);
+    }
+
     fn pick(&mut self, from: &[usize]) -> usize {
         from[self.plan.range(0, from.len() as u64) as usize]
     }
@@ -340,6 +393,8 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
         report.split_brain = world.split_brain.incidents.clone();
         report.split_brain_ms = ms(world.split_brain.total_us());
         report.events = world.stats.events;
+        report.disk_faults = world.stats.disk_faults;
+        report.disk_audits_failed = world.stats.disk_audits_failed;
         report.simulated_ms = ms(world.now_us());
         report.messages_by_kind = P::Message::all_kinds()
             .iter()

@@ -54,6 +54,12 @@ pub enum FaultProfile {
     /// Everything at random: crashes, restarts, pauses, partitions, loss,
     /// duplication, delay spikes and clock skew.
     Chaos,
+    /// Chaos, and half the restarts come back to a damaged disk: a wiped
+    /// log, a log cut short, a record that no longer reads, or a lost
+    /// fsync'd write, on at most a minority of members at a time (counted
+    /// until each has repaired). Needs a workload (kv or etcd), whose
+    /// protocols keep the promise record the restart audits.
+    Storage,
 }
 
 impl FaultProfile {
@@ -64,6 +70,7 @@ impl FaultProfile {
             FaultProfile::Crash => "crash",
             FaultProfile::Partition => "partition",
             FaultProfile::Chaos => "chaos",
+            FaultProfile::Storage => "storage",
         }
     }
 }
@@ -165,7 +172,8 @@ from_str_by_name!(
         FaultProfile::None,
         FaultProfile::Crash,
         FaultProfile::Partition,
-        FaultProfile::Chaos
+        FaultProfile::Chaos,
+        FaultProfile::Storage
     ]
 );
 
@@ -224,6 +232,9 @@ pub struct RunSpec {
     /// Raft: hand leadership to the next caught-up voter after leading
     /// this long (`RaftConfig::rotate_after_ticks`); 0 never rotates.
     pub rotate_after_ms: u64,
+    /// The control for the storage profile: restarts ignore the promise
+    /// record, so a member that lost its log comes back as a blank voter.
+    pub ignores_promises: bool,
 }
 
 impl Algorithm {
@@ -265,6 +276,7 @@ impl RunSpec {
             readers: 0,
             lowest_id_wins: false,
             rotate_after_ms: 0,
+            ignores_promises: false,
         }
     }
 
@@ -363,6 +375,9 @@ impl RunSpec {
         }
         if !self.hint {
             command.push_str(" --no-hint");
+        }
+        if self.ignores_promises {
+            command.push_str(" --ignore-promises");
         }
         if let Some(skew) = self.skew_ppm_max {
             command.push_str(&format!(" --skew-ppm {skew}"));

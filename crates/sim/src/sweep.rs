@@ -87,6 +87,10 @@ pub struct SweepSummary {
     pub catch_up_entries_max: Option<u64>,
     /// Simulated events over all runs.
     pub events: u64,
+    /// Disk faults injected over all runs (storage profile).
+    pub disk_faults: u64,
+    /// Restarts whose audit found a damaged disk, over all runs.
+    pub disk_audits_failed: u64,
     /// Wall-clock seconds the sweep took.
     pub wall_seconds: f64,
     /// Worker threads used.
@@ -124,6 +128,8 @@ struct Samples {
     split_brain_same_term: u64,
     split_brain_ms: f64,
     events: u64,
+    disk_faults: u64,
+    disk_audits_failed: u64,
     runs: u64,
 }
 
@@ -131,6 +137,8 @@ impl Samples {
     fn add(&mut self, report: &RunReport) {
         self.runs += 1;
         self.events += report.events;
+        self.disk_faults += report.disk_faults;
+        self.disk_audits_failed += report.disk_audits_failed;
         self.election.extend(report.election_ms);
         self.failover.extend(&report.failovers_ms);
         self.messages
@@ -219,6 +227,8 @@ pub fn sweep(
             .reduce(f64::max)
             .map(|m| m as u64),
         events: samples.events,
+        disk_faults: samples.disk_faults,
+        disk_audits_failed: samples.disk_audits_failed,
         wall_seconds: started.elapsed().as_secs_f64(),
         threads,
     }

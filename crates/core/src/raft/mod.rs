@@ -45,7 +45,7 @@ pub use message::RaftMessage;
 pub use node::{RaftNode, Transfer, OUTBOX_MESSAGES_PER_PEER_MAX};
 pub use output::RaftOutput;
 pub use progress::{Progress, ReplicationState};
-pub use promises::{audit, Audit, Finding, PromiseRecord, Repair};
+pub use promises::{audit, recover, Audit, Finding, PromiseRecord, Recovery, Repair};
 pub use proposal::ProposeError;
 pub use reads::ReadError;
 pub use snapshot::CompactError;

@@ -56,6 +56,26 @@ pub struct PromiseRecord {
     pub repair: Option<Repair>,
 }
 
+impl PromiseRecord {
+    /// The record a runtime writes once `durable` is synced: its term and
+    /// vote, its last entry (the snapshot's when the log after it is empty),
+    /// and the repair under way.
+    pub fn of(durable: &RaftDurable, repair: Option<Repair>) -> Self {
+        let (last_term, last_index) = match (durable.entries.last(), &durable.snapshot) {
+            (Some(entry), _) => (entry.term, entry.index),
+            (None, Some(snapshot)) => (snapshot.meta.last_term, snapshot.meta.last_index),
+            (None, None) => (Term(0), LogIndex(0)),
+        };
+        PromiseRecord {
+            term: durable.hard_state.term,
+            voted_for: durable.hard_state.voted_for,
+            last_term,
+            last_index,
+            repair,
+        }
+    }
+}
+
 /// What a damaged member must get back before it campaigns, and the floor
 /// it holds candidates to meanwhile: the last entry it had acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +225,54 @@ pub fn audit(record: &PromiseRecord, durable: &mut RaftDurable) -> Audit {
     Audit { findings, repair }
 }
 
+/// What a member starts from after [`recover`]: the decision the server's
+/// data directory carries out on disk and the simulator on its image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// The durable state to build the node from.
+    pub durable: RaftDurable,
+    /// What the audit found, and the repair to start.
+    pub audit: Audit,
+    /// True when nothing of the recovered log is trusted: it is moved
+    /// aside (kept, never deleted) and the member starts with an empty
+    /// log and the record's term and vote.
+    pub set_aside: bool,
+}
+
+/// Checks the log read back at a restart against `record` and decides
+/// what the member starts from. `log` is `None` when the log could not be
+/// read at all (a checksum, a cut record, a gap).
+///
+/// A log short of its record is set aside whole, not only its missing
+/// tail: what is left may be stale as well as short (losing the newest
+/// segment brings back entries a newer leader had overwritten), and a
+/// follower that trusted them could commit them on the leader's next
+/// heartbeat. The leader sends the log again.
+pub fn recover(record: &PromiseRecord, log: Option<RaftDurable>) -> Recovery {
+    let unreadable = log.is_none();
+    let mut durable = log.unwrap_or_default();
+    let audit = audit(record, &mut durable);
+    let damaged = audit
+        .findings
+        .iter()
+        .any(|f| *f != Finding::RepairUnfinished);
+    let set_aside = damaged || unreadable;
+    if set_aside {
+        durable = RaftDurable {
+            hard_state: super::HardState {
+                commit: LogIndex(0),
+                ..durable.hard_state
+            },
+            ..RaftDurable::default()
+        };
+    }
+    Recovery {
+        durable,
+        audit,
+        set_aside,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +373,50 @@ mod tests {
         assert!(!repair.is_reached_by(Term(2), LogIndex(50)));
         assert!(repair.is_reached_by(Term(3), LogIndex(5)));
         assert!(repair.is_reached_by(Term(4), LogIndex(1)));
+    }
+
+    #[test]
+    fn the_record_of_a_synced_log_passes_its_own_audit() {
+        let mut durable = log_of(&[1, 2, 2]);
+        durable.hard_state.voted_for = Some(NodeId(3));
+        let record = PromiseRecord::of(&durable, None);
+        assert_eq!(record, self::record(2, Some(3), (2, 3)));
+        let recovery = recover(&record, Some(durable.clone()));
+        assert!(!recovery.set_aside, "{:?}", recovery.audit);
+        assert_eq!(recovery.durable, durable);
+        assert_eq!(recovery.audit, Audit::default());
+    }
+
+    #[test]
+    fn a_short_log_is_set_aside_whole_and_the_term_and_vote_kept() {
+        let mut full = log_of(&[1, 1, 2, 2]);
+        full.hard_state.voted_for = Some(NodeId(1));
+        let record = PromiseRecord::of(&full, None);
+        let mut short = log_of(&[1, 1]);
+        short.hard_state.term = Term(1);
+        let recovery = recover(&record, Some(short));
+        assert!(recovery.set_aside);
+        assert!(recovery.durable.entries.is_empty());
+        assert_eq!(recovery.durable.hard_state.term, Term(2));
+        assert_eq!(recovery.durable.hard_state.voted_for, Some(NodeId(1)));
+        assert_eq!(recovery.durable.hard_state.commit, LogIndex(0));
+        assert_eq!(
+            recovery.audit.repair,
+            Some(Repair {
+                last_term: Term(2),
+                last_index: LogIndex(4)
+            })
+        );
+    }
+
+    #[test]
+    fn an_unreadable_log_is_set_aside_even_when_nothing_was_promised() {
+        let recovery = recover(&PromiseRecord::default(), None);
+        assert!(recovery.set_aside);
+        assert_eq!(recovery.audit.repair, None);
+        let recovery = recover(&record(3, None, (3, 9)), None);
+        assert!(recovery.set_aside);
+        assert!(recovery.audit.repair.is_some());
+        assert_eq!(recovery.durable.hard_state.term, Term(3));
     }
 }

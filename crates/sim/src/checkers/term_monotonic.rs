@@ -30,6 +30,13 @@ impl TermMonotonic {
         self.highest[node] = durable;
     }
 
+    /// A fault injected into `node`'s disk left it at `term`: the floor
+    /// drops to it, since the damage is the simulator's doing. What the
+    /// member then does with its disk is what the checkers judge.
+    pub fn disk_damaged(&mut self, node: usize, term: Term) {
+        self.durable[node] = self.durable[node].min(term);
+    }
+
     /// Fails if the term on `node`'s disk went back.
     pub fn observe_durable(
         &mut self,

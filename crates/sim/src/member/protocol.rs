@@ -404,21 +404,16 @@ impl SimMember {
     }
 }
 
-impl Protocol for SimMember {
-    type Config = SimMemberConfig;
-    type Message = MemberMessage;
-    type Durable = RaftDurable;
-    type Persist = RaftPersist;
-    type Output = ();
-
-    /// Raft underneath, carried out by the member's runtime.
-    const NAME: &'static str = "member";
-
-    fn new(
+impl SimMember {
+    /// Builds the member as the server's `recover_member` does: the state
+    /// machine from the snapshot, Raft from the log, in repair when the
+    /// audit of its disk found it short of its promises.
+    pub fn start(
         config: &SimMemberConfig,
         id: NodeId,
         members: &[NodeId],
         durable: RaftDurable,
+        repair: Option<bellwether_core::raft::Repair>,
         rng: Rng,
     ) -> Self {
         // The server starts forwarded request ids from the wall clock at
@@ -436,7 +431,10 @@ impl Protocol for SimMember {
             (s.meta.last_index, s.data.len() as u64)
         });
         let written = durable.clone();
-        let raft = RaftNode::new(&config.raft, id, members, durable, rng);
+        let mut raft = RaftNode::new(&config.raft, id, members, durable, rng);
+        if let Some(repair) = repair {
+            raft.start_repair(repair);
+        }
         let member = Member::new(MemberParts {
             id,
             raft,
@@ -468,6 +466,32 @@ impl Protocol for SimMember {
             messages: Vec::new(),
             answers: Vec::new(),
         }
+    }
+
+    /// The repair under way, if any (see `bellwether_core::raft::promises`).
+    pub fn repair(&self) -> Option<bellwether_core::raft::Repair> {
+        self.member.raft().repair()
+    }
+}
+
+impl Protocol for SimMember {
+    type Config = SimMemberConfig;
+    type Message = MemberMessage;
+    type Durable = RaftDurable;
+    type Persist = RaftPersist;
+    type Output = ();
+
+    /// Raft underneath, carried out by the member's runtime.
+    const NAME: &'static str = "member";
+
+    fn new(
+        config: &SimMemberConfig,
+        id: NodeId,
+        members: &[NodeId],
+        durable: RaftDurable,
+        rng: Rng,
+    ) -> Self {
+        SimMember::start(config, id, members, durable, None, rng)
     }
 
     fn apply_persist(durable: &mut RaftDurable, persist: RaftPersist) {

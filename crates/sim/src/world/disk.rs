@@ -77,6 +77,7 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
         if let Some(persist) = ready.persist {
             A::on_persisted(self, index, &persist);
             P::apply_persist(&mut self.hosts[index].disk, persist);
+            self.rewrite_promises(index);
             let term = P::durable_term(&self.hosts[index].disk);
             let result = self
                 .term_monotonic

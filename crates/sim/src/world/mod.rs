@@ -17,8 +17,12 @@ use std::collections::VecDeque;
 mod app;
 mod clock_skew;
 mod disk;
+mod disk_faults;
 
 pub use app::{Application, NoApp};
+pub use disk_faults::{
+    audit_raft_image, damage_raft_image, DiskFault, DiskGuard, Image, Recovered,
+};
 
 /// Settings of a world; everything else follows from the seed.
 #[derive(Clone, Debug)]
@@ -99,6 +103,10 @@ pub struct WorldStats {
     /// For each of those with a log: the entries the new leader had to
     /// fetch before it could serve ([`Protocol::catch_up_entries`]).
     pub catch_up_entries: Vec<u64>,
+    /// Disk faults injected ([`World::damage_disk`]).
+    pub disk_faults: u64,
+    /// Restarts whose audit found the disk short of its promise record.
+    pub disk_audits_failed: u64,
 }
 
 impl WorldStats {
@@ -157,6 +165,9 @@ pub struct World<P: Protocol, A: Application<P> = NoApp> {
     /// A connection-loss hint is delivered after it, as a TCP reset arrives
     /// after the data that preceded it on the same connection.
     link_last_delivery_us: Vec<u64>,
+    /// Promise records and their audit at restart, for protocols that keep
+    /// them (see `disk_faults`).
+    disk_guard: Option<DiskGuard<P>>,
 }
 
 impl<P: Protocol> World<P, NoApp> {
@@ -213,6 +224,7 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
             trace: Vec::new(),
             first_leader_us: None,
             link_last_delivery_us: vec![0; links],
+            disk_guard: None,
         };
         for index in 0..world.config.nodes {
             world.boot(index);
@@ -605,9 +617,9 @@ impl<P: Protocol, A: Application<P>> World<P, A> {
     fn boot(&mut self, index: NodeIndex) {
         let stream = ((index as u64 + 1) << 32) | self.hosts[index].incarnation;
         let rng = Rng::derive(self.config.seed, stream);
-        let id = Host::<P>::id_of(index);
-        let disk = self.hosts[index].disk.clone();
-        let node = P::new(&self.protocol_config, id, &self.members, disk, rng);
+        let Some(node) = self.build_node(index, rng) else {
+            return;
+        };
         let host = &mut self.hosts[index];
         host.node = Some(node);
         host.paused = false;
