@@ -150,7 +150,7 @@ impl ProcessCluster {
             .args(["--client-listen", &layout.client_address(i).to_string()])
             .args(["--peer-client", &clients.join(",")])
             .arg("--data-dir")
-            .arg(layout.dir.join(format!("n{i}")))
+            .arg(self.data_dir(i))
             .args(["--heartbeat-ms", &layout.heartbeat_ms.to_string()])
             .args(["--election-ms", &layout.election_ms.to_string()])
             .args(&self.extra_args)
@@ -164,6 +164,17 @@ impl ProcessCluster {
     /// [`Contender::agreed_leader`]'s full agreement).
     pub fn claimed_leader(&self) -> Option<usize> {
         (1..=self.layout.nodes).find(|i| self.status(*i).is_some_and(|s| s.role == Role::Leader))
+    }
+
+    /// Member i's data directory.
+    pub fn data_dir(&self, i: usize) -> PathBuf {
+        self.layout.dir.join(format!("n{i}"))
+    }
+
+    /// Whether member i is repairing a log that lost data (its `/status`
+    /// says so); `None` when it does not answer in time.
+    pub fn repairing(&self, i: usize) -> Option<bool> {
+        self.status(i).map(|s| s.repairing)
     }
 
     /// Member i's `/status`, if it answers in time.

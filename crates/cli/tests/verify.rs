@@ -357,3 +357,58 @@ fn bad_flags_get_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// The laggards' trap with the guard: a minority paused while the others
+/// write, every other member killed, one of them restarted on a damaged log
+/// with the paused ones. Its promise record keeps that majority from
+/// electing a laggard; nothing acknowledged is lost.
+#[test]
+fn a_member_restarted_on_a_damaged_log_beside_laggards_loses_nothing() {
+    let (passed, out) = verify(
+        244,
+        5830,
+        &[
+            "--workload",
+            "set",
+            "--seconds",
+            "12",
+            "--seed",
+            "31",
+            "--only-fault",
+            "disk-loss-behind-laggards",
+        ],
+    );
+    assert!(passed, "{out}");
+    assert!(out.contains("writes acknowledged"), "{out}");
+    assert!(
+        out.contains("with the paused"),
+        "the trap was set at least once: {out}"
+    );
+}
+
+/// The same trap with the control that ignores the promise record: the
+/// member with the deleted log votes as a blank voter, a laggard leads,
+/// and the writes only the killed members held are lost.
+#[test]
+fn members_that_ignore_their_promise_records_lose_acknowledged_writes_and_are_caught() {
+    let (passed, out) = verify(
+        245,
+        5870,
+        &[
+            "--workload",
+            "set",
+            "--seconds",
+            "12",
+            "--seed",
+            "31",
+            "--only-fault",
+            "disk-loss-behind-laggards",
+            "--disk-loss",
+            "deleted",
+            "--unsafe-mutation",
+            "ignores-promises",
+        ],
+    );
+    assert!(!passed, "the blank voter went unnoticed: {out}");
+    assert!(out.contains("acknowledged writes lost"), "{out}");
+}

@@ -18,6 +18,30 @@ use bellwether_core::paxos::{PaxosConfig, PaxosNode};
 use bellwether_core::raft::{RaftConfig, RaftNode};
 use bellwether_core::ring::{RingConfig, RingNode};
 
+/// [`run`], with a panic (an invariant the code asserts, in release
+/// builds too) reported as the run's violation instead of ending the
+/// caller: a sweep goes on to the next seed, and a control that breaks
+/// the protocol badly enough to trip an assertion counts as caught.
+pub fn run_caught(spec: &RunSpec) -> RunReport {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(spec))) {
+        Ok(report) => report,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            let mut report = RunReport::new(spec.clone());
+            report.violation = Some(Violation {
+                property: "asserted-invariant",
+                time_us: 0,
+                detail: format!("the run panicked: {message}"),
+            });
+            report
+        }
+    }
+}
+
 /// Runs `spec` and reports what happened.
 pub fn run(spec: &RunSpec) -> RunReport {
     assert!(

@@ -5,7 +5,7 @@
 
 use crate::checkers::Violation;
 use crate::report::RunReport;
-use crate::run::run;
+use crate::run::run_caught;
 use crate::spec::RunSpec;
 use crate::stats::percentile;
 use serde::Serialize;
@@ -193,7 +193,7 @@ pub fn sweep(
                     seed: first.seed + offset,
                     ..first.clone()
                 };
-                let report = run(&spec);
+                let report = run_caught(&spec);
                 samples
                     .lock()
                     .expect("no worker panics while holding it")

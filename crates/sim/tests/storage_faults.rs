@@ -3,6 +3,7 @@
 //! the same audit as the server, and no acknowledged write is lost; the
 //! control that ignores the promise record is caught.
 
+use bellwether_sim::run::run_caught;
 use bellwether_sim::{run, FaultProfile, RunSpec, Workload};
 
 /// Seeds per workload and size.
@@ -65,7 +66,7 @@ fn members_that_ignore_their_promise_records_lose_acknowledged_writes_and_are_ca
     for workload in [Workload::Kv, Workload::Etcd] {
         let mut caught = Vec::new();
         for seed in 1..=SEEDS {
-            let report = run(&spec(workload, 3, seed, true));
+            let report = run_caught(&spec(workload, 3, seed, true));
             assert_eq!(report.disk_audits_failed, 0, "the control audits nothing");
             if let Some(violation) = report.violation {
                 caught.push(format!(

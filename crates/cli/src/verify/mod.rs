@@ -26,6 +26,7 @@
 //! keeping that run's history (`history.json`) and member logs.
 
 mod disk_full;
+mod disk_loss;
 mod election;
 mod health;
 mod kubernetes;
@@ -51,9 +52,10 @@ use anyhow::{bail, Context, Result};
 use bellwether_client::Client;
 use clap::{Args, ValueEnum};
 use disk_full::{tmpfs_unavailable, DiskFull};
+use disk_loss::Loss;
 use election::ElectionHistory;
 use lease::LeaseHistory;
-use nemesis::{Faults, Outcome};
+use nemesis::{Fault, Faults, Outcome};
 use register::RegisterHistory;
 use set::SetHistory;
 use std::path::{Path, PathBuf};
@@ -140,9 +142,24 @@ pub struct VerifyArgs {
     /// member's data dir and filled now and then, which needs root.
     #[arg(long)]
     no_disk_full: bool,
+    /// No damaged logs: by default a member is now and then stopped and
+    /// its log deleted, cut short, corrupted or stripped of its newest
+    /// write before it starts again, and it must repair from its peers.
+    #[arg(long)]
+    no_disk_loss: bool,
+    /// Inject only this fault, every time: kill, pause, partition, bridge,
+    /// power-cut, disk-full, disk-loss, disk-loss-behind-laggards or
+    /// overlap (to reproduce one, or to show what one check catches).
+    #[arg(long, value_name = "FAULT")]
+    only_fault: Option<String>,
+    /// How disk-loss faults damage a log: deleted, truncated, corrupted
+    /// or lost-write (default: one of them at random each time).
+    #[arg(long, value_name = "KIND")]
+    disk_loss: Option<String>,
     /// UNSAFE, to show that the checks catch it: run the members with a
-    /// runtime broken on purpose, answers-before-fsync or
-    /// applies-before-commit (see `bellwether_member::Runtime`).
+    /// runtime broken on purpose, answers-before-fsync,
+    /// applies-before-commit or ignores-promises (see
+    /// `bellwether_member::Runtime`).
     #[arg(long, value_name = "RUNTIME")]
     unsafe_mutation: Option<String>,
     /// Register reads that a member answers from its own state (etcd's
@@ -203,7 +220,24 @@ fn check_args(args: &VerifyArgs) -> Result<()> {
     }
     if let Some(name) = &args.unsafe_mutation {
         if bellwether_member::Runtime::named(name).is_none() {
-            bail!("--unsafe-mutation {name:?}: not a runtime (answers-before-fsync, applies-before-commit)");
+            bail!("--unsafe-mutation {name:?}: not a runtime (answers-before-fsync, applies-before-commit, ignores-promises)");
+        }
+    }
+    if let Some(name) = &args.disk_loss {
+        if Loss::named(name).is_none() {
+            bail!("--disk-loss {name:?}: not a kind (deleted, truncated, corrupted, lost-write)");
+        }
+        if args.no_disk_loss {
+            bail!("--disk-loss and --no-disk-loss contradict each other");
+        }
+    }
+    if let Some(name) = &args.only_fault {
+        let names: Vec<&str> = Fault::NAMES.iter().map(|(_, n)| *n).collect();
+        let Some(fault) = Fault::named(name) else {
+            bail!("--only-fault {name:?}: not a fault ({})", names.join(", "));
+        };
+        if !fault.allowed(faults_of(args), !args.no_disk_full) {
+            bail!("--only-fault {name}: that fault is turned off by --no-partitions, --no-disk-full or --no-disk-loss");
         }
     }
     if !args.no_disk_full {
@@ -321,6 +355,16 @@ fn start_cluster(args: &VerifyArgs, layout: ClusterLayout) -> Result<ProcessClus
     }
 }
 
+/// The faults a run may inject, as its flags say.
+fn faults_of(args: &VerifyArgs) -> Faults {
+    Faults {
+        partitions: !args.no_partitions,
+        disk_loss: !args.no_disk_loss,
+        only: args.only_fault.as_deref().and_then(Fault::named),
+        loss: args.disk_loss.as_deref().and_then(Loss::named),
+    }
+}
+
 /// One run on a fresh cluster.
 fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcome)> {
     let _ = std::fs::remove_dir_all(dir);
@@ -433,9 +477,7 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
             )),
         })
         .collect();
-    let faults = Faults {
-        partitions: !args.no_partitions,
-    };
+    let faults = faults_of(args);
     let mut outcome = nemesis::run(&mut cluster, args.net, span, seed, faults, disk.as_ref())?;
     for task in clients {
         runtime.block_on(task)?;

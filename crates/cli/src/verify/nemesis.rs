@@ -10,6 +10,16 @@
 //!   free it (see [`DiskFull`]);
 //! - a bridge: the link between one member and another cut both ways,
 //!   each still reaching the others, which hear both sides;
+//! - a disk that loses data: one member stopped, its log damaged (deleted,
+//!   cut short, a corrupt byte, or its newest write lost; see
+//!   [`disk_loss`](super::disk_loss)) and started again, while no other
+//!   member is repairing, so a majority always holds every acknowledged
+//!   write;
+//! - the same behind laggards: a minority paused while the rest go on
+//!   writing, then every member but the paused ones killed, one of them
+//!   started on a damaged log together with the paused ones. That
+//!   majority must not elect until the others are back: only the damaged
+//!   member's promise record knows what the laggards lack;
 //! - two faults at once: one member cut off or paused and, while it is
 //!   away, another SIGKILLed and restarted (it must catch up from the
 //!   others while the first still cannot be reached) or paused (it wakes
@@ -29,6 +39,7 @@
 //! because its disk was full is expected, if its log says so.
 
 use super::disk_full::DiskFull;
+use super::disk_loss::{self, Loss};
 use crate::contender::Contender;
 use crate::partition::{bridge_script, delete_table, partition_script, Partition};
 use crate::process_cluster::ProcessCluster;
@@ -83,36 +94,80 @@ pub struct Outcome {
 pub struct Faults {
     /// nftables partitions (needs root and nftables).
     pub partitions: bool,
+    /// Damaged logs ([`disk_loss`]).
+    pub disk_loss: bool,
+    /// Only this fault, every time (`verify --only-fault`).
+    pub only: Option<Fault>,
+    /// Only this way of damaging a log (`verify --disk-loss`).
+    pub loss: Option<Loss>,
 }
 
 /// The fault kinds, by their share of the draws.
-#[derive(Clone, Copy, Debug)]
-enum Fault {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
     Kill,
     Pause,
     Partition,
     Bridge,
     PowerCut,
     DiskFull,
+    DiskLoss,
+    DiskLossBehindLaggards,
     Overlap,
+}
+
+impl Fault {
+    /// Every fault with its name, as `--only-fault` spells it.
+    pub const NAMES: [(Fault, &'static str); 9] = [
+        (Fault::Kill, "kill"),
+        (Fault::Pause, "pause"),
+        (Fault::Partition, "partition"),
+        (Fault::Bridge, "bridge"),
+        (Fault::PowerCut, "power-cut"),
+        (Fault::DiskFull, "disk-full"),
+        (Fault::DiskLoss, "disk-loss"),
+        (Fault::DiskLossBehindLaggards, "disk-loss-behind-laggards"),
+        (Fault::Overlap, "overlap"),
+    ];
+
+    /// The fault named `name`, if there is one.
+    pub fn named(name: &str) -> Option<Fault> {
+        Fault::NAMES
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(fault, _)| *fault)
+    }
+
+    /// True when `faults` (and a mounted tmpfs, `disk`) let it run.
+    pub fn allowed(self, faults: Faults, disk: bool) -> bool {
+        match self {
+            Fault::Partition | Fault::Bridge => faults.partitions,
+            Fault::DiskLoss | Fault::DiskLossBehindLaggards => faults.disk_loss,
+            Fault::DiskFull => disk,
+            _ => true,
+        }
+    }
 }
 
 /// Draws the next fault among those the run can inject.
 fn draw(rng: &mut Rng, faults: Faults, disk: bool) -> Fault {
+    if let Some(only) = faults.only {
+        return only;
+    }
     loop {
-        let fault = match rng.range(0, 22) {
+        let fault = match rng.range(0, 25) {
             0 | 1 => Fault::PowerCut,
             2 | 3 => Fault::DiskFull,
             4..=8 => Fault::Kill,
             9..=12 => Fault::Pause,
             13..=16 => Fault::Partition,
             17 | 18 => Fault::Bridge,
-            _ => Fault::Overlap,
+            19..=21 => Fault::Overlap,
+            22 | 23 => Fault::DiskLoss,
+            _ => Fault::DiskLossBehindLaggards,
         };
-        match fault {
-            Fault::Partition | Fault::Bridge if !faults.partitions => continue,
-            Fault::DiskFull if !disk => continue,
-            fault => return fault,
+        if fault.allowed(faults, disk) {
+            return fault;
         }
     }
 }
@@ -276,6 +331,36 @@ pub fn run(
                     meanwhile.verb()
                 )
             }
+            Fault::DiskLoss => {
+                let others_whole = (1..=nodes)
+                    .filter(|i| *i != member)
+                    .all(|i| cluster.repairing(i) == Some(false));
+                if !others_whole {
+                    continue; // a second damaged member could hold the last copy
+                }
+                let loss = faults.loss.unwrap_or_else(|| Loss::draw(&mut rng));
+                let process = &mut cluster.members_mut()[member - 1];
+                process.kill()?;
+                process.wait_exit(Duration::from_secs(10))?;
+                disk_loss::damage(&cluster.data_dir(member), loss, &mut rng)?;
+                std::thread::sleep(hold);
+                cluster.restart(member)?;
+                format!(
+                    "kill a {role}, damage its disk ({}), restart it",
+                    loss.noun()
+                )
+            }
+            Fault::DiskLossBehindLaggards => {
+                if (1..=nodes).any(|i| cluster.repairing(i) != Some(false)) {
+                    continue; // every member must answer, none repairing
+                }
+                let loss = faults.loss.unwrap_or_else(|| Loss::draw(&mut rng));
+                behind_laggards(cluster, member, loss, hold, &mut rng)?;
+                format!(
+                    "pause a minority, kill the rest, restart a {role} on a damaged disk ({}) with the paused",
+                    loss.noun()
+                )
+            }
             Fault::DiskFull => {
                 let disk = disk.expect("drawn only with a disk");
                 let filler = disk.fill()?;
@@ -288,6 +373,47 @@ pub fn run(
     }
     restart_exited(cluster, disk, &mut outcome)?;
     Ok(outcome)
+}
+
+/// The laggards' trap: a minority other than `damaged` is paused while
+/// the rest write on for half of `hold`; then every running member is
+/// killed, `damaged`'s log is damaged, and it starts with the paused ones
+/// woken, which together are a majority whose logs lack what the others
+/// acknowledged. Only `damaged`'s promise record knows it, so no leader
+/// may be elected before the killed members are back, half a `hold` on.
+fn behind_laggards(
+    cluster: &mut ProcessCluster,
+    damaged: usize,
+    loss: Loss,
+    hold: Duration,
+    rng: &mut Rng,
+) -> Result<()> {
+    let nodes = cluster.members().len();
+    let mut others: Vec<usize> = (1..=nodes).filter(|i| *i != damaged).collect();
+    let laggards: Vec<usize> = (0..(nodes - 1) / 2)
+        .map(|_| others.remove(rng.range(0, others.len() as u64) as usize))
+        .collect();
+    let killed = others;
+    let mut stopped = Vec::new();
+    for &m in &laggards {
+        let pid = cluster.members()[m - 1].pid().expect("checked: running");
+        stopped.push(Stopped::new(pid)?);
+    }
+    std::thread::sleep(hold / 2);
+    for &m in killed.iter().chain([&damaged]) {
+        cluster.members_mut()[m - 1].kill()?;
+    }
+    for &m in killed.iter().chain([&damaged]) {
+        cluster.members_mut()[m - 1].wait_exit(Duration::from_secs(10))?;
+    }
+    disk_loss::damage(&cluster.data_dir(damaged), loss, rng)?;
+    drop(stopped);
+    cluster.restart(damaged)?;
+    std::thread::sleep(hold / 2);
+    for &m in &killed {
+        cluster.restart(m)?;
+    }
+    Ok(())
 }
 
 /// A member other than `member`, drawn among the `nodes`.
@@ -391,7 +517,12 @@ mod tests {
     fn every_fault_is_drawn_and_partitions_only_where_nft_runs() {
         let draws = |partitions: bool, disk: bool| {
             let mut rng = Rng::new(7);
-            let faults = Faults { partitions };
+            let faults = Faults {
+                partitions,
+                disk_loss: partitions,
+                only: None,
+                loss: None,
+            };
             let mut seen = std::collections::BTreeSet::new();
             for _ in 0..2_000 {
                 seen.insert(format!("{:?}", draw(&mut rng, faults, disk)));
@@ -400,11 +531,16 @@ mod tests {
         };
         assert_eq!(
             draws(true, true),
-            "Bridge DiskFull Kill Overlap Partition Pause PowerCut"
+            "Bridge DiskFull DiskLoss DiskLossBehindLaggards Kill Overlap Partition Pause PowerCut"
         );
         assert_eq!(draws(false, false), "Kill Overlap Pause PowerCut");
         let mut rng = Rng::new(7);
-        let no_nft = Faults { partitions: false };
+        let no_nft = Faults {
+            partitions: false,
+            disk_loss: true,
+            only: None,
+            loss: None,
+        };
         assert!((0..200).all(|_| matches!(Away::draw(&mut rng, no_nft), Away::Paused)));
         for member in 1..=5 {
             for _ in 0..50 {
