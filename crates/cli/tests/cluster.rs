@@ -411,6 +411,21 @@ fn the_highest_priority_member_ends_up_leading_and_priority_0_still_takes_over()
         after > before,
         "the stand-in sent no TimeoutNow ({before} then {after})"
     );
+    // A transfer the priority rule would undo at once is refused, naming
+    // the member that would take leadership back; n3 keeps leading.
+    let endpoints = cluster.client_endpoints();
+    let output = common::bellwether(&endpoints, &["transfer", "--to", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("n1 has priority 0 and n3 has 5")
+            && stderr.contains("move it to n3, or change peer_priority"),
+        "{stderr}"
+    );
+    let (leader, _) = cluster.wait_leader(&all, Duration::from_secs(10));
+    assert_eq!(leader, 3, "the refused transfer moved nothing");
 }
 
 /// TimeoutNow messages member `i` has sent, from its `/metrics`.

@@ -69,6 +69,18 @@ impl<W, R> Member<W, R> {
         if target == self.id {
             return Ok(());
         }
+        if let Some(preferred) = self.raft.priority_would_undo(target) {
+            let priority = |id: NodeId| self.raft.config().priority(id);
+            return Err(format!(
+                "etcdserver: cannot move leadership to {:x}: n{} has priority {} and n{} has {}, so the priority rule would hand leadership straight back; move it to n{}, or change peer_priority",
+                target.0,
+                target.0,
+                priority(target),
+                preferred.0,
+                priority(preferred),
+                preferred.0
+            ));
+        }
         match self.raft.transfer_leadership(Some(target)) {
             Ok(_) => {
                 tracing::info!(target = target.0, "moving leadership");

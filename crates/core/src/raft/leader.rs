@@ -276,6 +276,33 @@ impl RaftNode {
         Ok(target)
     }
 
+    /// The voter the priority rule would hand leadership to soon after a
+    /// transfer to `target`: the leader itself or a voter heard from within
+    /// an election timeout, whose priority is strictly above `target`'s
+    /// (the highest such, lowest id on ties). `None` when no priorities are
+    /// set or `target` ranks highest. A transfer to `target` would only be
+    /// undone, so an operator's request for one is refused with this name.
+    pub fn priority_would_undo(&self, target: NodeId) -> Option<NodeId> {
+        if self.config.priorities.is_empty() {
+            return None;
+        }
+        let floor = self.config.priority(target);
+        let window = self.config.election_ticks_min;
+        let heard = |id: &NodeId| {
+            *id == self.id
+                || self
+                    .progress
+                    .get(id)
+                    .is_some_and(|p| self.now_tick - p.last_contact_tick < window)
+        };
+        self.cluster
+            .voters
+            .iter()
+            .filter(|id| **id != target && self.config.priority(**id) > floor && heard(id))
+            .max_by_key(|id| (self.config.priority(**id), std::cmp::Reverse(**id)))
+            .copied()
+    }
+
     /// The reachable voter with the most up-to-date log; priority, then the
     /// lowest id, break ties.
     fn most_up_to_date_peer(&self) -> Option<NodeId> {

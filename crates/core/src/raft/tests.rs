@@ -655,6 +655,42 @@ fn priority_a_lagging_higher_priority_node_takes_over_only_once_caught_up() {
     assert_eq!(router.agreed_leader(), Some(NodeId(1)));
 }
 
+#[test]
+fn priority_names_the_voter_that_would_undo_a_transfer() {
+    let mut cfg = config();
+    cfg.priorities = BTreeMap::from([(NodeId(3), 5), (NodeId(2), 2)]);
+    let mut router = Router::new(3, cfg);
+    router.elect();
+    router.run(100);
+    assert_eq!(router.agreed_leader(), Some(NodeId(3)));
+    let leader = router.node(3);
+    // To n1 (priority 0): n3 itself outranks it, and would take it back.
+    assert_eq!(leader.priority_would_undo(NodeId(1)), Some(NodeId(3)));
+    assert_eq!(leader.priority_would_undo(NodeId(2)), Some(NodeId(3)));
+    // Without priorities, nothing undoes a transfer.
+    let mut router = Router::new(3, config());
+    let leader = router.elect();
+    let other = ids(3).into_iter().find(|id| *id != leader).unwrap();
+    assert_eq!(router.nodes[&leader].priority_would_undo(other), None);
+    // A silent higher-priority voter does not count: it could not take over.
+    let mut cfg = config();
+    cfg.priorities = BTreeMap::from([(NodeId(1), 5)]);
+    let mut router = Router::new(3, cfg);
+    router.isolate(1);
+    let leader = router.elect_among(&[2, 3]);
+    router.run(cfg_election_ticks() * 2);
+    let other = if leader == NodeId(2) {
+        NodeId(3)
+    } else {
+        NodeId(2)
+    };
+    assert_eq!(router.nodes[&leader].priority_would_undo(other), None);
+}
+
+fn cfg_election_ticks() -> u64 {
+    config().election_ticks_min
+}
+
 // --- connection-loss hint ----------------------------------------------------------
 
 #[test]
