@@ -296,7 +296,8 @@ fn configure_backend(
 }
 
 /// Serves the etcd API on `listener` until `stopped` fires; a member that
-/// joined also publishes its client URL to the cluster.
+/// joined, or has a name of its own, also publishes its client URL and
+/// name to the cluster.
 fn spawn_grpc(
     config: &NodeConfig,
     listener: tokio::net::TcpListener,
@@ -305,11 +306,13 @@ fn spawn_grpc(
     client_tls: Option<bellwether_server::tls::ClientTls>,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) -> tokio::task::JoinHandle<Result<(), tonic::transport::Error>> {
-    if !config.join_voters.is_empty() {
+    let own_name = config.name != format!("n{}", config.id.0);
+    if !config.join_voters.is_empty() || own_name {
         if let Some(address) = config.client_listen {
             tokio::spawn(bellwether_server::etcd::member_service::publish_client_url(
                 backend.clone(),
                 format!("{}://{address}", backend.client_scheme()),
+                config.name.clone(),
             ));
         }
     }

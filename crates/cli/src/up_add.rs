@@ -62,6 +62,9 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot resolve {}", args.dir.display()))?;
     let mut layer = ConfigLayer {
         cluster: first.cluster.clone(),
+        // Named after its files and ports, whatever id the cluster gives
+        // it (one taken outside `up` makes them differ).
+        name: Some(format!("n{k}")),
         peer_listen: Some(peer_address(base, k)),
         http_listen: Some(http_address(base, k)),
         client_listen: Some(client_address(base, k)),

@@ -143,6 +143,9 @@ pub struct MemberChange {
     /// Remove: the cluster's configuration has this member.
     #[prost(bool, tag = "6")]
     pub known: bool,
+    /// Update: the name the member publishes (empty: keep).
+    #[prost(string, tag = "7")]
+    pub name: String,
 }
 
 /// What a lease grant counts for against the storage quota (etcd counts

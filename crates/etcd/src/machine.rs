@@ -175,7 +175,7 @@ fn apply_member(store: &mut KvStore, command: Command) -> Result<Vec<u8>, Member
         }
         Command::MemberUpdate(c) => {
             let intent = intent(&c);
-            store.member_update(c.id, c.peer_urls, c.client_urls, intent)?
+            store.member_update(c.id, c.peer_urls, c.client_urls, c.name, intent)?
         }
         Command::MemberPromote(c) => store.member_promote(c.id)?,
         Command::MemberRemove(c) => store.member_remove(c.id, c.known)?,
@@ -256,7 +256,11 @@ fn apply_auth(store: &mut KvStore, change: AuthChange) -> Result<Vec<u8>, AuthEr
 pub fn member_of(record: &MemberRecord) -> pb::Member {
     pb::Member {
         id: record.id,
-        name: format!("n{}", record.id),
+        name: if record.name.is_empty() {
+            format!("n{}", record.id)
+        } else {
+            record.name.clone()
+        },
         peer_urls: record.peer_urls.clone(),
         client_urls: record.client_urls.clone(),
         is_learner: record.intent == MemberIntent::Learner,

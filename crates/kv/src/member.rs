@@ -53,6 +53,9 @@ pub struct MemberRecord {
     pub peer_urls: Vec<String>,
     /// Where clients reach it; empty until the member publishes them.
     pub client_urls: Vec<String>,
+    /// The name it published (`bellwether node --name`); empty until it
+    /// does, and for members of snapshots written before names were kept.
+    pub name: String,
     /// What it should be.
     pub intent: MemberIntent,
 }

@@ -169,6 +169,7 @@ mod tests {
 
     fn record(id: u64, url: &str, intent: MemberIntent) -> MemberRecord {
         MemberRecord {
+            name: String::new(),
             id,
             peer_urls: vec![url.into()],
             client_urls: vec![],

@@ -19,6 +19,7 @@
 //! ```toml
 //! id = 1
 //! cluster = "bellwether"
+//! name = "n1"                        # as `etcdctl member list` shows it
 //! peer_listen = "127.0.0.1:7001"
 //! http_listen = "127.0.0.1:7101"
 //! client_listen = "127.0.0.1:7201"   # etcd v3 gRPC API; omit to not serve it
@@ -79,6 +80,10 @@ pub struct ConfigLayer {
     /// Cluster name; peers of another cluster are refused.
     #[arg(long)]
     pub cluster: Option<String>,
+    /// This member's name, as `etcdctl member list` shows it (default:
+    /// n<id>).
+    #[arg(long)]
+    pub name: Option<String>,
     /// Address peers connect to (default: this member's entry in peers).
     #[arg(long)]
     pub peer_listen: Option<String>,
@@ -324,6 +329,8 @@ pub struct NodeConfig {
     pub id: NodeId,
     /// Cluster name.
     pub cluster: String,
+    /// This member's name in the member list.
+    pub name: String,
     /// Where peers connect.
     pub peer_listen: SocketAddr,
     /// Where HTTP is served.
@@ -708,9 +715,14 @@ impl NodeConfig {
         if cluster.is_empty() || cluster.len() > 255 {
             return Err(ConfigError("cluster must be 1 to 255 bytes".into()));
         }
+        let name = layer.name.unwrap_or_else(|| format!("n{}", id.0));
+        if name.is_empty() || name.len() > 255 {
+            return Err(ConfigError("name must be 1 to 255 bytes".into()));
+        }
         let config = NodeConfig {
             id,
             cluster,
+            name,
             peer_listen,
             http_listen,
             client_listen,
@@ -1026,6 +1038,7 @@ mod tests {
         ConfigLayer {
             id: Some(2),
             cluster: Some("c".into()),
+            name: Some("second".into()),
             peer_listen: Some("127.0.0.1:1".into()),
             http_listen: Some("127.0.0.1:2".into()),
             client_listen: Some("127.0.0.1:3".into()),

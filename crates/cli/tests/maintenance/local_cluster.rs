@@ -185,17 +185,40 @@ fn up_adds_members_to_the_cluster_it_runs() {
         text(&second)
     );
 
+    // An id taken outside `up` (added, then removed with etcdctl): the
+    // next member `up add` makes gets id 5, and is still called n4, in
+    // `member list` as in its files and ports.
+    let (ok, out) = etcdctl(
+        &first,
+        &[
+            "member",
+            "add",
+            "outsider",
+            "--peer-urls=http://127.0.0.1:1",
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+    let outsider = out
+        .split_whitespace()
+        .skip_while(|w| *w != "Member")
+        .nth(1)
+        .expect("etcdctl names the member it added")
+        .to_string();
+    let (ok, out) = etcdctl(&first, &["member", "remove", &outsider], None);
+    assert!(ok, "{out}");
+
     // A voter: caught up, started, and holding what was written before.
     let added = up_add(&dir, &[]);
     assert!(added.status.success(), "{}", text(&added));
     assert!(
-        text(&added).contains("member n4 (id 4) added as a voter")
+        text(&added).contains("member n4 (id 5) added as a voter")
             && text(&added).contains("member n4 caught up and is a voter"),
         "{}",
         text(&added)
     );
     let n4 = format!(
-        "4, started, n4, http://127.0.0.1:{}, http://{}, false",
+        "5, started, n4, http://127.0.0.1:{}, http://{}, false",
         BASE_PORT + 4,
         client(4)
     );
@@ -217,7 +240,7 @@ fn up_adds_members_to_the_cluster_it_runs() {
     let added = up_add(&dir, &["--learner"]);
     assert!(added.status.success(), "{}", text(&added));
     let n5 = format!(
-        "5, started, n5, http://127.0.0.1:{}, http://{}, true",
+        "6, started, n5, http://127.0.0.1:{}, http://{}, true",
         BASE_PORT + 5,
         client(5)
     );

@@ -39,6 +39,7 @@ impl KvStore {
             id,
             peer_urls,
             client_urls: Vec::new(),
+            name: String::new(),
             intent: if learner {
                 MemberIntent::Learner
             } else {
@@ -50,14 +51,16 @@ impl KvStore {
         Ok(record)
     }
 
-    /// Changes a member's peer URLs (when `peer_urls` is not empty) and
-    /// client URLs (when `client_urls` is not empty). A member without a
-    /// record (one the cluster started with) gets one, with `intent`.
+    /// Changes a member's peer URLs (when `peer_urls` is not empty), client
+    /// URLs (when `client_urls` is not empty) and name (when `name` is not
+    /// empty). A member without a record (one the cluster started with)
+    /// gets one, with `intent`.
     pub fn member_update(
         &mut self,
         id: u64,
         peer_urls: Vec<String>,
         client_urls: Vec<String>,
+        name: String,
         intent: MemberIntent,
     ) -> Result<MemberRecord, MemberError> {
         let next = id.checked_add(1).ok_or(MemberError::NotFound)?;
@@ -80,6 +83,7 @@ impl KvStore {
             id,
             peer_urls: Vec::new(),
             client_urls: Vec::new(),
+            name: String::new(),
             intent,
         });
         if !peer_urls.is_empty() {
@@ -87,6 +91,9 @@ impl KvStore {
         }
         if !client_urls.is_empty() {
             record.client_urls = client_urls;
+        }
+        if !name.is_empty() {
+            record.name = name;
         }
         self.next_member_id = self.next_member_id.max(next);
         Ok(record.clone())
@@ -123,6 +130,7 @@ impl KvStore {
             id,
             peer_urls: Vec::new(),
             client_urls: Vec::new(),
+            name: String::new(),
             intent: MemberIntent::Removed,
         });
         record.intent = MemberIntent::Removed;
@@ -159,7 +167,13 @@ mod tests {
         assert_eq!((b.id, b.intent), (5, MemberIntent::Voter));
         assert_eq!(store.member_remove(4, true), Err(MemberError::NotFound));
         assert_eq!(
-            store.member_update(4, urls("http://z"), vec![], MemberIntent::Voter),
+            store.member_update(
+                4,
+                urls("http://z"),
+                vec![],
+                String::new(),
+                MemberIntent::Voter
+            ),
             Err(MemberError::Removed)
         );
     }
@@ -193,10 +207,22 @@ mod tests {
         let mut store = KvStore::new();
         store.member_add(4, urls("http://a"), true, &[]).unwrap();
         store
-            .member_update(4, vec![], urls("http://c"), MemberIntent::Voter)
+            .member_update(
+                4,
+                vec![],
+                urls("http://c"),
+                String::new(),
+                MemberIntent::Voter,
+            )
             .unwrap();
         store
-            .member_update(1, urls("http://one"), vec![], MemberIntent::Voter)
+            .member_update(
+                1,
+                urls("http://one"),
+                vec![],
+                String::new(),
+                MemberIntent::Voter,
+            )
             .unwrap();
         store.member_remove(2, true).unwrap();
         let restored = KvStore::restore(&store.snapshot()).unwrap();

@@ -22,7 +22,8 @@
 //!
 //! Version 4 adds the raised alarms at the end (see [`crate::alarm`]);
 //! version 5 adds the member directory after them (see [`crate::member`]);
-//! version 6 adds users, roles and permissions last (see [`crate::auth`]).
+//! version 6 adds users, roles and permissions last (see [`crate::auth`]);
+//! version 7 adds the name each member published after its URLs.
 
 use super::compaction_queue::CompactionQueue;
 use super::snapshot_events;
@@ -42,7 +43,7 @@ const SNAPSHOT_MAGIC: &[u8; 4] = b"BWKV";
 /// The encoding version this build writes: version 2 stores the event log
 /// by reference to the key histories (see `snapshot_events.rs`), version 3
 /// also stores the leases as varints (see the module docs).
-pub const SNAPSHOT_VERSION: u32 = 6;
+pub const SNAPSHOT_VERSION: u32 = 7;
 
 /// The first version that stores leases as varints (see the module docs).
 pub(super) const SNAPSHOT_VERSION_VARINT_LEASES: u32 = 3;
@@ -55,6 +56,9 @@ const SNAPSHOT_VERSION_MEMBERS: u32 = 5;
 
 /// The first version that stores users, roles and permissions.
 const SNAPSHOT_VERSION_AUTH: u32 = 6;
+
+/// The first version that stores the names members published.
+const SNAPSHOT_VERSION_MEMBER_NAMES: u32 = 7;
 
 /// Most alarms a snapshot may hold: one per kind per member, and members
 /// are far fewer than this.
@@ -125,6 +129,7 @@ impl KvStore {
                     out.bytes(url.as_bytes());
                 }
             }
+            out.bytes(member.name.as_bytes());
         }
         self.auth.encode(&mut out);
         PendingSnapshot {
@@ -183,7 +188,7 @@ impl KvStore {
             BTreeSet::new()
         };
         let (next_member_id, members) = if version >= SNAPSHOT_VERSION_MEMBERS {
-            decode_members(&mut input)?
+            decode_members(&mut input, version)?
         } else {
             (1, BTreeMap::new())
         };
@@ -233,7 +238,10 @@ fn decode_alarms(input: &mut Decoder) -> Result<BTreeSet<Alarm>, KvError> {
 }
 
 /// Decodes the member directory (version 5 on).
-fn decode_members(input: &mut Decoder) -> Result<(u64, BTreeMap<u64, MemberRecord>), KvError> {
+fn decode_members(
+    input: &mut Decoder,
+    version: u32,
+) -> Result<(u64, BTreeMap<u64, MemberRecord>), KvError> {
     let next_member_id = input.varint()?;
     let count = input.count(4)?;
     if count > MEMBER_RECORDS_MAX {
@@ -253,6 +261,12 @@ fn decode_members(input: &mut Decoder) -> Result<(u64, BTreeMap<u64, MemberRecor
             }
         }
         let [peer_urls, client_urls] = lists;
+        let name = if version >= SNAPSHOT_VERSION_MEMBER_NAMES {
+            String::from_utf8(input.bytes()?)
+                .map_err(|_| input.corrupt("a member name that is not UTF-8"))?
+        } else {
+            String::new()
+        };
         if id == 0 || id >= next_member_id {
             return Err(input.corrupt("a member id at or above the next one"));
         }
@@ -260,6 +274,7 @@ fn decode_members(input: &mut Decoder) -> Result<(u64, BTreeMap<u64, MemberRecor
             id,
             peer_urls,
             client_urls,
+            name,
             intent,
         };
         if members.insert(id, record).is_some() {

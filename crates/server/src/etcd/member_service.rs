@@ -91,6 +91,9 @@ pub fn members(backend: &EtcdBackend) -> Vec<pb::Member> {
     for member in &mut out {
         if let Some(record) = store.member(member.id) {
             member.is_learner = record.intent == MemberIntent::Learner;
+            if !record.name.is_empty() {
+                member.name.clone_from(&record.name);
+            }
             if member.client_urls.is_empty() {
                 member.name.clear();
             }
@@ -459,10 +462,11 @@ fn caught_up(backend: &EtcdBackend, id: u64) -> bool {
         })
 }
 
-/// Run by a member that joined a running cluster: records its client
-/// address in the directory (as etcd members publish theirs when they
-/// start), so that others can forward calls to it. Retries until it lands.
-pub async fn publish_client_url(backend: EtcdBackend, client_url: String) {
+/// Run by a member that joined a running cluster (or that has a name of
+/// its own): records its client address and name in the directory (as
+/// etcd members publish theirs when they start), so that others can
+/// forward calls to it and list it by that name. Retries until it lands.
+pub async fn publish_client_url(backend: EtcdBackend, client_url: String, name: String) {
     loop {
         let (id, learner, ready) = {
             let status = backend.status.borrow();
@@ -475,7 +479,7 @@ pub async fn publish_client_url(backend: EtcdBackend, client_url: String) {
         let published = backend
             .store()
             .member(id)
-            .is_some_and(|m| m.client_urls.contains(&client_url));
+            .is_some_and(|m| m.client_urls.contains(&client_url) && m.name == name);
         if published {
             return;
         }
@@ -483,6 +487,7 @@ pub async fn publish_client_url(backend: EtcdBackend, client_url: String) {
             let command = Command::MemberUpdate(MemberChange {
                 id,
                 client_urls: vec![client_url.clone()],
+                name: name.clone(),
                 learner,
                 ..Default::default()
             });
