@@ -66,6 +66,40 @@ fn etcdctl_with(endpoint: &str, credentials: &Credentials, args: &[&str]) -> (bo
     etcdctl::run(endpoint, &all, None)
 }
 
+/// etcdctl's `--cluster` over TLS: it dials every member by the
+/// `https://` client URL `member list` gives (sent as HTTP/2's
+/// `:authority`, which the client port repairs), and each of the
+/// `members` answers.
+fn cluster_flag_over_tls(system: &str, https: &str, ours: &Path, members: usize) {
+    let good = Credentials::of(ours, ours, "client");
+    for command in [["endpoint", "status"], ["endpoint", "hashkv"]] {
+        let mut args = command.to_vec();
+        args.extend(["--cluster", "-w", "json"]);
+        let (ok, out) = etcdctl_with(https, &good, &args);
+        assert!(ok, "{system}: {args:?}: {out}");
+        let answers: serde_json::Value =
+            serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{system}: {e}: {out}"));
+        let endpoints: Vec<&str> = answers
+            .as_array()
+            .expect("one answer per member")
+            .iter()
+            .map(|a| a["Endpoint"].as_str().expect("Endpoint"))
+            .collect();
+        assert_eq!(endpoints.len(), members, "{system}: {args:?}: {out}");
+        assert!(
+            endpoints.iter().all(|e| e.starts_with("https://")),
+            "{system}: {endpoints:?}"
+        );
+    }
+    let (ok, out) = etcdctl_with(https, &good, &["endpoint", "health", "--cluster"]);
+    assert!(ok, "{system}: endpoint health --cluster: {out}");
+    assert_eq!(
+        out.matches("is healthy").count(),
+        members,
+        "{system}: {out}"
+    );
+}
+
 /// What a TLS client port must do, on `system` at `https` (its
 /// `https://` URL): serve a client with a certificate from `ours`, and
 /// refuse plain HTTP, a TLS client without a certificate, and one whose
@@ -178,6 +212,7 @@ fn a_tls_client_port_needs_a_certificate_from_the_clusters_ca_on_etcd_and_here()
         &file("ca.pem"),
     );
     client_port_checks("etcd", &etcd.url(), &ours, &foreign, "etcd-key");
+    cluster_flag_over_tls("etcd", &etcd.url(), &ours, 1);
     drop(etcd);
 
     let (cert, key, ca) = (file("member.pem"), file("member-key.pem"), file("ca.pem"));
@@ -213,6 +248,7 @@ fn a_tls_client_port_needs_a_certificate_from_the_clusters_ca_on_etcd_and_here()
         );
         assert!(ok && out.trim() == "secret", "n{i}: {out}");
     }
+    cluster_flag_over_tls("bellwether", &https, &ours, 3);
     // `bellwether transfer` speaks TLS as every client command does, and
     // without the CA says what to pass instead of blaming the cluster.
     let transfer = |tls: bool| {
