@@ -17,8 +17,20 @@ use bellwether_kv::{KeyRange, KvStore, RangeRequest};
 /// The answer to a read: an error code and, on success, the record.
 pub type ReadAnswer = (ErrorCode, Vec<u8>);
 
-/// The names of `path`'s children, in name order.
+/// The names of `path`'s children, in name order, the system nodes among
+/// them whether written yet or not.
 pub fn children(store: &KvStore, path: &str) -> Vec<String> {
+    let mut names = stored_children(store, path);
+    for system in Znode::system_children(path) {
+        if let Err(at) = names.binary_search_by(|n| n.as_str().cmp(system)) {
+            names.insert(at, system.to_string());
+        }
+    }
+    names
+}
+
+/// The names of `path`'s children the store holds, in name order.
+fn stored_children(store: &KvStore, path: &str) -> Vec<String> {
     let prefix = children_prefix(path);
     let range = KeyRange::prefix(prefix.clone());
     let request = RangeRequest {
@@ -125,7 +137,14 @@ fn answer(
                     .map(|found| found.count)
                     .unwrap_or_default()
             };
-            let all = count(children_prefix(path)) + count(deeper_prefix(path));
+            // The system nodes below `path` that are not stored count too.
+            let unstored = crate::znode::SYSTEM_PATHS
+                .iter()
+                .filter(|p| **p != "/" && **p != path.as_str())
+                .filter(|p| path == "/" || p.starts_with(&format!("{path}/")))
+                .filter(|p| store.get(&crate::znode::node_key(p)).is_none())
+                .count() as i64;
+            let all = count(children_prefix(path)) + count(deeper_prefix(path)) + unstored;
             w.int(i32::try_from(all).unwrap_or(i32::MAX));
         }
         Request::GetEphemerals { prefix } => {

@@ -412,12 +412,12 @@ fn check_path(path: &str) -> Result<(), ErrorCode> {
     }
 }
 
-/// The node at `path` in `store`, if any (the root always exists).
+/// The node at `path` in `store`, if any (the system nodes always exist:
+/// see [`crate::znode::SYSTEM_PATHS`]).
 pub fn read_node(store: &KvStore, path: &str) -> Option<Znode> {
     match store.get(&node_key(path)) {
         Some(kv) => Some(Znode::decode(kv.value.as_slice()).expect("znodes we wrote decode")),
-        None if path == "/" => Some(Znode::root()),
-        None => None,
+        None => Znode::system(path),
     }
 }
 
@@ -493,7 +493,7 @@ impl<'s> Overlay<'s> {
             Request::Create(create) => self.create(create),
             Request::Delete { path, version } => {
                 check_path(path)?;
-                if path == "/" {
+                if crate::znode::SYSTEM_PATHS.contains(&path.as_str()) {
                     return Err(ErrorCode::BadArguments);
                 }
                 let parent = self.get(split(path).0).ok_or(ErrorCode::NoNode)?;

@@ -60,6 +60,13 @@ fn create(path: &str, flags: i32) -> Request {
     })
 }
 
+fn delete(path: &str) -> Request {
+    Request::Delete {
+        path: path.to_string(),
+        version: -1,
+    }
+}
+
 fn created_path(record: &[u8]) -> (String, Stat) {
     let mut r = JuteReader::new(record);
     let path = r.text().unwrap();
@@ -76,10 +83,12 @@ fn a_create_stamps_the_node_and_its_parent_with_one_zxid() {
     assert_eq!(path, "/a");
     assert_eq!((stat.czxid, stat.mzxid, stat.pzxid), (zxid, zxid, zxid));
     assert_eq!((stat.ctime, stat.mtime, stat.data_length), (1000, 1000, 1));
+    // As on ZooKeeper 3.8, whose root starts at cversion -1 with one
+    // child, /zookeeper.
     let root = read_node(&store, "/").unwrap();
     assert_eq!(
         (root.stat().cversion, root.num_children, root.pzxid),
-        (1, 1, zxid)
+        (0, 2, zxid)
     );
     let (_, err, _) = run(&mut store, create("/a", create_mode::PERSISTENT));
     assert_eq!(err, ErrorCode::NodeExists.code());
@@ -400,4 +409,35 @@ fn null_data_reads_back_null_and_empty_data_empty() {
     assert_eq!(data_of(&store), None, "set null, read null");
     let node = read_node(&store, "/n").unwrap();
     assert_eq!(node.stat().data_length, 0);
+}
+
+#[test]
+fn the_system_nodes_exist_from_the_start_and_cannot_be_deleted() {
+    let mut store = store_with_session();
+    assert_eq!(
+        children(&store, "/"),
+        vec!["zookeeper".to_string()],
+        "a new tree"
+    );
+    assert_eq!(children(&store, "/zookeeper"), ["config", "quota"]);
+    let root = read_node(&store, "/").unwrap().stat();
+    assert_eq!((root.cversion, root.num_children), (-1, 1));
+    let zookeeper = read_node(&store, "/zookeeper").unwrap().stat();
+    assert_eq!((zookeeper.cversion, zookeeper.num_children), (-2, 2));
+    let config = read_node(&store, "/zookeeper/config").unwrap().stat();
+    assert_eq!((config.version, config.aversion), (-1, -1));
+    for path in ["/zookeeper", "/zookeeper/config", "/zookeeper/quota"] {
+        let (_, err, _) = run(&mut store, delete(path));
+        assert_eq!(err, ErrorCode::BadArguments.code(), "{path}");
+    }
+    let (_, err, _) = run(&mut store, create("/zookeeper", create_mode::PERSISTENT));
+    assert_eq!(err, ErrorCode::NodeExists.code());
+    // A child of /zookeeper is an ordinary node; /zookeeper is then stored
+    // and keeps its system children.
+    let (_, err, _) = run(&mut store, create("/zookeeper/x", create_mode::PERSISTENT));
+    assert_eq!(err, 0);
+    assert_eq!(children(&store, "/zookeeper"), ["config", "quota", "x"]);
+    let zookeeper = read_node(&store, "/zookeeper").unwrap().stat();
+    assert_eq!((zookeeper.cversion, zookeeper.num_children), (-1, 3));
+    assert_eq!(children(&store, "/"), vec!["zookeeper".to_string()]);
 }

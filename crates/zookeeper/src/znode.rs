@@ -77,12 +77,58 @@ pub struct Znode {
     pub data_null: bool,
 }
 
+/// The nodes every ZooKeeper tree has from the start, as ZooKeeper 3.8
+/// makes them: the root, `/zookeeper` and its children `quota` and
+/// `config`. They are not stored until a write changes them; until then
+/// [`Znode::system`] answers for them. None of them can be deleted.
+pub const SYSTEM_PATHS: [&str; 4] = ["/", "/zookeeper", "/zookeeper/config", "/zookeeper/quota"];
+
 impl Znode {
-    /// The root as a new tree has it.
+    /// The root as a new tree has it: its one child is `/zookeeper`.
     pub fn root() -> Znode {
-        Znode {
+        Znode::system("/").expect("the root is a system node")
+    }
+
+    /// A system node (see [`SYSTEM_PATHS`]) as a new tree has it: zxids and
+    /// times 0, ZooKeeper's open ACL but for `/zookeeper/config`, which
+    /// anyone may read and nobody change (its version and ACL version are
+    /// -1, as ZooKeeper's). Its data is empty: bellwether has no quorum
+    /// configuration in ZooKeeper's form to show there.
+    pub fn system(path: &str) -> Option<Znode> {
+        let open = Znode {
             acl: vec![Acl::open()],
             ..Znode::default()
+        };
+        match path {
+            "/" => Some(Znode {
+                num_children: 1,
+                ..open
+            }),
+            "/zookeeper" => Some(Znode {
+                num_children: 2,
+                ..open
+            }),
+            "/zookeeper/quota" => Some(open),
+            "/zookeeper/config" => Some(Znode {
+                version: -1,
+                aversion: -1,
+                acl: vec![Acl {
+                    perms: crate::acl::perms::READ,
+                    ..Acl::open()
+                }],
+                ..Znode::default()
+            }),
+            _ => None,
+        }
+    }
+
+    /// The system nodes' names among `path`'s children, which listing
+    /// the store does not show until they are written.
+    pub fn system_children(path: &str) -> &'static [&'static str] {
+        match path {
+            "/" => &["zookeeper"],
+            "/zookeeper" => &["config", "quota"],
+            _ => &[],
         }
     }
 
