@@ -299,12 +299,7 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
             5 => self.world.heal_links(),
             6 => self.redraw_network_faults(),
             7 => {
-                let leaders: Vec<usize> = self
-                    .world
-                    .acting_leaders()
-                    .iter()
-                    .map(|(id, _)| Host::<P>::index_of(*id))
-                    .collect();
+                let leaders = self.acting_leader_indexes();
                 if !leaders.is_empty() && up.len() > 1 {
                     let victim = self.pick(&leaders);
                     self.world.crash(victim);
@@ -312,6 +307,15 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
             }
             _ => {}
         }
+    }
+
+    /// The hosts of every node acting as leader now.
+    fn acting_leader_indexes(&self) -> Vec<usize> {
+        self.world
+            .acting_leaders()
+            .iter()
+            .map(|(id, _)| Host::<P>::index_of(*id))
+            .collect()
     }
 
     /// A member (the leader half the time) whose disk fails: it crashes
@@ -324,12 +328,7 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
         if up.len() < 2 {
             return;
         }
-        let leaders: Vec<usize> = self
-            .world
-            .acting_leaders()
-            .iter()
-            .map(|(id, _)| Host::<P>::index_of(*id))
-            .collect();
+        let leaders = self.acting_leader_indexes();
         let victim = if !leaders.is_empty() && self.plan.chance(0.5) {
             self.pick(&leaders)
         } else {
