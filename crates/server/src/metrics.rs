@@ -56,6 +56,9 @@ pub struct Metrics {
     pub repairing: IndexGauge,
     /// Seconds this node has been leader (0 when not leading).
     pub leader_uptime_seconds: Gauge<f64, AtomicU64>,
+    /// The longest one turn of the node's loop took since it started
+    /// (see [`Metrics::loop_turn`]).
+    pub loop_turn_max_seconds: Gauge<f64, AtomicU64>,
     /// Messages sent, one counter per kind a member sends, made up front.
     sent_by_kind: Vec<(&'static str, Counter)>,
     /// Messages sent, by type: the family `sent_by_kind` belongs to.
@@ -100,6 +103,14 @@ impl bellwether_transport::Observer for Metrics {
 }
 
 impl Metrics {
+    /// One turn of the node's loop took `took`: raises the longest turn.
+    pub fn loop_turn(&self, took: std::time::Duration) {
+        let seconds = took.as_secs_f64();
+        if seconds > self.loop_turn_max_seconds.get() {
+            self.loop_turn_max_seconds.set(seconds);
+        }
+    }
+
     /// Every metric at zero, registered under its name.
     pub fn new() -> Metrics {
         let messages_sent = Family::<Label, Counter>::default();
@@ -119,6 +130,7 @@ impl Metrics {
             applied: IndexGauge::default(),
             repairing: IndexGauge::default(),
             leader_uptime_seconds: Gauge::default(),
+            loop_turn_max_seconds: Gauge::default(),
             sent_by_kind,
             messages_sent,
             refused_peers: Family::default(),
@@ -184,6 +196,13 @@ impl Metrics {
         ] {
             registry.register(name, help, gauge.clone());
         }
+        registry.register(
+            "bellwether_loop_turn_max_seconds",
+            "Longest one turn of the member's loop took since it started (its input handled, \
+             its output carried out, an fsync on the loop included): the longest it answered \
+             no heartbeat, append or client.",
+            self.loop_turn_max_seconds.clone(),
+        );
         registry.register(
             "bellwether_leader_uptime_seconds",
             "Seconds this node has led without interruption.",

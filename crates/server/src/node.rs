@@ -130,6 +130,10 @@ pub struct Node {
     /// A snapshot being encoded on a blocking thread: where its data
     /// arrives.
     encoding_snapshot: Option<oneshot::Receiver<Vec<u8>>>,
+    /// When this member's snapshot under way began to be encoded, and
+    /// when its write began: for the log lines that say how long each
+    /// took.
+    snapshot_timing: (Option<Instant>, Option<Instant>),
     /// A snapshot being written by `snapshot_writer`: where the outcome
     /// arrives.
     writing_snapshot: Option<oneshot::Receiver<Result<(), StorageError>>>,
@@ -185,6 +189,7 @@ impl Node {
             next_tick: Duration::ZERO,
             snapshot_writer: wal.snapshot_writer(),
             encoding_snapshot: None,
+            snapshot_timing: (None, None),
             writing_snapshot: None,
             snapshot_failed: None,
             wal: Some(wal),
@@ -259,6 +264,7 @@ impl Node {
                     }
                 }
             }
+            let turn = Instant::now();
             self.drain_events(&mut events);
             for _ in 0..INPUTS_PER_BATCH_MAX {
                 match requests.try_recv() {
@@ -284,6 +290,7 @@ impl Node {
                 &self.metrics,
                 &self.status_tx,
             );
+            self.metrics.loop_turn(turn.elapsed());
             if let Some(deadline) = handover_deadline {
                 if !self.member.is_leader() || Instant::now() >= deadline {
                     // Let the last messages (the TimeoutNow) reach the wire.

@@ -434,6 +434,12 @@ async fn a_member_that_missed_a_compaction_catches_up_from_the_leaders_snapshot(
         !snapshot_files(dirs[leader as usize - 1].path()).is_empty(),
         "the leader compacted its log into a snapshot"
     );
+    // `/metrics` reports the longest turn of the leader's loop. Not a
+    // timing assertion: only that the figure is measured.
+    let longest = cluster.metrics[leader as usize - 1]
+        .loop_turn_max_seconds
+        .get();
+    assert!(longest > 0.0, "the loop's longest turn is measured");
     // Status is published a little after the writes are answered.
     let mut at_leader = cluster.statuses[leader as usize - 1].clone();
     let target = tokio::time::timeout(

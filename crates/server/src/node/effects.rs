@@ -34,6 +34,11 @@ impl Node {
                         .observe_us(waited.as_micros() as u64);
                 }
                 Effect::EncodeSnapshot(encode) => {
+                    tracing::info!(
+                        applied = self.member.raft().applied_index().0,
+                        "snapshot: encoding the store on a blocking thread"
+                    );
+                    self.snapshot_timing.0 = Some(std::time::Instant::now());
                     let (done, encoded) = oneshot::channel();
                     tokio::task::spawn_blocking(move || {
                         let _ = done.send(encode());
@@ -41,6 +46,12 @@ impl Node {
                     self.encoding_snapshot = Some(encoded);
                 }
                 Effect::WriteSnapshot(snapshot) => {
+                    tracing::info!(
+                        index = snapshot.meta.last_index.0,
+                        bytes = snapshot.data.len(),
+                        "snapshot: writing it beside the log"
+                    );
+                    self.snapshot_timing.1 = Some(std::time::Instant::now());
                     let writer = self.snapshot_writer.clone();
                     let (done, written) = oneshot::channel();
                     tokio::task::spawn_blocking(move || {
@@ -62,6 +73,12 @@ impl Node {
             match encoded.try_recv() {
                 Ok(data) => {
                     self.encoding_snapshot = None;
+                    let took = self.snapshot_timing.0.take().map(|t| t.elapsed());
+                    tracing::info!(
+                        bytes = data.len(),
+                        ms = took.map_or(0.0, |t| t.as_secs_f64() * 1000.0),
+                        "snapshot: encoded"
+                    );
                     self.member.snapshot_encoded(data);
                 }
                 Err(oneshot::error::TryRecvError::Empty) => {}
@@ -74,6 +91,12 @@ impl Node {
             match written.try_recv() {
                 Ok(outcome) => {
                     self.writing_snapshot = None;
+                    let took = self.snapshot_timing.1.take().map(|t| t.elapsed());
+                    let ms = took.map_or(0.0, |t| t.as_secs_f64() * 1000.0);
+                    match &outcome {
+                        Ok(()) => tracing::info!(ms, "snapshot: written and synced"),
+                        Err(error) => tracing::error!(ms, %error, "snapshot: the write failed"),
+                    }
                     match outcome {
                         Ok(()) => self.member.snapshot_written(),
                         Err(error) => self.snapshot_failed = Some(error),
