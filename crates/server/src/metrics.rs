@@ -200,7 +200,7 @@ impl Metrics {
             "bellwether_loop_turn_max_seconds",
             "Longest one turn of the member's loop took since it started (its input handled, \
              its output carried out, an fsync on the loop included): the longest it answered \
-             no heartbeat, append or client.",
+             no heartbeat, append or client",
             self.loop_turn_max_seconds.clone(),
         );
         registry.register(
