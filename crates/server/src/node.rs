@@ -127,16 +127,13 @@ pub struct Node {
     /// thread (see `SnapshotWriter`): the log's appends do not wait for
     /// a snapshot's write and fsync.
     snapshot_writer: SnapshotWriter,
-    /// A snapshot being encoded on a blocking thread: where its data
+    /// A snapshot being encoded on a blocking thread: when it began (for
+    /// the log line that says how long it took) and where its data
     /// arrives.
-    encoding_snapshot: Option<oneshot::Receiver<Vec<u8>>>,
-    /// When this member's snapshot under way began to be encoded, and
-    /// when its write began: for the log lines that say how long each
-    /// took.
-    snapshot_timing: (Option<Instant>, Option<Instant>),
-    /// A snapshot being written by `snapshot_writer`: where the outcome
-    /// arrives.
-    writing_snapshot: Option<oneshot::Receiver<Result<(), StorageError>>>,
+    encoding_snapshot: Option<(Instant, oneshot::Receiver<Vec<u8>>)>,
+    /// A snapshot being written by `snapshot_writer`: when it began and
+    /// where the outcome arrives.
+    writing_snapshot: Option<(Instant, oneshot::Receiver<Result<(), StorageError>>)>,
     /// Queues to the other members' connections (set by `run`).
     outbound: BTreeMap<NodeId, mpsc::Sender<PeerMessage>>,
     /// Why this member's last snapshot could not be written: the member
@@ -189,7 +186,6 @@ impl Node {
             next_tick: Duration::ZERO,
             snapshot_writer: wal.snapshot_writer(),
             encoding_snapshot: None,
-            snapshot_timing: (None, None),
             writing_snapshot: None,
             snapshot_failed: None,
             wal: Some(wal),

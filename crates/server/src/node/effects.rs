@@ -4,6 +4,7 @@
 use super::Node;
 use crate::peer_message::PeerMessage;
 use bellwether_member::{Answer, Effect};
+use std::time::Instant;
 use tokio::sync::oneshot;
 
 impl Node {
@@ -38,12 +39,11 @@ impl Node {
                         applied = self.member.raft().applied_index().0,
                         "snapshot: encoding the store on a blocking thread"
                     );
-                    self.snapshot_timing.0 = Some(std::time::Instant::now());
                     let (done, encoded) = oneshot::channel();
                     tokio::task::spawn_blocking(move || {
                         let _ = done.send(encode());
                     });
-                    self.encoding_snapshot = Some(encoded);
+                    self.encoding_snapshot = Some((Instant::now(), encoded));
                 }
                 Effect::WriteSnapshot(snapshot) => {
                     tracing::info!(
@@ -51,13 +51,12 @@ impl Node {
                         bytes = snapshot.data.len(),
                         "snapshot: writing it beside the log"
                     );
-                    self.snapshot_timing.1 = Some(std::time::Instant::now());
                     let writer = self.snapshot_writer.clone();
                     let (done, written) = oneshot::channel();
                     tokio::task::spawn_blocking(move || {
                         let _ = done.send(writer.write(&snapshot));
                     });
-                    self.writing_snapshot = Some(written);
+                    self.writing_snapshot = Some((Instant::now(), written));
                 }
             }
         }
@@ -69,16 +68,12 @@ impl Node {
     /// to its log does: it must not run on with a log it can no longer
     /// compact.
     pub(super) fn collect_snapshot_jobs(&mut self) {
-        if let Some(encoded) = &mut self.encoding_snapshot {
+        if let Some((started, encoded)) = &mut self.encoding_snapshot {
             match encoded.try_recv() {
                 Ok(data) => {
+                    let ms = started.elapsed().as_secs_f64() * 1000.0;
                     self.encoding_snapshot = None;
-                    let took = self.snapshot_timing.0.take().map(|t| t.elapsed());
-                    tracing::info!(
-                        bytes = data.len(),
-                        ms = took.map_or(0.0, |t| t.as_secs_f64() * 1000.0),
-                        "snapshot: encoded"
-                    );
+                    tracing::info!(bytes = data.len(), ms, "snapshot: encoded");
                     self.member.snapshot_encoded(data);
                 }
                 Err(oneshot::error::TryRecvError::Empty) => {}
@@ -87,12 +82,11 @@ impl Node {
                 }
             }
         }
-        if let Some(written) = &mut self.writing_snapshot {
+        if let Some((started, written)) = &mut self.writing_snapshot {
             match written.try_recv() {
                 Ok(outcome) => {
+                    let ms = started.elapsed().as_secs_f64() * 1000.0;
                     self.writing_snapshot = None;
-                    let took = self.snapshot_timing.1.take().map(|t| t.elapsed());
-                    let ms = took.map_or(0.0, |t| t.as_secs_f64() * 1000.0);
                     match &outcome {
                         Ok(()) => tracing::info!(ms, "snapshot: written and synced"),
                         Err(error) => tracing::error!(ms, %error, "snapshot: the write failed"),
