@@ -91,6 +91,26 @@ pub struct TaskMeta {
     /// Every assignment that ended, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<Attempt>,
+    /// When it finished (done or dead), in milliseconds since the Unix
+    /// epoch by the clock of the process that finished it; 0 while it is
+    /// not finished, and in records written before this field existed.
+    /// The queue's age limit counts from it, so that a new leader does not
+    /// restart the ages; a clock that is off moves when a task is removed,
+    /// nothing else.
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    pub finished_ms: u64,
+}
+
+/// Serde's test for an unset finish time.
+fn is_zero_ms(value: &u64) -> bool {
+    *value == 0
+}
+
+/// Now, in milliseconds since the Unix epoch (0 for a clock set before it).
+pub(crate) fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Serde's test for a zero token.
@@ -119,6 +139,7 @@ impl TaskRecord {
                 group,
                 token: 0,
                 history: Vec::new(),
+                finished_ms: 0,
             },
             result: Vec::new(),
         }
@@ -167,7 +188,17 @@ impl TaskRecord {
         next.meta.state = state;
         next.meta.worker = None;
         next.meta.token = token;
+        next.stamp_if_finished();
         next
+    }
+
+    /// Records now as the finish time, if the task is finished.
+    pub(crate) fn stamp_if_finished(&mut self) {
+        self.meta.finished_ms = if self.meta.state.is_final() {
+            unix_ms_now()
+        } else {
+            0
+        };
     }
 
     /// This ended record with its result dropped and the attempt counted
@@ -189,6 +220,7 @@ impl TaskRecord {
             outcome.truncate(cut);
             last.outcome = outcome;
         }
+        next.stamp_if_finished();
         next
     }
 
@@ -332,8 +364,9 @@ pub struct Retention {
     /// Finished (done or dead) tasks kept, newest first; at least 1.
     pub keep: u64,
     /// Seconds a finished task is kept at most; 0 for no age limit. The
-    /// age counts from when the leader saw the task finish, so a new
-    /// leader may keep a task up to this long again.
+    /// age counts from the finish time in the task's record (by the clock
+    /// of whoever finished it), or, for a record from before finish times,
+    /// from when the leader saw it finished.
     #[serde(default)]
     pub max_age_seconds: u64,
 }

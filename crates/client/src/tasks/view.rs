@@ -15,7 +15,7 @@
 use super::layout::DATA_BYTES_MAX;
 use super::layout::{Layout, StateKey};
 use super::record::{
-    GroupInput, GroupMeta, MemberResult, Retention, TaskRecord, TaskState, WorkerMeta,
+    unix_ms_now, GroupInput, GroupMeta, MemberResult, Retention, TaskRecord, TaskState, WorkerMeta,
 };
 use bellwether_api::mvccpb;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -161,8 +161,10 @@ pub(crate) struct Finished {
     pub mod_revision: i64,
     /// Whether it was dead-lettered (so a dead letter is stored too).
     pub dead: bool,
-    /// When the view saw it finished.
-    pub since: Instant,
+    /// When it finished, in milliseconds since the Unix epoch: the
+    /// record's own time, or when this leader first saw it finished for a
+    /// record that carries none.
+    pub finished_ms: u64,
 }
 
 /// The leader's picture of one queue.
@@ -326,7 +328,7 @@ impl QueueView {
             }
         }
         if state.is_final() && !self.kept_when_final(&record) {
-            self.bury(id, mod_revision, state == TaskState::Dead);
+            self.bury(id, mod_revision, &record);
             return;
         }
         if state.is_waiting() {
@@ -352,10 +354,13 @@ impl QueueView {
     }
 
     /// Whether a finished task must stay: it is a member of a group whose
-    /// aggregator does not exist yet.
+    /// aggregator does not exist yet. A group whose record is gone was
+    /// aggregated and removed by the retention (a group's record is written
+    /// with its members, and a read lists groups before tasks), so its
+    /// members that finish late go the way of every finished task.
     fn kept_when_final(&self, record: &TaskRecord) -> bool {
         match &record.meta.group {
-            Some(group) => !self.groups.get(group).is_some_and(|g| g.aggregated),
+            Some(group) => self.groups.get(group).is_some_and(|g| !g.aggregated),
             None => false,
         }
     }
@@ -379,22 +384,25 @@ impl QueueView {
                 .is_some_and(|t| t.record.meta.state.is_final())
             {
                 if let Some(dropped) = self.forget(&id) {
-                    let dead = dropped.record.meta.state == TaskState::Dead;
-                    self.bury(id, dropped.mod_revision, dead);
+                    self.bury(id, dropped.mod_revision, &dropped.record);
                 }
             }
         }
     }
 
     /// Remembers that finished task `id` was dropped at `mod_revision`.
-    fn bury(&mut self, id: String, mod_revision: i64, dead: bool) {
+    fn bury(&mut self, id: String, mod_revision: i64, record: &TaskRecord) {
         let previous = self.tombstones.insert(id.clone(), mod_revision);
         if previous != Some(mod_revision) {
+            let finished_ms = match record.meta.finished_ms {
+                0 => unix_ms_now(),
+                ms => ms,
+            };
             self.finished.push_back(Finished {
                 id: id.clone(),
                 mod_revision,
-                dead,
-                since: Instant::now(),
+                dead: record.meta.state == TaskState::Dead,
+                finished_ms,
             });
         }
         if previous.is_none() {
@@ -465,11 +473,13 @@ impl QueueView {
     /// (more than `keep` of them, or older than the age limit), in at most
     /// `writes_max` writes.
     fn plan_removals(&mut self, actions: &mut Vec<Action>, mut writes_max: usize) {
-        let now = Instant::now();
+        let now_ms = unix_ms_now();
         let max_age = self.retention.max_age();
         while let Some(oldest) = self.finished.front() {
             let over_count = self.finished.len() as u64 > self.retention.keep;
-            let too_old = max_age.is_some_and(|age| now.duration_since(oldest.since) > age);
+            let too_old = max_age.is_some_and(|age| {
+                u128::from(now_ms.saturating_sub(oldest.finished_ms)) > age.as_millis()
+            });
             if !over_count && !too_old {
                 break;
             }
@@ -494,21 +504,22 @@ impl QueueView {
     }
 
     /// Puts the finished tasks a read found in the order they finished
-    /// (a read lists them by id), each with the time `previous`, the view
-    /// before the read, first saw it finished: so the age limit counts
-    /// across the leader's periodic reads.
+    /// (a read lists them by id), each with the finish time `previous`,
+    /// the view before the read, had for it: so the age of a record that
+    /// carries no finish time of its own counts across the leader's
+    /// periodic reads.
     pub(crate) fn after_read(&mut self, previous: Option<&QueueView>) {
-        let seen: std::collections::HashMap<(&str, i64), Instant> = previous
+        let seen: std::collections::HashMap<(&str, i64), u64> = previous
             .map(|p| {
                 p.finished
                     .iter()
-                    .map(|f| ((f.id.as_str(), f.mod_revision), f.since))
+                    .map(|f| ((f.id.as_str(), f.mod_revision), f.finished_ms))
                     .collect()
             })
             .unwrap_or_default();
         for entry in &mut self.finished {
-            if let Some(since) = seen.get(&(entry.id.as_str(), entry.mod_revision)) {
-                entry.since = *since;
+            if let Some(finished_ms) = seen.get(&(entry.id.as_str(), entry.mod_revision)) {
+                entry.finished_ms = entry.finished_ms.min(*finished_ms);
             }
         }
         self.finished
@@ -569,6 +580,7 @@ impl QueueView {
         if ended.meta.state == TaskState::Dead || ended.meta.attempt >= ended.meta.max_attempts {
             let mut record = ended;
             record.meta.state = TaskState::Dead;
+            record.stamp_if_finished();
             return Some(Action::DeadLetter {
                 id,
                 record,

@@ -44,11 +44,16 @@ impl Fixture {
     }
 
     fn kill(&mut self, name: &str) {
+        self.delete(self.layout.worker(name));
+    }
+
+    /// A key's delete, as the watch brings it.
+    fn delete(&mut self, key: Vec<u8>) {
         self.revision += 1;
         let event = mvccpb::Event {
             r#type: mvccpb::event::EventType::Delete as i32,
             kv: Some(mvccpb::KeyValue {
-                key: self.layout.worker(name),
+                key,
                 mod_revision: self.revision,
                 ..mvccpb::KeyValue::default()
             }),
@@ -72,6 +77,19 @@ impl Fixture {
             "one latency per action but removals"
         );
         actions
+    }
+
+    /// A step whose removals the watch then brings back as deletes (of
+    /// the task, and of an aggregator's group): the removals.
+    fn step_removing(&mut self) -> Vec<(String, Option<String>)> {
+        let gone = removed(&self.step());
+        for (id, group) in &gone {
+            self.delete(self.layout.task(id));
+            if let Some(group) = group {
+                self.delete(self.layout.group(group));
+            }
+        }
+        gone
     }
 
     /// A worker's accepted result for `id`.
@@ -414,19 +432,23 @@ fn removing_an_aggregator_removes_its_group_and_a_default_queue_keeps_its_histor
 #[test]
 fn a_read_lists_finished_tasks_in_finish_order_and_keeps_their_ages() {
     let layout = Layout::new("q").unwrap();
-    let finished = |id: &str, revision: i64| mvccpb::KeyValue {
-        key: layout.task(id),
-        value: TaskRecord::pending(5, None)
-            .ended(1, "done", TaskState::Done)
-            .encode(),
-        create_revision: 1,
-        mod_revision: revision,
-        ..mvccpb::KeyValue::default()
+    // Records written before finish times existed carry none: their age
+    // counts from when a leader first saw them.
+    let finished = |id: &str, revision: i64| {
+        let mut record = TaskRecord::pending(5, None).ended(1, "done", TaskState::Done);
+        record.meta.finished_ms = 0;
+        mvccpb::KeyValue {
+            key: layout.task(id),
+            value: record.encode(),
+            create_revision: 1,
+            mod_revision: revision,
+            ..mvccpb::KeyValue::default()
+        }
     };
     let mut first = QueueView::default();
     first.apply_put(&layout, &finished("b", 7));
     first.after_read(None);
-    let seen_at = first.finished[0].since;
+    let seen_at = first.finished[0].finished_ms;
     std::thread::sleep(Duration::from_millis(5));
     // A read lists by id: "a" (finished later) before "b".
     let mut second = QueueView::default();
@@ -436,6 +458,117 @@ fn a_read_lists_finished_tasks_in_finish_order_and_keeps_their_ages() {
     second.after_read(Some(&first));
     let order: Vec<&str> = second.finished.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(order, ["b", "a"], "oldest finished first");
-    assert_eq!(second.finished[0].since, seen_at, "b keeps its age");
-    assert!(second.finished[1].since > seen_at, "a is new to the leader");
+    assert_eq!(second.finished[0].finished_ms, seen_at, "b keeps its age");
+    assert!(
+        second.finished[1].finished_ms > seen_at,
+        "a is new to the leader"
+    );
+}
+
+#[test]
+fn a_new_leader_counts_ages_from_each_records_finish_time() {
+    let layout = Layout::new("q").unwrap();
+    let now = unix_ms_now();
+    let finished = |id: &str, revision: i64, finished_ms: u64| {
+        let mut record = TaskRecord::pending(5, None).ended(1, "done", TaskState::Done);
+        assert!(
+            record.meta.finished_ms >= now,
+            "a finished record is stamped"
+        );
+        record.meta.finished_ms = finished_ms;
+        mvccpb::KeyValue {
+            key: layout.task(id),
+            value: record.encode(),
+            create_revision: 1,
+            mod_revision: revision,
+            ..mvccpb::KeyValue::default()
+        }
+    };
+    let retention = Retention {
+        keep: 100,
+        max_age_seconds: 60,
+    };
+    // The first read of a leader that has just taken over: no view before.
+    let mut view = QueueView::default();
+    view.apply_put(
+        &layout,
+        &mvccpb::KeyValue {
+            key: layout.retention(),
+            value: serde_json::to_vec(&retention).unwrap(),
+            ..mvccpb::KeyValue::default()
+        },
+    );
+    view.apply_put(&layout, &finished("old", 5, now - 120_000));
+    view.apply_put(&layout, &finished("recent", 6, now - 1_000));
+    view.apply_put(&layout, &finished("unstamped", 7, 0));
+    view.after_read(None);
+    let removed = removed(&view.plan(1000));
+    assert_eq!(
+        removed,
+        [("old".to_string(), None)],
+        "only the task finished 120 s ago is past 60 s"
+    );
+}
+
+#[test]
+fn a_group_member_that_finishes_after_its_group_was_removed_is_removed_in_turn() {
+    let mut f = Fixture::new();
+    let retention = Retention {
+        keep: 1,
+        max_age_seconds: 0,
+    };
+    f.put(
+        f.layout.retention(),
+        serde_json::to_vec(&retention).unwrap(),
+        None,
+    );
+    f.worker("a", 10);
+    let meta = GroupMeta {
+        tasks: vec!["g.0".into(), "g.1".into()],
+        failures_allowed: 0,
+        aggregator: "sum".into(),
+        max_attempts: 5,
+    };
+    f.put(
+        f.layout.group("g"),
+        serde_json::to_vec(&meta).unwrap(),
+        None,
+    );
+    f.submit("g.0", 5, Some("g"));
+    f.submit("g.1", 5, Some("g"));
+    f.step();
+    // One member dead with none allowed: the group is aggregated while
+    // g.1 still runs.
+    f.finish("g.0", TaskState::Dead);
+    let actions = f.step();
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Aggregate { .. })),
+        "{actions:?}"
+    );
+    let aggregator = Layout::aggregator_id("g");
+    f.step();
+    f.finish(&aggregator, TaskState::Done);
+    f.submit("x", 5, None);
+    let mut gone = f.step_removing();
+    f.finish("x", TaskState::Done);
+    gone.extend(f.step_removing());
+    // Keep 1: g.0 and then the aggregator (with its group) have gone.
+    assert_eq!(
+        gone,
+        [
+            ("g.0".to_string(), None),
+            (aggregator, Some("g".to_string()))
+        ]
+    );
+    // g.1 ends now: it is no longer needed by anything, so it is removed
+    // like any finished task once a newer one finishes.
+    f.finish("g.1", TaskState::Done);
+    assert!(!f.view.tasks.contains_key("g.1"), "no longer followed");
+    assert_eq!(f.step_removing(), [("x".to_string(), None)]);
+    f.submit("y", 5, None);
+    f.step();
+    f.finish("y", TaskState::Done);
+    assert_eq!(f.step_removing(), [("g.1".to_string(), None)]);
 }
