@@ -68,6 +68,7 @@
 //!         "a majority of the disks hold the leader's term");
 //! ```
 
+pub mod adaptive_detector;
 pub mod bully;
 mod epoch;
 pub mod paxos;

@@ -34,6 +34,7 @@
 //! client_connections_max = 1024      # etcd API connections open at once
 //! auth_token_ttl = 300               # seconds an Authenticate token is valid
 //! lease_reads = false                # serve linearizable reads from the leader's lease
+//! detector_heartbeats = 3            # suspect a silent leader after at least this many heartbeats (0: off)
 //! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
 //! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
@@ -109,6 +110,14 @@ pub struct ConfigLayer {
     /// 2 × this) (default 1000).
     #[arg(long)]
     pub election_ms: Option<u64>,
+    /// The adaptive detector's floor, in heartbeats: a follower suspects a
+    /// silent leader once the silence is well past the leader's learned
+    /// arrival pattern, never sooner than this many heartbeats and never
+    /// later than election_ms, and asks the others in a pre-vote, which
+    /// they refuse while they still hear the leader (default 3; 0: off,
+    /// the fixed election timeout only; off with lease_reads).
+    #[arg(long)]
+    pub detector_heartbeats: Option<u64>,
     /// Leadership priority: a leader hands over to a caught-up member of
     /// higher priority (default 0).
     #[arg(long)]
@@ -350,6 +359,9 @@ pub struct NodeConfig {
     /// Linearizable reads from the leader's lease (see
     /// `bellwether_core::raft::RaftConfig::lease_reads`).
     pub lease_reads: bool,
+    /// The adaptive detector's floor in heartbeats; 0 when it is off (see
+    /// `bellwether_core::raft::RaftConfig::detector_floor_heartbeats`).
+    pub detector_heartbeats: u64,
     /// Every member's priority (this one's included; members not listed
     /// have 0), so that the leader's hand-off rule works.
     pub priorities: BTreeMap<NodeId, u32>,
@@ -574,6 +586,32 @@ fn id_and_peers(
 /// The heartbeat and the minimum election timeout in ms (defaults 100 and
 /// 1000): an election timeout under two heartbeats would let followers
 /// campaign against a healthy leader.
+/// The adaptive detector's floor in heartbeats: 3 unless set, and off
+/// with lease reads (a follower that suspects early may vote inside the
+/// leader's lease).
+fn detector_heartbeats(
+    set: Option<u64>,
+    lease_reads: bool,
+    heartbeat_ms: u64,
+    election_ms: u64,
+) -> Result<u64, ConfigError> {
+    match set {
+        None if lease_reads => Ok(0),
+        None => Ok(DETECTOR_HEARTBEATS_DEFAULT.min(election_ms / heartbeat_ms)),
+        Some(0) => Ok(0),
+        Some(_) if lease_reads => Err(ConfigError(
+            "detector_heartbeats must be 0 with lease_reads: a follower that suspects its leader early may vote inside the leader's lease".into(),
+        )),
+        Some(n) if n.saturating_mul(heartbeat_ms) > election_ms => Err(ConfigError(format!(
+            "detector_heartbeats ({n}) × heartbeat_ms ({heartbeat_ms}) must not exceed election_ms ({election_ms}): the detector only ever suspects sooner than the election timeout"
+        ))),
+        Some(n) => Ok(n),
+    }
+}
+
+/// The adaptive detector's default floor, in heartbeats.
+pub const DETECTOR_HEARTBEATS_DEFAULT: u64 = 3;
+
 fn heartbeat_and_election_ms(
     heartbeat_ms: Option<u64>,
     election_ms: Option<u64>,
@@ -711,6 +749,12 @@ impl NodeConfig {
                 MISSED_TICKS_MAX
             )));
         }
+        let detector_heartbeats = detector_heartbeats(
+            layer.detector_heartbeats,
+            lease_reads,
+            heartbeat_ms,
+            election_ms,
+        )?;
         let cluster = layer.cluster.unwrap_or_else(|| "bellwether".to_string());
         if cluster.is_empty() || cluster.len() > 255 {
             return Err(ConfigError("cluster must be 1 to 255 bytes".into()));
@@ -733,6 +777,7 @@ impl NodeConfig {
             priority,
             priorities,
             lease_reads,
+            detector_heartbeats,
             answer_poll_us,
             quota_backend_bytes: quota_backend_bytes(layer.quota_backend_bytes),
             corrupt_check_ms: layer.corrupt_check_ms.unwrap_or(0),
@@ -879,6 +924,34 @@ mod tests {
         assert!(
             error.contains("answer_poll_us (1001) must be at most 1000"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn the_detector_is_on_by_default_off_with_lease_reads_and_never_past_the_timeout() {
+        let config = NodeConfig::from_layer(base()).unwrap();
+        assert_eq!(config.detector_heartbeats, DETECTOR_HEARTBEATS_DEFAULT);
+        let raft = crate::node::raft_config_of(&config);
+        let bounds = raft.detector_bounds().expect("on by default");
+        assert_eq!(bounds.floor_ticks, 3 * raft.heartbeat_ticks);
+        assert_eq!(bounds.ceiling_ticks, raft.election_ticks_min);
+        assert!(raft.validate().is_ok());
+        let with = |flags: &[&str]| {
+            let parsed = SettingsCommand::try_parse_from(flags).unwrap().settings;
+            NodeConfig::from_layer(base().merge(parsed).unwrap())
+        };
+        let leased = with(&["--lease-reads"]).unwrap();
+        assert_eq!(leased.detector_heartbeats, 0);
+        assert!(crate::node::raft_config_of(&leased).validate().is_ok());
+        let error = with(&["--lease-reads", "--detector-heartbeats", "3"]).unwrap_err();
+        assert!(error.0.contains("lease_reads"), "{error}");
+        let error = with(&["--detector-heartbeats", "11"]).unwrap_err();
+        assert!(error.0.contains("must not exceed election_ms"), "{error}");
+        assert_eq!(
+            with(&["--detector-heartbeats", "0"])
+                .unwrap()
+                .detector_heartbeats,
+            0
         );
     }
 
@@ -1053,6 +1126,7 @@ mod tests {
             client_connections_max: Some(10),
             auth_token_ttl: Some(11),
             lease_reads: Some(true),
+            detector_heartbeats: Some(12),
             peers: Some(vec!["1=127.0.0.1:1".into(), "2=127.0.0.1:4".into()]),
             peer_http: Some(vec!["1=127.0.0.1:2".into()]),
             peer_client: Some(vec!["1=127.0.0.1:3".into()]),

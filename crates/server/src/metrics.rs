@@ -54,6 +54,12 @@ pub struct Metrics {
     /// 1 while this member repairs a log that lost what it had acknowledged
     /// (it neither campaigns nor votes for a less up-to-date candidate).
     pub repairing: IndexGauge,
+    /// The silence after which the adaptive detector suspects the leader.
+    pub detector_threshold_seconds: Gauge<f64, AtomicU64>,
+    /// The mean gap between the leader's messages the detector learned.
+    pub detector_mean_gap_seconds: Gauge<f64, AtomicU64>,
+    /// Times the detector suspected the leader since start.
+    pub detector_suspicions: IndexGauge,
     /// Seconds this node has been leader (0 when not leading).
     pub leader_uptime_seconds: Gauge<f64, AtomicU64>,
     /// The longest one turn of the node's loop took since it started
@@ -130,6 +136,9 @@ impl Metrics {
             applied: IndexGauge::default(),
             repairing: IndexGauge::default(),
             leader_uptime_seconds: Gauge::default(),
+            detector_threshold_seconds: Gauge::default(),
+            detector_mean_gap_seconds: Gauge::default(),
+            detector_suspicions: IndexGauge::default(),
             loop_turn_max_seconds: Gauge::default(),
             sent_by_kind,
             messages_sent,
@@ -196,6 +205,24 @@ impl Metrics {
         ] {
             registry.register(name, help, gauge.clone());
         }
+        registry.register(
+            "bellwether_detector_suspicions",
+            "Times this member's adaptive detector suspected a silent leader since it started \
+             (each followed by a pre-vote that the others refuse while they still hear it).",
+            self.detector_suspicions.clone(),
+        );
+        registry.register(
+            "bellwether_detector_threshold_seconds",
+            "The leader's silence after which this member suspects it now: learned from the \
+             gaps between the leader's messages, between the floor (detector_heartbeats) and \
+             the election timeout.",
+            self.detector_threshold_seconds.clone(),
+        );
+        registry.register(
+            "bellwether_detector_mean_gap_seconds",
+            "The mean gap between the leader's messages over the detector's window.",
+            self.detector_mean_gap_seconds.clone(),
+        );
         registry.register(
             "bellwether_loop_turn_max_seconds",
             "Longest one turn of the member's loop took since it started (its input handled, \

@@ -98,6 +98,10 @@ pub struct NodeStatus {
     /// what it had (`bellwether_core::raft::Repair`).
     #[serde(default)]
     pub repairing: bool,
+    /// The adaptive detector's view of the leader's silence, when it is
+    /// on (`bellwether_core::adaptive_detector`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detector: Option<DetectorStatus>,
     /// True while this node is not in the cluster's configuration (it was
     /// removed, or has not been added yet).
     #[serde(default)]
@@ -158,4 +162,18 @@ mod tests {
             serde_json::from_str(r#"{"at_unix_ms":6,"term":3}"#).unwrap();
         assert_eq!(without_leader, changes[1]);
     }
+}
+
+/// What a member's adaptive detector has learned of its leader's messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DetectorStatus {
+    /// The silence, in ms, after which this member suspects its leader now
+    /// (between the floor and the election timeout).
+    pub threshold_ms: u64,
+    /// The mean gap between the leader's messages, in ms, over the window.
+    pub mean_gap_ms: u64,
+    /// Gaps in the window.
+    pub samples: usize,
+    /// Times this member suspected its leader since it started.
+    pub suspicions: u64,
 }

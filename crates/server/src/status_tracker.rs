@@ -8,7 +8,9 @@
 
 use crate::config::NodeConfig;
 use crate::metrics::Metrics;
-use crate::status::{LeadershipChange, MemberStatus, NodeStatus, LEADERSHIP_HISTORY_MAX};
+use crate::status::{
+    DetectorStatus, LeadershipChange, MemberStatus, NodeStatus, LEADERSHIP_HISTORY_MAX,
+};
 use bellwether_core::raft::RaftNode;
 use bellwether_core::{NodeId, Protocol, Role, Status};
 use bellwether_member::Roster;
@@ -48,6 +50,7 @@ pub(crate) fn empty_status(config: &NodeConfig, http_address: std::net::SocketAd
         leader_uptime_ms: 0,
         learner: false,
         repairing: false,
+        detector: None,
         outside: false,
         members: Vec::new(),
         leadership: Vec::new(),
@@ -58,6 +61,8 @@ pub(crate) fn empty_status(config: &NodeConfig, http_address: std::net::SocketAd
 pub(crate) struct StatusTracker {
     /// This member.
     me: NodeId,
+    /// Milliseconds per core tick, for the detector's figures.
+    tick_ms: u64,
     template: NodeStatus,
     started: Instant,
     last: Option<StateKey>,
@@ -74,6 +79,7 @@ impl StatusTracker {
     pub(crate) fn new(config: &NodeConfig, http_address: std::net::SocketAddr) -> Self {
         StatusTracker {
             me: config.id,
+            tick_ms: config.tick_ms(),
             template: empty_status(config, http_address),
             started: Instant::now(),
             last: None,
@@ -110,6 +116,16 @@ impl StatusTracker {
             .leader_since
             .map_or(Duration::ZERO, |since| now.duration_since(since));
         set_gauges(raft, &status, leader_uptime, metrics);
+        let detector = self.detector(raft);
+        if let Some(d) = &detector {
+            metrics
+                .detector_threshold_seconds
+                .set(d.threshold_ms as f64 / 1000.0);
+            metrics
+                .detector_mean_gap_seconds
+                .set(d.mean_gap_ms as f64 / 1000.0);
+            metrics.detector_suspicions.set(d.suspicions);
+        }
         let due = self
             .last_publish
             .is_none_or(|at| now.duration_since(at) >= PUBLISH_INTERVAL);
@@ -118,6 +134,16 @@ impl StatusTracker {
         }
         self.last_publish = Some(now);
         sender.send_replace(self.snapshot(raft, roster, &status, key, now, leader_uptime));
+    }
+
+    /// The adaptive detector's figures in ms, when it is on.
+    fn detector(&self, raft: &RaftNode) -> Option<DetectorStatus> {
+        raft.detector_state().map(|d| DetectorStatus {
+            threshold_ms: d.threshold_ticks * self.tick_ms,
+            mean_gap_ms: d.mean_gap_ticks * self.tick_ms,
+            samples: d.samples,
+            suspicions: d.suspicions,
+        })
     }
 
     /// Logs a change of leader, term, role or commitment, and when the
@@ -202,6 +228,7 @@ impl StatusTracker {
             leader_uptime_ms: leader_uptime.as_millis() as u64,
             learner: cluster.learners.contains(&me),
             repairing: raft.repair().is_some(),
+            detector: self.detector(raft),
             outside: !cluster.members().any(|id| id == me),
             members: other_members(raft, roster, me),
             leadership: self.history.clone(),

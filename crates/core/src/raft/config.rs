@@ -38,6 +38,14 @@ pub struct RaftConfig {
     /// first pre-vote finds the others already without a leader and later
     /// ranks see it before their own slot comes. 0 disables the hint.
     pub hint_slot_ticks: u64,
+    /// The adaptive detector (`crate::adaptive_detector`): a follower that
+    /// hears nothing from its leader for longer than the leader's learned
+    /// pattern makes likely treats that like a connection-loss hint (a
+    /// ranked pre-vote, and no more stickiness for that leader), instead of
+    /// waiting out the election timeout. Its floor is this many heartbeats;
+    /// its ceiling is `election_ticks_min`. 0 turns it off: only the fixed
+    /// timeout and the hint.
+    pub detector_floor_heartbeats: u64,
     /// Per-member priority; a member not listed has priority 0. A leader
     /// hands leadership to a caught-up, steadily reachable voter of strictly
     /// higher priority (see `leader.rs` for the exact rule).
@@ -89,6 +97,7 @@ impl Default for RaftConfig {
             check_quorum: true,
             leader_stickiness: true,
             hint_slot_ticks: 6,
+            detector_floor_heartbeats: 0,
             priorities: BTreeMap::new(),
             append_entries_max: 4_096,
             append_bytes_max: 1 << 20,
@@ -143,6 +152,14 @@ impl RaftConfig {
                 self.hint_slot_ticks, self.election_ticks_min
             )));
         }
+        if self.detector_floor_heartbeats != 0
+            && self.detector_floor_heartbeats * self.heartbeat_ticks > self.election_ticks_min
+        {
+            return Err(ConfigError(format!(
+                "the detector's floor, {} heartbeats of {} ticks, must not exceed election_ticks_min ({})",
+                self.detector_floor_heartbeats, self.heartbeat_ticks, self.election_ticks_min
+            )));
+        }
         let positive = [
             ("append_entries_max", self.append_entries_max),
             ("append_bytes_max", self.append_bytes_max),
@@ -180,6 +197,11 @@ impl RaftConfig {
                     "lease_reads needs hint_slot_ticks = 0: a hinted follower may vote inside the lease".into(),
                 ));
             }
+            if self.detector_floor_heartbeats != 0 {
+                return Err(ConfigError(
+                    "lease_reads needs detector_floor_heartbeats = 0: a follower that suspects its leader early may vote inside the lease".into(),
+                ));
+            }
             if self.lease_margin_ticks == 0 || self.lease_margin_ticks >= self.election_ticks_min {
                 return Err(ConfigError(
                     "lease_margin_ticks must be in [1, election_ticks_min)".into(),
@@ -187,6 +209,15 @@ impl RaftConfig {
             }
         }
         Ok(())
+    }
+
+    /// The adaptive detector's bounds, when it is on.
+    pub fn detector_bounds(&self) -> Option<crate::adaptive_detector::DetectorBounds> {
+        (self.detector_floor_heartbeats != 0).then(|| crate::adaptive_detector::DetectorBounds {
+            floor_ticks: (self.detector_floor_heartbeats * self.heartbeat_ticks)
+                .clamp(1, self.election_ticks_min),
+            ceiling_ticks: self.election_ticks_min,
+        })
     }
 
     /// Priority of `node`; 0 when unlisted.

@@ -29,6 +29,7 @@ impl RaftNode {
             // Learners and removed members never campaign (thesis §4.2.1).
             return;
         }
+        self.check_leader_silence();
         if self
             .hint_campaign_tick
             .is_some_and(|at| self.now_tick >= at)
@@ -258,12 +259,39 @@ impl RaftNode {
     /// still hear the leader ignore it, and the leader's next heartbeat
     /// restores this node as its follower.
     pub(super) fn handle_unreachable_hint(&mut self, peer: NodeId) {
-        let slot = self.config.hint_slot_ticks;
-        if slot == 0 || self.role != Role::Follower || self.leader != Some(peer) {
+        if self.config.hint_slot_ticks == 0 {
+            return;
+        }
+        self.suspect_leader(peer);
+    }
+
+    /// The adaptive detector's part of the timer: a follower whose leader
+    /// has been silent for longer than its learned pattern makes likely
+    /// suspects it as a connection-loss hint would. Others that still hear
+    /// the leader refuse the pre-vote that follows, so a wrong suspicion
+    /// costs one refused pre-vote; their own detectors release them once
+    /// they too stop hearing it.
+    fn check_leader_silence(&mut self) {
+        let Some(leader) = self.leader else { return };
+        if self.role != Role::Follower || self.leader_lost {
+            return;
+        }
+        let now = self.now_tick;
+        if self.detector.as_mut().is_some_and(|d| d.suspects(now)) {
+            self.suspect_leader(leader);
+        }
+    }
+
+    /// This follower no longer trusts `peer`, its leader, to be alive: it
+    /// stops defending it (stickiness) and schedules a pre-vote at its rank
+    /// slot, so that the best-ranked survivor asks first.
+    fn suspect_leader(&mut self, peer: NodeId) {
+        if self.role != Role::Follower || self.leader != Some(peer) {
             return;
         }
         self.leader_lost = true;
         if self.hint_campaign_tick.is_none() {
+            let slot = self.config.hint_slot_ticks.max(1);
             let rank = self.rank_without(peer) as u64;
             self.hint_campaign_tick = Some(self.now_tick + (rank + 1) * slot);
         }

@@ -24,6 +24,9 @@ impl RaftNode {
         self.leader_lost = false;
         self.hint_campaign_tick = None;
         self.election_elapsed_ticks = 0;
+        if let Some(detector) = &mut self.detector {
+            detector.heard(self.now_tick);
+        }
     }
 
     /// Raises the commit index; it never goes back.

@@ -50,6 +50,8 @@ pub use proposal::ProposeError;
 pub use reads::ReadError;
 pub use snapshot::CompactError;
 #[cfg(test)]
+mod detector_tests;
+#[cfg(test)]
 mod repair_tests;
 #[cfg(test)]
 mod replication_tests;

@@ -16,6 +16,7 @@ use super::output::RaftOutput;
 use super::progress::Progress;
 use super::reads::ReadQueue;
 use super::snapshot::IncomingSnapshot;
+use crate::adaptive_detector::{AdaptiveDetector, DetectorState};
 use crate::protocol::{Envelope, Protocol, Ready, Role, Status};
 use crate::rng::Rng;
 use crate::types::{LogIndex, NodeId, Term};
@@ -112,6 +113,9 @@ pub struct RaftNode {
     pub(super) leader_lost: bool,
     /// Local tick at which a hint-triggered PreVote will start.
     pub(super) hint_campaign_tick: Option<u64>,
+    /// Follower: learns when the leader's messages arrive and suspects a
+    /// silent leader before the election timeout (off when `None`).
+    pub(super) detector: Option<AdaptiveDetector>,
     /// Answers collected by the current (pre-)campaign: voter → granted.
     pub(super) votes: BTreeMap<NodeId, bool>,
     /// Leader only: ticks since the last heartbeat broadcast.
@@ -337,7 +341,16 @@ impl RaftNode {
             self.leader_contact_tick = Some(self.now_tick);
             self.leader_lost = false;
         }
+        if let Some(detector) = &mut self.detector {
+            // A silence starts over with each leader (or with none).
+            detector.forget();
+        }
         self.reset_election_timer();
+    }
+
+    /// The adaptive detector's state, when it is on.
+    pub fn detector_state(&self) -> Option<DetectorState> {
+        self.detector.as_ref().map(AdaptiveDetector::state)
     }
 
     /// Applies the term rules of §5.1 (plus stickiness and PreVote's
@@ -605,6 +618,7 @@ impl Protocol for RaftNode {
             campaign_tick: 0,
             leader_lost: false,
             hint_campaign_tick: None,
+            detector: config.detector_bounds().map(AdaptiveDetector::new),
             votes: BTreeMap::new(),
             heartbeat_elapsed_ticks: 0,
             leader_since_tick: 0,

@@ -155,6 +155,7 @@ fn status_fixture() -> NodeStatus {
         leader_uptime_ms: 0,
         learner: false,
         repairing: false,
+        detector: None,
         outside: false,
         members: vec![MemberStatus {
             id: NodeId(2),

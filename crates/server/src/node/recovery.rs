@@ -31,6 +31,7 @@ pub(super) fn raft_config(config: &NodeConfig) -> RaftConfig {
             hint_ms.div_ceil(tick).max(1)
         },
         lease_reads: config.lease_reads,
+        detector_floor_heartbeats: config.detector_heartbeats,
         priorities: config.priorities.clone(),
         ..RaftConfig::default()
     }
