@@ -95,6 +95,11 @@ pub struct SpecArgs {
     /// The checks must catch it.
     #[arg(long)]
     ignore_promises: bool,
+    /// Raft: the adaptive detector on (floor 3 heartbeats, heartbeat a
+    /// tenth of the election timeout), as members run by default: a silent
+    /// leader is suspected after a few heartbeats.
+    #[arg(long)]
+    detector: bool,
     /// Disable connection-loss hints: every crash is a silent failure.
     #[arg(long)]
     no_hint: bool,
@@ -185,6 +190,13 @@ impl SpecArgs {
             bail!("--ignore-promises is the control for --faults storage");
         }
         spec.ignores_promises = self.ignore_promises;
+        if self.detector && self.algorithm != Algorithm::Raft {
+            bail!("--detector applies to raft (the other algorithms' detectors are not built yet)");
+        }
+        if self.detector && self.reads == ReadMode::Lease {
+            bail!("--detector and --reads lease do not mix: a follower that suspects early may vote inside the lease");
+        }
+        spec.detector = self.detector;
         spec.hint = !self.no_hint;
         spec.lowest_id_wins = lowest_id_wins(&self.winner)?;
         spec.rotate_after_ms = self.rotate_after_ms;

@@ -3,6 +3,8 @@
 //!
 //! - crash profile with connection-loss hints (election, failover, messages);
 //! - crash profile without hints (silent failover);
+//! - Raft: the same with the adaptive detector (silent failover when a
+//!   follower suspects after a few heartbeats instead of a timeout);
 //! - partition profile (split-brain incidents).
 
 use crate::fairness::fairness;
@@ -39,6 +41,11 @@ pub struct CompareRow {
     pub silent_failover_ms_p50: Option<f64>,
     /// Same, 99th percentile.
     pub silent_failover_ms_p99: Option<f64>,
+    /// Raft: leader crash to agreed new leader, no hints, with the
+    /// adaptive detector, median (`None` for the others: not built yet).
+    pub adaptive_failover_ms_p50: Option<f64>,
+    /// Same, 99th percentile.
+    pub adaptive_failover_ms_p99: Option<f64>,
     /// Messages sent during a failover election (with hints), median.
     pub messages_per_election_p50: Option<f64>,
     /// Same, 99th percentile.
@@ -86,25 +93,39 @@ pub fn compare(
     let mut rows = Vec::new();
     for &nodes in sizes {
         for &algorithm in algorithms {
-            let sweep_of = |faults: FaultProfile, hint: bool| -> SweepSummary {
+            let sweep_of = |faults: FaultProfile, hint: bool, detector: bool| -> SweepSummary {
                 let mut spec = RunSpec::new(algorithm, nodes, 1, faults);
                 spec.hint = hint;
+                spec.detector = detector;
                 spec.lowest_id_wins = lowest_id_wins && algorithm.has_winner_rule();
                 if algorithm == Algorithm::Raft {
                     spec.rotate_after_ms = rotate_after_ms;
                 }
                 let label = format!(
-                    "{algorithm} n={nodes} {faults}{}",
-                    if hint { "" } else { " silent" }
+                    "{algorithm} n={nodes} {faults}{}{}",
+                    if hint { "" } else { " silent" },
+                    if detector { " adaptive" } else { "" }
                 );
                 sweep(&spec, runs, threads, &|done, total| {
                     progress(&label, done, total)
                 })
             };
-            let crash = sweep_of(FaultProfile::Crash, true);
-            let silent = sweep_of(FaultProfile::Crash, false);
-            let partition = sweep_of(FaultProfile::Partition, true);
+            let crash = sweep_of(FaultProfile::Crash, true, false);
+            let silent = sweep_of(FaultProfile::Crash, false, false);
+            let partition = sweep_of(FaultProfile::Partition, true, false);
             let mut row = row(algorithm, nodes, runs, &crash, &silent, &partition);
+            if algorithm == Algorithm::Raft {
+                let adaptive = sweep_of(FaultProfile::Crash, false, true);
+                row.adaptive_failover_ms_p50 = adaptive.failover_ms.p50;
+                row.adaptive_failover_ms_p99 = adaptive.failover_ms.p99;
+                row.failed_runs += adaptive.failed;
+                row.failures.extend(
+                    adaptive
+                        .failures
+                        .iter()
+                        .map(|f| format!("{} ({})", f.replay, f.violation)),
+                );
+            }
             let seeds = (runs / 100).clamp(1, 10);
             progress(&format!("{algorithm} n={nodes} fairness"), 0, seeds);
             row.fairness_jain = fairness(&crash.spec, seeds).map(|f| f.jain);
@@ -148,6 +169,8 @@ fn row(
         failover_ms_p99: crash.failover_ms.p99,
         silent_failover_ms_p50: silent.failover_ms.p50,
         silent_failover_ms_p99: silent.failover_ms.p99,
+        adaptive_failover_ms_p50: None,
+        adaptive_failover_ms_p99: None,
         messages_per_election_p50: crash.messages_per_election.p50,
         messages_per_election_p99: crash.messages_per_election.p99,
         boot_messages_p50: crash.boot_messages.p50,
@@ -172,7 +195,7 @@ fn row(
 pub fn table(rows: &[CompareRow]) -> String {
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     let mut out = format!(
-        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12} {:>6} {:>9} {:>7}\n",
+        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>12} {:>6} {:>9} {:>7}\n",
         "algo",
         "nodes",
         "runs",
@@ -181,6 +204,8 @@ pub fn table(rows: &[CompareRow]) -> String {
         "fail p99",
         "silent p50",
         "silent p99",
+        "adapt p50",
+        "adapt p99",
         "msgs p50",
         "msgs p99",
         "split/1000",
@@ -190,7 +215,7 @@ pub fn table(rows: &[CompareRow]) -> String {
     );
     for r in rows {
         out += &format!(
-            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>12.1} {:>6} {:>9} {:>7}\n",
+            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>12.1} {:>6} {:>9} {:>7}\n",
             match (r.winner, r.rotate_after_ms) {
                 ("lowest", _) => format!("{}-low", r.algorithm.as_str()),
                 (_, 0) => r.algorithm.as_str().to_string(),
@@ -203,6 +228,8 @@ pub fn table(rows: &[CompareRow]) -> String {
             cell(r.failover_ms_p99),
             cell(r.silent_failover_ms_p50),
             cell(r.silent_failover_ms_p99),
+            cell(r.adaptive_failover_ms_p50),
+            cell(r.adaptive_failover_ms_p99),
             cell(r.messages_per_election_p50),
             cell(r.messages_per_election_p99),
             r.split_brain_runs_per_1000,
@@ -212,6 +239,8 @@ pub fn table(rows: &[CompareRow]) -> String {
         );
     }
     out += "times in ms of virtual time (1 ms ticks, 1–5 ms latency); msgs = messages sent during a failover election;\n";
+    out += "silent = leader crash without a connection-loss hint, fixed election timeout; adapt = the same with\n";
+    out += "Raft's adaptive detector (heartbeat 15 ms, floor 3 heartbeats; - = not built for this algorithm);\n";
     out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once;\n";
     out += "fetch max = most log entries a new leader fetched before it could serve (Raft 0 by construction; - = no log);\n";
     out += "fair = Jain's index of each node's share of leader time over 20 s chaos runs (1 = equal, 1/n = one node).\n";

@@ -97,9 +97,27 @@ where
 /// Raft's settings for an election-only spec: the defaults, rotating
 /// leadership if the spec asks for it.
 pub fn raft_config(spec: &RunSpec) -> RaftConfig {
+    with_detector(
+        spec,
+        RaftConfig {
+            rotate_after_ticks: spec.rotate_after_ms * 1_000 / spec.tick_us,
+            ..RaftConfig::default()
+        },
+    )
+}
+
+/// `config` with the adaptive detector on when `spec` asks for it: a
+/// heartbeat of a tenth of the minimum election timeout (the member's
+/// default ratio, 100 ms to 1,000 ms) and a floor of 3 heartbeats.
+fn with_detector(spec: &RunSpec, config: RaftConfig) -> RaftConfig {
+    if !spec.detector {
+        return config;
+    }
+    assert!(!config.lease_reads, "lease reads run without the detector");
     RaftConfig {
-        rotate_after_ticks: spec.rotate_after_ms * 1_000 / spec.tick_us,
-        ..RaftConfig::default()
+        heartbeat_ticks: (config.election_ticks_min / 10).max(1),
+        detector_floor_heartbeats: 3,
+        ..config
     }
 }
 
@@ -129,7 +147,7 @@ pub fn kv_raft_config(spec: &RunSpec) -> RaftConfig {
         config.hint_slot_ticks = 0;
         assert!(config.check_quorum && config.leader_stickiness);
     }
-    config
+    with_detector(spec, config)
 }
 
 /// The KV run for any Raft-like protocol (tests use broken variants).

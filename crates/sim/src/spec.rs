@@ -235,6 +235,11 @@ pub struct RunSpec {
     /// The control for the storage profile: restarts ignore the promise
     /// record, so a member that lost its log comes back as a blank voter.
     pub ignores_promises: bool,
+    /// Raft: the adaptive detector on (`RaftConfig::detector_floor_heartbeats`
+    /// 3, with a heartbeat of a tenth of the minimum election timeout, the
+    /// member's default ratio), so a silent leader is suspected after a few
+    /// heartbeats.
+    pub detector: bool,
 }
 
 impl Algorithm {
@@ -277,6 +282,7 @@ impl RunSpec {
             lowest_id_wins: false,
             rotate_after_ms: 0,
             ignores_promises: false,
+            detector: false,
         }
     }
 
@@ -378,6 +384,9 @@ impl RunSpec {
         }
         if self.ignores_promises {
             command.push_str(" --ignore-promises");
+        }
+        if self.detector {
+            command.push_str(" --detector");
         }
         if let Some(skew) = self.skew_ppm_max {
             command.push_str(&format!(" --skew-ppm {skew}"));

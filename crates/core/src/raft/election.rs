@@ -129,13 +129,13 @@ impl RaftNode {
 
     /// With lease-based CheckQuorum, true when the leadership this
     /// candidate is about to take would already be over: its vote requests
-    /// left one minimum election timeout (minus the margin) ago.
+    /// left one leadership window (minus the margin) ago.
     fn lease_expired_before_winning(&self) -> bool {
         self.config.check_quorum
             && self.config.leader_stickiness
             && self.quorum() > 1
             && self.now_tick
-                >= self.campaign_tick + self.config.election_ticks_min
+                >= self.campaign_tick + self.leadership_window_ticks()
                     - self.leadership_margin_ticks()
     }
 

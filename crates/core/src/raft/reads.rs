@@ -223,13 +223,13 @@ impl RaftNode {
         self.lease_remaining_ticks().is_some()
     }
 
-    /// The tick at which this leader's leadership lease ends: one minimum
-    /// election timeout, minus a 10% drift margin, after the later of its
-    /// vote requests and the newest heartbeat round a quorum answered. Every
-    /// voter that granted one of those refuses other candidates for one
-    /// minimum election timeout after receiving it (stickiness), so no
-    /// other node can be elected before then on their clocks. A leader that
-    /// is its own quorum never ends.
+    /// The tick at which this leader's leadership lease ends: one
+    /// leadership window (`leadership_window_ticks`), minus a 10% drift
+    /// margin, after the later of its vote requests and the newest
+    /// heartbeat round a quorum answered. Every voter that granted one of
+    /// those refuses other candidates for at least one window after
+    /// receiving it (stickiness), so no other node can be elected before
+    /// then on their clocks. A leader that is its own quorum never ends.
     pub(super) fn leadership_end_tick(&self) -> u64 {
         if self.quorum() <= usize::from(self.is_voter()) {
             return u64::MAX;
@@ -242,14 +242,25 @@ impl RaftNode {
             .rev()
             .find(|(round, _)| *round <= confirmed)
             .map_or(0, |(_, sent)| *sent);
-        self.campaign_tick.max(heartbeat) + self.config.election_ticks_min
+        self.campaign_tick.max(heartbeat) + self.leadership_window_ticks()
             - self.leadership_margin_ticks()
     }
 
-    /// The leadership lease's drift margin: 10% of the minimum election
-    /// timeout, safe while no two clocks' rates differ by more.
+    /// How long, at least, a follower defends a leader it heard (or a
+    /// candidate it voted for) against other candidates: the minimum
+    /// election timeout, or with the adaptive detector its floor, since a
+    /// follower's detector may release it that soon. A leadership lasts
+    /// this long (less the margin) after a quorum confirmed it.
+    pub(super) fn leadership_window_ticks(&self) -> u64 {
+        self.config
+            .detector_bounds()
+            .map_or(self.config.election_ticks_min, |b| b.floor_ticks)
+    }
+
+    /// The leadership lease's drift margin: 10% of the leadership window,
+    /// safe while no two clocks' rates differ by more.
     pub(super) fn leadership_margin_ticks(&self) -> u64 {
-        (self.config.election_ticks_min / 10).max(1)
+        (self.leadership_window_ticks() / 10).max(1)
     }
 
     /// While this node leads under a valid lease (`lease_reads`), how many
