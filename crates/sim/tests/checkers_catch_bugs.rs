@@ -9,11 +9,21 @@ use bellwether_core::{NodeId, Protocol, Ready, Rng, Status};
 use bellwether_sim::scenario::run_with;
 use bellwether_sim::{Algorithm, FaultProfile, RunSpec};
 
-/// Raft that forgets whom it voted for after every message, so it can vote
-/// for two candidates in one term: the textbook way to get two leaders.
-struct ForgetsVotes(RaftNode);
+/// Raft with one deliberate bug, chosen by `BUG`.
+struct Mutant<const BUG: u8>(RaftNode);
 
-impl Protocol for ForgetsVotes {
+/// Forgets whom it voted for after every message, so it can vote for two
+/// candidates in one term: the textbook way to get two leaders.
+const FORGETS_VOTES: u8 = 0;
+/// With the adaptive detector on, keeps a leader in office for a whole
+/// election timeout, though followers may vote one detector floor after
+/// they last heard it.
+const TIMEOUT_LEADERSHIP: u8 = 1;
+
+type ForgetsVotes = Mutant<FORGETS_VOTES>;
+type TimeoutLeadership = Mutant<TIMEOUT_LEADERSHIP>;
+
+impl<const BUG: u8> Protocol for Mutant<BUG> {
     type Config = RaftConfig;
     type Message = RaftMessage;
     type Durable = RaftDurable;
@@ -28,14 +38,20 @@ impl Protocol for ForgetsVotes {
         durable: RaftDurable,
         rng: Rng,
     ) -> Self {
-        ForgetsVotes(RaftNode::new(config, id, members, durable, rng))
+        let mut node = RaftNode::new(config, id, members, durable, rng);
+        if BUG == TIMEOUT_LEADERSHIP {
+            node.keep_timeout_leadership_for_fault_injection();
+        }
+        Mutant(node)
     }
     fn tick(&mut self) {
         self.0.tick()
     }
     fn step(&mut self, from: NodeId, message: RaftMessage) {
         self.0.step(from, message);
-        self.0.forget_vote_for_fault_injection();
+        if BUG == FORGETS_VOTES {
+            self.0.forget_vote_for_fault_injection();
+        }
     }
     fn peer_unreachable(&mut self, peer: NodeId) {
         self.0.peer_unreachable(peer)
@@ -126,4 +142,36 @@ fn the_correct_raft_never_overlaps_in_the_same_sweep() {
         let report = run_with::<RaftNode>(&spec, RaftConfig::default());
         assert!(report.passed(), "seed {seed}: {:?}", report.violation);
     }
+}
+
+#[test]
+fn a_leader_that_outlives_its_followers_detectors_is_caught_overlapping() {
+    // The detector lets a follower vote one floor after it last heard the
+    // leader; a leader that still counts a whole election timeout for its
+    // term of office overlaps the successor a partition elects.
+    let find = |broken: bool| {
+        (1..=200).find_map(|seed| {
+            let mut spec = RunSpec::new(Algorithm::Raft, 3, seed, FaultProfile::Partition);
+            spec.detector = true;
+            let config = bellwether_sim::run::raft_config(&spec);
+            let report = if broken {
+                run_with::<TimeoutLeadership>(&spec, config)
+            } else {
+                run_with::<RaftNode>(&spec, config)
+            };
+            report
+                .violation
+                .filter(|v| v.property == "raft-leaders-never-overlap")
+                .map(|v| (seed, v))
+        })
+    };
+    assert!(
+        find(true).is_some(),
+        "200 partition seeds never showed the overlap"
+    );
+    let correct = find(false);
+    assert!(
+        correct.is_none(),
+        "the correct Raft overlapped: {correct:?}"
+    );
 }

@@ -116,6 +116,10 @@ pub struct RaftNode {
     /// Follower: learns when the leader's messages arrive and suspects a
     /// silent leader before the election timeout (off when `None`).
     pub(super) detector: Option<AdaptiveDetector>,
+    /// Fault injection: the leadership window ignores the detector (see
+    /// `keep_timeout_leadership_for_fault_injection`).
+    #[cfg(feature = "fault-injection")]
+    pub(super) timeout_leadership: bool,
     /// Answers collected by the current (pre-)campaign: voter → granted.
     pub(super) votes: BTreeMap<NodeId, bool>,
     /// Leader only: ticks since the last heartbeat broadcast.
@@ -619,6 +623,8 @@ impl Protocol for RaftNode {
             leader_lost: false,
             hint_campaign_tick: None,
             detector: config.detector_bounds().map(AdaptiveDetector::new),
+            #[cfg(feature = "fault-injection")]
+            timeout_leadership: false,
             votes: BTreeMap::new(),
             heartbeat_elapsed_ticks: 0,
             leader_since_tick: 0,

@@ -252,9 +252,23 @@ impl RaftNode {
     /// follower's detector may release it that soon. A leadership lasts
     /// this long (less the margin) after a quorum confirmed it.
     pub(super) fn leadership_window_ticks(&self) -> u64 {
+        #[cfg(feature = "fault-injection")]
+        if self.timeout_leadership {
+            return self.config.election_ticks_min;
+        }
         self.config
             .detector_bounds()
             .map_or(self.config.election_ticks_min, |b| b.floor_ticks)
+    }
+
+    /// Fault injection for the simulator's own tests: the leadership
+    /// window stays one election timeout with the detector on, so a leader
+    /// outlives the promises of followers whose detectors let them vote
+    /// sooner. The checkers must catch the overlap. Not compiled into
+    /// normal builds.
+    #[cfg(feature = "fault-injection")]
+    pub fn keep_timeout_leadership_for_fault_injection(&mut self) {
+        self.timeout_leadership = true;
     }
 
     /// The leadership lease's drift margin: 10% of the leadership window,
