@@ -90,6 +90,10 @@ pub struct FailoverArgs {
     /// Minimum election timeout in ms (etcd: --election-timeout).
     #[arg(long, default_value_t = 1000)]
     pub election_ms: u64,
+    /// bellwether's adaptive detector floor, in heartbeats (the member's
+    /// `--detector-heartbeats`; 0: off, the fixed election timeout alone).
+    #[arg(long, default_value_t = 3)]
+    pub detector_heartbeats: u64,
     /// Also measure a real etcd cluster of the same size (Debian's
     /// etcd-server; installed with apt-get when missing).
     #[arg(long)]
@@ -152,6 +156,8 @@ pub struct FailoverReport {
     pub heartbeat_ms: u64,
     /// Minimum election timeout, ms (both systems).
     pub election_ms: u64,
+    /// bellwether's adaptive detector floor in heartbeats (0: off).
+    pub detector_heartbeats: u64,
     /// The bellwether cluster.
     pub bellwether: SystemReport,
     /// The etcd cluster, with `--compare-etcd`.
@@ -290,6 +296,9 @@ fn validate(args: &FailoverArgs) -> Result<()> {
     {
         bail!("--election-ms must be at least twice --heartbeat-ms (at least 1) and at most 60000");
     }
+    if args.detector_heartbeats.saturating_mul(args.heartbeat_ms) > args.election_ms {
+        bail!("--detector-heartbeats × --heartbeat-ms must not exceed --election-ms (0 turns the detector off)");
+    }
     if args.compare_etcd && (args.election_ms < 5 * args.heartbeat_ms || args.election_ms > 50_000)
     {
         bail!("etcd refuses an --election-timeout under 5 heartbeats or over 50000 ms; pick --election-ms accordingly");
@@ -319,7 +328,11 @@ fn measure_all(args: &FailoverArgs, dir: &Path) -> Result<FailoverReport> {
             heartbeat_ms: args.heartbeat_ms,
             election_ms: args.election_ms,
         };
-        let mut cluster = ProcessCluster::start(layout)?;
+        let detector = vec![
+            "--detector-heartbeats".to_string(),
+            args.detector_heartbeats.to_string(),
+        ];
+        let mut cluster = ProcessCluster::start_with_args(layout, detector)?;
         let detection =
             "a survivor's GET /status shows role=leader, committed_in_term=true and a higher term";
         measure(
@@ -362,6 +375,7 @@ fn measure_all(args: &FailoverArgs, dir: &Path) -> Result<FailoverReport> {
         runs: args.runs,
         heartbeat_ms: args.heartbeat_ms,
         election_ms: args.election_ms,
+        detector_heartbeats: args.detector_heartbeats,
         bellwether,
         etcd,
         comparison,
@@ -776,8 +790,15 @@ fn check_interrupted() -> Result<()> {
 pub fn print_text(report: &FailoverReport) {
     let etcd = report.etcd.as_ref();
     println!(
-        "failover: {} members, {} runs per scenario, heartbeat {} ms, election timeout {} ms",
-        report.nodes, report.runs, report.heartbeat_ms, report.election_ms
+        "failover: {} members, {} runs per scenario, heartbeat {} ms, election timeout {} ms, bellwether's detector floor {}",
+        report.nodes,
+        report.runs,
+        report.heartbeat_ms,
+        report.election_ms,
+        match report.detector_heartbeats {
+            0 => "off".to_string(),
+            n => format!("{n} heartbeats"),
+        }
     );
     let mut header = vec![
         format!("{:<10}", "scenario"),

@@ -95,9 +95,9 @@ pub struct SpecArgs {
     /// The checks must catch it.
     #[arg(long)]
     ignore_promises: bool,
-    /// Raft: the adaptive detector on (floor 3 heartbeats, heartbeat a
-    /// tenth of the election timeout), as members run by default: a silent
-    /// leader is suspected after a few heartbeats.
+    /// The adaptive detector on (floor 3 heartbeats, heartbeat a tenth of
+    /// the election or leader timeout), as members run by default: a
+    /// silent leader is suspected after a few heartbeats.
     #[arg(long)]
     detector: bool,
     /// Disable connection-loss hints: every crash is a silent failure.
@@ -190,9 +190,6 @@ impl SpecArgs {
             bail!("--ignore-promises is the control for --faults storage");
         }
         spec.ignores_promises = self.ignore_promises;
-        if self.detector && self.algorithm != Algorithm::Raft {
-            bail!("--detector applies to raft (the other algorithms' detectors are not built yet)");
-        }
         if self.detector && self.reads == ReadMode::Lease {
             bail!("--detector and --reads lease do not mix: a follower that suspects early may vote inside the lease");
         }

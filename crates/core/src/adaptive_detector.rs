@@ -38,6 +38,22 @@ pub struct DetectorBounds {
     pub ceiling_ticks: u64,
 }
 
+impl DetectorBounds {
+    /// The bounds every algorithm uses: a floor of `floor_heartbeats`
+    /// heartbeats of `heartbeat_ticks` and a ceiling of the algorithm's
+    /// fixed timeout, `timeout_ticks`; `None` (the detector off) for a
+    /// floor of 0. A floor above the timeout is held at it (configurations
+    /// refuse one).
+    pub fn of(floor_heartbeats: u64, heartbeat_ticks: u64, timeout_ticks: u64) -> Option<Self> {
+        (floor_heartbeats != 0).then(|| DetectorBounds {
+            floor_ticks: floor_heartbeats
+                .saturating_mul(heartbeat_ticks)
+                .clamp(1, timeout_ticks.max(1)),
+            ceiling_ticks: timeout_ticks.max(1),
+        })
+    }
+}
+
 /// What the detector knows, for `/metrics` and `/status`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DetectorState {

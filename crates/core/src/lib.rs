@@ -70,6 +70,8 @@
 
 pub mod adaptive_detector;
 pub mod bully;
+#[cfg(test)]
+mod detector_tests;
 mod epoch;
 pub mod paxos;
 pub mod protocol;

@@ -16,6 +16,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The adaptive detector's default floor, in heartbeats.
+pub const DETECTOR_HEARTBEATS_DEFAULT: u64 = 3;
+
 /// Most nodes in one group (the Bully and Ring cores' limit).
 pub const NODES_MAX: usize = 128;
 /// One tick of the cores' logical clock.
@@ -32,6 +35,7 @@ pub struct ElectorBuilder {
     heartbeat: Duration,
     election_timeout: Duration,
     leases: bool,
+    detector_heartbeats: Option<u64>,
     rotate_after: Option<Duration>,
     tls: Option<std::sync::Arc<bellwether_transport::PeerTls>>,
 }
@@ -47,6 +51,7 @@ impl Default for ElectorBuilder {
             heartbeat: Duration::from_millis(50),
             election_timeout: Duration::from_millis(150),
             leases: false,
+            detector_heartbeats: None,
             rotate_after: None,
             tls: None,
         }
@@ -112,6 +117,20 @@ impl ElectorBuilder {
         self
     }
 
+    /// The adaptive detector's floor, in heartbeats: a node suspects a
+    /// silent leader once the silence is well past the leader's learned
+    /// heartbeat pattern, never sooner than this many heartbeats and never
+    /// later than the election timeout, and starts an election as if its
+    /// connection had broken (the others refuse while they still hear the
+    /// leader, under Raft and Paxos). Default 3, held to the election
+    /// timeout (so with the default timings, 50 ms and 150 ms, it changes
+    /// nothing); 0 turns it off. Raft with [`ElectorBuilder::leases`] runs
+    /// without it.
+    pub fn detector_heartbeats(mut self, floor: u64) -> Self {
+        self.detector_heartbeats = Some(floor);
+        self
+    }
+
     /// Raft only: after leading this long, a leader hands leadership to the
     /// next reachable node in id order (a graceful transfer, so no gap
     /// opens and no two leaders overlap). Spreads leader time evenly over
@@ -150,6 +169,7 @@ impl ElectorBuilder {
                     winner,
                     heartbeat_ticks: heartbeat,
                     leader_timeout_ticks_min: election,
+                    detector_floor_heartbeats: self.detector_floor(heartbeat, election),
                     ..BullyConfig::default()
                 };
                 config
@@ -162,6 +182,7 @@ impl ElectorBuilder {
                     winner,
                     heartbeat_ticks: heartbeat,
                     leader_timeout_ticks_min: election,
+                    detector_floor_heartbeats: self.detector_floor(heartbeat, election),
                     ..RingConfig::default()
                 };
                 config
@@ -195,8 +216,22 @@ impl ElectorBuilder {
             lease_reads: self.leases,
             lease_margin_ticks: (election / 10).max(1),
             rotate_after_ticks: self.rotate_after.map_or(0, ticks),
+            // Lease reads count on followers that never vote inside a
+            // whole election timeout.
+            detector_floor_heartbeats: if self.leases {
+                0
+            } else {
+                self.detector_floor(heartbeat, election)
+            },
             ..RaftConfig::default()
         }
+    }
+
+    /// The detector's floor in heartbeats for these timings (in ticks): as
+    /// set, or [`DETECTOR_HEARTBEATS_DEFAULT`] held to the timeout.
+    fn detector_floor(&self, heartbeat: u64, election: u64) -> u64 {
+        self.detector_heartbeats
+            .unwrap_or_else(|| DETECTOR_HEARTBEATS_DEFAULT.min(election / heartbeat.max(1)))
     }
 
     /// The Multi-Paxos core's settings for these timings (in ticks).
@@ -216,6 +251,9 @@ impl ElectorBuilder {
             } else {
                 PaxosConfig::default().hint_slot_ticks
             },
+            // Promises last one floor with the detector, so it never
+            // suspects inside one: it goes with the validity deadline too.
+            detector_floor_heartbeats: self.detector_floor(heartbeat, election),
             ..PaxosConfig::default()
         }
     }
@@ -317,6 +355,11 @@ impl ElectorBuilder {
                 self.algorithm.name()
             ));
         }
+        if self.leases && self.algorithm == Algorithm::Raft && self.detector_heartbeats > Some(0) {
+            return bad(
+                "Raft's leases and the adaptive detector do not mix: a follower that suspects early could vote inside the lease; set detector_heartbeats(0)".into(),
+            );
+        }
         if self.rotate_after.is_some() && self.algorithm != Algorithm::Raft {
             return bad(format!(
                 "rotation is a Raft policy; {} has none",
@@ -391,6 +434,36 @@ mod tests {
         assert!(error(short).contains("shorter than the election timeout"));
         let ring = base.clone().algorithm(Algorithm::Ring(Default::default()));
         assert!(error(ring.rotate_after(Duration::from_secs(1))).contains("Raft policy"));
+        let leased = base.clone().leases(true).detector_heartbeats(3);
+        assert!(error(leased).contains("do not mix"));
+    }
+
+    #[test]
+    fn the_detector_floor_defaults_to_three_heartbeats_held_to_the_timeout() {
+        let base = Elector::builder().id(1).peers(three()).data_dir("/tmp/x");
+        assert_eq!(base.detector_floor(10, 100), 3);
+        assert_eq!(base.detector_floor(50, 150), 3);
+        assert_eq!(base.detector_floor(50, 100), 2, "held to the timeout");
+        assert_eq!(
+            base.clone().detector_heartbeats(0).detector_floor(10, 100),
+            0
+        );
+        for raft in [
+            base.raft_config(10, 100),
+            base.clone().leases(true).raft_config(10, 100),
+        ] {
+            assert!(raft.validate().is_ok(), "{raft:?}");
+        }
+        assert_eq!(
+            base.clone()
+                .leases(true)
+                .raft_config(10, 100)
+                .detector_floor_heartbeats,
+            0
+        );
+        let paxos = base.paxos_config(10, 100);
+        assert!(paxos.validate().is_ok());
+        assert_eq!(paxos.promise_ticks(), 30);
     }
 
     #[test]

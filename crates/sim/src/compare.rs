@@ -3,7 +3,7 @@
 //!
 //! - crash profile with connection-loss hints (election, failover, messages);
 //! - crash profile without hints (silent failover);
-//! - Raft: the same with the adaptive detector (silent failover when a
+//! - the same with the adaptive detector (silent failover when a
 //!   follower suspects after a few heartbeats instead of a timeout);
 //! - partition profile (split-brain incidents).
 
@@ -41,8 +41,8 @@ pub struct CompareRow {
     pub silent_failover_ms_p50: Option<f64>,
     /// Same, 99th percentile.
     pub silent_failover_ms_p99: Option<f64>,
-    /// Raft: leader crash to agreed new leader, no hints, with the
-    /// adaptive detector, median (`None` for the others: not built yet).
+    /// Leader crash to agreed new leader, no hints, with the adaptive
+    /// detector, median.
     pub adaptive_failover_ms_p50: Option<f64>,
     /// Same, 99th percentile.
     pub adaptive_failover_ms_p99: Option<f64>,
@@ -114,18 +114,16 @@ pub fn compare(
             let silent = sweep_of(FaultProfile::Crash, false, false);
             let partition = sweep_of(FaultProfile::Partition, true, false);
             let mut row = row(algorithm, nodes, runs, &crash, &silent, &partition);
-            if algorithm == Algorithm::Raft {
-                let adaptive = sweep_of(FaultProfile::Crash, false, true);
-                row.adaptive_failover_ms_p50 = adaptive.failover_ms.p50;
-                row.adaptive_failover_ms_p99 = adaptive.failover_ms.p99;
-                row.failed_runs += adaptive.failed;
-                row.failures.extend(
-                    adaptive
-                        .failures
-                        .iter()
-                        .map(|f| format!("{} ({})", f.replay, f.violation)),
-                );
-            }
+            let adaptive = sweep_of(FaultProfile::Crash, false, true);
+            row.adaptive_failover_ms_p50 = adaptive.failover_ms.p50;
+            row.adaptive_failover_ms_p99 = adaptive.failover_ms.p99;
+            row.failed_runs += adaptive.failed;
+            row.failures.extend(
+                adaptive
+                    .failures
+                    .iter()
+                    .map(|f| format!("{} ({})", f.replay, f.violation)),
+            );
             let seeds = (runs / 100).clamp(1, 10);
             progress(&format!("{algorithm} n={nodes} fairness"), 0, seeds);
             row.fairness_jain = fairness(&crash.spec, seeds).map(|f| f.jain);
@@ -240,7 +238,7 @@ pub fn table(rows: &[CompareRow]) -> String {
     }
     out += "times in ms of virtual time (1 ms ticks, 1–5 ms latency); msgs = messages sent during a failover election;\n";
     out += "silent = leader crash without a connection-loss hint, fixed election timeout; adapt = the same with\n";
-    out += "Raft's adaptive detector (heartbeat 15 ms, floor 3 heartbeats; - = not built for this algorithm);\n";
+    out += "the adaptive detector (heartbeat 15 ms, floor 3 heartbeats);\n";
     out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once;\n";
     out += "fetch max = most log entries a new leader fetched before it could serve (Raft 0 by construction; - = no log);\n";
     out += "fair = Jain's index of each node's share of leader time over 20 s chaos runs (1 = equal, 1/n = one node).\n";

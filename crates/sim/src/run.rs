@@ -66,21 +66,9 @@ pub fn run(spec: &RunSpec) -> RunReport {
     }
     match spec.algorithm {
         Algorithm::Raft => run_with::<RaftNode>(spec, raft_config(spec)),
-        Algorithm::Bully => run_with::<BullyNode>(
-            spec,
-            BullyConfig {
-                winner: winner(spec),
-                ..BullyConfig::default()
-            },
-        ),
-        Algorithm::Ring => run_with::<RingNode>(
-            spec,
-            RingConfig {
-                winner: winner(spec),
-                ..RingConfig::default()
-            },
-        ),
-        Algorithm::Paxos => run_paxos_with::<PaxosNode>(spec, PaxosConfig::default()),
+        Algorithm::Bully => run_with::<BullyNode>(spec, bully_config(spec)),
+        Algorithm::Ring => run_with::<RingNode>(spec, ring_config(spec)),
+        Algorithm::Paxos => run_paxos_with::<PaxosNode>(spec, paxos_config(spec)),
     }
 }
 
@@ -106,17 +94,70 @@ pub fn raft_config(spec: &RunSpec) -> RaftConfig {
     )
 }
 
-/// `config` with the adaptive detector on when `spec` asks for it: a
-/// heartbeat of a tenth of the minimum election timeout (the member's
-/// default ratio, 100 ms to 1,000 ms) and a floor of 3 heartbeats.
+/// The adaptive detector's floor, in heartbeats, when a spec turns it on.
+const DETECTOR_FLOOR_HEARTBEATS: u64 = 3;
+
+/// `(heartbeat, floor)` for a spec: the detector on means a heartbeat of
+/// a tenth of `timeout` (the member's default ratio, 100 ms to 1,000 ms)
+/// and a floor of [`DETECTOR_FLOOR_HEARTBEATS`]; off leaves `heartbeat`.
+fn detector_timing(spec: &RunSpec, heartbeat: u64, timeout: u64) -> (u64, u64) {
+    if spec.detector {
+        ((timeout / 10).max(1), DETECTOR_FLOOR_HEARTBEATS)
+    } else {
+        (heartbeat, 0)
+    }
+}
+
+/// Bully's settings for a spec: the defaults, its winner rule and detector.
+pub fn bully_config(spec: &RunSpec) -> BullyConfig {
+    let base = BullyConfig::default();
+    let (heartbeat_ticks, detector_floor_heartbeats) =
+        detector_timing(spec, base.heartbeat_ticks, base.leader_timeout_ticks_min);
+    BullyConfig {
+        winner: winner(spec),
+        heartbeat_ticks,
+        detector_floor_heartbeats,
+        ..base
+    }
+}
+
+/// Ring's settings for a spec: the defaults, its winner rule and detector.
+pub fn ring_config(spec: &RunSpec) -> RingConfig {
+    let base = RingConfig::default();
+    let (heartbeat_ticks, detector_floor_heartbeats) =
+        detector_timing(spec, base.heartbeat_ticks, base.leader_timeout_ticks_min);
+    RingConfig {
+        winner: winner(spec),
+        heartbeat_ticks,
+        detector_floor_heartbeats,
+        ..base
+    }
+}
+
+/// Multi-Paxos's settings for a spec: the defaults and its detector.
+pub fn paxos_config(spec: &RunSpec) -> PaxosConfig {
+    let base = PaxosConfig::default();
+    let (heartbeat_ticks, detector_floor_heartbeats) =
+        detector_timing(spec, base.heartbeat_ticks, base.election_ticks_min);
+    PaxosConfig {
+        heartbeat_ticks,
+        detector_floor_heartbeats,
+        ..base
+    }
+}
+
+/// `config` with the adaptive detector on when `spec` asks for it (see
+/// [`detector_timing`]).
 fn with_detector(spec: &RunSpec, config: RaftConfig) -> RaftConfig {
     if !spec.detector {
         return config;
     }
     assert!(!config.lease_reads, "lease reads run without the detector");
+    let (heartbeat_ticks, detector_floor_heartbeats) =
+        detector_timing(spec, config.heartbeat_ticks, config.election_ticks_min);
     RaftConfig {
-        heartbeat_ticks: (config.election_ticks_min / 10).max(1),
-        detector_floor_heartbeats: 3,
+        heartbeat_ticks,
+        detector_floor_heartbeats,
         ..config
     }
 }

@@ -235,9 +235,9 @@ pub struct RunSpec {
     /// The control for the storage profile: restarts ignore the promise
     /// record, so a member that lost its log comes back as a blank voter.
     pub ignores_promises: bool,
-    /// Raft: the adaptive detector on (`RaftConfig::detector_floor_heartbeats`
-    /// 3, with a heartbeat of a tenth of the minimum election timeout, the
-    /// member's default ratio), so a silent leader is suspected after a few
+    /// The adaptive detector on (a floor of 3 heartbeats, with a heartbeat
+    /// of a tenth of the minimum election or leader timeout, the member's
+    /// default ratio), so a silent leader is suspected after a few
     /// heartbeats.
     pub detector: bool,
 }

@@ -36,6 +36,12 @@ pub struct BullyConfig {
     /// never has two leaders at one instant. Must exceed the one-way latency
     /// bound; 0 gives the paper's behaviour.
     pub takeover_delay_ticks: u64,
+    /// The adaptive detector (`crate::adaptive_detector`): a follower
+    /// starts an election once its leader's silence is past the learned
+    /// arrival pattern, at least this many heartbeats, instead of waiting
+    /// out the leader timeout. A wrong suspicion costs an election round
+    /// the live leader wins again. 0 turns it off.
+    pub detector_floor_heartbeats: u64,
 }
 
 impl Default for BullyConfig {
@@ -47,6 +53,7 @@ impl Default for BullyConfig {
             answer_timeout_ticks: 15,
             coordinator_timeout_ticks: 60,
             takeover_delay_ticks: 10,
+            detector_floor_heartbeats: 0,
         }
     }
 }
@@ -67,6 +74,15 @@ impl BullyConfig {
         )?;
         if self.takeover_delay_ticks > 0 {
             check_timeout("takeover_delay_ticks", self.takeover_delay_ticks)?;
+        }
+        if self.detector_floor_heartbeats > 0 {
+            check_below(
+                "detector floor (detector_floor_heartbeats × heartbeat_ticks)",
+                self.detector_floor_heartbeats
+                    .saturating_mul(self.heartbeat_ticks),
+                "leader_timeout_ticks_min",
+                self.leader_timeout_ticks_min + 1,
+            )?;
         }
         Ok(())
     }

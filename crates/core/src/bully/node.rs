@@ -8,6 +8,7 @@ use super::config::{BullyConfig, MEMBERS_MAX};
 use super::message::BullyMessage;
 use super::outbox::Outbox;
 use super::state::State;
+use crate::adaptive_detector::{AdaptiveDetector, DetectorBounds, DetectorState};
 use crate::protocol::{Protocol, Ready, Role, Status};
 use crate::rng::Rng;
 use crate::types::{NodeId, Term};
@@ -48,6 +49,9 @@ pub struct BullyNode {
     pub(crate) state: State,
     /// Messages waiting for the runtime.
     pub(crate) outbox: Outbox<BullyMessage>,
+    /// Learns the leader's heartbeats and suspects its silence before the
+    /// leader timeout (off when `None`).
+    pub(crate) detector: Option<AdaptiveDetector>,
 }
 
 impl BullyNode {
@@ -59,6 +63,11 @@ impl BullyNode {
     /// True when `peer` is another member of this cluster.
     pub(crate) fn is_peer(&self, peer: NodeId) -> bool {
         self.others.binary_search(&peer).is_ok()
+    }
+
+    /// The adaptive detector's state, when it is on.
+    pub fn detector_state(&self) -> Option<DetectorState> {
+        self.detector.as_ref().map(AdaptiveDetector::state)
     }
 
     /// Messages dropped because the runtime did not drain the output in time.
@@ -150,6 +159,14 @@ impl BullyNode {
     pub(crate) fn follow(&mut self, leader: NodeId) {
         assert!(leader != self.id, "a node does not follow itself");
         assert!(self.is_peer(leader), "leader {leader} is not a member");
+        let now = self.now_ticks;
+        let same = matches!(self.state, State::Follower { leader: Some(l), .. } if l == leader);
+        if let Some(detector) = &mut self.detector {
+            if !same {
+                detector.forget();
+            }
+            detector.heard(now);
+        }
         let leader_deadline_tick = self.leader_deadline_tick();
         self.state = State::Follower {
             leader: Some(leader),
@@ -165,6 +182,13 @@ impl BullyNode {
                 leader_deadline_tick,
                 ..
             } if now >= leader_deadline_tick => self.start_election(),
+            State::Follower {
+                leader: Some(_), ..
+            } if self.detector.as_mut().is_some_and(|d| d.suspects(now)) => {
+                // As the connection-loss hint: if the leader is alive after
+                // all, it answers the election and keeps leading.
+                self.start_election()
+            }
             State::AwaitingAnswer { deadline_tick } if now >= deadline_tick => self.announce(),
             State::AwaitingCoordinator { deadline_tick } if now >= deadline_tick => {
                 self.start_election()
@@ -247,6 +271,12 @@ impl Protocol for BullyNode {
                 leader_deadline_tick: 0,
             },
             outbox: Outbox::new(MESSAGES_PER_CALL_MAX, OUTBOX_MAX),
+            detector: DetectorBounds::of(
+                config.detector_floor_heartbeats,
+                config.heartbeat_ticks,
+                config.leader_timeout_ticks_min,
+            )
+            .map(AdaptiveDetector::new),
         };
         let leader_deadline_tick = node.leader_deadline_tick();
         node.state = State::Follower {

@@ -1,6 +1,7 @@
 //! Multi-Paxos election settings, in ticks, and the rules that check them.
 
 use super::ballot::PRIORITY_MAX;
+use crate::adaptive_detector::DetectorBounds;
 use crate::types::NodeId;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -39,6 +40,13 @@ pub struct PaxosConfig {
     /// the best ballot of a round) starts phase 1 `(r + 1) * hint_slot_ticks`
     /// later. 0 disables the hint.
     pub hint_slot_ticks: u64,
+    /// The adaptive detector (`crate::adaptive_detector`): a follower whose
+    /// leader is silent for longer than its learned pattern makes likely
+    /// starts phase 1 at its rank slot, as after a hint. Its floor is this
+    /// many heartbeats; lease promises then last one floor instead of
+    /// `election_ticks_min` (and a leader's lease with them), so a follower
+    /// never suspects inside a promise. 0 turns it off.
+    pub detector_floor_heartbeats: u64,
     /// Per-member priority (at most [`PRIORITY_MAX`]); unlisted members
     /// have 0.
     pub priorities: BTreeMap<NodeId, u32>,
@@ -57,6 +65,7 @@ impl Default for PaxosConfig {
             leases: true,
             lease_margin_ticks: 15,
             hint_slot_ticks: 6,
+            detector_floor_heartbeats: 0,
             priorities: BTreeMap::new(),
         }
     }
@@ -104,12 +113,46 @@ impl PaxosConfig {
         {
             return fail("lease_margin_ticks must be in [1, election_ticks_min)".into());
         }
+        if self
+            .detector_floor_heartbeats
+            .saturating_mul(self.heartbeat_ticks)
+            > self.election_ticks_min
+        {
+            return fail(format!(
+                "the detector's floor, {} heartbeats of {} ticks, must not exceed election_ticks_min ({})",
+                self.detector_floor_heartbeats, self.heartbeat_ticks, self.election_ticks_min
+            ));
+        }
         if let Some((node, priority)) = self.priorities.iter().find(|(_, p)| **p > PRIORITY_MAX) {
             return fail(format!(
                 "priority {priority} of {node} is above {PRIORITY_MAX}"
             ));
         }
         Ok(())
+    }
+
+    /// The adaptive detector's bounds, when it is on.
+    pub fn detector_bounds(&self) -> Option<DetectorBounds> {
+        DetectorBounds::of(
+            self.detector_floor_heartbeats,
+            self.heartbeat_ticks,
+            self.election_ticks_min,
+        )
+    }
+
+    /// How long an acceptor's lease promise lasts: `election_ticks_min`, or
+    /// with the detector its floor (a follower may suspect that soon).
+    pub fn promise_ticks(&self) -> u64 {
+        self.detector_bounds()
+            .map_or(self.election_ticks_min, |b| b.floor_ticks)
+    }
+
+    /// How much earlier than the promises a leader's lease ends:
+    /// `lease_margin_ticks`, scaled to the promise's length (rounded up).
+    pub fn promise_margin_ticks(&self) -> u64 {
+        (self.lease_margin_ticks * self.promise_ticks())
+            .div_ceil(self.election_ticks_min)
+            .max(1)
     }
 
     /// Priority of `node`; 0 when unlisted.

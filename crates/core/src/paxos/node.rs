@@ -7,6 +7,7 @@ use super::config::PaxosConfig;
 use super::durable::{PaxosDurable, PaxosPersist};
 use super::message::{Entry, PaxosMessage};
 use super::state::State;
+use crate::adaptive_detector::{AdaptiveDetector, DetectorState};
 use crate::bully::outbox::Outbox;
 use crate::protocol::{Protocol, Ready, Role, Status};
 use crate::rng::Rng;
@@ -81,6 +82,9 @@ pub struct PaxosNode {
     pub(crate) output: Vec<PaxosOutput>,
     /// Messages not yet handed to the runtime.
     pub(crate) outbox: Outbox<PaxosMessage>,
+    /// Learns the leader's heartbeats and suspects its silence before the
+    /// election timeout (off when `None`).
+    pub(crate) detector: Option<AdaptiveDetector>,
 }
 
 impl PaxosNode {
@@ -155,6 +159,17 @@ impl PaxosNode {
 
     /// Becomes a follower of `leader` (or of nobody) with a fresh timer.
     pub(crate) fn follow(&mut self, leader: Option<NodeId>) {
+        let now = self.now_tick;
+        let same =
+            matches!(self.state, State::Follower { leader: Some(l), .. } if Some(l) == leader);
+        if let Some(detector) = &mut self.detector {
+            if !same {
+                detector.forget();
+            }
+            if leader.is_some() {
+                detector.heard(now);
+            }
+        }
         self.hint_campaign = false;
         let deadline_tick = self.election_deadline();
         self.state = State::Follower {
@@ -164,11 +179,11 @@ impl PaxosNode {
     }
 
     /// Promises `leader` the lease: no other proposer's `Prepare` is taken
-    /// for one minimum election timeout from now.
+    /// for [`PaxosConfig::promise_ticks`] from now.
     pub(crate) fn grant_lease(&mut self, leader: NodeId) {
         if self.config.leases {
             self.sticky_to = Some(leader);
-            self.sticky_until_tick = self.now_tick + self.config.election_ticks_min;
+            self.sticky_until_tick = self.now_tick + self.config.promise_ticks();
         }
     }
 
@@ -200,11 +215,57 @@ impl PaxosNode {
     }
 
     fn tick_follower(&mut self) {
-        if let State::Follower { deadline_tick, .. } = self.state {
+        if let State::Follower {
+            deadline_tick,
+            leader,
+        } = self.state
+        {
             if self.now_tick >= deadline_tick {
                 self.start_election();
+                return;
+            }
+            let now = self.now_tick;
+            if let Some(leader) = leader {
+                if self.detector.as_mut().is_some_and(|d| d.suspects(now)) {
+                    // Its promise to the leader ended one floor after the
+                    // leader was last heard, no later than now.
+                    assert!(
+                        !self.config.leases
+                            || self.sticky_to != Some(leader)
+                            || self.sticky_until_tick <= now,
+                        "the detector suspected inside a lease promise"
+                    );
+                    self.suspect_leader(leader);
+                }
             }
         }
+    }
+
+    /// This follower no longer trusts `leader` to be alive: it releases
+    /// its lease promise and starts phase 1 at its rank slot, so that the
+    /// best-ranked survivor asks first.
+    fn suspect_leader(&mut self, leader: NodeId) {
+        // The hint may be wrong; releasing the lease promise for a live
+        // leader is the one way this costs the no-overlap guarantee, as
+        // with Raft's hint (docs/architecture.md). The detector's promise
+        // has already ended when it suspects.
+        if self.sticky_to == Some(leader) {
+            self.sticky_until_tick = self.sticky_until_tick.min(self.now_tick);
+        }
+        let slot = self.config.hint_slot_ticks.max(1);
+        self.state = State::Follower {
+            leader: None,
+            deadline_tick: self.now_tick + (self.rank_without(leader) + 1) * slot,
+        };
+        self.hint_campaign = true;
+        if let Some(detector) = &mut self.detector {
+            detector.forget();
+        }
+    }
+
+    /// The adaptive detector's state, when it is on.
+    pub fn detector_state(&self) -> Option<DetectorState> {
+        self.detector.as_ref().map(AdaptiveDetector::state)
     }
 }
 
@@ -259,6 +320,7 @@ impl Protocol for PaxosNode {
             sticky_until_tick: config.election_ticks_min,
             sticky_to: None,
             hint_campaign: false,
+            detector: config.detector_bounds().map(AdaptiveDetector::new),
             catch_up_entries: None,
             pending: PaxosPersist::default(),
             output: Vec::new(),
@@ -326,18 +388,7 @@ impl Protocol for PaxosNode {
         } = self.state
         {
             if leader == peer {
-                // The hint may be wrong; releasing the lease promise for a
-                // live leader is the one way this costs the no-overlap
-                // guarantee, as with Raft's hint (docs/architecture.md).
-                if self.sticky_to == Some(peer) {
-                    self.sticky_until_tick = self.now_tick;
-                }
-                let slot = self.config.hint_slot_ticks;
-                self.state = State::Follower {
-                    leader: None,
-                    deadline_tick: self.now_tick + (self.rank_without(peer) + 1) * slot,
-                };
-                self.hint_campaign = true;
+                self.suspect_leader(peer);
             }
         }
     }

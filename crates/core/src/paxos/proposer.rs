@@ -229,8 +229,8 @@ impl PaxosNode {
         // when they are off.
         let lease_ticks = self
             .config
-            .election_ticks_min
-            .saturating_sub(self.config.lease_margin_ticks);
+            .promise_ticks()
+            .saturating_sub(self.config.promise_margin_ticks());
         let State::Proposing(proposing) = &mut self.state else {
             return;
         };

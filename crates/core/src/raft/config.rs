@@ -213,11 +213,11 @@ impl RaftConfig {
 
     /// The adaptive detector's bounds, when it is on.
     pub fn detector_bounds(&self) -> Option<crate::adaptive_detector::DetectorBounds> {
-        (self.detector_floor_heartbeats != 0).then(|| crate::adaptive_detector::DetectorBounds {
-            floor_ticks: (self.detector_floor_heartbeats * self.heartbeat_ticks)
-                .clamp(1, self.election_ticks_min),
-            ceiling_ticks: self.election_ticks_min,
-        })
+        crate::adaptive_detector::DetectorBounds::of(
+            self.detector_floor_heartbeats,
+            self.heartbeat_ticks,
+            self.election_ticks_min,
+        )
     }
 
     /// Priority of `node`; 0 when unlisted.

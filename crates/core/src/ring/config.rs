@@ -37,6 +37,12 @@ pub struct RingConfig {
     /// for a trip around the whole ring, with an `ack_timeout_ticks` for each
     /// dead member skipped.
     pub round_timeout_ticks: u64,
+    /// The adaptive detector (`crate::adaptive_detector`): a follower
+    /// starts an election once its leader's silence is past the learned
+    /// arrival pattern, at least this many heartbeats, instead of waiting
+    /// out the leader timeout. As with the hint, the election still passes
+    /// through the leader, which ends it if alive. 0 turns it off.
+    pub detector_floor_heartbeats: u64,
 }
 
 impl Default for RingConfig {
@@ -47,6 +53,7 @@ impl Default for RingConfig {
             leader_timeout_ticks_min: 150,
             ack_timeout_ticks: 15,
             round_timeout_ticks: 1000,
+            detector_floor_heartbeats: 0,
         }
     }
 }
@@ -66,6 +73,15 @@ impl RingConfig {
             "leader_timeout_ticks_min",
             self.leader_timeout_ticks_min,
         )?;
+        if self.detector_floor_heartbeats > 0 {
+            check_below(
+                "detector floor (detector_floor_heartbeats × heartbeat_ticks)",
+                self.detector_floor_heartbeats
+                    .saturating_mul(self.heartbeat_ticks),
+                "leader_timeout_ticks_min",
+                self.leader_timeout_ticks_min + 1,
+            )?;
+        }
         check_below(
             "ack_timeout_ticks",
             self.ack_timeout_ticks,

@@ -70,6 +70,15 @@ impl RingNode {
     /// round this node was driving, since a leader exists.
     pub(crate) fn follow(&mut self, leader: NodeId) {
         assert!(self.is_peer(leader), "{leader} is not another member");
+        let now = self.now_ticks;
+        let same =
+            matches!(self.leadership, Leadership::Follower { leader: Some(l), .. } if l == leader);
+        if let Some(detector) = &mut self.detector {
+            if !same {
+                detector.forget();
+            }
+            detector.heard(now);
+        }
         let leader_deadline_tick = self.leader_deadline_tick();
         self.leadership = Leadership::Follower {
             leader: Some(leader),

@@ -9,6 +9,7 @@ use super::config::{RingConfig, MEMBERS_MAX, PENDING_MAX};
 use super::message::RingMessage;
 use super::relay::Relay;
 use super::state::{Announcement, Leadership, Participation};
+use crate::adaptive_detector::{AdaptiveDetector, DetectorBounds, DetectorState};
 use crate::bully::outbox::Outbox;
 use crate::protocol::{Protocol, Ready, Role, Status};
 use crate::rng::Rng;
@@ -57,9 +58,17 @@ pub struct RingNode {
     pub(crate) relay: Relay,
     /// Messages waiting for the runtime.
     pub(crate) outbox: Outbox<RingMessage>,
+    /// Learns the leader's heartbeats and suspects its silence before the
+    /// leader timeout (off when `None`).
+    pub(crate) detector: Option<AdaptiveDetector>,
 }
 
 impl RingNode {
+    /// The adaptive detector's state, when it is on.
+    pub fn detector_state(&self) -> Option<DetectorState> {
+        self.detector.as_ref().map(AdaptiveDetector::state)
+    }
+
     /// True when `candidate` beats `other` under the configured winner rule.
     pub(crate) fn prefers(&self, candidate: NodeId, other: NodeId) -> bool {
         self.config.winner.prefers(candidate, other)
@@ -172,6 +181,16 @@ impl RingNode {
             } if self.participation.is_none() && now >= leader_deadline_tick => {
                 self.start_election()
             }
+            Leadership::Follower {
+                leader: Some(_), ..
+            } if self.participation.is_none()
+                && self.detector.as_mut().is_some_and(|d| d.suspects(now)) =>
+            {
+                // As the connection-loss hint: elect at once, without
+                // suspecting the leader in the relay, so that a live leader
+                // still sees the election and ends it.
+                self.start_election()
+            }
             _ => {}
         }
     }
@@ -243,6 +262,12 @@ impl Protocol for RingNode {
             last_coordinator: None,
             relay,
             outbox: Outbox::new(MESSAGES_PER_CALL_MAX, OUTBOX_MAX),
+            detector: DetectorBounds::of(
+                config.detector_floor_heartbeats,
+                config.heartbeat_ticks,
+                config.leader_timeout_ticks_min,
+            )
+            .map(AdaptiveDetector::new),
         };
         let leader_deadline_tick = node.leader_deadline_tick();
         node.leadership = Leadership::Follower {
