@@ -98,6 +98,11 @@ pub struct FailoverArgs {
     /// etcd-server; installed with apt-get when missing).
     #[arg(long)]
     pub compare_etcd: bool,
+    /// Instead of failovers: SECONDS of put load during which a follower
+    /// is SIGSTOPped for 300 ms every 10 s; reports leader changes and the
+    /// detectors' suspicions (what fast detection costs).
+    #[arg(long, value_name = "SECONDS", conflicts_with = "compare_etcd")]
+    pub pauses: Option<u64>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -310,7 +315,7 @@ fn validate(args: &FailoverArgs) -> Result<()> {
 }
 
 /// The third octets of the two clusters' loopback IPs (see `--base-port`).
-fn nets(base_port: u16) -> (u8, u8) {
+pub(crate) fn nets(base_port: u16) -> (u8, u8) {
     let bellwether = 230 + ((base_port / 100) % 12) as u8 * 2;
     (bellwether, bellwether + 1)
 }

@@ -10,6 +10,7 @@ mod bench_abuse;
 mod bench_election;
 mod bench_elector;
 mod bench_failover;
+mod bench_failover_pauses;
 mod bench_kv;
 mod bench_raft;
 mod bench_support;
@@ -190,6 +191,16 @@ fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
         BenchCommand::Tasks(args) => bench_tasks::execute(args),
         BenchCommand::Elector(args) => bench_elector::execute(args),
         BenchCommand::Zookeeper(args) => bench_zookeeper::execute(args),
+        BenchCommand::Failover(args) if args.pauses.is_some() => {
+            let seconds = args.pauses.unwrap_or_default();
+            let report = bench_failover_pauses::run(&args, seconds)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                bench_failover_pauses::print_text(&report);
+            }
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         BenchCommand::Failover(args) => {
             let report = bench_failover::run(&args)?;
             if args.json {

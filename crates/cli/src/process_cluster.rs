@@ -178,7 +178,7 @@ impl ProcessCluster {
     }
 
     /// Member i's `/status`, if it answers in time.
-    fn status(&self, i: usize) -> Option<NodeStatus> {
+    pub fn status(&self, i: usize) -> Option<NodeStatus> {
         let body = http_get::get(self.layout.http_address(i), "/status", POLL_TIMEOUT).ok()?;
         serde_json::from_str(&body).ok()
     }

@@ -24,7 +24,7 @@ pub enum SimCommand {
 /// `sim compare`.
 #[derive(Args)]
 pub struct CompareArgs {
-    /// Seeds per sweep (each row runs three sweeps: crash, silent crash, partition).
+    /// Seeds per sweep (each row runs four sweeps: crash, silent crash, silent crash with the adaptive detector, partition).
     #[arg(long, default_value_t = 1000)]
     runs: u64,
     /// Cluster sizes, comma-separated.
