@@ -164,10 +164,14 @@ async fn write_plans(
             return Ok(());
         }
         let mut chunks = split_into_txns(actions);
-        // Actions that would need a fifth txn wait for the next plan.
-        for later in chunks.split_off(TXNS_PER_PLAN.min(chunks.len())) {
-            view.replan(&later);
-        }
+        // Actions that would need a fifth txn wait for the next plan (in
+        // one call, so that removals keep their order).
+        let later: Vec<Action> = chunks
+            .split_off(TXNS_PER_PLAN.min(chunks.len()))
+            .into_iter()
+            .flatten()
+            .collect();
+        view.replan(&later);
         let sent: Vec<_> = chunks
             .iter()
             .map(|chunk| {
@@ -420,6 +424,7 @@ fn build_txn(layout: &Layout, leadership: &Leadership, actions: &[Action]) -> pb
                 expected,
                 dead,
                 group,
+                ..
             } => {
                 compare.push(modified_at(&layout.task(id), *expected));
                 success.push(keys::delete_op(&layout.task(id)));
@@ -522,6 +527,7 @@ mod tests {
             expected: 1,
             dead: false,
             group: None,
+            finished_ms: 0,
         };
         let actions = vec![
             assign(0, "w", None),

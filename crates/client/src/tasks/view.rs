@@ -110,6 +110,9 @@ pub(crate) enum Action {
         dead: bool,
         /// The group whose aggregator this is.
         group: Option<String>,
+        /// When it finished (see [`Finished::finished_ms`]), to put it back
+        /// in line if the removal is not written.
+        finished_ms: u64,
     },
     /// Create group `group`'s aggregator (only if it does not exist).
     Aggregate {
@@ -493,6 +496,7 @@ impl QueueView {
                 expected: oldest.mod_revision,
                 dead: oldest.dead,
                 group,
+                finished_ms: oldest.finished_ms,
             };
             if action.writes() > writes_max {
                 break;
@@ -628,12 +632,32 @@ impl QueueView {
         }
     }
 
-    /// Plans `actions` again later: their write failed before the store
-    /// answered.
+    /// Plans `actions` again later: they were not written (their write
+    /// failed before the store answered, or the plan had more txns than
+    /// go out at once). Assignments are planned again from the tasks the
+    /// view still follows; aggregations and removals are put back, the
+    /// removals at the head of the line, oldest first, as they were taken
+    /// from it (lost, they would stay in the store until the next full
+    /// read, and the kept count crept up under load).
     pub(crate) fn replan(&mut self, actions: &[Action]) {
-        for action in actions {
-            if let Action::Aggregate { group, .. } = action {
-                self.dirty_groups.insert(group.clone());
+        for action in actions.iter().rev() {
+            match action {
+                Action::Aggregate { group, .. } => {
+                    self.dirty_groups.insert(group.clone());
+                }
+                Action::Remove {
+                    id,
+                    expected,
+                    dead,
+                    finished_ms,
+                    ..
+                } => self.finished.push_front(Finished {
+                    id: id.clone(),
+                    mod_revision: *expected,
+                    dead: *dead,
+                    finished_ms: *finished_ms,
+                }),
+                Action::Assign { .. } | Action::DeadLetter { .. } => {}
             }
         }
     }

@@ -572,3 +572,37 @@ fn a_group_member_that_finishes_after_its_group_was_removed_is_removed_in_turn()
     f.finish("y", TaskState::Done);
     assert_eq!(f.step_removing(), [("g.1".to_string(), None)]);
 }
+
+#[test]
+fn removals_that_were_not_written_are_planned_again_first_in_order() {
+    let mut f = Fixture::new();
+    let retention = Retention {
+        keep: 1,
+        max_age_seconds: 0,
+    };
+    f.put(
+        f.layout.retention(),
+        serde_json::to_vec(&retention).unwrap(),
+        None,
+    );
+    f.worker("w", 10);
+    for i in 0..5 {
+        f.submit(&format!("t{i}"), 5, None);
+    }
+    f.step();
+    for i in 0..5 {
+        f.finish(&format!("t{i}"), TaskState::Done);
+    }
+    let planned = f.view.plan(1000);
+    let ids: Vec<String> = removed(&planned).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, ["t0", "t1", "t2", "t3"]);
+    assert_eq!(f.view.finished_len(), 1, "taken from the line");
+    // None of them was written (a fifth txn, or a failed write).
+    f.view.replan(&planned);
+    assert_eq!(f.view.finished_len(), 5, "back in line");
+    let again: Vec<String> = removed(&f.view.plan(1000))
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(again, ids, "the same removals, oldest first");
+}
