@@ -85,9 +85,11 @@ pub struct SpecArgs {
     /// Cluster size.
     #[arg(long, default_value_t = 5)]
     nodes: usize,
-    /// none, crash, partition, chaos, or storage (chaos, and half the
+    /// none, crash, partition, chaos, storage (chaos, and half the
     /// restarts find a damaged disk: a wiped or truncated log, a corrupt
-    /// record, a lost fsync'd write; needs --workload kv or etcd).
+    /// record, a lost fsync'd write; needs --workload kv or etcd), or
+    /// pauses (nothing fails; a follower pauses 100–300 ms every 0.5–1.5 s
+    /// and latency is 1–25 ms: every election is spurious).
     #[arg(long, default_value = "crash")]
     faults: FaultProfile,
     /// The control for --faults storage: a restart ignores the promise
@@ -345,6 +347,14 @@ fn sweep_text(s: &SweepSummary) -> String {
     );
     out += &format!("  recovery ms            {}\n", cell(&s.recovery_ms));
     out += &format!("  leader elections/run   {}\n", cell(&s.leader_elections));
+    if s.spec.faults == FaultProfile::Pauses {
+        out += &format!(
+            "  spurious elections     {} in {:.2} h of pauses ({:.1} per hour)\n",
+            s.fault_phase_elections,
+            s.runs as f64 * s.spec.fault_phase_ms as f64 / 3_600_000.0,
+            s.fault_phase_elections_per_hour()
+        );
+    }
     if let Some(max) = s.catch_up_entries_max {
         out += &format!(
             "  entries fetched        {} (max {max}) per new leader before it served\n",

@@ -12,6 +12,10 @@ use crate::spec::{Algorithm, FaultProfile, RunSpec};
 use crate::sweep::{sweep, SweepSummary};
 use serde::Serialize;
 
+/// Virtual length of each pauses-profile run: one minute, so that the
+/// sweep adds up to hours.
+pub const PAUSES_PHASE_MS: u64 = 60_000;
+
 /// Cluster sizes compared by default.
 pub const DEFAULT_SIZES: [usize; 5] = [3, 5, 9, 17, 33];
 
@@ -46,6 +50,14 @@ pub struct CompareRow {
     pub adaptive_failover_ms_p50: Option<f64>,
     /// Same, 99th percentile.
     pub adaptive_failover_ms_p99: Option<f64>,
+    /// Leader elections per hour of the pauses profile (nothing fails; a
+    /// follower pauses 100–300 ms every 0.5–1.5 s; latency 1–25 ms), fixed
+    /// timeout: every one is spurious.
+    pub spurious_per_hour_fixed: f64,
+    /// Same, with the adaptive detector.
+    pub spurious_per_hour_adaptive: f64,
+    /// Pauses-profile runs (both) with two acting leaders at once.
+    pub pause_split_brain_runs: u64,
     /// Messages sent during a failover election (with hints), median.
     pub messages_per_election_p50: Option<f64>,
     /// Same, 99th percentile.
@@ -93,22 +105,29 @@ pub fn compare(
     let mut rows = Vec::new();
     for &nodes in sizes {
         for &algorithm in algorithms {
-            let sweep_of = |faults: FaultProfile, hint: bool, detector: bool| -> SweepSummary {
-                let mut spec = RunSpec::new(algorithm, nodes, 1, faults);
-                spec.hint = hint;
-                spec.detector = detector;
-                spec.lowest_id_wins = lowest_id_wins && algorithm.has_winner_rule();
-                if algorithm == Algorithm::Raft {
-                    spec.rotate_after_ms = rotate_after_ms;
-                }
-                let label = format!(
-                    "{algorithm} n={nodes} {faults}{}{}",
-                    if hint { "" } else { " silent" },
-                    if detector { " adaptive" } else { "" }
-                );
-                sweep(&spec, runs, threads, &|done, total| {
-                    progress(&label, done, total)
-                })
+            let sweep_with =
+                |faults: FaultProfile, hint: bool, detector: bool, seeds: u64| -> SweepSummary {
+                    let mut spec = RunSpec::new(algorithm, nodes, 1, faults);
+                    spec.hint = hint;
+                    spec.detector = detector;
+                    if faults == FaultProfile::Pauses {
+                        spec.fault_phase_ms = PAUSES_PHASE_MS;
+                    }
+                    spec.lowest_id_wins = lowest_id_wins && algorithm.has_winner_rule();
+                    if algorithm == Algorithm::Raft {
+                        spec.rotate_after_ms = rotate_after_ms;
+                    }
+                    let label = format!(
+                        "{algorithm} n={nodes} {faults}{}{}",
+                        if hint { "" } else { " silent" },
+                        if detector { " adaptive" } else { "" }
+                    );
+                    sweep(&spec, seeds, threads, &|done, total| {
+                        progress(&label, done, total)
+                    })
+                };
+            let sweep_of = |faults: FaultProfile, hint: bool, detector: bool| {
+                sweep_with(faults, hint, detector, runs)
             };
             let crash = sweep_of(FaultProfile::Crash, true, false);
             let silent = sweep_of(FaultProfile::Crash, false, false);
@@ -117,13 +136,22 @@ pub fn compare(
             let adaptive = sweep_of(FaultProfile::Crash, false, true);
             row.adaptive_failover_ms_p50 = adaptive.failover_ms.p50;
             row.adaptive_failover_ms_p99 = adaptive.failover_ms.p99;
-            row.failed_runs += adaptive.failed;
-            row.failures.extend(
-                adaptive
-                    .failures
-                    .iter()
-                    .map(|f| format!("{} ({})", f.replay, f.violation)),
-            );
+            let pause_seeds = (runs / 10).max(10);
+            let paused_fixed = sweep_with(FaultProfile::Pauses, true, false, pause_seeds);
+            let paused_adaptive = sweep_with(FaultProfile::Pauses, true, true, pause_seeds);
+            row.spurious_per_hour_fixed = paused_fixed.fault_phase_elections_per_hour();
+            row.spurious_per_hour_adaptive = paused_adaptive.fault_phase_elections_per_hour();
+            row.pause_split_brain_runs =
+                paused_fixed.split_brain_runs + paused_adaptive.split_brain_runs;
+            for extra in [&adaptive, &paused_fixed, &paused_adaptive] {
+                row.failed_runs += extra.failed;
+                row.failures.extend(
+                    extra
+                        .failures
+                        .iter()
+                        .map(|f| format!("{} ({})", f.replay, f.violation)),
+                );
+            }
             let seeds = (runs / 100).clamp(1, 10);
             progress(&format!("{algorithm} n={nodes} fairness"), 0, seeds);
             row.fairness_jain = fairness(&crash.spec, seeds).map(|f| f.jain);
@@ -169,6 +197,9 @@ fn row(
         silent_failover_ms_p99: silent.failover_ms.p99,
         adaptive_failover_ms_p50: None,
         adaptive_failover_ms_p99: None,
+        spurious_per_hour_fixed: 0.0,
+        spurious_per_hour_adaptive: 0.0,
+        pause_split_brain_runs: 0,
         messages_per_election_p50: crash.messages_per_election.p50,
         messages_per_election_p99: crash.messages_per_election.p99,
         boot_messages_p50: crash.boot_messages.p50,
@@ -193,7 +224,7 @@ fn row(
 pub fn table(rows: &[CompareRow]) -> String {
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     let mut out = format!(
-        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>12} {:>6} {:>9} {:>7}\n",
+        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>12} {:>6} {:>9} {:>7}\n",
         "algo",
         "nodes",
         "runs",
@@ -204,6 +235,8 @@ pub fn table(rows: &[CompareRow]) -> String {
         "silent p99",
         "adapt p50",
         "adapt p99",
+        "spur/h",
+        "spur/h ad",
         "msgs p50",
         "msgs p99",
         "split/1000",
@@ -213,7 +246,7 @@ pub fn table(rows: &[CompareRow]) -> String {
     );
     for r in rows {
         out += &format!(
-            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>12.1} {:>6} {:>9} {:>7}\n",
+            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>7.1} {:>9.1} {:>9} {:>9} {:>12.1} {:>6} {:>9} {:>7}\n",
             match (r.winner, r.rotate_after_ms) {
                 ("lowest", _) => format!("{}-low", r.algorithm.as_str()),
                 (_, 0) => r.algorithm.as_str().to_string(),
@@ -228,6 +261,8 @@ pub fn table(rows: &[CompareRow]) -> String {
             cell(r.silent_failover_ms_p99),
             cell(r.adaptive_failover_ms_p50),
             cell(r.adaptive_failover_ms_p99),
+            r.spurious_per_hour_fixed,
+            r.spurious_per_hour_adaptive,
             cell(r.messages_per_election_p50),
             cell(r.messages_per_election_p99),
             r.split_brain_runs_per_1000,
@@ -239,6 +274,8 @@ pub fn table(rows: &[CompareRow]) -> String {
     out += "times in ms of virtual time (1 ms ticks, 1–5 ms latency); msgs = messages sent during a failover election;\n";
     out += "silent = leader crash without a connection-loss hint, fixed election timeout; adapt = the same with\n";
     out += "the adaptive detector (heartbeat 15 ms, floor 3 heartbeats);\n";
+    out += "spur/h = leader elections per hour of virtual time when nothing fails but a follower pauses 100–300 ms\n";
+    out += "every 0.5–1.5 s and latency is 1–25 ms (one-minute runs, a tenth of the seeds), fixed and adaptive (ad);\n";
     out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once;\n";
     out += "fetch max = most log entries a new leader fetched before it could serve (Raft 0 by construction; - = no log);\n";
     out += "fair = Jain's index of each node's share of leader time over 20 s chaos runs (1 = equal, 1/n = one node).\n";

@@ -59,6 +59,9 @@ pub struct RunReport {
     pub messages_by_kind: BTreeMap<String, u64>,
     /// Times any node entered the leader role.
     pub leader_elections: u64,
+    /// Of those, the ones during the fault phase (under the pauses
+    /// profile, where nothing fails, every one is spurious).
+    pub fault_phase_elections: u64,
     /// Per leadership with a log: entries the new leader fetched before it
     /// could serve (Raft: always 0; Paxos: what phase 1 returned that it
     /// lacked).
@@ -101,6 +104,7 @@ impl RunReport {
             failover_messages_by_kind: BTreeMap::new(),
             messages_by_kind: BTreeMap::new(),
             leader_elections: 0,
+            fault_phase_elections: 0,
             catch_up_entries: Vec::new(),
             split_brain: Vec::new(),
             split_brain_ms: 0.0,

@@ -28,6 +28,9 @@ pub fn run_with<P: Protocol>(spec: &RunSpec, protocol_config: P::Config) -> RunR
     run_with_app::<P, NoApp>(spec, protocol_config, NoApp, |_| {}).0
 }
 
+/// The pauses profile's latency jitter: one-way latency up to this.
+pub const PAUSES_LATENCY_US_MAX: u64 = 10_000;
+
 /// Runs `spec` with an application on top; `start` is called once the
 /// cluster is built. Returns the report and the world (application
 /// included) as the run left it.
@@ -50,7 +53,11 @@ pub fn run_with_app<P: Protocol, A: Application<P>>(
     let world_config = WorldConfig {
         tick_us: spec.tick_us,
         latency_us_min: spec.latency_us_min,
-        latency_us_max: spec.latency_us_max,
+        latency_us_max: if spec.faults == FaultProfile::Pauses {
+            spec.latency_us_max.max(PAUSES_LATENCY_US_MAX)
+        } else {
+            spec.latency_us_max
+        },
         hint: spec.hint,
         skew_ppm_max: spec.skew_ppm_max.unwrap_or(skew_default),
         strict_election_safety: matches!(P::NAME, "raft" | "paxos" | "member"),
@@ -105,12 +112,15 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
         let (leader_at, messages) = self.await_leader("boot")?;
         self.report.election_ms = Some(ms(leader_at));
         self.report.election_messages = Some(messages);
+        let elections_before = self.world.stats.leader_elections;
         match self.spec.faults {
             FaultProfile::None => self.world.run_for(self.spec.fault_phase_ms * 1000)?,
             FaultProfile::Crash => self.crash_cycles()?,
             FaultProfile::Partition => self.partition_cycles()?,
             FaultProfile::Chaos | FaultProfile::Storage => self.chaos()?,
+            FaultProfile::Pauses => self.follower_pauses()?,
         }
+        self.report.fault_phase_elections = self.world.stats.leader_elections - elections_before;
         self.heal_everything();
         let healed_at = self.world.now_us();
         let (agreed_at, _) = self.await_leader("healing")?;
@@ -251,6 +261,29 @@ impl<P: Protocol, A: Application<P>> Run<'_, P, A> {
             if self.spec.faults == FaultProfile::Storage && self.plan.chance(0.2) {
                 self.disk_failure();
             }
+        }
+        Ok(())
+    }
+
+    /// The pauses profile: a follower that is not already paused stops for
+    /// 100 to 300 ms every 0.5 to 1.5 s; the leader is never touched.
+    fn follower_pauses(&mut self) -> Result<(), Violation> {
+        let end = self.world.now_us() + self.spec.fault_phase_ms * 1000;
+        while self.world.now_us() < end {
+            let gap = self.random_ms(500, 1_500);
+            self.world.run_for(gap)?;
+            let leaders = self.acting_leader_indexes();
+            let followers: Vec<usize> = (0..self.spec.nodes)
+                .filter(|i| !leaders.contains(i) && self.world.hosts[*i].node.is_some())
+                .collect();
+            if followers.is_empty() {
+                continue;
+            }
+            let victim = self.pick(&followers);
+            self.world.pause(victim);
+            let pause = self.random_ms(100, 300);
+            self.world.run_for(pause)?;
+            self.world.resume(victim);
         }
         Ok(())
     }

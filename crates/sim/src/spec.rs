@@ -60,6 +60,11 @@ pub enum FaultProfile {
     /// until each has repaired). Needs a workload (kv or etcd), whose
     /// protocols keep the promise record the restart audits.
     Storage,
+    /// Nothing fails: a follower (never the leader) is paused for 100 to
+    /// 300 ms every 0.5 to 1.5 s, and latency is jittered from 1 to 25 ms.
+    /// Every election after boot is spurious: what a detector that
+    /// suspects too soon costs.
+    Pauses,
 }
 
 impl FaultProfile {
@@ -71,6 +76,7 @@ impl FaultProfile {
             FaultProfile::Partition => "partition",
             FaultProfile::Chaos => "chaos",
             FaultProfile::Storage => "storage",
+            FaultProfile::Pauses => "pauses",
         }
     }
 }
@@ -173,7 +179,8 @@ from_str_by_name!(
         FaultProfile::Crash,
         FaultProfile::Partition,
         FaultProfile::Chaos,
-        FaultProfile::Storage
+        FaultProfile::Storage,
+        FaultProfile::Pauses
     ]
 );
 

@@ -80,6 +80,8 @@ pub struct SweepSummary {
     pub split_brain_ms_total: f64,
     /// Leader elections per run.
     pub leader_elections: Percentiles,
+    /// Leader elections during the fault phases of all runs.
+    pub fault_phase_elections: u64,
     /// Entries a new leader fetched before it could serve, per leadership
     /// (no samples for algorithms without a log).
     pub catch_up_entries: Percentiles,
@@ -106,6 +108,16 @@ impl SweepSummary {
         self.split_brain_runs as f64 * 1000.0 / self.runs as f64
     }
 
+    /// Leader elections per hour of fault phase (virtual time): under
+    /// the pauses profile, the spurious elections.
+    pub fn fault_phase_elections_per_hour(&self) -> f64 {
+        let hours = self.runs as f64 * self.spec.fault_phase_ms as f64 / 3_600_000.0;
+        if hours == 0.0 {
+            return 0.0;
+        }
+        self.fault_phase_elections as f64 / hours
+    }
+
     /// Simulated events per wall-clock second, all threads together.
     pub fn events_per_second(&self) -> f64 {
         self.events as f64 / self.wall_seconds.max(1e-9)
@@ -120,6 +132,7 @@ struct Samples {
     recovery: Vec<f64>,
     boot_messages: Vec<f64>,
     elections: Vec<f64>,
+    fault_phase_elections: u64,
     catch_up: Vec<f64>,
     failures: Vec<Failure>,
     failed: u64,
@@ -147,6 +160,7 @@ impl Samples {
         self.boot_messages
             .extend(report.election_messages.map(|m| m as f64));
         self.elections.push(report.leader_elections as f64);
+        self.fault_phase_elections += report.fault_phase_elections;
         self.catch_up
             .extend(report.catch_up_entries.iter().map(|e| *e as f64));
         if !report.split_brain.is_empty() {
@@ -219,6 +233,7 @@ pub fn sweep(
         split_brain_same_term: samples.split_brain_same_term,
         split_brain_ms_total: samples.split_brain_ms,
         leader_elections: Percentiles::of(&samples.elections),
+        fault_phase_elections: samples.fault_phase_elections,
         catch_up_entries: Percentiles::of(&samples.catch_up),
         catch_up_entries_max: samples
             .catch_up
