@@ -275,7 +275,7 @@ pub fn table(rows: &[CompareRow]) -> String {
     out += "silent = leader crash without a connection-loss hint, fixed election timeout; adapt = the same with\n";
     out += "the adaptive detector (heartbeat 15 ms, floor 3 heartbeats);\n";
     out += "spur/h = leader elections per hour of virtual time when nothing fails but a follower pauses 100–300 ms\n";
-    out += "every 0.5–1.5 s and latency is 1–25 ms (one-minute runs, a tenth of the seeds), fixed and adaptive (ad);\n";
+    out += "every 0.5–1.5 s and latency is 1–10 ms (one-minute runs, a tenth of the seeds), fixed and adaptive (ad);\n";
     out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once;\n";
     out += "fetch max = most log entries a new leader fetched before it could serve (Raft 0 by construction; - = no log);\n";
     out += "fair = Jain's index of each node's share of leader time over 20 s chaos runs (1 = equal, 1/n = one node).\n";
