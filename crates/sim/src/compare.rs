@@ -136,7 +136,7 @@ pub fn compare(
             let adaptive = sweep_of(FaultProfile::Crash, false, true);
             row.adaptive_failover_ms_p50 = adaptive.failover_ms.p50;
             row.adaptive_failover_ms_p99 = adaptive.failover_ms.p99;
-            let pause_seeds = (runs / 10).max(10);
+            let pause_seeds = (runs / 10).max(1);
             let paused_fixed = sweep_with(FaultProfile::Pauses, true, false, pause_seeds);
             let paused_adaptive = sweep_with(FaultProfile::Pauses, true, true, pause_seeds);
             row.spurious_per_hour_fixed = paused_fixed.fault_phase_elections_per_hour();
