@@ -489,3 +489,34 @@ async fn a_member_that_missed_a_compaction_catches_up_from_the_leaders_snapshot(
     .unwrap();
     cluster.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followers_detector_learns_the_heartbeat_and_shows_it_in_status_and_metrics() {
+    // Heartbeat 10 ms, election timeout 300 ms: the detector's floor is 3
+    // heartbeats (30 ms) and its ceiling the timeout.
+    let (mut cluster, _dirs, leader) = Cluster::start(10, 300).await;
+    let follower = if leader == 1 { 2 } else { 1 };
+    let mut status = cluster.statuses[follower as usize - 1].clone();
+    let learned = tokio::time::timeout(
+        Duration::from_secs(10),
+        status.wait_for(|s| s.detector.is_some_and(|d| d.samples >= 16)),
+    )
+    .await
+    .expect("the follower's detector learns within 10 s")
+    .unwrap()
+    .detector
+    .unwrap();
+    assert!(
+        (30..=300).contains(&learned.threshold_ms),
+        "the threshold stays between the floor and the timeout: {learned:?}"
+    );
+    assert!(learned.mean_gap_ms <= 300, "{learned:?}");
+    let threshold = cluster.metrics[follower as usize - 1]
+        .detector_threshold_seconds
+        .get();
+    assert!(
+        (0.030..=0.300).contains(&threshold),
+        "/metrics shows the threshold: {threshold}"
+    );
+    cluster.stop().await;
+}
