@@ -494,7 +494,7 @@ async fn a_member_that_missed_a_compaction_catches_up_from_the_leaders_snapshot(
 async fn a_followers_detector_learns_the_heartbeat_and_shows_it_in_status_and_metrics() {
     // Heartbeat 10 ms, election timeout 300 ms: the detector's floor is 3
     // heartbeats (30 ms) and its ceiling the timeout.
-    let (mut cluster, _dirs, leader) = Cluster::start(10, 300).await;
+    let (cluster, _dirs, leader) = Cluster::start(10, 300).await;
     let follower = if leader == 1 { 2 } else { 1 };
     let mut status = cluster.statuses[follower as usize - 1].clone();
     let learned = tokio::time::timeout(
