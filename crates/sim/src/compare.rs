@@ -5,7 +5,9 @@
 //! - crash profile without hints (silent failover);
 //! - the same with the adaptive detector (silent failover when a
 //!   follower suspects after a few heartbeats instead of a timeout);
-//! - partition profile (split-brain incidents).
+//! - partition profile (split-brain incidents), without and with the
+//!   detector;
+//! - the pauses profile (spurious elections), without and with it.
 
 use crate::fairness::fairness;
 use crate::spec::{Algorithm, FaultProfile, RunSpec};
@@ -58,6 +60,9 @@ pub struct CompareRow {
     pub spurious_per_hour_adaptive: f64,
     /// Pauses-profile runs (both) with two acting leaders at once.
     pub pause_split_brain_runs: u64,
+    /// Partition runs per 1000 with two acting leaders at once, with the
+    /// adaptive detector.
+    pub adaptive_split_brain_runs_per_1000: f64,
     /// Messages sent during a failover election (with hints), median.
     pub messages_per_election_p50: Option<f64>,
     /// Same, 99th percentile.
@@ -143,7 +148,14 @@ pub fn compare(
             row.spurious_per_hour_adaptive = paused_adaptive.fault_phase_elections_per_hour();
             row.pause_split_brain_runs =
                 paused_fixed.split_brain_runs + paused_adaptive.split_brain_runs;
-            for extra in [&adaptive, &paused_fixed, &paused_adaptive] {
+            let partition_adaptive = sweep_of(FaultProfile::Partition, true, true);
+            row.adaptive_split_brain_runs_per_1000 = partition_adaptive.split_brain_runs_per_1000();
+            for extra in [
+                &adaptive,
+                &paused_fixed,
+                &paused_adaptive,
+                &partition_adaptive,
+            ] {
                 row.failed_runs += extra.failed;
                 row.failures.extend(
                     extra
@@ -200,6 +212,7 @@ fn row(
         spurious_per_hour_fixed: 0.0,
         spurious_per_hour_adaptive: 0.0,
         pause_split_brain_runs: 0,
+        adaptive_split_brain_runs_per_1000: 0.0,
         messages_per_election_p50: crash.messages_per_election.p50,
         messages_per_election_p99: crash.messages_per_election.p99,
         boot_messages_p50: crash.boot_messages.p50,
@@ -224,7 +237,7 @@ fn row(
 pub fn table(rows: &[CompareRow]) -> String {
     let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     let mut out = format!(
-        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>12} {:>6} {:>9} {:>7}\n",
+        "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>12} {:>9} {:>6} {:>9} {:>7}\n",
         "algo",
         "nodes",
         "runs",
@@ -240,13 +253,14 @@ pub fn table(rows: &[CompareRow]) -> String {
         "msgs p50",
         "msgs p99",
         "split/1000",
+        "split ad",
         "fair",
         "fetch max",
         "failed"
     );
     for r in rows {
         out += &format!(
-            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>7.1} {:>9.1} {:>9} {:>9} {:>12.1} {:>6} {:>9} {:>7}\n",
+            "{:<9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>7.1} {:>9.1} {:>9} {:>9} {:>12.1} {:>9.1} {:>6} {:>9} {:>7}\n",
             match (r.winner, r.rotate_after_ms) {
                 ("lowest", _) => format!("{}-low", r.algorithm.as_str()),
                 (_, 0) => r.algorithm.as_str().to_string(),
@@ -266,6 +280,7 @@ pub fn table(rows: &[CompareRow]) -> String {
             cell(r.messages_per_election_p50),
             cell(r.messages_per_election_p99),
             r.split_brain_runs_per_1000,
+            r.adaptive_split_brain_runs_per_1000,
             r.fairness_jain.map_or("-".into(), |j| format!("{j:.2}")),
             r.catch_up_entries_max.map_or("-".into(), |m| m.to_string()),
             r.failed_runs
@@ -276,7 +291,7 @@ pub fn table(rows: &[CompareRow]) -> String {
     out += "the adaptive detector (heartbeat 15 ms, floor 3 heartbeats);\n";
     out += "spur/h = leader elections per hour of virtual time when nothing fails but a follower pauses 100–300 ms\n";
     out += "every 0.5–1.5 s and latency is 1–10 ms (one-minute runs, a tenth of the seeds), fixed and adaptive (ad);\n";
-    out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once;\n";
+    out += "split/1000 = partition-profile runs per 1000 with two acting leaders at once (ad: with the detector);\n";
     out += "fetch max = most log entries a new leader fetched before it could serve (Raft 0 by construction; - = no log);\n";
     out += "fair = Jain's index of each node's share of leader time over 20 s chaos runs (1 = equal, 1/n = one node).\n";
     out
