@@ -315,6 +315,24 @@ fn validate(args: &FailoverArgs) -> Result<()> {
 }
 
 /// The third octets of the two clusters' loopback IPs (see `--base-port`).
+/// The bellwether cluster `args` describe, in `dir/bellwether` on
+/// loopback net `net`, with its detector setting.
+pub(crate) fn start_bellwether(args: &FailoverArgs, dir: &Path, net: u8) -> Result<ProcessCluster> {
+    let layout = ClusterLayout {
+        dir: dir.join("bellwether"),
+        net,
+        base_port: args.base_port,
+        nodes: args.nodes,
+        heartbeat_ms: args.heartbeat_ms,
+        election_ms: args.election_ms,
+    };
+    let detector = vec![
+        "--detector-heartbeats".to_string(),
+        args.detector_heartbeats.to_string(),
+    ];
+    ProcessCluster::start_with_args(layout, detector)
+}
+
 pub(crate) fn nets(base_port: u16) -> (u8, u8) {
     let bellwether = 230 + ((base_port / 100) % 12) as u8 * 2;
     (bellwether, bellwether + 1)
@@ -325,19 +343,7 @@ fn measure_all(args: &FailoverArgs, dir: &Path) -> Result<FailoverReport> {
     let timing = Timing::new(args);
     let partitioning = nft_unavailable().map_or(Ok(()), Err);
     let bellwether = {
-        let layout = ClusterLayout {
-            dir: dir.join("bellwether"),
-            net: bellwether_net,
-            base_port: args.base_port,
-            nodes: args.nodes,
-            heartbeat_ms: args.heartbeat_ms,
-            election_ms: args.election_ms,
-        };
-        let detector = vec![
-            "--detector-heartbeats".to_string(),
-            args.detector_heartbeats.to_string(),
-        ];
-        let mut cluster = ProcessCluster::start_with_args(layout, detector)?;
+        let mut cluster = start_bellwether(args, dir, bellwether_net)?;
         let detection =
             "a survivor's GET /status shows role=leader, committed_in_term=true and a higher term";
         measure(

@@ -13,7 +13,7 @@
 
 use crate::bench_failover::FailoverArgs;
 use crate::contender::Contender;
-use crate::process_cluster::{ClusterLayout, ProcessCluster};
+use crate::process_cluster::ProcessCluster;
 use crate::signals::send_signal;
 use anyhow::{bail, Result};
 use bellwether_server::NodeStatus;
@@ -74,19 +74,7 @@ pub fn run(args: &FailoverArgs, seconds: u64) -> Result<PausesReport> {
 
 fn run_in(args: &FailoverArgs, seconds: u64, dir: &Path) -> Result<PausesReport> {
     let (net, _) = crate::bench_failover::nets(args.base_port);
-    let layout = ClusterLayout {
-        dir: dir.join("bellwether"),
-        net,
-        base_port: args.base_port,
-        nodes: args.nodes,
-        heartbeat_ms: args.heartbeat_ms,
-        election_ms: args.election_ms,
-    };
-    let detector = vec![
-        "--detector-heartbeats".to_string(),
-        args.detector_heartbeats.to_string(),
-    ];
-    let mut cluster = ProcessCluster::start_with_args(layout, detector)?;
+    let mut cluster = crate::bench_failover::start_bellwether(args, dir, net)?;
     let started = Instant::now();
     let first = loop {
         if let Some(leadership) = cluster.agreed_leader() {

@@ -4,7 +4,7 @@
 //! The defaults assume one tick = 1 ms and a network whose one-way latency is
 //! at most 5 ms, so a request/response round trip takes at most about 10 ms.
 
-use super::config_error::{check_below, check_timeout, ConfigError};
+use super::config_error::{check_below, check_detector_floor, check_timeout, ConfigError};
 use super::winner::Winner;
 
 /// Largest cluster a Bully node accepts. Broadcasts and per-call output are
@@ -75,15 +75,11 @@ impl BullyConfig {
         if self.takeover_delay_ticks > 0 {
             check_timeout("takeover_delay_ticks", self.takeover_delay_ticks)?;
         }
-        if self.detector_floor_heartbeats > 0 {
-            check_below(
-                "detector floor (detector_floor_heartbeats × heartbeat_ticks)",
-                self.detector_floor_heartbeats
-                    .saturating_mul(self.heartbeat_ticks),
-                "leader_timeout_ticks_min",
-                self.leader_timeout_ticks_min + 1,
-            )?;
-        }
+        check_detector_floor(
+            self.detector_floor_heartbeats,
+            self.heartbeat_ticks,
+            self.leader_timeout_ticks_min,
+        )?;
         Ok(())
     }
 }

@@ -94,3 +94,22 @@ pub(crate) fn check_below(
     }
     Ok(())
 }
+
+/// Checks that the adaptive detector's floor, `floor_heartbeats`
+/// heartbeats of `heartbeat_ticks`, does not exceed the leader timeout
+/// (0: the detector is off).
+pub(crate) fn check_detector_floor(
+    floor_heartbeats: u64,
+    heartbeat_ticks: u64,
+    leader_timeout_ticks_min: u64,
+) -> Result<(), ConfigError> {
+    if floor_heartbeats == 0 {
+        return Ok(());
+    }
+    check_below(
+        "detector floor (detector_floor_heartbeats × heartbeat_ticks)",
+        floor_heartbeats.saturating_mul(heartbeat_ticks),
+        "leader_timeout_ticks_min",
+        leader_timeout_ticks_min + 1,
+    )
+}

@@ -91,7 +91,7 @@ mod winner;
 mod tests;
 
 pub use config::{BullyConfig, MEMBERS_MAX};
-pub(crate) use config_error::{check_below, check_timeout};
+pub(crate) use config_error::{check_below, check_detector_floor, check_timeout};
 pub use config_error::{ConfigError, TIMEOUT_TICKS_MAX};
 pub use message::BullyMessage;
 pub use node::{BullyNode, MESSAGES_PER_CALL_MAX, OUTBOX_MAX};

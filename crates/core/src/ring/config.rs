@@ -6,7 +6,7 @@
 //! The defaults assume one tick = 1 ms and a network whose one-way latency is
 //! at most 5 ms, so an acknowledgement returns within about 10 ms.
 
-use crate::bully::{check_below, check_timeout, ConfigError, Winner};
+use crate::bully::{check_below, check_detector_floor, check_timeout, ConfigError, Winner};
 
 /// Largest ring a node accepts. Id lists in messages, broadcasts and
 /// per-call output are bounded by it.
@@ -73,15 +73,11 @@ impl RingConfig {
             "leader_timeout_ticks_min",
             self.leader_timeout_ticks_min,
         )?;
-        if self.detector_floor_heartbeats > 0 {
-            check_below(
-                "detector floor (detector_floor_heartbeats × heartbeat_ticks)",
-                self.detector_floor_heartbeats
-                    .saturating_mul(self.heartbeat_ticks),
-                "leader_timeout_ticks_min",
-                self.leader_timeout_ticks_min + 1,
-            )?;
-        }
+        check_detector_floor(
+            self.detector_floor_heartbeats,
+            self.heartbeat_ticks,
+            self.leader_timeout_ticks_min,
+        )?;
         check_below(
             "ack_timeout_ticks",
             self.ack_timeout_ticks,
