@@ -13,7 +13,8 @@ pub struct RaftConfig {
     /// `[election_ticks_min, election_ticks_min + election_jitter_ticks)`
     /// (paper §5.2; `[min, 2 * min)` by default) each time the timer is
     /// reset. It is also the span of leader stickiness and of
-    /// CheckQuorum.
+    /// CheckQuorum, or with the adaptive detector the detector's floor
+    /// (`detector_floor_heartbeats`).
     pub election_ticks_min: u64,
     /// Width of the random part of the election timeout: the timeout is
     /// drawn from `[election_ticks_min, election_ticks_min + jitter)`. The
