@@ -399,23 +399,38 @@ const LOAD_CLIENTS: usize = 64;
 const LOAD_VALUE_BYTES: usize = 256;
 const LOAD_SECONDS: f64 = 4.0;
 
-/// Puts from 64 clients for 4 s over the etcd API; memory is sampled after
-/// 3 s of it. Returns the samples and a description with the throughput.
-fn memory_under_load(contender: &dyn Contender) -> Result<(Vec<Option<u64>>, String)> {
-    let endpoints = contender.client_endpoints();
-    let load = std::thread::spawn(move || -> Result<crate::bench_kv::KvReport> {
+/// A thread that puts `value_bytes`-byte values from `clients` clients
+/// over the etcd API at `endpoints` for `seconds`, on a runtime of its own.
+pub(crate) fn put_load_thread(
+    endpoints: Vec<String>,
+    clients: usize,
+    seconds: f64,
+    value_bytes: usize,
+) -> std::thread::JoinHandle<Result<crate::bench_kv::KvReport>> {
+    std::thread::spawn(move || -> Result<crate::bench_kv::KvReport> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
         runtime.block_on(crate::bench_kv::load(
             &endpoints,
             "put",
-            LOAD_CLIENTS,
+            clients,
             8,
-            LOAD_SECONDS,
-            LOAD_VALUE_BYTES,
+            seconds,
+            value_bytes,
         ))
-    });
+    })
+}
+
+/// Puts from 64 clients for 4 s over the etcd API; memory is sampled after
+/// 3 s of it. Returns the samples and a description with the throughput.
+fn memory_under_load(contender: &dyn Contender) -> Result<(Vec<Option<u64>>, String)> {
+    let load = put_load_thread(
+        contender.client_endpoints(),
+        LOAD_CLIENTS,
+        LOAD_SECONDS,
+        LOAD_VALUE_BYTES,
+    );
     std::thread::sleep(Duration::from_secs_f64(LOAD_SECONDS - 1.0));
     let sampled: Vec<Option<u64>> = contender
         .members()

@@ -14,7 +14,7 @@
 use crate::bench_failover::FailoverArgs;
 use crate::contender::Contender;
 use crate::process_cluster::ProcessCluster;
-use crate::signals::send_signal;
+use crate::signals::{send_signal, SIGCONT, SIGSTOP};
 use anyhow::{bail, Result};
 use bellwether_server::NodeStatus;
 use serde::Serialize;
@@ -29,9 +29,6 @@ const POLL_EVERY: Duration = Duration::from_millis(50);
 /// The load: clients and value size.
 const LOAD_CLIENTS: usize = 16;
 const LOAD_VALUE_BYTES: usize = 256;
-
-const SIGSTOP: i32 = 19;
-const SIGCONT: i32 = 18;
 
 /// What one disturbed run saw.
 #[derive(Clone, Debug, Serialize)]
@@ -86,20 +83,12 @@ fn run_in(args: &FailoverArgs, seconds: u64, dir: &Path) -> Result<PausesReport>
         std::thread::sleep(POLL_EVERY);
     };
     let suspicions_before = suspicions(&cluster);
-    let endpoints = cluster.client_endpoints();
-    let load = std::thread::spawn(move || -> Result<crate::bench_kv::KvReport> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime.block_on(crate::bench_kv::load(
-            &endpoints,
-            "put",
-            LOAD_CLIENTS,
-            8,
-            seconds as f64,
-            LOAD_VALUE_BYTES,
-        ))
-    });
+    let load = crate::bench_failover::put_load_thread(
+        cluster.client_endpoints(),
+        LOAD_CLIENTS,
+        seconds as f64,
+        LOAD_VALUE_BYTES,
+    );
     let mut leaders = vec![first.member];
     let mut term = first.term;
     let mut term_changes = 0;

@@ -22,7 +22,7 @@
 
 use crate::contender::Contender;
 use crate::process_cluster::{ClusterLayout, ProcessCluster};
-use crate::signals::send_signal;
+use crate::signals::{send_signal, SIGCONT, SIGSTOP};
 use anyhow::{bail, Context, Result};
 use bellwether_client::tasks::{
     GroupInput, GroupOptions, Queue, SubmitOptions, TaskRecord, TaskState,
@@ -46,9 +46,6 @@ const MAX_ATTEMPTS: u32 = 50;
 
 /// How long the healed queue gets to finish everything.
 const HEAL_WAIT: Duration = Duration::from_secs(120);
-
-const SIGCONT: i32 = 18;
-const SIGSTOP: i32 = 19;
 
 /// What one chaos run did and found.
 #[derive(Serialize, Debug, Default)]

@@ -5,6 +5,10 @@ use rustix::process::{kill_process, Pid, Signal};
 
 /// SIGTERM's number, for comparing with a process's exit signal.
 pub const SIGTERM: i32 = 15;
+/// SIGSTOP's number: pauses a process.
+pub const SIGSTOP: i32 = 19;
+/// SIGCONT's number: resumes a paused process.
+pub const SIGCONT: i32 = 18;
 
 /// Sends signal number `signal` to process `pid`.
 pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {

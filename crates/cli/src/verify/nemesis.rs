@@ -43,15 +43,12 @@ use super::disk_loss::{self, Loss};
 use crate::contender::Contender;
 use crate::partition::{bridge_script, delete_table, partition_script, Partition};
 use crate::process_cluster::ProcessCluster;
-use crate::signals::send_signal;
+use crate::signals::{send_signal, SIGCONT, SIGSTOP};
 use anyhow::Result;
 use bellwether_core::Rng;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// SIGSTOP's and SIGCONT's numbers on Linux.
-const SIGSTOP: i32 = 19;
-const SIGCONT: i32 = 18;
 /// Lines of a member's log quoted when it exited on its own.
 const LOG_LINES_QUOTED: usize = 4;
 
