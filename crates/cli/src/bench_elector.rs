@@ -12,6 +12,14 @@
 //! takes what one persisted state took in the bench's data dir (measured
 //! first; every term, vote or epoch is fsync'd before the messages that
 //! depend on it leave).
+//!
+//! With `--silent` the leader is SIGSTOPped instead: its sockets stay open
+//! and nothing resets, as with a hung host, so the survivors learn nothing
+//! until a detector or timeout tells them. That is the case the adaptive
+//! detector (`--detector-heartbeats`) exists for. The stopped leader is
+//! killed and restarted once the others agree on a new one. The
+//! simulator's figure for silent leaders is `sim compare`'s (at its own
+//! timings), so this mode runs no simulation.
 
 use anyhow::{bail, Context, Result};
 use bellwether_sim::spec::{Algorithm as SimAlgorithm, FaultProfile, RunSpec};
@@ -54,6 +62,13 @@ pub struct ElectorArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// SIGSTOP the leader instead of killing it: a silent failure.
+    #[arg(long)]
+    silent: bool,
+    /// Passed to every peer (see `bellwether peer --help`); the peer's
+    /// default when not given.
+    #[arg(long)]
+    detector_heartbeats: Option<u64>,
 }
 
 /// What the bench measured.
@@ -63,6 +78,10 @@ pub struct ElectorReport {
     nodes: usize,
     heartbeat_ms: u64,
     election_ms: u64,
+    /// The leader was SIGSTOPped, not killed.
+    silent: bool,
+    /// The detector floor given to the peers, if one was.
+    detector_heartbeats: Option<u64>,
     rounds: usize,
     failover_ms: Vec<f64>,
     failover_ms_p50: Option<f64>,
@@ -98,6 +117,7 @@ struct Group {
     base_port: u16,
     heartbeat_ms: u64,
     election_ms: u64,
+    detector_heartbeats: Option<u64>,
     dir: PathBuf,
     peers: BTreeMap<u64, Peer>,
     lines_tx: mpsc::Sender<Line>,
@@ -111,14 +131,19 @@ impl Group {
         let peers: Vec<String> = (1..=self.nodes)
             .map(|i| format!("{i}=127.0.0.1:{}", self.base_port as usize + i))
             .collect();
-        let mut child = Command::new(std::env::current_exe()?)
+        let mut command = Command::new(std::env::current_exe()?);
+        command
             .arg("peer")
             .args(["--algorithm", &self.args_algorithm])
             .args(["--id", &id.to_string(), "--peers", &peers.join(",")])
             .arg("--data-dir")
             .arg(self.dir.join(format!("n{id}")))
             .args(["--heartbeat-ms", &self.heartbeat_ms.to_string()])
-            .args(["--election-ms", &self.election_ms.to_string()])
+            .args(["--election-ms", &self.election_ms.to_string()]);
+        if let Some(floor) = self.detector_heartbeats {
+            command.args(["--detector-heartbeats", &floor.to_string()]);
+        }
+        let mut child = command
             .env("BELLWETHER_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -203,20 +228,32 @@ pub fn execute(args: ElectorArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let cell = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        let simulator =
+            if report.silent {
+                "simulator: see `sim compare` (silent failover at its own timings)".to_string()
+            } else {
+                format!(
+                "simulator p50 {} ms p99 {} ms ({} runs, fsync {} µs as measured); real/sim p50 {}",
+                cell(report.sim_failover_ms_p50),
+                cell(report.sim_failover_ms_p99),
+                report.sim_runs,
+                report.persist_us,
+                report.ratio_to_sim_p50.map_or("-".into(), |r| format!("{r:.2}")),
+            )
+            };
         println!(
-            "elector failover, {} n={} heartbeat {} ms, election {} ms: real processes p50 {} ms p99 {} ms ({} rounds); simulator p50 {} ms p99 {} ms ({} runs, fsync {} µs as measured); real/sim p50 {}",
+            "elector failover{}, {} n={} heartbeat {} ms, election {} ms, detector floor {}: real processes p50 {} ms p99 {} ms ({} rounds); {simulator}",
+            if report.silent { " (silent leader, SIGSTOP)" } else { "" },
             report.algorithm,
             report.nodes,
             report.heartbeat_ms,
             report.election_ms,
+            report
+                .detector_heartbeats
+                .map_or("the peer's default".to_string(), |n| n.to_string()),
             cell(report.failover_ms_p50),
             cell(report.failover_ms_p99),
             report.rounds,
-            cell(report.sim_failover_ms_p50),
-            cell(report.sim_failover_ms_p99),
-            report.sim_runs,
-            report.persist_us,
-            report.ratio_to_sim_p50.map_or("-".into(), |r| format!("{r:.2}")),
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -234,6 +271,7 @@ fn run(args: &ElectorArgs, sim_algorithm: SimAlgorithm) -> Result<ElectorReport>
         base_port: args.base_port,
         heartbeat_ms: args.heartbeat_ms,
         election_ms: args.election_ms,
+        detector_heartbeats: args.detector_heartbeats,
         dir: dir.clone(),
         peers: BTreeMap::new(),
         lines_tx,
@@ -249,41 +287,65 @@ fn run(args: &ElectorArgs, sim_algorithm: SimAlgorithm) -> Result<ElectorReport>
         let (leader, _) = group.wait_agreed(Duration::from_secs(10))?;
         group.drain(settle);
         let killed_at = Instant::now();
-        group.peers.remove(&leader);
+        let removed = group
+            .peers
+            .remove(&leader)
+            .expect("the agreed leader is live");
+        // Silent: stopped, its sockets open, until the others agree; then
+        // killed (dropped) like the others. Otherwise killed now.
+        let stopped = if args.silent {
+            crate::signals::send_signal(removed.child.id(), crate::signals::SIGSTOP)?;
+            Some(removed)
+        } else {
+            drop(removed);
+            None
+        };
         group.views.remove(&leader);
         let (next, learned) = group.wait_agreed(Duration::from_secs(10))?;
+        drop(stopped);
         let ms = learned.saturating_duration_since(killed_at).as_secs_f64() * 1e3;
         eprintln!(
-            "round {}: n{leader} killed, n{next} agreed after {ms:.1} ms",
-            round + 1
+            "round {}: n{leader} {}, n{next} agreed after {ms:.1} ms",
+            round + 1,
+            if args.silent { "stopped" } else { "killed" }
         );
         failover_ms.push(ms);
         group.spawn(leader)?;
     }
     drop(group);
     let _ = std::fs::remove_dir_all(&dir);
+    let p50 = percentile(&failover_ms, 0.5);
+    let mut report = ElectorReport {
+        algorithm: args.algorithm.clone(),
+        nodes: args.nodes,
+        heartbeat_ms: args.heartbeat_ms,
+        election_ms: args.election_ms,
+        silent: args.silent,
+        detector_heartbeats: args.detector_heartbeats,
+        rounds: args.rounds,
+        failover_ms_p50: p50,
+        failover_ms_p99: percentile(&failover_ms, 0.99),
+        failover_ms,
+        sim_runs: 0,
+        persist_us,
+        sim_failover_ms_p50: None,
+        sim_failover_ms_p99: None,
+        ratio_to_sim_p50: None,
+    };
+    if args.silent {
+        return Ok(report);
+    }
     let mut spec = RunSpec::new(sim_algorithm, args.nodes, 1, FaultProfile::Crash);
     spec.fsync_us = persist_us;
     spec.latency_us_min = 50;
     spec.latency_us_max = 300;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let simulated = sweep(&spec, args.sim_runs, threads, &|_, _| {});
-    let p50 = percentile(&failover_ms, 0.5);
-    Ok(ElectorReport {
-        algorithm: args.algorithm.clone(),
-        nodes: args.nodes,
-        heartbeat_ms: args.heartbeat_ms,
-        election_ms: args.election_ms,
-        rounds: args.rounds,
-        failover_ms_p50: p50,
-        failover_ms_p99: percentile(&failover_ms, 0.99),
-        failover_ms,
-        sim_runs: args.sim_runs,
-        persist_us,
-        sim_failover_ms_p50: simulated.failover_ms.p50,
-        sim_failover_ms_p99: simulated.failover_ms.p99,
-        ratio_to_sim_p50: p50
-            .zip(simulated.failover_ms.p50)
-            .map(|(real, sim)| real / sim),
-    })
+    report.sim_runs = args.sim_runs;
+    report.sim_failover_ms_p50 = simulated.failover_ms.p50;
+    report.sim_failover_ms_p99 = simulated.failover_ms.p99;
+    report.ratio_to_sim_p50 = p50
+        .zip(simulated.failover_ms.p50)
+        .map(|(real, sim)| real / sim);
+    Ok(report)
 }

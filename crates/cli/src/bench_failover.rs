@@ -103,6 +103,13 @@ pub struct FailoverArgs {
     /// detectors' suspicions (what fast detection costs).
     #[arg(long, value_name = "SECONDS", conflicts_with = "compare_etcd")]
     pub pauses: Option<u64>,
+    /// With --pauses: members reach each other through relays that hold
+    /// every chunk this long each way (this kernel has no netem).
+    #[arg(long, default_value_t = 0, requires = "pauses")]
+    pub delay_ms: u64,
+    /// With --delay-ms: each chunk's delay is drawn from delay ± this.
+    #[arg(long, default_value_t = 0, requires = "pauses")]
+    pub jitter_ms: u64,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -304,6 +311,9 @@ fn validate(args: &FailoverArgs) -> Result<()> {
     if args.detector_heartbeats.saturating_mul(args.heartbeat_ms) > args.election_ms {
         bail!("--detector-heartbeats × --heartbeat-ms must not exceed --election-ms (0 turns the detector off)");
     }
+    if args.jitter_ms > args.delay_ms {
+        bail!("--jitter-ms must not exceed --delay-ms: a delay is never negative");
+    }
     if args.compare_etcd && (args.election_ms < 5 * args.heartbeat_ms || args.election_ms > 50_000)
     {
         bail!("etcd refuses an --election-timeout under 5 heartbeats or over 50000 ms; pick --election-ms accordingly");
@@ -318,19 +328,27 @@ fn validate(args: &FailoverArgs) -> Result<()> {
 /// The bellwether cluster `args` describe, in `dir/bellwether` on
 /// loopback net `net`, with its detector setting.
 pub(crate) fn start_bellwether(args: &FailoverArgs, dir: &Path, net: u8) -> Result<ProcessCluster> {
-    let layout = ClusterLayout {
+    ProcessCluster::start_with_args(bellwether_layout(args, dir, net), detector_args(args))
+}
+
+/// Where and how the bellwether cluster of `args` runs.
+pub(crate) fn bellwether_layout(args: &FailoverArgs, dir: &Path, net: u8) -> ClusterLayout {
+    ClusterLayout {
         dir: dir.join("bellwether"),
         net,
         base_port: args.base_port,
         nodes: args.nodes,
         heartbeat_ms: args.heartbeat_ms,
         election_ms: args.election_ms,
-    };
-    let detector = vec![
+    }
+}
+
+/// The members' detector setting.
+pub(crate) fn detector_args(args: &FailoverArgs) -> Vec<String> {
+    vec![
         "--detector-heartbeats".to_string(),
         args.detector_heartbeats.to_string(),
-    ];
-    ProcessCluster::start_with_args(layout, detector)
+    ]
 }
 
 pub(crate) fn nets(base_port: u16) -> (u8, u8) {

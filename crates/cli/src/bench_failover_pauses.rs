@@ -10,9 +10,15 @@
 //! member) and the suspicions the members' detectors raised (their
 //! `/status`), beside the load's throughput and errors. Leader changes must
 //! stay 0; suspicions show the detector acting.
+//!
+//! With `--delay-ms` (and `--jitter-ms`) the members reach each other
+//! through [`DelayRelay`]s, one in front of each member, so every peer
+//! message and its answer pay the delay: the detector must not mistake a
+//! slow network for a silent leader.
 
 use crate::bench_failover::FailoverArgs;
 use crate::contender::Contender;
+use crate::delay_relay::{Delay, DelayRelay};
 use crate::process_cluster::ProcessCluster;
 use crate::signals::{send_signal, SIGCONT, SIGSTOP};
 use anyhow::{bail, Result};
@@ -43,6 +49,10 @@ pub struct PausesReport {
     pub election_ms: u64,
     /// The detector's floor in heartbeats (0: off).
     pub detector_heartbeats: u64,
+    /// Added one-way delay between members, ms (0: none).
+    pub delay_ms: u64,
+    /// Its jitter, ± ms.
+    pub jitter_ms: u64,
     /// Followers paused.
     pub pauses: u64,
     /// How long each pause lasted, ms.
@@ -71,7 +81,8 @@ pub fn run(args: &FailoverArgs, seconds: u64) -> Result<PausesReport> {
 
 fn run_in(args: &FailoverArgs, seconds: u64, dir: &Path) -> Result<PausesReport> {
     let (net, _) = crate::bench_failover::nets(args.base_port);
-    let mut cluster = crate::bench_failover::start_bellwether(args, dir, net)?;
+    // Relays first: dropped after the cluster.
+    let (_relays, mut cluster) = start_cluster(args, dir, net)?;
     let started = Instant::now();
     let first = loop {
         if let Some(leadership) = cluster.agreed_leader() {
@@ -128,6 +139,8 @@ fn run_in(args: &FailoverArgs, seconds: u64, dir: &Path) -> Result<PausesReport>
         heartbeat_ms: args.heartbeat_ms,
         election_ms: args.election_ms,
         detector_heartbeats: args.detector_heartbeats,
+        delay_ms: args.delay_ms,
+        jitter_ms: args.jitter_ms,
         pauses,
         pause_ms: PAUSE_FOR.as_millis() as u64,
         term_changes,
@@ -136,6 +149,44 @@ fn run_in(args: &FailoverArgs, seconds: u64, dir: &Path) -> Result<PausesReport>
         puts_per_second: report.per_second,
         put_errors: report.errors,
     })
+}
+
+/// Where member i's relay listens: its own peer IP, port base+50+i.
+fn relay_address(args: &FailoverArgs, net: u8, i: usize) -> std::net::SocketAddr {
+    let ip = std::net::Ipv4Addr::new(127, 0, net, i as u8);
+    std::net::SocketAddr::from((ip, (args.base_port as usize + 50 + i) as u16))
+}
+
+/// The cluster, behind delaying relays when `--delay-ms` asks for them
+/// (the relays come first, so that they outlive it).
+fn start_cluster(
+    args: &FailoverArgs,
+    dir: &Path,
+    net: u8,
+) -> Result<(Vec<DelayRelay>, ProcessCluster)> {
+    if args.delay_ms == 0 {
+        return Ok((
+            Vec::new(),
+            crate::bench_failover::start_bellwether(args, dir, net)?,
+        ));
+    }
+    let delay = Delay {
+        mean: Duration::from_millis(args.delay_ms),
+        jitter: Duration::from_millis(args.jitter_ms),
+    };
+    let layout = crate::bench_failover::bellwether_layout(args, dir, net);
+    let relays = (1..=args.nodes)
+        .map(|i| {
+            let target = layout.peer_address(i).parse().expect("an IP and a port");
+            DelayRelay::start(relay_address(args, net, i), target, delay, i as u64)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let cluster = ProcessCluster::start_behind_relays(
+        layout,
+        crate::bench_failover::detector_args(args),
+        |i| relay_address(args, net, i),
+    )?;
+    Ok((relays, cluster))
 }
 
 /// SIGSTOPs member `i` for [`PAUSE_FOR`]; a guard resumes it even if this
@@ -174,7 +225,7 @@ fn suspicions(cluster: &ProcessCluster) -> u64 {
 /// Prints the report.
 pub fn print_text(report: &PausesReport) {
     println!(
-        "pauses: {} s of {} clients putting {}-byte values on {} members (heartbeat {} ms, election timeout {} ms, detector floor {}), a follower SIGSTOPped for {} ms every {} s",
+        "pauses: {} s of {} clients putting {}-byte values on {} members (heartbeat {} ms, election timeout {} ms, detector floor {}, added delay {}), a follower SIGSTOPped for {} ms every {} s",
         report.seconds,
         LOAD_CLIENTS,
         LOAD_VALUE_BYTES,
@@ -184,6 +235,10 @@ pub fn print_text(report: &PausesReport) {
         match report.detector_heartbeats {
             0 => "off".to_string(),
             n => format!("{n} heartbeats"),
+        },
+        match (report.delay_ms, report.jitter_ms) {
+            (0, _) => "none".to_string(),
+            (d, j) => format!("{d} ± {j} ms each way"),
         },
         report.pause_ms,
         PAUSE_EVERY.as_secs()

@@ -21,6 +21,7 @@ mod bench_tasks_retention;
 mod bench_zookeeper;
 mod certs;
 mod contender;
+mod delay_relay;
 mod elect_command;
 mod endpoints;
 mod etcd_cluster;

@@ -67,6 +67,13 @@ struct GroupArgs {
     /// node in id order, so leader time spreads evenly. 0: never.
     #[arg(long, default_value_t = 0)]
     rotate_after_ms: u64,
+    /// The adaptive detector's floor in heartbeats: suspect a silent leader
+    /// after at least this many missed heartbeats (learned from their
+    /// arrivals, at most the election timeout). 0: off. Default: 3 for
+    /// Raft, off for the others (no pre-vote, so a node waking from a
+    /// pause disturbs its leader more often).
+    #[arg(long)]
+    detector_heartbeats: Option<u64>,
 }
 
 /// Flags of `bellwether peer`.
@@ -182,6 +189,9 @@ async fn run_peer(args: RunArgs) -> Result<ExitCode> {
         .heartbeat(Duration::from_millis(args.group.heartbeat_ms))
         .election_timeout(Duration::from_millis(args.group.election_ms))
         .leases(args.group.leases);
+    if let Some(floor) = args.group.detector_heartbeats {
+        builder = builder.detector_heartbeats(floor);
+    }
     if args.group.rotate_after_ms != 0 {
         builder = builder.rotate_after(Duration::from_millis(args.group.rotate_after_ms));
     }
@@ -426,6 +436,9 @@ fn peer_process(
     }
     if group.leases {
         command.arg("--leases");
+    }
+    if let Some(floor) = group.detector_heartbeats {
+        command.args(["--detector-heartbeats", &floor.to_string()]);
     }
     if args.tls {
         let tls_dir = args.dir.join("tls");

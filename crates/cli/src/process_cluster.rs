@@ -52,7 +52,8 @@ impl ClusterLayout {
         Ipv4Addr::new(127, 0, self.net, i as u8)
     }
 
-    fn peer_address(&self, i: usize) -> String {
+    /// Member i's peer listening address.
+    pub fn peer_address(&self, i: usize) -> String {
         format!("{}:{}", self.peer_ip(i), self.base_port as usize + i)
     }
 
@@ -77,6 +78,9 @@ pub struct ProcessCluster {
     /// Added to one member's command line: member i's are
     /// `member_args[i - 1]` (empty when none were given).
     member_args: Vec<Vec<String>>,
+    /// Where the others dial member i: `peer_dial[i - 1]`, its own peer
+    /// address unless a relay stands in front of it.
+    peer_dial: Vec<String>,
 }
 
 impl ProcessCluster {
@@ -101,17 +105,42 @@ impl ProcessCluster {
         extra_args: Vec<String>,
         member_args: impl Fn(usize) -> Vec<String>,
     ) -> Result<ProcessCluster> {
-        assert!((1..=MEMBERS_MAX).contains(&layout.nodes));
-        assert!(layout.base_port as usize + 200 + layout.nodes <= u16::MAX as usize);
-        std::fs::create_dir_all(&layout.dir)
-            .with_context(|| format!("cannot create {}", layout.dir.display()))?;
         let member_args = (1..=layout.nodes).map(member_args).collect();
-        let mut cluster = ProcessCluster {
+        let peer_dial = (1..=layout.nodes).map(|i| layout.peer_address(i)).collect();
+        ProcessCluster::spawn_all(ProcessCluster {
             layout,
             members: Vec::new(),
             extra_args,
             member_args,
-        };
+            peer_dial,
+        })
+    }
+
+    /// [`ProcessCluster::start_with_args`], where the others reach member
+    /// i at `dial(i)` (a relay that forwards to its own peer address)
+    /// instead of at its peer address.
+    pub fn start_behind_relays(
+        layout: ClusterLayout,
+        extra_args: Vec<String>,
+        dial: impl Fn(usize) -> SocketAddr,
+    ) -> Result<ProcessCluster> {
+        let peer_dial = (1..=layout.nodes).map(|i| dial(i).to_string()).collect();
+        ProcessCluster::spawn_all(ProcessCluster {
+            member_args: vec![Vec::new(); layout.nodes],
+            layout,
+            members: Vec::new(),
+            extra_args,
+            peer_dial,
+        })
+    }
+
+    fn spawn_all(mut cluster: ProcessCluster) -> Result<ProcessCluster> {
+        assert!((1..=MEMBERS_MAX).contains(&cluster.layout.nodes));
+        assert!(
+            cluster.layout.base_port as usize + 200 + cluster.layout.nodes <= u16::MAX as usize
+        );
+        std::fs::create_dir_all(&cluster.layout.dir)
+            .with_context(|| format!("cannot create {}", cluster.layout.dir.display()))?;
         for i in 1..=cluster.layout.nodes {
             let member = Member::spawn(
                 cluster.command(i)?,
@@ -126,7 +155,7 @@ impl ProcessCluster {
     fn command(&self, i: usize) -> Result<Command> {
         let layout = &self.layout;
         let peers: Vec<String> = (1..=layout.nodes)
-            .map(|j| format!("{j}={}", layout.peer_address(j)))
+            .map(|j| format!("{j}={}", self.peer_dial[j - 1]))
             .collect();
         let https: Vec<String> = (1..=layout.nodes)
             .map(|j| format!("{j}={}", layout.http_address(j)))
@@ -154,8 +183,12 @@ impl ProcessCluster {
             .args(["--heartbeat-ms", &layout.heartbeat_ms.to_string()])
             .args(["--election-ms", &layout.election_ms.to_string()])
             .args(&self.extra_args)
-            .args(&self.member_args[i - 1])
-            .env("BELLWETHER_LOG", "info");
+            .args(&self.member_args[i - 1]);
+        if self.peer_dial[i - 1] != layout.peer_address(i) {
+            // A relay stands where the others dial this member.
+            command.args(["--peer-listen", &layout.peer_address(i)]);
+        }
+        command.env("BELLWETHER_LOG", "info");
         Ok(command)
     }
 

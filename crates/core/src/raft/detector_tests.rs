@@ -121,3 +121,65 @@ fn lease_reads_refuse_the_detector() {
     };
     assert!(config.validate().is_err(), "a floor above the timeout");
 }
+
+/// A stall of both followers longer than the detector's floor (so the
+/// leader's term of office runs out) but shorter than an election timeout:
+/// the leader stops acting while it lasts, and acts again in the same term
+/// once they answer, with no election.
+#[test]
+fn a_leader_whose_office_lapses_stops_acting_and_resumes_in_the_same_term() {
+    let mut router = Router::new(3, detector_config(3));
+    let leader = router.elect();
+    router.run(100);
+    let term = router.nodes[&leader].status().term;
+    // The followers neither tick nor answer for 12 ticks (twice the
+    // floor); what the leader sends them is lost.
+    router.isolate(leader.0);
+    let mut lapsed_at = None;
+    for tick in 1..=12 {
+        router.nodes.get_mut(&leader).unwrap().tick();
+        router.settle();
+        let status = router.nodes[&leader].status();
+        if status.role != Role::Leader && lapsed_at.is_none() {
+            lapsed_at = Some(tick);
+            assert_eq!(status.leader, None, "a lapsed leader names nobody");
+            assert_eq!(status.fencing_token, None, "nor hands out its token");
+            assert_eq!(status.term, term);
+        }
+    }
+    let lapsed_at = lapsed_at.expect("the office ran out within twice the floor");
+    assert!(lapsed_at <= 6, "lapsed after {lapsed_at} ticks, floor 6");
+    let node = &router.nodes[&leader];
+    assert_eq!(node.role, Role::Leader, "it keeps the role and heartbeats");
+    assert!(node.in_lease(), "and refuses votes meanwhile");
+    router.heal();
+    router.sent.clear();
+    router.run(4);
+    assert_eq!(router.agreed_leader(), Some(leader), "acting again");
+    assert_eq!(
+        router.nodes[&leader].status().term,
+        term,
+        "in the same term"
+    );
+    assert_eq!(router.count_sent("pre_vote_request"), 0);
+}
+
+/// The same leader cut off for longer than an election timeout steps down,
+/// as CheckQuorum makes it without the detector.
+#[test]
+fn a_lapsed_leader_steps_down_after_an_election_timeout_without_a_quorum() {
+    let mut router = Router::new(3, detector_config(3));
+    let leader = router.elect();
+    router.run(100);
+    router.isolate(leader.0);
+    for _ in 0..39 {
+        router.nodes.get_mut(&leader).unwrap().tick();
+        router.settle();
+    }
+    assert_eq!(router.nodes[&leader].role, Role::Leader);
+    for _ in 0..2 {
+        router.nodes.get_mut(&leader).unwrap().tick();
+        router.settle();
+    }
+    assert_eq!(router.nodes[&leader].role, Role::Follower);
+}

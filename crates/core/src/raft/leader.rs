@@ -80,7 +80,7 @@ impl RaftNode {
     /// One tick as leader.
     pub(super) fn tick_leader(&mut self) {
         assert_eq!(self.role, Role::Leader, "only a leader ticks as one");
-        if self.config.check_quorum && !self.still_leads() {
+        if self.config.check_quorum && !self.keeps_role() {
             // CheckQuorum: without a quorum this node cannot commit, and a
             // majority elsewhere may soon have a new leader.
             self.become_follower(self.term, None);
@@ -155,6 +155,36 @@ impl RaftNode {
                 round,
             };
             self.send(peer, message);
+        }
+    }
+
+    /// Whether this leader acts as one now: it leads, and under CheckQuorum
+    /// its term of office (`still_leads`) has not run out. What it
+    /// reports (`status`) follows this, so that nothing is done in its
+    /// name once another node could have been elected.
+    pub(super) fn holds_office(&self) -> bool {
+        self.role == Role::Leader && (!self.config.check_quorum || self.still_leads())
+    }
+
+    /// Whether this leader keeps the Leader role at a tick. Without the
+    /// adaptive detector, only while it holds office. With it, the office
+    /// lasts one detector floor from the newest round a quorum confirmed,
+    /// so a stall of a few hundred milliseconds (a follower's fsync, this
+    /// leader's own loop, with the other follower paused) can run it out
+    /// while the followers still hear this leader. Stepping down then
+    /// would cost a new term for nothing. So the leader keeps the role
+    /// and its heartbeats, stops acting (`holds_office`), refuses votes
+    /// (`in_lease`), and acts again as soon as a quorum confirms a newer
+    /// round; it steps down only after a minimum election timeout with no
+    /// quorum, as CheckQuorum does without the detector. A follower that
+    /// stopped hearing it may still be elected after its own detector's
+    /// threshold: a newer term then ends this leadership as any would,
+    /// and its office had lapsed before that vote could be given.
+    fn keeps_role(&self) -> bool {
+        if self.config.detector_bounds().is_some() && self.config.leader_stickiness {
+            self.quorum_recently_heard()
+        } else {
+            self.still_leads()
         }
     }
 

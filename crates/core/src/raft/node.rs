@@ -746,12 +746,15 @@ impl Protocol for RaftNode {
     }
 
     fn status(&self) -> Status {
+        // A leader out of office (`keeps_role`) says it follows nobody: it
+        // must not be acted on, nor its term used as a fencing token.
+        let lapsed = self.role == Role::Leader && !self.holds_office();
         Status {
             id: self.id,
-            role: self.role,
+            role: if lapsed { Role::Follower } else { self.role },
             term: self.term,
-            leader: self.leader,
-            fencing_token: (self.role == Role::Leader).then_some(self.term.0),
+            leader: if lapsed { None } else { self.leader },
+            fencing_token: (self.role == Role::Leader && !lapsed).then_some(self.term.0),
         }
     }
 
