@@ -188,10 +188,11 @@ impl RaftNode {
         }
     }
 
-    /// CheckQuorum's test. With stickiness, the leadership lease
-    /// (`reads.rs`): the leader steps down before any other node can be
-    /// elected, so two nodes never both believe they lead (with clock-rate
-    /// drift within the margin, and no leadership transfer under way).
+    /// The term of office. With stickiness, the leadership lease
+    /// (`reads.rs`): the leader stops acting (and, without the detector,
+    /// steps down) before any other node can be elected, so two nodes
+    /// never both act as leader (with clock-rate drift within the margin,
+    /// and no leadership transfer under way).
     /// Without stickiness nothing stops a follower from voting early, and
     /// the older rule applies: a quorum answered within one minimum
     /// election timeout.
