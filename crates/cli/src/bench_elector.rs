@@ -176,6 +176,17 @@ impl Group {
         }
     }
 
+    /// Reads every line for `time`: a peer that prints often (a Paxos
+    /// leader with leases prints its deadline every heartbeat) must not
+    /// cut the wait short, or its followers' detectors would not have
+    /// learned its heartbeats before the next round.
+    fn settle(&mut self, time: Duration) {
+        let end = Instant::now() + time;
+        while let Some(left) = end.checked_duration_since(Instant::now()) {
+            self.drain(left.min(Duration::from_millis(50)));
+        }
+    }
+
     /// (leader, when the last live peer learned it) once all live peers
     /// agree and the leader claims to lead.
     fn agreed(&self) -> Option<(u64, Instant)> {
@@ -285,7 +296,7 @@ fn run(args: &ElectorArgs, sim_algorithm: SimAlgorithm) -> Result<ElectorReport>
     let mut failover_ms = Vec::new();
     for round in 0..args.rounds {
         let (leader, _) = group.wait_agreed(Duration::from_secs(10))?;
-        group.drain(settle);
+        group.settle(settle);
         let killed_at = Instant::now();
         let removed = group
             .peers

@@ -15,6 +15,11 @@
 //!   cargo test --profile ci -p bellwether --test etcd_differential -- --nocapture
 //! ```
 //!
+//! Watches run beside the calls (`etcd_differential/watches.rs`): on every
+//! key with previous values, on a prefix without deletes and on one key
+//! without puts from the start, and from fifty revisions back halfway
+//! through; each must deliver the same lines on both servers.
+//!
 //! Every 500 calls both get the same compaction to 100 revisions back, so
 //! bellwether's automatic compaction (which keeps 1,000 revisions and etcd
 //! has off) never runs between two calls and the histories stay alike.
@@ -26,6 +31,8 @@ mod calls;
 mod common;
 #[path = "etcd_differential/duplicates.rs"]
 mod duplicates;
+#[path = "etcd_differential/watches.rs"]
+mod watches;
 
 use bellwether_api::etcdserverpb as pb;
 use calls::{next_call, Call, Dice, History};
@@ -142,8 +149,20 @@ fn random_calls_answer_as_a_real_etcd_does() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let mut theirs = answers::Server::connect(&etcd.client.to_string()).await;
-        let mut ours = answers::Server::connect(&cluster.client(follower).to_string()).await;
+        let (their_address, our_address) =
+            (etcd.client.to_string(), cluster.client(follower).to_string());
+        let mut theirs = answers::Server::connect(&their_address).await;
+        let mut ours = answers::Server::connect(&our_address).await;
+        let mut pairs = Vec::new();
+        for (name, create) in [
+            ("every key", watches::every_key(0)),
+            ("a/ without deletes", watches::prefix_without_deletes()),
+            ("b without puts", watches::one_key_without_puts()),
+        ] {
+            let theirs = watches::Watch::open(&their_address, create.clone()).await;
+            let ours = watches::Watch::open(&our_address, create).await;
+            pairs.push((name, theirs, ours));
+        }
         // The documented difference of a store never compacted: etcd takes
         // a compaction at revision 0 (a no-op), bellwether answers that
         // revision 0 is compacted. Either way later calls see the same.
@@ -166,6 +185,13 @@ fn random_calls_answer_as_a_real_etcd_does() {
         let mut failed = 0u64;
         let mut left_out = 0u64;
         for number in 1..=calls {
+            if number == calls / 2 {
+                // Replayed from the history, then live.
+                let create = watches::every_key(history.revision - 50);
+                let theirs = watches::Watch::open(&their_address, create.clone()).await;
+                let ours = watches::Watch::open(&our_address, create).await;
+                pairs.push(("every key from 50 revisions back", theirs, ours));
+            }
             let call = if number % 500 == 0 && history.revision > 100 {
                 Call::Compact(pb::CompactionRequest {
                     revision: history.revision - 100,
@@ -194,10 +220,12 @@ fn random_calls_answer_as_a_real_etcd_does() {
             failed += u64::from(!expected.ok);
             learn(&mut history, &call, &expected);
         }
+        let events = watches::assert_alike(&pairs, seed).await;
+        drop(pairs);
         // Last: etcd writes these, bellwether does not, so the stores part.
         double_writes_answer_as_documented(&mut theirs, &mut ours).await;
         eprintln!(
-            "{calls} calls (seed {seed}) answered alike by etcd and bellwether in {:.1} s: {failed} errors among them, store at revision {}, compacted at {}; {left_out} txns left out as the documented difference",
+            "{calls} calls (seed {seed}) answered alike by etcd and bellwether in {:.1} s: {failed} errors among them, store at revision {}, compacted at {}; {left_out} txns left out as the documented difference; watches delivered alike {events:?} lines",
             started.elapsed().as_secs_f64(),
             history.revision,
             history.compacted
