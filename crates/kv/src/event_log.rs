@@ -8,7 +8,7 @@
 //! that asks for a dropped revision gets [`KvError::Compacted`] naming the
 //! first revision still held, and restarts from there.
 
-use crate::{Event, KeyRange, KvError, EVENT_LOG_EVENTS_MAX};
+use crate::{Event, EventKind, KeyRange, KvError, EVENT_LOG_EVENTS_MAX};
 use std::collections::VecDeque;
 
 /// The events of one write revision, in the order they were applied.
@@ -62,7 +62,11 @@ impl EventLog {
         }
     }
 
-    /// Drops every revision below `revision`.
+    /// Drops every revision below `revision`, and the deletes at
+    /// `revision` itself. etcd's compaction keeps each key's newest
+    /// version at or below the compact revision unless it is a deletion,
+    /// so a watch that starts exactly there gets that revision's puts and
+    /// not its deletes; a watcher here gets the same.
     pub(crate) fn compact(&mut self, revision: i64) {
         while self
             .revisions
@@ -70,6 +74,18 @@ impl EventLog {
             .is_some_and(|front| front.revision < revision)
         {
             self.drop_oldest();
+        }
+        if let Some(front) = self
+            .revisions
+            .front_mut()
+            .filter(|front| front.revision == revision)
+        {
+            let before = front.events.len();
+            front.events.retain(|event| event.kind == EventKind::Put);
+            self.events_count -= before - front.events.len();
+            if front.events.is_empty() {
+                self.revisions.pop_front();
+            }
         }
         self.first_revision = self.first_revision.max(revision);
     }
@@ -160,7 +176,7 @@ fn scan_bytes(event: &Event) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use crate::{KeyRange, KvError, KvStore, PutRequest, RequestOp, TxnRequest};
+    use crate::{EventKind, KeyRange, KvError, KvStore, PutRequest, RequestOp, TxnRequest};
 
     fn all() -> KeyRange {
         KeyRange::new(vec![0], vec![0])
@@ -227,5 +243,32 @@ mod tests {
         assert_eq!(store.events_page(2, &all(), 10), compacted);
         assert_eq!(store.events_page(-1, &all(), 10), compacted);
         assert_eq!(store.events_page(3, &all(), 10_000).unwrap().0.len(), 4);
+    }
+
+    /// etcd 3.4, asked by the differential test: after a compaction at
+    /// revision C, a watch from C gets C's puts but not its deletes.
+    #[test]
+    fn a_watch_from_the_compact_revision_gets_its_puts_and_not_its_deletes() {
+        let mut store = store();
+        // Revision 5: a txn that deletes `z` and puts `y`.
+        let txn = TxnRequest {
+            compare: Vec::new(),
+            success: vec![
+                RequestOp::DeleteRange(crate::DeleteRangeRequest::new("z", "")),
+                RequestOp::Put(PutRequest::new("y", "4")),
+            ],
+            failure: Vec::new(),
+        };
+        store.txn(&txn).unwrap();
+        // Revision 6: a delete alone.
+        store
+            .delete_range(&crate::DeleteRangeRequest::new("y", ""))
+            .unwrap();
+        store.compact(5).unwrap();
+        let (events, _) = store.events_page(5, &all(), 10_000).unwrap();
+        let kinds: Vec<(EventKind, i64)> = events.iter().map(|e| (e.kind, e.revision())).collect();
+        assert_eq!(kinds, [(EventKind::Put, 5), (EventKind::Delete, 6)]);
+        store.compact(6).unwrap();
+        assert!(store.events_page(6, &all(), 10_000).unwrap().0.is_empty());
     }
 }

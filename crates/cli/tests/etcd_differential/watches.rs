@@ -93,7 +93,10 @@ impl Watch {
                     ));
                 }
                 for event in &message.events {
-                    sink.push(format!("{} {:?} {:?}", event.r#type, event.kv, event.prev_kv));
+                    sink.push(format!(
+                        "{} {:?} {:?}",
+                        event.r#type, event.kv, event.prev_kv
+                    ));
                 }
             }
         });
@@ -113,10 +116,8 @@ impl Watch {
 }
 
 /// Waits until each pair has delivered as many lines on both sides and
-/// nothing more came for [`QUIET`] (or [`DRAIN_LIMIT`] passed), then
-/// asserts that each pair's lines are the same. Returns the lines seen
-/// per pair.
-pub async fn assert_alike(pairs: &[(&str, Watch, Watch)], seed: u64) -> Vec<usize> {
+/// nothing more came for [`QUIET`], or [`DRAIN_LIMIT`] passed.
+pub async fn wait_until_even(pairs: &[(&str, Watch, Watch)]) {
     let deadline = tokio::time::Instant::now() + DRAIN_LIMIT;
     let mut last = Vec::new();
     loop {
@@ -126,11 +127,17 @@ pub async fn assert_alike(pairs: &[(&str, Watch, Watch)], seed: u64) -> Vec<usiz
             .collect();
         let even = counts.iter().all(|(a, b)| a == b);
         if (even && counts == last) || tokio::time::Instant::now() > deadline {
-            break;
+            return;
         }
         last = counts;
         tokio::time::sleep(QUIET).await;
     }
+}
+
+/// Once the pairs are even ([`wait_until_even`]), asserts that each
+/// pair's lines are the same. Returns the lines seen per pair.
+pub async fn assert_alike(pairs: &[(&str, Watch, Watch)], seed: u64) -> Vec<usize> {
+    wait_until_even(pairs).await;
     let mut seen = Vec::new();
     for (name, theirs, ours) in pairs {
         let (expected, got) = (theirs.lines(), ours.lines());
