@@ -151,6 +151,25 @@ impl StatusTracker {
     fn record_change(&mut self, key: StateKey, now: Instant, metrics: &Metrics) {
         let (leader, term, role, committed_in_term) = key;
         tracing::info!(term, role = role.as_str(), leader = ?leader.map(|l| l.0), committed_in_term, "raft state changed");
+        if let Some((_, last_term, last_role, _)) = self.last {
+            match (last_role, role) {
+                (Role::Leader, Role::Follower) if last_term == term => tracing::info!(
+                    term,
+                    "stopped acting as leader in this term: no quorum answered within its \
+                     term of office, or leadership was handed over"
+                ),
+                // Raft takes office only as a candidate of a new term, so
+                // this is a leader whose term of office had run out
+                // (`keeps_role` in the core) and that a quorum answered.
+                (Role::Follower, Role::Leader) if last_term == term => {
+                    tracing::info!(
+                        term,
+                        "acting as leader again in the same term: a quorum answered"
+                    )
+                }
+                _ => {}
+            }
+        }
         let previous_leader = self.last.as_ref().and_then(|(l, _, _, _)| *l);
         if leader != previous_leader {
             if leader.is_none() {
