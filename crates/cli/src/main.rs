@@ -13,6 +13,7 @@ mod bench_failover;
 mod bench_failover_pauses;
 mod bench_kv;
 mod bench_raft;
+mod bench_scale;
 mod bench_support;
 mod bench_tasks;
 mod bench_tasks_chaos;
@@ -131,6 +132,10 @@ enum BenchCommand {
     /// works against bellwether or ZooKeeper), optionally against a real
     /// ZooKeeper 3.8 ensemble.
     Zookeeper(bench_zookeeper::ZookeeperArgs),
+    /// What a large store costs: load and update rates, memory, leader
+    /// changes, heartbeat gaps and follower restart at each store size,
+    /// optionally against a real etcd.
+    Scale(bench_scale::ScaleArgs),
     /// Commits per second of an in-process Raft cluster with no network.
     Raft {
         /// Cluster size.
@@ -192,6 +197,7 @@ fn bench(command: BenchCommand) -> anyhow::Result<std::process::ExitCode> {
         BenchCommand::Tasks(args) => bench_tasks::execute(args),
         BenchCommand::Elector(args) => bench_elector::execute(args),
         BenchCommand::Zookeeper(args) => bench_zookeeper::execute(args),
+        BenchCommand::Scale(args) => bench_scale::execute(args),
         BenchCommand::Failover(args) if args.pauses.is_some() => {
             let seconds = args.pauses.unwrap_or_default();
             let report = bench_failover_pauses::run(&args, seconds)?;

@@ -65,6 +65,9 @@ pub struct DetectorState {
     pub samples: usize,
     /// Suspicions raised since start.
     pub suspicions: u64,
+    /// The longest gap between two of the watched peer's messages since
+    /// start, in ticks: what a stalled leader (or a stalled member) cost.
+    pub longest_gap_ticks: u64,
 }
 
 /// Learns the gaps between a peer's messages and says when its silence is
@@ -84,6 +87,8 @@ pub struct AdaptiveDetector {
     suspected: bool,
     /// Suspicions raised since start.
     suspicions: u64,
+    /// The longest gap since start (see [`DetectorState`]).
+    longest_gap_ticks: u64,
 }
 
 impl AdaptiveDetector {
@@ -102,6 +107,7 @@ impl AdaptiveDetector {
             last_heard: None,
             suspected: false,
             suspicions: 0,
+            longest_gap_ticks: 0,
         }
     }
 
@@ -119,6 +125,7 @@ impl AdaptiveDetector {
                 self.gaps.push_back(gap);
                 self.sum += gap;
                 self.sum_squares += u128::from(gap) * u128::from(gap);
+                self.longest_gap_ticks = self.longest_gap_ticks.max(gap);
             }
         }
         self.last_heard = Some(now);
@@ -177,6 +184,7 @@ impl AdaptiveDetector {
             },
             samples: self.gaps.len(),
             suspicions: self.suspicions,
+            longest_gap_ticks: self.longest_gap_ticks,
         }
     }
 
@@ -257,6 +265,11 @@ mod tests {
         assert_eq!(d.state().samples, WINDOW);
         assert_eq!(d.state().mean_gap_ticks, 5);
         assert_eq!(d.threshold(), 30);
+        assert_eq!(
+            d.state().longest_gap_ticks,
+            90,
+            "the longest gap outlives the window"
+        );
     }
 
     #[test]

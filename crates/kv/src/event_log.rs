@@ -10,14 +10,16 @@
 
 use crate::{Event, EventKind, KeyRange, KvError, EVENT_LOG_EVENTS_MAX};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// The events of one write revision, in the order they were applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RevisionEvents {
     /// The write's revision.
     pub(crate) revision: i64,
-    /// Its events, at least one.
-    pub(crate) events: Vec<Event>,
+    /// Its events, at least one. Shared, so a snapshot clones the log for
+    /// a pointer per revision.
+    pub(crate) events: Arc<Vec<Event>>,
 }
 
 /// Recent events, oldest revision first.
@@ -54,7 +56,10 @@ impl EventLog {
         }
         self.events_count += events.len();
         self.revisions
-            .push_back(RevisionEvents { revision, events });
+            .push_back(RevisionEvents {
+                revision,
+                events: Arc::new(events),
+            });
         // Keep the newest revision even if it alone exceeds the bound: a
         // watcher must be able to see the write that was just made.
         while self.events_count > EVENT_LOG_EVENTS_MAX && self.revisions.len() > 1 {
@@ -81,7 +86,7 @@ impl EventLog {
             .filter(|front| front.revision == revision)
         {
             let before = front.events.len();
-            front.events.retain(|event| event.kind == EventKind::Put);
+            Arc::make_mut(&mut front.events).retain(|event| event.kind == EventKind::Put);
             self.events_count -= before - front.events.len();
             if front.events.is_empty() {
                 self.revisions.pop_front();
@@ -157,7 +162,7 @@ impl EventLog {
         let events = self
             .revisions
             .range(first..)
-            .flat_map(|entry| &entry.events);
+            .flat_map(|entry| entry.events.iter());
         Ok(events
             .filter(|event| range.contains(&event.kv.key))
             .cloned()

@@ -5,6 +5,13 @@
 use crate::KeyValue;
 use std::sync::Arc;
 
+/// Every key with retained history, in key order. A persistent map: a
+/// clone shares every node with the original and costs a pointer, and a
+/// write to either copies only the nodes on its path that are still
+/// shared. So a snapshot clones the keys on the member's loop in constant
+/// time and encodes them on another thread, while applies go on.
+pub(crate) type KeyMap = imbl::OrdMap<Vec<u8>, KeyHistory>;
+
 /// One write to a key: the new state, or `None` for a delete.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct KeyRevision {

@@ -43,6 +43,14 @@ fn a_pending_snapshot_encodes_the_store_as_it_was_taken() {
     for id in 100..5_000 {
         store.lease_grant(id, 60).unwrap();
     }
+    // Enough keys for the key map to have many nodes, each with history.
+    for round in 0..2 {
+        for key in 0..3_000 {
+            store
+                .put(&PutRequest::new(format!("k{key:05}"), format!("{round}")))
+                .unwrap();
+        }
+    }
     let then = store.clone();
     let pending = store.snapshot_pending();
     // The store goes on changing while the snapshot waits to be encoded:
@@ -55,6 +63,22 @@ fn a_pending_snapshot_encodes_the_store_as_it_was_taken() {
         store.lease_grant(id, 90).unwrap();
     }
     store.put(&PutRequest::new("d", "later")).unwrap();
+    // Keys overwritten, deleted and added in nodes the snapshot shares,
+    // and histories and events dropped by a compaction.
+    for key in (0..3_000).step_by(7) {
+        store
+            .put(&PutRequest::new(format!("k{key:05}"), "later"))
+            .unwrap();
+    }
+    store
+        .delete_range(&DeleteRangeRequest::new("k01000", "k01500"))
+        .unwrap();
+    for key in 0..500 {
+        store
+            .put(&PutRequest::new(format!("k{key:05}x"), "new"))
+            .unwrap();
+    }
+    store.compact(store.revision() - 10).unwrap();
     let encoded = pending.encode();
     assert_eq!(encoded, then.snapshot());
     assert_eq!(KvStore::restore(&encoded).unwrap(), then);

@@ -60,6 +60,8 @@ pub struct Metrics {
     pub detector_mean_gap_seconds: Gauge<f64, AtomicU64>,
     /// Times the detector suspected the leader since start.
     pub detector_suspicions: IndexGauge,
+    /// The longest gap between the leader's messages since start.
+    pub leader_gap_max_seconds: Gauge<f64, AtomicU64>,
     /// Seconds this node has been leader (0 when not leading).
     pub leader_uptime_seconds: Gauge<f64, AtomicU64>,
     /// The longest one turn of the node's loop took since it started
@@ -139,6 +141,7 @@ impl Metrics {
             detector_threshold_seconds: Gauge::default(),
             detector_mean_gap_seconds: Gauge::default(),
             detector_suspicions: IndexGauge::default(),
+            leader_gap_max_seconds: Gauge::default(),
             loop_turn_max_seconds: Gauge::default(),
             sent_by_kind,
             messages_sent,
@@ -222,6 +225,13 @@ impl Metrics {
             "bellwether_detector_mean_gap_seconds",
             "The mean gap between the leader's messages over the detector's window.",
             self.detector_mean_gap_seconds.clone(),
+        );
+        registry.register(
+            "bellwether_leader_gap_max_seconds",
+            "Longest gap between two messages of the leader this member followed, since it \
+             started, tick-grained (kept by the adaptive detector; 0 when it is off): how long \
+             a stall of the leader, the network or this member went unheard.",
+            self.leader_gap_max_seconds.clone(),
         );
         registry.register(
             "bellwether_loop_turn_max_seconds",

@@ -176,4 +176,9 @@ pub struct DetectorStatus {
     pub samples: usize,
     /// Times this member suspected its leader since it started.
     pub suspicions: u64,
+    /// The longest gap between the leader's messages since this member
+    /// started, in ms (tick-grained): how long a stall of the leader, the
+    /// network or this member kept it from hearing its leader.
+    #[serde(default)]
+    pub longest_gap_ms: u64,
 }

@@ -125,6 +125,9 @@ impl StatusTracker {
                 .detector_mean_gap_seconds
                 .set(d.mean_gap_ms as f64 / 1000.0);
             metrics.detector_suspicions.set(d.suspicions);
+            metrics
+                .leader_gap_max_seconds
+                .set(d.longest_gap_ms as f64 / 1000.0);
         }
         let due = self
             .last_publish
@@ -143,6 +146,7 @@ impl StatusTracker {
             mean_gap_ms: d.mean_gap_ticks * self.tick_ms,
             samples: d.samples,
             suspicions: d.suspicions,
+            longest_gap_ms: d.longest_gap_ticks * self.tick_ms,
         })
     }
 

@@ -10,8 +10,8 @@
 //! `bellwether bench tasks`: the leader compacts every thousand revisions,
 //! and a task queue leaves two keys behind for every task it ran.
 
-use crate::key_history::KeyHistory;
-use std::collections::{BTreeMap, VecDeque};
+use crate::key_history::KeyMap;
+use std::collections::VecDeque;
 
 /// Writes that left something for a compaction to drop, in revision order.
 #[derive(Clone, Debug, Default)]
@@ -39,7 +39,7 @@ impl CompactionQueue {
 
     /// The queue for histories read back from a snapshot: every write that
     /// is not its key's first, and every tombstone.
-    pub(crate) fn of(keys: &BTreeMap<Vec<u8>, KeyHistory>) -> CompactionQueue {
+    pub(crate) fn of(keys: &KeyMap) -> CompactionQueue {
         let mut writes: Vec<(i64, Vec<u8>)> = keys
             .iter()
             .flat_map(|(key, history)| {

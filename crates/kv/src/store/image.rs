@@ -10,7 +10,7 @@
 use super::compaction_queue::CompactionQueue;
 use super::KvStore;
 use crate::event_log::EventLog;
-use crate::key_history::{KeyHistory, KeyRevision};
+use crate::key_history::{KeyHistory, KeyMap, KeyRevision};
 use crate::{
     Alarm, AuthImage, AuthState, Event, EventKind, IdMap, KeyValue, Lease, LEASES_MAX,
     LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN,
@@ -130,7 +130,7 @@ impl KvStore {
                 return Err(format!("lease {id:#x} is zero or listed twice"));
             }
         }
-        let mut keys: BTreeMap<Vec<u8>, KeyHistory> = BTreeMap::new();
+        let mut keys = std::collections::BTreeMap::<Vec<u8>, KeyHistory>::new();
         let mut events = EventLog::new(compact_revision.max(super::REVISION_INITIAL));
         let mut pending: Vec<Event> = Vec::new();
         let mut last_revision = 0;
@@ -199,6 +199,7 @@ impl KvStore {
         if compact_revision > 0 {
             keys.retain(|key, history| !history.compact(compact_revision, key.len()).0);
         }
+        let keys: KeyMap = keys.into_iter().collect();
         let lease_keys = super::snapshot::lease_key_sets(&keys, &leases).map_err(|kv| {
             format!(
                 "key {:?} is attached to lease {:#x}, which the image does not hold",

@@ -35,7 +35,7 @@ mod txn;
 mod write;
 
 use crate::event_log::EventLog;
-use crate::key_history::KeyHistory;
+use crate::key_history::{KeyHistory, KeyMap};
 use crate::member::MemberRecord;
 use crate::{Alarm, AuthState, Event, IdMap, KeyRange, KvError, Lease};
 use compaction_queue::CompactionQueue;
@@ -53,7 +53,7 @@ pub struct KvStore {
     /// first compaction.
     compact_revision: i64,
     /// Every key with retained history, live or deleted, in key order.
-    keys: BTreeMap<Vec<u8>, KeyHistory>,
+    keys: KeyMap,
     /// The keys the next compactions must visit.
     to_compact: CompactionQueue,
     /// Live leases by id.
@@ -89,7 +89,7 @@ impl KvStore {
         KvStore {
             revision: REVISION_INITIAL,
             compact_revision: 0,
-            keys: BTreeMap::new(),
+            keys: KeyMap::new(),
             to_compact: CompactionQueue::default(),
             leases: IdMap::new(),
             lease_keys: BTreeMap::new(),

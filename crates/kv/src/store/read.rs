@@ -101,7 +101,7 @@ impl KvStore {
             return Vec::new();
         }
         self.keys
-            .range::<[u8], _>(range.bounds())
+            .range::<_, [u8]>(range.bounds())
             .filter_map(|(_, history)| history.at(revision))
             .collect()
     }
@@ -112,7 +112,7 @@ impl KvStore {
             return Vec::new();
         }
         self.keys
-            .range::<[u8], _>(range.bounds())
+            .range::<_, [u8]>(range.bounds())
             .filter_map(|(_, h)| KeyHistory::latest(h))
             .collect()
     }

@@ -29,7 +29,8 @@ use super::compaction_queue::CompactionQueue;
 use super::snapshot_events;
 use super::KvStore;
 use crate::codec::{Decoder, Encoder};
-use crate::key_history::{KeyHistory, KeyRevision};
+use crate::event_log::EventLog;
+use crate::key_history::{KeyHistory, KeyMap, KeyRevision};
 use crate::{
     Alarm, AlarmKind, AuthState, IdMap, KeyValue, KvError, Lease, MemberIntent, MemberRecord,
     LEASE_TTL_SECONDS_MAX, LEASE_TTL_SECONDS_MIN, MEMBER_RECORDS_MAX,
@@ -68,19 +69,26 @@ const ALARMS_MAX: usize = 1 << 16;
 /// earlier builds).
 const SNAPSHOT_VERSION_OLDEST_READ: u32 = 1;
 
-/// A snapshot taken but not yet encoded whole: everything but the lease
-/// table is encoded, and the leases are a clone that shares the store's
-/// pages (see [`IdMap`]). Taking one under the store's lock costs the keys'
-/// encoding and a pointer per 64 leases; [`encode`](Self::encode), the part
-/// that grows with the leases (11 ms for a million), runs wherever the
-/// caller likes, off the lock.
+/// A snapshot taken but not yet encoded: the parts that grow with the
+/// store are clones that share their nodes with it (the keys' [`KeyMap`],
+/// the leases' [`IdMap`] pages), so taking one on the member's loop costs
+/// a few pointers and a copy of the recent events, whatever the store
+/// holds. [`encode`](Self::encode), which walks every key (about a third
+/// of a second for a million), runs wherever the caller likes, off the
+/// loop; writes to the store meanwhile copy only the nodes they touch.
 #[derive(Debug)]
 pub struct PendingSnapshot {
-    /// The head and the keys.
-    head: Vec<u8>,
-    /// The leases as they were when the snapshot was taken.
+    /// The store's revision when taken.
+    revision: i64,
+    /// Its compact revision.
+    compact_revision: i64,
+    /// Every key's history.
+    keys: KeyMap,
+    /// The leases.
     leases: IdMap<Lease>,
-    /// The event log, alarms, members and auth.
+    /// The event log.
+    events: EventLog,
+    /// The alarms, members and auth, encoded: small, so encoded when taken.
     tail: Vec<u8>,
 }
 
@@ -88,18 +96,20 @@ impl PendingSnapshot {
     /// The snapshot's bytes: the same as [`KvStore::snapshot`] would have
     /// given when this was taken.
     pub fn encode(self) -> Vec<u8> {
-        let mut out = Encoder { bytes: self.head };
-        out.bytes
-            .reserve(self.tail.len() + LEASE_VARINT_BYTES_TYPICAL * self.leases.len());
+        let mut out = Encoder::default();
+        encode_head_and_keys(
+            &mut out,
+            SNAPSHOT_VERSION,
+            self.revision,
+            self.compact_revision,
+            &self.keys,
+        );
         encode_leases(&mut out, &self.leases);
+        snapshot_events::encode_events(&mut out, &self.events, &self.keys);
         out.bytes.extend_from_slice(&self.tail);
         out.bytes
     }
 }
-
-/// About what one lease takes in the encoding (a one-byte id distance and
-/// a two-byte TTL), to size the buffer once.
-const LEASE_VARINT_BYTES_TYPICAL: usize = 3;
 
 impl KvStore {
     /// Encodes the whole store.
@@ -109,10 +119,7 @@ impl KvStore {
 
     /// Takes a snapshot to encode later (see [`PendingSnapshot`]).
     pub fn snapshot_pending(&self) -> PendingSnapshot {
-        let mut head = Encoder::default();
-        self.encode_head_and_keys(&mut head, SNAPSHOT_VERSION);
         let mut out = Encoder::default();
-        snapshot_events::encode_events(&mut out, &self.events, &self.keys);
         out.count(self.alarms.len());
         for alarm in &self.alarms {
             out.varint(alarm.member_id);
@@ -133,28 +140,20 @@ impl KvStore {
         }
         self.auth.encode(&mut out);
         PendingSnapshot {
-            head: head.bytes,
+            revision: self.revision,
+            compact_revision: self.compact_revision,
+            keys: self.keys.clone(),
             leases: self.leases.clone(),
+            events: self.events.clone(),
             tail: out.bytes,
         }
     }
 
-    /// Encodes what every version starts with: the magic, `version`, the
-    /// revisions and every key's history.
+    /// Encodes what every version starts with (see
+    /// [`encode_head_and_keys`]), for the tests that write older versions.
+    #[cfg(test)]
     pub(super) fn encode_head_and_keys(&self, out: &mut Encoder, version: u32) {
-        out.bytes.extend_from_slice(SNAPSHOT_MAGIC);
-        out.u32(version);
-        out.i64(self.revision);
-        out.i64(self.compact_revision);
-        out.count(self.keys.len());
-        for (key, history) in &self.keys {
-            out.bytes(key);
-            out.count(history.revisions.len());
-            for entry in &history.revisions {
-                out.i64(entry.revision);
-                encode_optional_kv(out, entry.kv.as_deref());
-            }
-        }
+        encode_head_and_keys(out, version, self.revision, self.compact_revision, &self.keys);
     }
 
     /// Decodes a store from [`snapshot`](Self::snapshot)'s output.
@@ -216,6 +215,30 @@ impl KvStore {
         };
         store.size_bytes = store.count_size_bytes();
         Ok(store)
+    }
+}
+
+/// Encodes what every version starts with: the magic, `version`, the
+/// revisions and every key's history.
+fn encode_head_and_keys(
+    out: &mut Encoder,
+    version: u32,
+    revision: i64,
+    compact_revision: i64,
+    keys: &KeyMap,
+) {
+    out.bytes.extend_from_slice(SNAPSHOT_MAGIC);
+    out.u32(version);
+    out.i64(revision);
+    out.i64(compact_revision);
+    out.count(keys.len());
+    for (key, history) in keys {
+        out.bytes(key);
+        out.count(history.revisions.len());
+        for entry in &history.revisions {
+            out.i64(entry.revision);
+            encode_optional_kv(out, entry.kv.as_deref());
+        }
     }
 }
 
@@ -288,8 +311,8 @@ fn decode_members(
 fn decode_keys(
     input: &mut Decoder,
     revision: i64,
-) -> Result<BTreeMap<Vec<u8>, KeyHistory>, KvError> {
-    let mut keys = BTreeMap::new();
+) -> Result<KeyMap, KvError> {
+    let mut keys = KeyMap::new();
     for _ in 0..input.count(5)? {
         let key = input.bytes()?;
         let mut history = KeyHistory::default();
@@ -419,7 +442,7 @@ fn decode_leases(input: &mut Decoder, version: u32) -> Result<IdMap<Lease>, KvEr
 /// Rebuilds each lease's key set from the keys' lease fields.
 fn attach_lease_keys(
     input: &Decoder,
-    keys: &BTreeMap<Vec<u8>, KeyHistory>,
+    keys: &KeyMap,
     leases: &IdMap<Lease>,
 ) -> Result<BTreeMap<i64, BTreeSet<Vec<u8>>>, KvError> {
     lease_key_sets(keys, leases).map_err(|_| input.corrupt("key attached to a missing lease"))
@@ -428,7 +451,7 @@ fn attach_lease_keys(
 /// Each lease's key set, from the keys' lease fields; a live key on a
 /// lease that `leases` lacks is returned as the error.
 pub(super) fn lease_key_sets<'k>(
-    keys: &'k BTreeMap<Vec<u8>, KeyHistory>,
+    keys: &'k KeyMap,
     leases: &IdMap<Lease>,
 ) -> Result<BTreeMap<i64, BTreeSet<Vec<u8>>>, &'k KeyValue> {
     let mut lease_keys: BTreeMap<i64, BTreeSet<Vec<u8>>> = BTreeMap::new();

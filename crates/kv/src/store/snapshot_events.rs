@@ -16,13 +16,12 @@
 use super::snapshot::{decode_kv, decode_optional_kv, encode_kv, encode_optional_kv};
 use crate::codec::{Decoder, Encoder};
 use crate::event_log::{EventLog, RevisionEvents};
-use crate::key_history::KeyHistory;
+use crate::key_history::{KeyHistory, KeyMap};
 use crate::{Event, EventKind, KeyValue, KvError};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The key histories, by key.
-type Histories = BTreeMap<Vec<u8>, KeyHistory>;
+type Histories = KeyMap;
 
 /// Marks a state taken from the key histories.
 const DERIVED: u8 = 0;
@@ -61,7 +60,7 @@ fn encode_log(out: &mut Encoder, log: &EventLog, mut event: impl FnMut(&mut Enco
     for entry in &log.revisions {
         out.i64(entry.revision);
         out.count(entry.events.len());
-        for one in &entry.events {
+        for one in entry.events.iter() {
             event(out, entry.revision, one);
         }
     }
@@ -103,7 +102,7 @@ pub(super) fn decode_events(
         log.events_count += events.len();
         log.revisions.push_back(RevisionEvents {
             revision: entry_revision,
-            events,
+            events: Arc::new(events),
         });
     }
     Ok(log)

@@ -1,0 +1,33 @@
+//! Times a snapshot of a store with many keys (a measurement, not a test):
+//! `cargo run --release -p bellwether-kv --example snapshot_cost -- 1000000`.
+use bellwether_kv::{KvStore, PutRequest};
+use std::time::Instant;
+
+fn rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
+}
+
+fn main() {
+    let keys: usize = std::env::args().nth(1).map_or(1_000_000, |a| a.parse().unwrap());
+    let mut store = KvStore::new();
+    let value = vec![b'v'; 256];
+    let start = Instant::now();
+    for i in 0..keys {
+        store
+            .put(&PutRequest::new(format!("/registry/key/{i:012}"), value.clone()))
+            .unwrap();
+    }
+    println!("loaded {keys} keys in {:?}, rss {} MiB", start.elapsed(), rss_mib());
+    let start = Instant::now();
+    let pending = store.snapshot_pending();
+    println!("snapshot_pending {:?}, rss {} MiB", start.elapsed(), rss_mib());
+    let start = Instant::now();
+    let bytes = pending.encode();
+    println!("encode {:?}, {} MiB, rss {} MiB", start.elapsed(), bytes.len() >> 20, rss_mib());
+    let start = Instant::now();
+    let restored = KvStore::restore(&bytes).unwrap();
+    println!("restore {:?}, rss {} MiB", start.elapsed(), rss_mib());
+    assert_eq!(restored.revision(), store.revision());
+}
