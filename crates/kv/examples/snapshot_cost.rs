@@ -6,26 +6,49 @@ use std::time::Instant;
 fn rss_mib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        / 1024
 }
 
 fn main() {
-    let keys: usize = std::env::args().nth(1).map_or(1_000_000, |a| a.parse().unwrap());
+    let keys: usize = std::env::args()
+        .nth(1)
+        .map_or(1_000_000, |a| a.parse().unwrap());
     let mut store = KvStore::new();
     let value = vec![b'v'; 256];
     let start = Instant::now();
     for i in 0..keys {
         store
-            .put(&PutRequest::new(format!("/registry/key/{i:012}"), value.clone()))
+            .put(&PutRequest::new(
+                format!("/registry/key/{i:012}"),
+                value.clone(),
+            ))
             .unwrap();
     }
-    println!("loaded {keys} keys in {:?}, rss {} MiB", start.elapsed(), rss_mib());
+    println!(
+        "loaded {keys} keys in {:?}, rss {} MiB",
+        start.elapsed(),
+        rss_mib()
+    );
     let start = Instant::now();
     let pending = store.snapshot_pending();
-    println!("snapshot_pending {:?}, rss {} MiB", start.elapsed(), rss_mib());
+    println!(
+        "snapshot_pending {:?}, rss {} MiB",
+        start.elapsed(),
+        rss_mib()
+    );
     let start = Instant::now();
     let bytes = pending.encode();
-    println!("encode {:?}, {} MiB, rss {} MiB", start.elapsed(), bytes.len() >> 20, rss_mib());
+    println!(
+        "encode {:?}, {} MiB, rss {} MiB",
+        start.elapsed(),
+        bytes.len() >> 20,
+        rss_mib()
+    );
     let start = Instant::now();
     let restored = KvStore::restore(&bytes).unwrap();
     println!("restore {:?}, rss {} MiB", start.elapsed(), rss_mib());

@@ -55,11 +55,10 @@ impl EventLog {
             assert!(revision > last.revision, "event revisions must increase");
         }
         self.events_count += events.len();
-        self.revisions
-            .push_back(RevisionEvents {
-                revision,
-                events: Arc::new(events),
-            });
+        self.revisions.push_back(RevisionEvents {
+            revision,
+            events: Arc::new(events),
+        });
         // Keep the newest revision even if it alone exceeds the bound: a
         // watcher must be able to see the write that was just made.
         while self.events_count > EVENT_LOG_EVENTS_MAX && self.revisions.len() > 1 {

@@ -232,9 +232,7 @@ fn measure_all(
         };
         let mut cluster = ProcessCluster::start(layout)?;
         let metrics = (1..=NODES)
-            .map(|i| {
-                SocketAddr::from(([127, 0, 0, 1], (args.base_port as usize + 100 + i) as u16))
-            })
+            .map(|i| SocketAddr::from(([127, 0, 0, 1], (args.base_port as usize + 100 + i) as u16)))
             .collect();
         let point = measure(
             &mut cluster,
@@ -401,9 +399,7 @@ fn restart_a_follower(
     interrupted: &Arc<AtomicBool>,
 ) -> Result<f64> {
     let leader = wait_agreement(cluster, interrupted)?.member;
-    let follower = (1..=NODES)
-        .find(|i| *i != leader)
-        .expect("three members");
+    let follower = (1..=NODES).find(|i| *i != leader).expect("three members");
     let revision = runtime.block_on(loader::revision(&endpoints[leader - 1]))?;
     let member = &mut cluster.members_mut()[follower - 1];
     member.kill()?;
@@ -440,8 +436,8 @@ fn leader_changes(side: Side, metrics: &[SocketAddr]) -> Result<Vec<u64>> {
 fn largest_metric(metrics: &[SocketAddr], name: &str) -> Result<f64> {
     let mut largest = 0.0f64;
     for address in metrics {
-        let value = metric(*address, name)?
-            .with_context(|| format!("{address}/metrics has no {name}"))?;
+        let value =
+            metric(*address, name)?.with_context(|| format!("{address}/metrics has no {name}"))?;
         largest = largest.max(value);
     }
     Ok(largest)
@@ -554,7 +550,10 @@ mod tests {
         let page = "# HELP x\nbellwether_leader_changes_total 3\n\
                     bellwether_leader_changes_total_other 9\n\
                     etcd_server_leader_changes_seen_total 1.5e+00\n";
-        assert_eq!(metric_in(page, "bellwether_leader_changes_total"), Some(3.0));
+        assert_eq!(
+            metric_in(page, "bellwether_leader_changes_total"),
+            Some(3.0)
+        );
         assert_eq!(
             metric_in(page, "etcd_server_leader_changes_seen_total"),
             Some(1.5)

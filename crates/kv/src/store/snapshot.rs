@@ -153,7 +153,13 @@ impl KvStore {
     /// [`encode_head_and_keys`]), for the tests that write older versions.
     #[cfg(test)]
     pub(super) fn encode_head_and_keys(&self, out: &mut Encoder, version: u32) {
-        encode_head_and_keys(out, version, self.revision, self.compact_revision, &self.keys);
+        encode_head_and_keys(
+            out,
+            version,
+            self.revision,
+            self.compact_revision,
+            &self.keys,
+        );
     }
 
     /// Decodes a store from [`snapshot`](Self::snapshot)'s output.
@@ -308,10 +314,7 @@ fn decode_members(
 }
 
 /// Decodes every key's history.
-fn decode_keys(
-    input: &mut Decoder,
-    revision: i64,
-) -> Result<KeyMap, KvError> {
+fn decode_keys(input: &mut Decoder, revision: i64) -> Result<KeyMap, KvError> {
     let mut keys = KeyMap::new();
     for _ in 0..input.count(5)? {
         let key = input.bytes()?;
