@@ -31,9 +31,9 @@ impl<W, R> Member<W, R> {
             RaftOutput::Apply(entry) => self.apply_entry(entry),
             RaftOutput::Restore(snapshot) => {
                 self.machine
-                    .restore(snapshot.meta.last_index, &snapshot.data);
+                    .restore(snapshot.meta.last_index, snapshot.data.bytes());
                 self.snapshots
-                    .restored(snapshot.meta.last_index, snapshot.data.len() as u64);
+                    .restored(snapshot.meta.last_index, snapshot.data.len());
                 // Proposals covered by a snapshot from the leader: their
                 // answers are gone with the entries, and whether each was
                 // kept (committed by the next leader) or replaced cannot be

@@ -328,6 +328,17 @@ impl<W, R> Member<W, R> {
         self.snapshots.written();
     }
 
+    /// The latest snapshot, at `index`, is in a synced file the runtime
+    /// reads as `stored`: the core drops its copy in memory (see
+    /// `bellwether_core::raft::SnapshotData`).
+    pub fn snapshot_stored(
+        &mut self,
+        index: LogIndex,
+        stored: std::sync::Arc<dyn bellwether_core::raft::StoredSnapshot>,
+    ) {
+        self.raft.snapshot_stored(index, stored);
+    }
+
     /// True unless this member leads and some follower lacks entries up to
     /// `index`.
     fn followers_hold(&self, index: LogIndex) -> bool {

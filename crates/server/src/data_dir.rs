@@ -304,7 +304,7 @@ fn write_restored(config: &NodeConfig, snapshot: Vec<u8>) -> Result<(), RestoreE
     };
     wal.save_snapshot(&Snapshot {
         meta,
-        data: std::sync::Arc::new(snapshot),
+        data: snapshot.into(),
     })
     .map_err(storage_error)?;
     wal.save_hard_state(&HardState {

@@ -131,9 +131,8 @@ pub struct Node {
     /// the log line that says how long it took) and where its data
     /// arrives.
     encoding_snapshot: Option<(Instant, oneshot::Receiver<Vec<u8>>)>,
-    /// A snapshot being written by `snapshot_writer`: when it began and
-    /// where the outcome arrives.
-    writing_snapshot: Option<(Instant, oneshot::Receiver<Result<(), StorageError>>)>,
+    /// A snapshot being written by `snapshot_writer`.
+    writing_snapshot: Option<effects::WritingSnapshot>,
     /// Queues to the other members' connections (set by `run`).
     outbound: BTreeMap<NodeId, mpsc::Sender<PeerMessage>>,
     /// Why this member's last snapshot could not be written: the member
@@ -179,7 +178,7 @@ impl Node {
         let http_address = http_listener.local_addr().unwrap_or(config.http_listen);
         let (status_tx, _) = watch::channel(empty_status(&config, http_address));
         let (client, requests) = NodeClient::channel();
-        Ok(Node {
+        let mut node = Node {
             config,
             member,
             started: Instant::now(),
@@ -202,7 +201,11 @@ impl Node {
             wired: None,
             removed_by: None,
             transport: None,
-        })
+        };
+        // The snapshot recovered was read whole to restore the store; the
+        // core reads it from its file from now on.
+        node.snapshot_off_memory();
+        Ok(node)
     }
 
     /// A handle to propose commands and wait for read barriers.

@@ -511,6 +511,10 @@ async fn a_followers_detector_learns_the_heartbeat_and_shows_it_in_status_and_me
         "the threshold stays between the floor and the timeout: {learned:?}"
     );
     assert!(learned.mean_gap_ms <= 300, "{learned:?}");
+    assert!(
+        learned.longest_gap_ms >= learned.mean_gap_ms && learned.longest_gap_ms > 0,
+        "the longest gap is kept beside the mean: {learned:?}"
+    );
     let threshold = cluster.metrics[follower as usize - 1]
         .detector_threshold_seconds
         .get();

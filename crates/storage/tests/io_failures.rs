@@ -125,7 +125,7 @@ fn a_snapshot_over_the_limit_is_refused_without_poisoning() {
     wal.recover().unwrap();
     wal.append(&commands(1, 3, 1)).unwrap();
     let mut big = snapshot(2, 1);
-    big.data = std::sync::Arc::new(vec![7; 200]);
+    big.data = vec![7; 200].into();
     let error = wal.save_snapshot(&big).unwrap_err();
     assert!(
         matches!(error, StorageError::SnapshotTooLarge { bytes_max: 100, .. }),

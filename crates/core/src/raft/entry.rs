@@ -83,9 +83,119 @@ pub struct SnapshotMeta {
 pub struct Snapshot {
     /// What it covers.
     pub meta: SnapshotMeta,
-    /// The state machine's serialized state, shared: the node keeps the
-    /// latest snapshot to send to lagging followers while the runtime
-    /// writes the same bytes to disk, and a copy would hold a second image
-    /// of the whole state in memory.
-    pub data: std::sync::Arc<Vec<u8>>,
+    /// The state machine's serialized state (see [`SnapshotData`]).
+    pub data: SnapshotData,
 }
+
+/// A snapshot's bytes: in memory while the member restores or writes
+/// them, then, once the runtime has them in a synced file, that file.
+///
+/// The node keeps its latest snapshot to send to lagging followers. Kept
+/// in memory, it was a second image of the whole state: at a million keys
+/// about 400 MB beside the store itself, held from one snapshot to the
+/// next. Once the runtime has written the bytes, it hands the node a
+/// [`StoredSnapshot`] ([`RaftNode::snapshot_stored`](super::RaftNode::snapshot_stored)),
+/// and the node reads each chunk it sends from there. Clones share the
+/// bytes.
+#[derive(Clone)]
+pub enum SnapshotData {
+    /// Held in memory.
+    Memory(std::sync::Arc<Vec<u8>>),
+    /// In a file the runtime wrote and synced.
+    Stored(std::sync::Arc<dyn StoredSnapshot>),
+}
+
+/// Snapshot bytes that the runtime keeps outside memory (a file beside
+/// the log), read a chunk at a time.
+pub trait StoredSnapshot: Send + Sync {
+    /// Their length.
+    fn len(&self) -> u64;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The bytes in `start..end` (within `0..len()`). The runtime wrote
+    /// and synced them; one it can no longer read is a failed disk, and
+    /// it stops the member rather than send anything else.
+    fn read(&self, start: u64, end: u64) -> Vec<u8>;
+}
+
+impl SnapshotData {
+    /// Their length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            SnapshotData::Memory(bytes) => bytes.len() as u64,
+            SnapshotData::Stored(stored) => stored.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes in `start..end`, clamped to the data.
+    pub fn read(&self, start: u64, end: u64) -> Vec<u8> {
+        let end = end.min(self.len());
+        let start = start.min(end);
+        match self {
+            SnapshotData::Memory(bytes) => bytes[start as usize..end as usize].to_vec(),
+            SnapshotData::Stored(stored) => {
+                let chunk = stored.read(start, end);
+                assert_eq!(
+                    chunk.len() as u64,
+                    end - start,
+                    "a stored snapshot reads whole chunks"
+                );
+                chunk
+            }
+        }
+    }
+
+    /// The bytes, held in memory: a snapshot is restored and written only
+    /// before it is stored, so a stored one here is a bug.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            SnapshotData::Memory(bytes) => bytes,
+            SnapshotData::Stored(_) => {
+                panic!("a snapshot's bytes are asked for after they went to a file")
+            }
+        }
+    }
+
+    /// Whether they are held in memory.
+    pub fn in_memory(&self) -> bool {
+        matches!(self, SnapshotData::Memory(_))
+    }
+}
+
+impl From<Vec<u8>> for SnapshotData {
+    fn from(bytes: Vec<u8>) -> Self {
+        SnapshotData::Memory(std::sync::Arc::new(bytes))
+    }
+}
+
+impl Default for SnapshotData {
+    fn default() -> Self {
+        SnapshotData::from(Vec::new())
+    }
+}
+
+impl std::fmt::Debug for SnapshotData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SnapshotData::Memory(bytes) => write!(f, "Memory({} bytes)", bytes.len()),
+            SnapshotData::Stored(stored) => write!(f, "Stored({} bytes)", stored.len()),
+        }
+    }
+}
+
+/// Equal bytes are equal data; stored data is read whole to compare
+/// (tests and assertions only compare small snapshots).
+impl PartialEq for SnapshotData {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.read(0, self.len()) == other.read(0, other.len())
+    }
+}
+
+impl Eq for SnapshotData {}

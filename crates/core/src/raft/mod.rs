@@ -37,7 +37,9 @@ mod snapshot;
 
 pub use config::{ConfigError, RaftConfig};
 pub use durable::{HardState, RaftDurable, RaftPersist};
-pub use entry::{ClusterConfig, Entry, Payload, Snapshot, SnapshotMeta};
+pub use entry::{
+    ClusterConfig, Entry, Payload, Snapshot, SnapshotData, SnapshotMeta, StoredSnapshot,
+};
 pub use leader::TransferError;
 pub use log::{Conflict, RaftLog};
 pub use membership::MembershipChange;

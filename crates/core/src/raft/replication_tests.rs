@@ -501,7 +501,7 @@ fn leader_with_a_lagging_follower(cfg: RaftConfig) -> (Router, NodeId, NodeId) {
 /// The data of the first snapshot `node` restored, if any.
 fn restored_snapshot(router: &Router, node: NodeId) -> Option<Vec<u8>> {
     router.outputs[&node].iter().find_map(|o| match o {
-        RaftOutput::Restore(snapshot) => Some(snapshot.data.to_vec()),
+        RaftOutput::Restore(snapshot) => Some(snapshot.data.bytes().to_vec()),
         _ => None,
     })
 }
@@ -572,6 +572,54 @@ fn a_snapshot_the_caller_persists_is_not_in_a_ready_and_is_still_sent() {
     assert_eq!(
         restored_snapshot(&router, lagging),
         Some(b"kept-by-the-caller".to_vec())
+    );
+}
+
+/// Snapshot bytes "stored" outside the node, counting the reads.
+struct CountedStore {
+    bytes: Vec<u8>,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl crate::raft::StoredSnapshot for CountedStore {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read(&self, start: u64, end: u64) -> Vec<u8> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.bytes[start as usize..end as usize].to_vec()
+    }
+}
+
+#[test]
+fn a_stored_snapshot_leaves_memory_and_is_sent_from_its_store_in_chunks() {
+    let mut cfg = config();
+    cfg.snapshot_chunk_bytes_max = 4;
+    let (mut router, leader, lagging) = leader_with_a_lagging_follower(cfg);
+    let node = router.nodes.get_mut(&leader).unwrap();
+    let applied = node.applied_index();
+    let data = b"state-read-from-its-file".to_vec();
+    node.compact_unpersisted(applied, data.clone()).unwrap();
+    assert_eq!(
+        node.snapshot_in_memory(),
+        Some((applied, data.len() as u64))
+    );
+    let store = std::sync::Arc::new(CountedStore {
+        bytes: data.clone(),
+        reads: Default::default(),
+    });
+    // A store for another index is ignored.
+    node.snapshot_stored(LogIndex(applied.0 - 1), store.clone());
+    assert!(node.snapshot_in_memory().is_some());
+    node.snapshot_stored(applied, store.clone());
+    assert_eq!(node.snapshot_in_memory(), None, "the bytes left memory");
+    router.settle();
+    router.heal();
+    router.run(20);
+    assert_eq!(restored_snapshot(&router, lagging), Some(data));
+    assert!(
+        store.reads.load(std::sync::atomic::Ordering::SeqCst) >= 6,
+        "24 bytes in 4-byte chunks, each read from the store"
     );
 }
 

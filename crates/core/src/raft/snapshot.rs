@@ -2,7 +2,7 @@
 //! a snapshot of its state, the log before it is dropped, and followers too
 //! far behind receive the snapshot in bounded chunks (InstallSnapshot).
 
-use super::entry::{Snapshot, SnapshotMeta};
+use super::entry::{Snapshot, SnapshotData, SnapshotMeta, StoredSnapshot};
 use super::message::RaftMessage;
 use super::node::RaftNode;
 use super::output::RaftOutput;
@@ -93,10 +93,40 @@ impl RaftNode {
         self.log.compact(&meta);
         let snapshot = Snapshot {
             meta,
-            data: std::sync::Arc::new(data),
+            data: SnapshotData::from(data),
         };
         self.snapshot = Some(snapshot.clone());
         Ok(snapshot)
+    }
+
+    /// The runtime has the latest snapshot's bytes at `index` in a synced
+    /// file: the node drops its copy in memory and reads the chunks it
+    /// sends from `stored` (see [`SnapshotData`]). Ignored when the latest
+    /// snapshot is another one by now; its length must match.
+    pub fn snapshot_stored(&mut self, index: LogIndex, stored: std::sync::Arc<dyn StoredSnapshot>) {
+        let Some(snapshot) = self
+            .snapshot
+            .as_mut()
+            .filter(|s| s.meta.last_index == index)
+        else {
+            return;
+        };
+        assert_eq!(
+            snapshot.data.len(),
+            stored.len(),
+            "the stored snapshot at {index} has the bytes the node holds"
+        );
+        snapshot.data = SnapshotData::Stored(stored);
+    }
+
+    /// The latest snapshot's index and size when its bytes are held in
+    /// memory: one the runtime may hand over with
+    /// [`snapshot_stored`](Self::snapshot_stored) once it is on disk.
+    pub fn snapshot_in_memory(&self) -> Option<(LogIndex, u64)> {
+        self.snapshot
+            .as_ref()
+            .filter(|s| s.data.in_memory())
+            .map(|s| (s.meta.last_index, s.data.len()))
     }
 
     /// Switches `peer` to receiving the snapshot.
@@ -138,14 +168,15 @@ impl RaftNode {
             *offset = 0;
         }
         *paused = true;
-        let start = (*offset as usize).min(snapshot.data.len());
-        let end = (start + self.config.snapshot_chunk_bytes_max).min(snapshot.data.len());
+        let total_bytes = snapshot.data.len();
+        let start = (*offset).min(total_bytes);
+        let end = start.saturating_add(self.config.snapshot_chunk_bytes_max as u64);
         let message = RaftMessage::InstallSnapshot {
             term: self.term,
             meta: snapshot.meta.clone(),
-            offset: start as u64,
-            total_bytes: snapshot.data.len() as u64,
-            data: snapshot.data[start..end].to_vec(),
+            offset: start,
+            total_bytes,
+            data: snapshot.data.read(start, end),
         };
         self.send(peer, message);
     }
@@ -241,7 +272,7 @@ impl RaftNode {
         let incoming = self.incoming_snapshot.take().expect("complete");
         self.install_snapshot(Snapshot {
             meta: incoming.meta,
-            data: std::sync::Arc::new(incoming.data),
+            data: SnapshotData::from(incoming.data),
         });
         self.send_append_success(from, meta.last_index);
     }

@@ -3,11 +3,50 @@
 
 use super::Node;
 use crate::peer_message::PeerMessage;
+use bellwether_core::raft::SnapshotMeta;
 use bellwether_member::{Answer, Effect};
+use bellwether_storage::{SnapshotFileData, StorageError};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tokio::sync::oneshot;
 
+/// A snapshot being written beside the log on a blocking thread.
+#[derive(Debug)]
+pub(crate) struct WritingSnapshot {
+    /// When the write began, for the log line that says how long it took.
+    started: Instant,
+    /// What it covers and its size, to open the file once written.
+    meta: SnapshotMeta,
+    /// See `meta`.
+    bytes: u64,
+    /// Where the outcome arrives: the file's path, or why it failed.
+    written: oneshot::Receiver<Result<PathBuf, StorageError>>,
+}
+
 impl Node {
+    /// The snapshot for `meta`, of `bytes` bytes, is in the synced file at
+    /// `path`: the core reads the chunks it sends lagging followers from
+    /// there and drops its copy in memory, which was a second image of the
+    /// whole state. A file that cannot be opened leaves the copy where it
+    /// is, with a warning.
+    pub(super) fn snapshot_on_disk(&mut self, path: &Path, meta: &SnapshotMeta, bytes: u64) {
+        match SnapshotFileData::open(path, meta, bytes) {
+            Ok(data) => {
+                self.member
+                    .snapshot_stored(meta.last_index, std::sync::Arc::new(data));
+                tracing::debug!(
+                    index = meta.last_index.0,
+                    bytes,
+                    "snapshot: sent to followers from its file from now on"
+                );
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                "snapshot: its file cannot be opened; the member keeps it in memory"
+            ),
+        }
+    }
+
     /// Carries out the effects the member queued, in order.
     pub(super) fn carry_out_effects(&mut self) {
         while let Some(effect) = self.member.next_effect() {
@@ -53,10 +92,17 @@ impl Node {
                     );
                     let writer = self.snapshot_writer.clone();
                     let (done, written) = oneshot::channel();
+                    let meta = snapshot.meta.clone();
+                    let bytes = snapshot.data.len();
                     tokio::task::spawn_blocking(move || {
                         let _ = done.send(writer.write(&snapshot));
                     });
-                    self.writing_snapshot = Some((Instant::now(), written));
+                    self.writing_snapshot = Some(WritingSnapshot {
+                        started: Instant::now(),
+                        meta,
+                        bytes,
+                        written,
+                    });
                 }
             }
         }
@@ -82,17 +128,20 @@ impl Node {
                 }
             }
         }
-        if let Some((started, written)) = &mut self.writing_snapshot {
-            match written.try_recv() {
+        if let Some(writing) = &mut self.writing_snapshot {
+            match writing.written.try_recv() {
                 Ok(outcome) => {
-                    let ms = started.elapsed().as_secs_f64() * 1000.0;
-                    self.writing_snapshot = None;
+                    let writing = self.writing_snapshot.take().expect("matched above");
+                    let ms = writing.started.elapsed().as_secs_f64() * 1000.0;
                     match &outcome {
-                        Ok(()) => tracing::info!(ms, "snapshot: written and synced"),
+                        Ok(_) => tracing::info!(ms, "snapshot: written and synced"),
                         Err(error) => tracing::error!(ms, %error, "snapshot: the write failed"),
                     }
                     match outcome {
-                        Ok(()) => self.member.snapshot_written(),
+                        Ok(path) => {
+                            self.member.snapshot_written();
+                            self.snapshot_on_disk(&path, &writing.meta, writing.bytes);
+                        }
                         Err(error) => self.snapshot_failed = Some(error),
                     }
                 }

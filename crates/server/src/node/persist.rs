@@ -21,7 +21,27 @@ impl Node {
         })?;
         let durable = watermark_of(wal);
         self.member.persisted(durable, true);
+        self.snapshot_off_memory();
         Ok(())
+    }
+
+    /// Once the log holds the core's latest snapshot in a synced file (one
+    /// from the leader, saved in the log's order, or the one recovered at
+    /// start), the core reads it from there (see `Node::snapshot_on_disk`).
+    pub(super) fn snapshot_off_memory(&mut self) {
+        let Some((index, bytes)) = self.member.raft().snapshot_in_memory() else {
+            return;
+        };
+        let Some(meta) = self
+            .wal
+            .as_ref()
+            .and_then(|wal| wal.snapshot_meta().cloned())
+            .filter(|meta| meta.last_index == index)
+        else {
+            return;
+        };
+        let path = self.snapshot_writer.path_of(index);
+        self.snapshot_on_disk(&path, &meta, bytes);
     }
 
     /// Starts writing and fsyncing `persist` on a blocking thread, with the
@@ -55,6 +75,7 @@ impl Node {
             error,
         })?;
         self.member.persisted(durable, false);
+        self.snapshot_off_memory();
         Ok(())
     }
 }

@@ -71,8 +71,8 @@ pub(super) fn recover_member(
     mut machine: Box<dyn StateMachine>,
 ) -> Member<ProposeReply, ReadReply> {
     let snapshot = durable.snapshot.as_ref().map_or((LogIndex(0), 0), |s| {
-        machine.restore(s.meta.last_index, &s.data);
-        (s.meta.last_index, s.data.len() as u64)
+        machine.restore(s.meta.last_index, s.data.bytes());
+        (s.meta.last_index, s.data.len())
     });
     let members: Vec<NodeId> = config.peers.keys().copied().collect();
     let seed = unix_ms() ^ (u64::from(std::process::id()) << 32) ^ config.id.0;

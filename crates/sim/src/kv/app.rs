@@ -283,7 +283,7 @@ impl<P: RaftLike> Application<P> for KvApp {
     fn on_boot(world: &mut World<P, Self>, node: NodeIndex) {
         let disk = &world.hosts[node].disk;
         world.app.machines[node] = disk.snapshot.as_ref().map_or_else(KvMachine::default, |s| {
-            KvMachine::decode(&s.data, s.meta.last_index)
+            KvMachine::decode(s.data.bytes(), s.meta.last_index)
         });
         world.app.checker.on_boot(node, disk);
         // Requests held by the previous incarnation are lost with it; their
@@ -296,7 +296,7 @@ impl<P: RaftLike> Application<P> for KvApp {
             RaftOutput::Apply(entry) => Self::on_apply(world, node, entry),
             RaftOutput::Restore(snapshot) => {
                 let last = snapshot.meta.last_index;
-                world.app.machines[node] = KvMachine::decode(&snapshot.data, last);
+                world.app.machines[node] = KvMachine::decode(snapshot.data.bytes(), last);
                 let requests = &mut world.app.requests[node];
                 requests.writes.retain(|index, _| *index > last);
                 Self::serve_confirmed_reads(world, node);

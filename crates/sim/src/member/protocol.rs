@@ -427,8 +427,12 @@ impl SimMember {
         let mut machine = TaggedMachine::new(lease_events.clone(), config.mutation);
         let store = machine.store();
         let snapshot = durable.snapshot.as_ref().map_or((LogIndex(0), 0), |s| {
-            bellwether_member::StateMachine::restore(&mut machine, s.meta.last_index, &s.data);
-            (s.meta.last_index, s.data.len() as u64)
+            bellwether_member::StateMachine::restore(
+                &mut machine,
+                s.meta.last_index,
+                s.data.bytes(),
+            );
+            (s.meta.last_index, s.data.len())
         });
         let written = durable.clone();
         let mut raft = RaftNode::new(&config.raft, id, members, durable, rng);

@@ -55,11 +55,13 @@ mod segment_header;
 mod segment_log;
 mod segment_scan;
 mod snapshot_file;
+mod snapshot_file_data;
 mod snapshot_writer;
 mod storage;
 mod term_runs;
 
 pub use options::{WalOptions, FORMAT_RECORD_BYTES_MAX, FORMAT_SEGMENT_BYTES_MAX};
 pub use promise_file::{PromiseFile, PROMISE_RECORD_BYTES};
+pub use snapshot_file_data::SnapshotFileData;
 pub use snapshot_writer::SnapshotWriter;
 pub use storage::WalStorage;

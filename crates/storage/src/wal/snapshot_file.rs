@@ -23,7 +23,7 @@ use crate::codec::{decode_snapshot_meta, encode_snapshot_meta, put_u32, put_u64,
 use crate::corruption::Corruption;
 use crate::error::StorageError;
 use crate::fs::{FileSystem, WalFile};
-use bellwether_core::raft::Snapshot;
+use bellwether_core::raft::{Snapshot, SnapshotMeta};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -40,7 +40,14 @@ const SNAPSHOT_HEADER_BYTES: usize = 32;
 pub(crate) fn snapshot_file_bytes(snapshot: &Snapshot) -> u64 {
     let mut meta = Vec::new();
     encode_snapshot_meta(&mut meta, &snapshot.meta);
-    (SNAPSHOT_HEADER_BYTES + meta.len() + 8 + snapshot.data.len()) as u64
+    (SNAPSHOT_HEADER_BYTES + meta.len() + 8) as u64 + snapshot.data.len()
+}
+
+/// Where the data of a snapshot for `meta` starts in its file.
+pub(crate) fn snapshot_data_offset(meta: &SnapshotMeta) -> u64 {
+    let mut encoded = Vec::new();
+    encode_snapshot_meta(&mut encoded, meta);
+    (SNAPSHOT_HEADER_BYTES + encoded.len() + 8) as u64
 }
 
 /// Writes `snapshot` into `dir` atomically and durably; returns its path.
@@ -65,9 +72,10 @@ pub(crate) fn write_snapshot<F: FileSystem>(
     // header and metadata are assembled here.
     let mut body_head = Vec::new();
     encode_snapshot_meta(&mut body_head, &snapshot.meta);
-    put_u64(&mut body_head, snapshot.data.len() as u64);
-    let body_bytes = (body_head.len() + snapshot.data.len()) as u64;
-    let body_crc = crc32c::crc32c_append(crc32c::crc32c(&body_head), &snapshot.data);
+    let data = snapshot.data.bytes();
+    put_u64(&mut body_head, data.len() as u64);
+    let body_bytes = (body_head.len() + data.len()) as u64;
+    let body_crc = crc32c::crc32c_append(crc32c::crc32c(&body_head), data);
     let mut head = Vec::with_capacity(SNAPSHOT_HEADER_BYTES + body_head.len());
     head.extend_from_slice(&SNAPSHOT_MAGIC);
     put_u32(&mut head, SNAPSHOT_FORMAT_VERSION);
@@ -83,7 +91,7 @@ pub(crate) fn write_snapshot<F: FileSystem>(
             .map_err(|error| StorageError::io("write", &temp, error))
     };
     write(&mut file, &head)?;
-    write(&mut file, &snapshot.data)?;
+    write(&mut file, data)?;
     file.sync_data()
         .map_err(|error| StorageError::io("fsync", &temp, error))?;
     fs.rename(&temp, &path)
@@ -168,7 +176,7 @@ fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, (u64, Corruption)> {
     reader.finish("snapshot").map_err(malformed)?;
     Ok(Snapshot {
         meta,
-        data: std::sync::Arc::new(data),
+        data: data.into(),
     })
 }
 
@@ -186,7 +194,7 @@ mod tests {
                 last_term: Term(3),
                 config: ClusterConfig::voters([NodeId(1), NodeId(2), NodeId(3)]),
             },
-            data: std::sync::Arc::new(b"state machine bytes".to_vec()),
+            data: b"state machine bytes".to_vec().into(),
         }
     }
 

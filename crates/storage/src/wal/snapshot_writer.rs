@@ -38,7 +38,7 @@ impl<F: FileSystem> SnapshotWriter<F> {
 
     /// Writes `snapshot` atomically and durably (a temporary file, fsync,
     /// rename, directory fsync), or refuses one over the log's bound.
-    pub fn write(&self, snapshot: &Snapshot) -> Result<(), StorageError> {
+    pub fn write(&self, snapshot: &Snapshot) -> Result<PathBuf, StorageError> {
         let bytes = snapshot_file_bytes(snapshot);
         if bytes > self.bytes_max {
             return Err(StorageError::SnapshotTooLarge {
@@ -47,6 +47,11 @@ impl<F: FileSystem> SnapshotWriter<F> {
                 bytes_max: self.bytes_max,
             });
         }
-        write_snapshot(&self.fs, &self.dir, snapshot).map(|_| ())
+        write_snapshot(&self.fs, &self.dir, snapshot)
+    }
+
+    /// The path of the snapshot file for `index` in this log's directory.
+    pub fn path_of(&self, index: bellwether_core::LogIndex) -> PathBuf {
+        self.dir.join(super::file_name::snapshot_name(index))
     }
 }

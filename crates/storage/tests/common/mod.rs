@@ -69,7 +69,7 @@ pub fn snapshot(index: u64, term: u64) -> Snapshot {
             last_term: Term(term),
             config: ClusterConfig::voters([NodeId(1), NodeId(2), NodeId(3)]),
         },
-        data: std::sync::Arc::new(format!("state-through-{index}").into_bytes()),
+        data: format!("state-through-{index}").into_bytes().into(),
     }
 }
 
