@@ -71,4 +71,6 @@ pub use fs::{
 pub use memory::{MemoryStorage, PENDING_WRITES_MAX};
 pub use recovered::Recovered;
 pub use storage::Storage;
-pub use wal::{PromiseFile, SnapshotFileData, SnapshotWriter, WalOptions, WalStorage};
+pub use wal::{
+    PromiseFile, SnapshotFileData, SnapshotStream, SnapshotWriter, WalOptions, WalStorage,
+};

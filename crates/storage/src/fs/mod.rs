@@ -65,7 +65,7 @@ pub trait WalFile: std::fmt::Debug {
 }
 
 /// The directory-level operations, and the factory of [`WalFile`]s.
-pub trait FileSystem: std::fmt::Debug {
+pub trait FileSystem: std::fmt::Debug + Clone {
     /// The open-file type.
     type File: WalFile;
 

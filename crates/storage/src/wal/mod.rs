@@ -62,6 +62,7 @@ mod term_runs;
 
 pub use options::{WalOptions, FORMAT_RECORD_BYTES_MAX, FORMAT_SEGMENT_BYTES_MAX};
 pub use promise_file::{PromiseFile, PROMISE_RECORD_BYTES};
+pub use snapshot_file::SnapshotStream;
 pub use snapshot_file_data::SnapshotFileData;
 pub use snapshot_writer::SnapshotWriter;
 pub use storage::WalStorage;

@@ -7,10 +7,29 @@
 //! Since a complete file cannot be torn, a snapshot that fails its checksum
 //! is corruption, never a crash artefact.
 //!
+//! Version 2, written by this build, puts the data right after a short
+//! header and everything that depends on it in a trailer, so the state
+//! machine can stream its data into the file as it encodes it
+//! ([`SnapshotStream`]) and no image of the whole state is assembled in
+//! memory first:
+//!
 //! ```text
 //! offset  size  field
 //!      0     8  magic        "BWLSNP\r\n"
-//!      8     4  version      u32 LE, currently 1
+//!      8     4  version      u32 LE, 2
+//!     12     4  reserved     zero
+//!     16     …  data
+//!      …     …  trailer      snapshot_meta, data_len:u64, data_crc:u32
+//!      …     4  trailer_len  u32 LE, bytes of the trailer
+//!      …     4  end_crc      crc32c of bytes 0..16, the trailer and trailer_len
+//! ```
+//!
+//! Version 1, still read, put the checksums and the metadata before the
+//! data:
+//!
+//! ```text
+//!      0     8  magic        "BWLSNP\r\n"
+//!      8     4  version      u32 LE, 1
 //!     12     4  reserved     zero
 //!     16     8  body_bytes   u64 LE
 //!     24     4  body_crc     crc32c of the body
@@ -24,30 +43,164 @@ use crate::corruption::Corruption;
 use crate::error::StorageError;
 use crate::fs::{FileSystem, WalFile};
 use bellwether_core::raft::{Snapshot, SnapshotMeta};
+use bellwether_core::LogIndex;
 use std::io;
 use std::path::{Path, PathBuf};
 
 /// First bytes of every snapshot file.
 const SNAPSHOT_MAGIC: [u8; 8] = *b"BWLSNP\r\n";
 
-/// Format version written and read by this build.
-const SNAPSHOT_FORMAT_VERSION: u32 = 1;
+/// Format version written by this build.
+const SNAPSHOT_FORMAT_VERSION: u32 = 2;
 
-/// Bytes of the snapshot file header.
-const SNAPSHOT_HEADER_BYTES: usize = 32;
+/// The version that put the metadata and checksums before the data.
+const SNAPSHOT_FORMAT_VERSION_1: u32 = 1;
+
+/// Bytes of a version 1 header.
+const SNAPSHOT_HEADER_BYTES_V1: usize = 32;
+
+/// Bytes of a version 2 header: where the data starts.
+pub(crate) const SNAPSHOT_DATA_OFFSET: u64 = 16;
+
+/// Bytes after the trailer: its length and the closing checksum.
+const SNAPSHOT_END_BYTES: usize = 8;
+
+/// The trailer of a version 2 file for `meta` and its data.
+fn trailer(meta: &SnapshotMeta, data_len: u64, data_crc: u32) -> Vec<u8> {
+    let mut trailer = Vec::new();
+    encode_snapshot_meta(&mut trailer, meta);
+    put_u64(&mut trailer, data_len);
+    put_u32(&mut trailer, data_crc);
+    trailer
+}
+
+/// The header of a version 2 file.
+fn header() -> Vec<u8> {
+    let mut head = SNAPSHOT_MAGIC.to_vec();
+    put_u32(&mut head, SNAPSHOT_FORMAT_VERSION);
+    put_u32(&mut head, 0);
+    assert_eq!(head.len() as u64, SNAPSHOT_DATA_OFFSET);
+    head
+}
 
 /// Size of the file `snapshot` is written as.
 pub(crate) fn snapshot_file_bytes(snapshot: &Snapshot) -> u64 {
-    let mut meta = Vec::new();
-    encode_snapshot_meta(&mut meta, &snapshot.meta);
-    (SNAPSHOT_HEADER_BYTES + meta.len() + 8) as u64 + snapshot.data.len()
+    let trailer = trailer(&snapshot.meta, snapshot.data.len(), 0);
+    SNAPSHOT_DATA_OFFSET + snapshot.data.len() + (trailer.len() + SNAPSHOT_END_BYTES) as u64
 }
 
-/// Where the data of a snapshot for `meta` starts in its file.
-pub(crate) fn snapshot_data_offset(meta: &SnapshotMeta) -> u64 {
-    let mut encoded = Vec::new();
-    encode_snapshot_meta(&mut encoded, meta);
-    (SNAPSHOT_HEADER_BYTES + encoded.len() + 8) as u64
+/// A snapshot file being written as its data is encoded: the data goes to
+/// a temporary file as it comes ([`io::Write`]), and
+/// [`finish`](Self::finish) adds the trailer, syncs and renames it into
+/// place. Dropped unfinished, it leaves the temporary file for the caller
+/// to remove ([`SnapshotStream::temp_path`]) or recovery to delete.
+pub struct SnapshotStream<F: FileSystem> {
+    /// The log's file system.
+    fs: F,
+    /// The log's directory.
+    dir: PathBuf,
+    /// The index the snapshot will cover: its file's name.
+    index: LogIndex,
+    /// The temporary file.
+    file: F::File,
+    /// The crc32c of the data so far.
+    data_crc: u32,
+    /// Bytes of data so far.
+    data_len: u64,
+}
+
+impl<F: FileSystem> SnapshotStream<F> {
+    /// Starts the file for the snapshot at `index` in `dir`, replacing a
+    /// temporary file left by an interrupted write.
+    pub(crate) fn create(fs: F, dir: &Path, index: LogIndex) -> Result<Self, StorageError> {
+        let temp = dir.join(snapshot_temp_name(index));
+        match fs.remove_file(&temp) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                return Err(StorageError::io("remove", &temp, error));
+            }
+            _ => {}
+        }
+        let mut file = fs
+            .create_new(&temp)
+            .map_err(|error| StorageError::io("create", &temp, error))?;
+        file.write_all(&header())
+            .map_err(|error| StorageError::io("write", &temp, error))?;
+        Ok(SnapshotStream {
+            fs,
+            dir: dir.to_path_buf(),
+            index,
+            file,
+            data_crc: 0,
+            data_len: 0,
+        })
+    }
+
+    /// The temporary file being written.
+    pub fn temp_path(&self) -> PathBuf {
+        self.dir.join(snapshot_temp_name(self.index))
+    }
+
+    /// Bytes of data written so far.
+    pub fn data_len(&self) -> u64 {
+        self.data_len
+    }
+
+    /// The index the snapshot covers.
+    pub fn index(&self) -> LogIndex {
+        self.index
+    }
+
+    /// Adds the trailer for `meta`, syncs the file, renames it into place
+    /// and syncs the directory; returns its path. Refuses a file over
+    /// `bytes_max` (removing it) and a `meta` for another index.
+    pub fn finish(mut self, meta: &SnapshotMeta, bytes_max: u64) -> Result<PathBuf, StorageError> {
+        assert_eq!(
+            meta.last_index, self.index,
+            "the snapshot it was started for"
+        );
+        let temp = self.temp_path();
+        let mut end = trailer(meta, self.data_len, self.data_crc);
+        let trailer_len = u32::try_from(end.len()).expect("a trailer is small");
+        put_u32(&mut end, trailer_len);
+        let end_crc = crc32c::crc32c_append(crc32c::crc32c(&header()), &end);
+        put_u32(&mut end, end_crc);
+        let bytes = SNAPSHOT_DATA_OFFSET + self.data_len + end.len() as u64;
+        if bytes > bytes_max {
+            let _ = self.fs.remove_file(&temp);
+            return Err(StorageError::SnapshotTooLarge {
+                index: self.index,
+                bytes,
+                bytes_max,
+            });
+        }
+        self.file
+            .write_all(&end)
+            .map_err(|error| StorageError::io("write", &temp, error))?;
+        self.file
+            .sync_data()
+            .map_err(|error| StorageError::io("fsync", &temp, error))?;
+        let path = self.dir.join(snapshot_name(self.index));
+        self.fs
+            .rename(&temp, &path)
+            .map_err(|error| StorageError::io("rename", &temp, error))?;
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(|error| StorageError::io("fsync directory", &self.dir, error))?;
+        Ok(path)
+    }
+}
+
+impl<F: FileSystem> io::Write for SnapshotStream<F> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.file.write_all(bytes)?;
+        self.data_crc = crc32c::crc32c_append(self.data_crc, bytes);
+        self.data_len += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Writes `snapshot` into `dir` atomically and durably; returns its path.
@@ -56,49 +209,10 @@ pub(crate) fn write_snapshot<F: FileSystem>(
     dir: &Path,
     snapshot: &Snapshot,
 ) -> Result<PathBuf, StorageError> {
-    let index = snapshot.meta.last_index;
-    let temp = dir.join(snapshot_temp_name(index));
-    let path = dir.join(snapshot_name(index));
-    match fs.remove_file(&temp) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => {
-            return Err(StorageError::io("remove", &temp, error));
-        }
-        _ => {}
-    }
-    let mut file = fs
-        .create_new(&temp)
-        .map_err(|error| StorageError::io("create", &temp, error))?;
-    // The data is written from the caller's buffer directly: only the small
-    // header and metadata are assembled here.
-    let mut body_head = Vec::new();
-    encode_snapshot_meta(&mut body_head, &snapshot.meta);
-    let data = snapshot.data.bytes();
-    put_u64(&mut body_head, data.len() as u64);
-    let body_bytes = (body_head.len() + data.len()) as u64;
-    let body_crc = crc32c::crc32c_append(crc32c::crc32c(&body_head), data);
-    let mut head = Vec::with_capacity(SNAPSHOT_HEADER_BYTES + body_head.len());
-    head.extend_from_slice(&SNAPSHOT_MAGIC);
-    put_u32(&mut head, SNAPSHOT_FORMAT_VERSION);
-    put_u32(&mut head, 0);
-    put_u64(&mut head, body_bytes);
-    put_u32(&mut head, body_crc);
-    let header_crc = crc32c::crc32c(&head);
-    put_u32(&mut head, header_crc);
-    assert_eq!(head.len(), SNAPSHOT_HEADER_BYTES);
-    head.extend_from_slice(&body_head);
-    let write = |file: &mut F::File, bytes: &[u8]| {
-        file.write_all(bytes)
-            .map_err(|error| StorageError::io("write", &temp, error))
-    };
-    write(&mut file, &head)?;
-    write(&mut file, data)?;
-    file.sync_data()
-        .map_err(|error| StorageError::io("fsync", &temp, error))?;
-    fs.rename(&temp, &path)
-        .map_err(|error| StorageError::io("rename", &temp, error))?;
-    fs.sync_dir(dir)
-        .map_err(|error| StorageError::io("fsync directory", dir, error))?;
-    Ok(path)
+    let mut stream = SnapshotStream::create(fs.clone(), dir, snapshot.meta.last_index)?;
+    io::Write::write_all(&mut stream, snapshot.data.bytes())
+        .map_err(|error| StorageError::io("write", stream.temp_path(), error))?;
+    stream.finish(&snapshot.meta, u64::MAX)
 }
 
 /// Reads and verifies the snapshot file at `path`.
@@ -123,11 +237,29 @@ pub(crate) fn read_snapshot<F: FileSystem>(
     decode_snapshot(&bytes).map_err(|(offset, reason)| StorageError::corrupt(path, offset, reason))
 }
 
+/// Where the data starts in a snapshot file whose first 16 bytes are
+/// `head`, for `meta`: right after the header in version 2, after the
+/// header and metadata in version 1.
+pub(crate) fn data_offset_in(head: &[u8; 16], meta: &SnapshotMeta) -> Option<u64> {
+    if head[..8] != SNAPSHOT_MAGIC {
+        return None;
+    }
+    match u32::from_le_bytes(head[8..12].try_into().expect("4 bytes")) {
+        SNAPSHOT_FORMAT_VERSION => Some(SNAPSHOT_DATA_OFFSET),
+        SNAPSHOT_FORMAT_VERSION_1 => {
+            let mut encoded = Vec::new();
+            encode_snapshot_meta(&mut encoded, meta);
+            Some((SNAPSHOT_HEADER_BYTES_V1 + encoded.len() + 8) as u64)
+        }
+        _ => None,
+    }
+}
+
 /// Decodes a whole snapshot file; errors carry the offset of the damage.
 fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, (u64, Corruption)> {
-    if bytes.len() < SNAPSHOT_HEADER_BYTES {
+    if bytes.len() < SNAPSHOT_DATA_OFFSET as usize {
         let reason = Corruption::Truncated {
-            bytes_needed: SNAPSHOT_HEADER_BYTES as u64,
+            bytes_needed: SNAPSHOT_DATA_OFFSET,
             bytes_found: bytes.len() as u64,
         };
         return Err((0, reason));
@@ -141,20 +273,80 @@ fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, (u64, Corruption)> {
         ));
     }
     let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    match word(8) {
+        SNAPSHOT_FORMAT_VERSION => decode_snapshot_v2(bytes),
+        SNAPSHOT_FORMAT_VERSION_1 => decode_snapshot_v1(bytes),
+        version => Err((
+            8,
+            Corruption::UnsupportedVersion {
+                version,
+                supported: SNAPSHOT_FORMAT_VERSION,
+            },
+        )),
+    }
+}
+
+/// Decodes a version 2 file (see the module docs).
+fn decode_snapshot_v2(bytes: &[u8]) -> Result<Snapshot, (u64, Corruption)> {
+    let head = SNAPSHOT_DATA_OFFSET as usize;
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let truncated = |needed: usize| Corruption::Truncated {
+        bytes_needed: needed as u64,
+        bytes_found: bytes.len() as u64,
+    };
+    if bytes.len() < head + SNAPSHOT_END_BYTES {
+        return Err((0, truncated(head + SNAPSHOT_END_BYTES)));
+    }
+    let end = bytes.len() - SNAPSHOT_END_BYTES;
+    let trailer_len = word(end) as usize;
+    let Some(trailer_start) = end.checked_sub(trailer_len).filter(|s| *s >= head) else {
+        return Err((
+            end as u64,
+            truncated(head + trailer_len + SNAPSHOT_END_BYTES),
+        ));
+    };
+    let end_crc = crc32c::crc32c_append(
+        crc32c::crc32c(&bytes[..head]),
+        &bytes[trailer_start..end + 4],
+    );
+    if word(12) != 0 || end_crc != word(end + 4) {
+        return Err((trailer_start as u64, Corruption::HeaderChecksum));
+    }
+    let malformed = |m: crate::codec::Malformed| (trailer_start as u64, Corruption::Malformed(m.0));
+    let mut reader = Reader::new(&bytes[trailer_start..end]);
+    let meta = decode_snapshot_meta(&mut reader).map_err(malformed)?;
+    let data_len = reader.u64("data length").map_err(malformed)?;
+    let data_crc = reader.u32("data checksum").map_err(malformed)?;
+    reader.finish("snapshot trailer").map_err(malformed)?;
+    if data_len != (trailer_start - head) as u64 {
+        return Err((head as u64, truncated(head + data_len as usize)));
+    }
+    let data = &bytes[head..trailer_start];
+    if crc32c::crc32c(data) != data_crc {
+        return Err((head as u64, Corruption::RecordChecksum));
+    }
+    Ok(Snapshot {
+        meta,
+        data: data.to_vec().into(),
+    })
+}
+
+/// Decodes a version 1 file (see the module docs).
+fn decode_snapshot_v1(bytes: &[u8]) -> Result<Snapshot, (u64, Corruption)> {
+    if bytes.len() < SNAPSHOT_HEADER_BYTES_V1 {
+        let reason = Corruption::Truncated {
+            bytes_needed: SNAPSHOT_HEADER_BYTES_V1 as u64,
+            bytes_found: bytes.len() as u64,
+        };
+        return Err((0, reason));
+    }
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     let body_bytes = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
     if word(28) != crc32c::crc32c(&bytes[..28]) || word(12) != 0 {
         return Err((0, Corruption::HeaderChecksum));
     }
-    let version = word(8);
-    if version != SNAPSHOT_FORMAT_VERSION {
-        let reason = Corruption::UnsupportedVersion {
-            version,
-            supported: SNAPSHOT_FORMAT_VERSION,
-        };
-        return Err((8, reason));
-    }
-    let body = &bytes[SNAPSHOT_HEADER_BYTES..];
-    let body_start = SNAPSHOT_HEADER_BYTES as u64;
+    let body = &bytes[SNAPSHOT_HEADER_BYTES_V1..];
+    let body_start = SNAPSHOT_HEADER_BYTES_V1 as u64;
     if body.len() as u64 != body_bytes {
         let reason = Corruption::Truncated {
             bytes_needed: body_bytes,
@@ -178,6 +370,25 @@ fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, (u64, Corruption)> {
         meta,
         data: data.into(),
     })
+}
+
+/// Encodes `snapshot` as a version 1 file, for the tests that read one.
+#[cfg(test)]
+pub(crate) fn encode_snapshot_v1(snapshot: &Snapshot) -> Vec<u8> {
+    let data = snapshot.data.bytes();
+    let mut body = Vec::new();
+    encode_snapshot_meta(&mut body, &snapshot.meta);
+    put_u64(&mut body, data.len() as u64);
+    body.extend_from_slice(data);
+    let mut file = SNAPSHOT_MAGIC.to_vec();
+    put_u32(&mut file, SNAPSHOT_FORMAT_VERSION_1);
+    put_u32(&mut file, 0);
+    put_u64(&mut file, body.len() as u64);
+    put_u32(&mut file, crc32c::crc32c(&body));
+    let header_crc = crc32c::crc32c(&file);
+    put_u32(&mut file, header_crc);
+    file.extend_from_slice(&body);
+    file
 }
 
 #[cfg(test)]
@@ -223,5 +434,46 @@ mod tests {
             assert!(decode_snapshot(&damaged).is_err(), "byte {at}");
         }
         assert!(decode_snapshot(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_version_1_file_still_reads_and_finds_its_data() {
+        let v1 = encode_snapshot_v1(&sample());
+        assert_eq!(decode_snapshot(&v1).unwrap(), sample());
+        let head: [u8; 16] = v1[..16].try_into().unwrap();
+        let offset = data_offset_in(&head, &sample().meta).unwrap() as usize;
+        assert_eq!(&v1[offset..], b"state machine bytes");
+    }
+
+    #[test]
+    fn a_streamed_file_equals_a_written_one_and_keeps_its_bound() {
+        let fs = SimFileSystem::new();
+        let dir = Path::new("/wal");
+        fs.create_dir_all(dir).unwrap();
+        let mut stream = SnapshotStream::create(fs.clone(), dir, LogIndex(42)).unwrap();
+        for part in [&b"state "[..], b"machine ", b"bytes"] {
+            io::Write::write_all(&mut stream, part).unwrap();
+        }
+        assert_eq!(stream.data_len(), 19);
+        let path = stream.finish(&sample().meta, u64::MAX).unwrap();
+        assert_eq!(read_snapshot(&fs, &path, 1 << 20).unwrap(), sample());
+        let head: [u8; 16] = fs.contents(&path).unwrap()[..16].try_into().unwrap();
+        assert_eq!(
+            data_offset_in(&head, &sample().meta),
+            Some(SNAPSHOT_DATA_OFFSET)
+        );
+        let mut over = SnapshotStream::create(fs.clone(), dir, LogIndex(43)).unwrap();
+        io::Write::write_all(&mut over, &[0; 100]).unwrap();
+        let mut meta = sample().meta;
+        meta.last_index = LogIndex(43);
+        assert!(matches!(
+            over.finish(&meta, 64),
+            Err(StorageError::SnapshotTooLarge { .. })
+        ));
+        assert_eq!(
+            fs.list_dir(dir).unwrap(),
+            vec!["000000000000002a.snap"],
+            "the refused file is removed"
+        );
     }
 }

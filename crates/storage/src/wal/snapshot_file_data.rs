@@ -3,11 +3,12 @@
 //! rather than in memory and reads only the chunks it sends.
 //!
 //! The file was written and synced by this log (or read and checked whole
-//! at recovery) before it is opened here; the data is the file's tail (see
-//! `snapshot_file.rs`). The open handle keeps the bytes readable after a
+//! at recovery), or is being written by a [`super::SnapshotStream`] whose
+//! data is complete, before it is opened here (see `snapshot_file.rs` for
+//! where the data lies). The open handle keeps the bytes readable after a
 //! newer snapshot deletes the file's name.
 
-use super::snapshot_file::snapshot_data_offset;
+use super::snapshot_file::data_offset_in;
 use crate::corruption::Corruption;
 use crate::error::StorageError;
 use bellwether_core::raft::{SnapshotMeta, StoredSnapshot};
@@ -30,15 +31,24 @@ pub struct SnapshotFileData {
 
 impl SnapshotFileData {
     /// Opens the snapshot file at `path`, written for `meta` with `len`
-    /// bytes of data; refuses a file of another size.
+    /// bytes of data; refuses a file too short for them.
     pub fn open(path: &Path, meta: &SnapshotMeta, len: u64) -> Result<Self, StorageError> {
         let file = File::open(path).map_err(|error| StorageError::io("open", path, error))?;
         let file_len = file
             .metadata()
             .map_err(|error| StorageError::io("stat", path, error))?
             .len();
-        let offset = snapshot_data_offset(meta);
-        if file_len != offset + len {
+        let mut head = [0; 16];
+        file.read_exact_at(&mut head, 0)
+            .map_err(|error| StorageError::io("read", path, error))?;
+        let offset = data_offset_in(&head, meta).ok_or_else(|| {
+            let reason = Corruption::BadMagic {
+                expected: "snapshot",
+            };
+            StorageError::corrupt(path, 0, reason)
+        })?;
+        // Version 1 ends with the data; version 2 with a trailer after it.
+        if file_len < offset + len {
             let reason = Corruption::Truncated {
                 bytes_needed: offset + len,
                 bytes_found: file_len,
@@ -85,7 +95,7 @@ mod tests {
     use bellwether_core::{LogIndex, NodeId, Term};
 
     #[test]
-    fn reads_the_data_it_was_written_with_and_refuses_another_size() {
+    fn reads_the_data_it_was_written_with_and_refuses_a_longer_one() {
         let dir = std::env::temp_dir().join(format!("bw-snapshot-data-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
@@ -102,7 +112,7 @@ mod tests {
         assert_eq!(stored.len(), data.len() as u64);
         assert_eq!(stored.read(0, 10), data[..10]);
         assert_eq!(stored.read(65_536, 100_000), data[65_536..]);
-        assert!(SnapshotFileData::open(&path, &snapshot.meta, 99).is_err());
+        assert!(SnapshotFileData::open(&path, &snapshot.meta, 200_000).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

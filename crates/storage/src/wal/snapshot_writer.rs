@@ -13,7 +13,7 @@
 //! a 3 MB snapshot every two seconds under a lease flood (`bench abuse`),
 //! whose write and fsync stalled every member's appends at once.
 
-use super::snapshot_file::{snapshot_file_bytes, write_snapshot};
+use super::snapshot_file::{snapshot_file_bytes, write_snapshot, SnapshotStream};
 use crate::error::StorageError;
 use crate::fs::{FileSystem, RealFileSystem};
 use bellwether_core::raft::Snapshot;
@@ -48,6 +48,22 @@ impl<F: FileSystem> SnapshotWriter<F> {
             });
         }
         write_snapshot(&self.fs, &self.dir, snapshot)
+    }
+
+    /// Starts a snapshot file for `index` that the state machine streams its
+    /// data into as it encodes it; [`SnapshotStream::finish`] (with
+    /// [`bytes_max`](Self::bytes_max)) makes it durable. No image of the
+    /// whole state is held in memory on the way.
+    pub fn stream(
+        &self,
+        index: bellwether_core::LogIndex,
+    ) -> Result<SnapshotStream<F>, StorageError> {
+        SnapshotStream::create(self.fs.clone(), &self.dir, index)
+    }
+
+    /// The log's bound on a snapshot file.
+    pub fn bytes_max(&self) -> u64 {
+        self.bytes_max
     }
 
     /// The path of the snapshot file for `index` in this log's directory.
