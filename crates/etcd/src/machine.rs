@@ -574,12 +574,12 @@ impl StateMachine for EtcdMachine {
         self.store.lock().expect("store lock").snapshot()
     }
 
-    /// The keys are encoded under the store's lock; the leases, which a
-    /// lease flood grows to a million, are encoded by the job from pages
-    /// shared with the store.
-    fn snapshot_later(&self) -> Box<dyn FnOnce() -> Vec<u8> + Send> {
+    /// Under the store's lock the keys, leases and events are cloned, each
+    /// sharing its nodes with the store (a couple of ms at a million
+    /// keys); the job encodes them and streams the bytes out.
+    fn snapshot_later(&self) -> bellwether_member::SnapshotJob {
         let pending = self.store.lock().expect("store lock").snapshot_pending();
-        Box::new(move || pending.encode())
+        Box::new(move |out| pending.encode_to(out))
     }
 
     fn restore(&mut self, applied: LogIndex, data: &[u8]) {

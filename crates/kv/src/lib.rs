@@ -77,6 +77,6 @@ pub use put::{PutRequest, PutResponse};
 pub use range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
 pub use store::{
     ImageWrite, KvStore, PendingSnapshot, RetainedWrite, StoreImage, REVISION_INITIAL,
-    REVISION_OVERHEAD_BYTES, SNAPSHOT_VERSION,
+    REVISION_OVERHEAD_BYTES, SNAPSHOT_VERSION, STREAM_CHUNK_BYTES,
 };
 pub use txn::{RequestOp, ResponseOp, TxnRequest, TxnResponse};

@@ -188,3 +188,36 @@ fn out_of_order_or_out_of_range_leases_are_corrupt() {
         Err(KvError::SnapshotCorrupt { .. })
     ));
 }
+
+#[test]
+fn a_streamed_snapshot_comes_in_bounded_writes_and_equals_the_whole() {
+    let mut store = store();
+    for key in 0..6_000 {
+        store
+            .put(&PutRequest::new(format!("big/{key:05}"), vec![b'v'; 300]))
+            .unwrap();
+    }
+    /// Records the size of every write.
+    struct Writes(Vec<u8>, Vec<usize>);
+    impl std::io::Write for Writes {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.extend_from_slice(bytes);
+            self.1.push(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Writes(Vec::new(), Vec::new());
+    store.snapshot_pending().encode_to(&mut out).unwrap();
+    assert_eq!(out.0, store.snapshot());
+    assert!(out.1.len() >= 2, "more than one write: {:?}", out.1);
+    assert!(
+        out.1
+            .iter()
+            .all(|&n| n < 2 * bellwether_kv::STREAM_CHUNK_BYTES),
+        "each write is about a chunk: {:?}",
+        out.1
+    );
+}

@@ -10,7 +10,7 @@
 use crate::client_error::ClientError;
 use crate::forward::Forward;
 use bellwether_core::raft::Snapshot;
-use bellwether_core::NodeId;
+use bellwether_core::{LogIndex, NodeId};
 use std::fmt;
 use std::time::Duration;
 
@@ -39,9 +39,16 @@ pub enum Effect<W, R> {
         /// When it was proposed.
         proposed_at: Duration,
     },
-    /// Run this job on another thread and hand its bytes to
-    /// [`crate::Member::snapshot_encoded`].
-    EncodeSnapshot(Box<dyn FnOnce() -> Vec<u8> + Send>),
+    /// Run this job on another thread, streaming the snapshot at `index`
+    /// into a file (or memory), and hand the bytes to
+    /// [`crate::Member::snapshot_encoded`]. A failure to write them stops
+    /// the member as a failed log write does.
+    EncodeSnapshot {
+        /// The applied index the snapshot covers.
+        index: LogIndex,
+        /// The state machine's encoding.
+        job: crate::SnapshotJob,
+    },
     /// Write this snapshot beside the log (and fsync it), then tell
     /// [`crate::Member::snapshot_written`]. A failed write stops the member
     /// as a failed log write does.
@@ -59,7 +66,10 @@ impl<W: fmt::Debug, R: fmt::Debug> fmt::Debug for Effect<W, R> {
                 .debug_struct("ProposalApplied")
                 .field("proposed_at", proposed_at)
                 .finish(),
-            Effect::EncodeSnapshot(_) => f.write_str("EncodeSnapshot"),
+            Effect::EncodeSnapshot { index, .. } => f
+                .debug_struct("EncodeSnapshot")
+                .field("index", index)
+                .finish(),
             Effect::WriteSnapshot(snapshot) => f
                 .debug_tuple("WriteSnapshot")
                 .field(&snapshot.meta)

@@ -43,4 +43,4 @@ pub use ready_plan::{AfterPersist, PlannedPersist, ReadyPlan, Step};
 pub use requests::Request;
 pub use roster::Roster;
 pub use runtime::Runtime;
-pub use state_machine::{NullMachine, StateMachine};
+pub use state_machine::{NullMachine, SnapshotJob, StateMachine};

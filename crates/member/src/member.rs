@@ -17,6 +17,7 @@ use crate::ready_plan::Batch;
 use crate::roster::Roster;
 use crate::snapshots::{Snapshots, SNAPSHOT_HOLD_ENTRIES_MAX};
 use crate::state_machine::StateMachine;
+use bellwether_core::raft::SnapshotData;
 use bellwether_core::raft::{MembershipChange, RaftMessage, RaftNode, TransferError};
 use bellwether_core::Protocol;
 use bellwether_core::{LogIndex, NodeId, Role, Term};
@@ -293,8 +294,11 @@ impl<W, R> Member<W, R> {
         let Some((index, _)) = &self.snapshots.held else {
             if self.snapshots.due(applied, self.now) {
                 self.snapshots.start(applied, self.now);
-                let encode = self.machine.snapshot_later();
-                self.effects.push_back(Effect::EncodeSnapshot(encode));
+                let job = self.machine.snapshot_later();
+                self.effects.push_back(Effect::EncodeSnapshot {
+                    index: applied,
+                    job,
+                });
             }
             return;
         };
@@ -304,7 +308,7 @@ impl<W, R> Member<W, R> {
             return;
         }
         let (index, data) = self.snapshots.held.take().expect("held above");
-        let bytes = data.len() as u64;
+        let bytes = data.len();
         if let Ok(snapshot) = self.raft.compact_unpersisted(index, data) {
             tracing::debug!(index = index.0, bytes, waited, "snapshot taken");
             self.snapshots.index = index;
@@ -318,7 +322,7 @@ impl<W, R> Member<W, R> {
     /// A snapshot from the leader restored meanwhile makes it useless:
     /// compacting then fails harmlessly, as for any snapshot at or below
     /// the log's.
-    pub fn snapshot_encoded(&mut self, data: Vec<u8>) {
+    pub fn snapshot_encoded(&mut self, data: SnapshotData) {
         self.snapshots.encoded(data);
     }
 

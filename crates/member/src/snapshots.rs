@@ -19,7 +19,7 @@
 //! log is compacted in memory; and **recorded** by the log at its next
 //! persist, which deletes the segments it covers.
 
-use bellwether_core::raft::SnapshotMeta;
+use bellwether_core::raft::{SnapshotData, SnapshotMeta};
 use bellwether_core::LogIndex;
 use std::time::Duration;
 
@@ -72,7 +72,7 @@ pub struct Snapshots {
     /// Being encoded on another thread: the index it covers.
     pub encoding: Option<LogIndex>,
     /// Encoded, waiting for the followers: its index and data.
-    pub held: Option<(LogIndex, Vec<u8>)>,
+    pub held: Option<(LogIndex, SnapshotData)>,
     /// Being written beside the log.
     pub writing: Option<SnapshotMeta>,
     /// Written, for the log to record at its next persist.
@@ -136,7 +136,7 @@ impl Snapshots {
     }
 
     /// The snapshot being encoded is in: it is held.
-    pub fn encoded(&mut self, data: Vec<u8>) {
+    pub fn encoded(&mut self, data: SnapshotData) {
         let index = self.encoding.take().expect("a snapshot was being encoded");
         assert!(self.held.is_none(), "one snapshot at a time");
         self.held = Some((index, data));
@@ -178,8 +178,8 @@ mod tests {
         let mut snapshots = Snapshots::new(LogIndex(0), 0, Duration::ZERO);
         snapshots.start(LogIndex(5), Duration::from_secs(2));
         assert!(snapshots.busy());
-        snapshots.encoded(vec![1]);
-        assert_eq!(snapshots.held, Some((LogIndex(5), vec![1])));
+        snapshots.encoded(vec![1].into());
+        assert_eq!(snapshots.held, Some((LogIndex(5), vec![1].into())));
         assert!(!snapshots.busy(), "held: the log may compact it");
     }
 }

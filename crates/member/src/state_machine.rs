@@ -4,6 +4,10 @@
 use bellwether_core::LogIndex;
 use bellwether_kv::MemberRecord;
 
+/// A job that streams a snapshot's bytes into a writer (see
+/// [`StateMachine::snapshot_later`]).
+pub type SnapshotJob = Box<dyn FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + Send>;
+
 /// A deterministic state machine fed by the Raft log.
 pub trait StateMachine: Send + 'static {
     /// Applies the command committed at `index` and returns the answer for
@@ -12,15 +16,16 @@ pub trait StateMachine: Send + 'static {
     fn apply(&mut self, index: LogIndex, command: &[u8]) -> Vec<u8>;
     /// The whole state, for a snapshot taken after the last applied index.
     fn snapshot(&self) -> Vec<u8>;
-    /// The same snapshot, as a job that finishes encoding it. The node
-    /// calls this on its loop, between applies, and runs the job on
-    /// another thread: a machine with a large state does only what must
-    /// see the state as it is now here (copying what changes), and the
-    /// rest in the job, so the loop is not stalled for the whole encoding.
-    /// By default everything is encoded here.
-    fn snapshot_later(&self) -> Box<dyn FnOnce() -> Vec<u8> + Send> {
+    /// The same snapshot, as a job that streams its bytes into a writer.
+    /// The node calls this on its loop, between applies, and runs the job
+    /// on another thread with the snapshot's file as the writer: a machine
+    /// with a large state does only what must see the state as it is now
+    /// here (clones that share what does not change), and the encoding in
+    /// the job, so the loop is not stalled for it and no image of the whole
+    /// state is assembled in memory. By default everything is encoded here.
+    fn snapshot_later(&self) -> SnapshotJob {
         let data = self.snapshot();
-        Box::new(move || data)
+        Box::new(move |out| out.write_all(&data))
     }
     /// Replaces the state with a snapshot taken at `applied`.
     fn restore(&mut self, applied: LogIndex, data: &[u8]);

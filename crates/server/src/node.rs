@@ -99,6 +99,11 @@ pub struct NodeHandles {
     pub metrics: Arc<Metrics>,
 }
 
+/// What streaming a snapshot into its file gives: the unfinished file, or
+/// why it could not be written.
+type StreamedSnapshot =
+    Result<bellwether_storage::SnapshotStream<bellwether_storage::RealFileSystem>, StorageError>;
+
 /// A node bound to its addresses and ready to run.
 pub struct Node {
     config: NodeConfig,
@@ -130,7 +135,10 @@ pub struct Node {
     /// A snapshot being encoded on a blocking thread: when it began (for
     /// the log line that says how long it took) and where its data
     /// arrives.
-    encoding_snapshot: Option<(Instant, oneshot::Receiver<Vec<u8>>)>,
+    encoding_snapshot: Option<(Instant, oneshot::Receiver<StreamedSnapshot>)>,
+    /// The file the last snapshot encoded was streamed into, until the
+    /// member compacts with it and it is finished.
+    encoded_stream: Option<bellwether_storage::SnapshotStream<bellwether_storage::RealFileSystem>>,
     /// A snapshot being written by `snapshot_writer`.
     writing_snapshot: Option<effects::WritingSnapshot>,
     /// Queues to the other members' connections (set by `run`).
@@ -185,6 +193,7 @@ impl Node {
             next_tick: Duration::ZERO,
             snapshot_writer: wal.snapshot_writer(),
             encoding_snapshot: None,
+            encoded_stream: None,
             writing_snapshot: None,
             snapshot_failed: None,
             wal: Some(wal),

@@ -24,13 +24,13 @@ impl StateMachine for Counter {
     fn snapshot(&self) -> Vec<u8> {
         self.count.to_le_bytes().to_vec()
     }
-    fn snapshot_later(&self) -> Box<dyn FnOnce() -> Vec<u8> + Send> {
+    fn snapshot_later(&self) -> bellwether_member::SnapshotJob {
         let data = self.snapshot();
         // Stands in for a large state's encoding, which the node runs off
         // its loop while it goes on applying.
-        Box::new(move || {
+        Box::new(move |out| {
             std::thread::sleep(Duration::from_millis(50));
-            data
+            out.write_all(&data)
         })
     }
     fn restore(&mut self, applied: LogIndex, data: &[u8]) {

@@ -71,7 +71,7 @@ impl RaftNode {
     pub fn compact_unpersisted(
         &mut self,
         last_index: LogIndex,
-        data: Vec<u8>,
+        data: impl Into<SnapshotData>,
     ) -> Result<Snapshot, CompactError> {
         if last_index > self.applied {
             return Err(CompactError::NotApplied {
@@ -93,7 +93,7 @@ impl RaftNode {
         self.log.compact(&meta);
         let snapshot = Snapshot {
             meta,
-            data: SnapshotData::from(data),
+            data: data.into(),
         };
         self.snapshot = Some(snapshot.clone());
         Ok(snapshot)

@@ -30,7 +30,7 @@ pub(crate) use alarm::revision_bytes;
 pub use alarm::REVISION_OVERHEAD_BYTES;
 pub use image::{ImageWrite, StoreImage};
 pub use read::RetainedWrite;
-pub use snapshot::{PendingSnapshot, SNAPSHOT_VERSION};
+pub use snapshot::{PendingSnapshot, SNAPSHOT_VERSION, STREAM_CHUNK_BYTES};
 mod txn;
 mod write;
 

@@ -96,20 +96,40 @@ impl PendingSnapshot {
     /// The snapshot's bytes: the same as [`KvStore::snapshot`] would have
     /// given when this was taken.
     pub fn encode(self) -> Vec<u8> {
-        let mut out = Encoder::default();
-        encode_head_and_keys(
-            &mut out,
+        let mut bytes = Vec::new();
+        self.encode_to(&mut bytes)
+            .expect("writing to memory does not fail");
+        bytes
+    }
+
+    /// Streams the snapshot's bytes into `out` (a file, say) as they are
+    /// encoded, [`STREAM_CHUNK_BYTES`] at a time, so no image of the whole
+    /// store is assembled in memory.
+    pub fn encode_to(self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let mut buffer = Encoder::default();
+        encode_head(
+            &mut buffer,
             SNAPSHOT_VERSION,
             self.revision,
             self.compact_revision,
-            &self.keys,
+            self.keys.len(),
         );
-        encode_leases(&mut out, &self.leases);
-        snapshot_events::encode_events(&mut out, &self.events, &self.keys);
-        out.bytes.extend_from_slice(&self.tail);
-        out.bytes
+        for (key, history) in &self.keys {
+            encode_key(&mut buffer, key, history);
+            if buffer.bytes.len() >= STREAM_CHUNK_BYTES {
+                out.write_all(&buffer.bytes)?;
+                buffer.bytes.clear();
+            }
+        }
+        encode_leases(&mut buffer, &self.leases);
+        snapshot_events::encode_events(&mut buffer, &self.events, &self.keys);
+        buffer.bytes.extend_from_slice(&self.tail);
+        out.write_all(&buffer.bytes)
     }
 }
+
+/// How much [`PendingSnapshot::encode_to`] encodes before it writes.
+pub const STREAM_CHUNK_BYTES: usize = 1 << 20;
 
 impl KvStore {
     /// Encodes the whole store.
@@ -226,6 +246,7 @@ impl KvStore {
 
 /// Encodes what every version starts with: the magic, `version`, the
 /// revisions and every key's history.
+#[cfg(test)]
 fn encode_head_and_keys(
     out: &mut Encoder,
     version: u32,
@@ -233,18 +254,28 @@ fn encode_head_and_keys(
     compact_revision: i64,
     keys: &KeyMap,
 ) {
+    encode_head(out, version, revision, compact_revision, keys.len());
+    for (key, history) in keys {
+        encode_key(out, key, history);
+    }
+}
+
+/// The magic, `version`, the revisions and the count of keys.
+fn encode_head(out: &mut Encoder, version: u32, revision: i64, compact_revision: i64, keys: usize) {
     out.bytes.extend_from_slice(SNAPSHOT_MAGIC);
     out.u32(version);
     out.i64(revision);
     out.i64(compact_revision);
-    out.count(keys.len());
-    for (key, history) in keys {
-        out.bytes(key);
-        out.count(history.revisions.len());
-        for entry in &history.revisions {
-            out.i64(entry.revision);
-            encode_optional_kv(out, entry.kv.as_deref());
-        }
+    out.count(keys);
+}
+
+/// One key's history.
+fn encode_key(out: &mut Encoder, key: &[u8], history: &KeyHistory) {
+    out.bytes(key);
+    out.count(history.revisions.len());
+    for entry in &history.revisions {
+        out.i64(entry.revision);
+        encode_optional_kv(out, entry.kv.as_deref());
     }
 }
 

@@ -3,12 +3,31 @@
 
 use super::Node;
 use crate::peer_message::PeerMessage;
-use bellwether_core::raft::SnapshotMeta;
-use bellwether_member::{Answer, Effect};
-use bellwether_storage::{SnapshotFileData, StorageError};
+use bellwether_core::raft::{SnapshotData, SnapshotMeta};
+use bellwether_core::LogIndex;
+use bellwether_member::{Answer, Effect, SnapshotJob};
+use bellwether_storage::{
+    RealFileSystem, SnapshotFileData, SnapshotStream, SnapshotWriter, StorageError,
+};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tokio::sync::oneshot;
+
+/// Streams the snapshot at `index` that `job` encodes into a new file
+/// beside the log; the file is finished once the member compacts with it.
+pub(crate) fn stream_snapshot(
+    writer: &SnapshotWriter,
+    index: LogIndex,
+    job: SnapshotJob,
+) -> Result<SnapshotStream<RealFileSystem>, StorageError> {
+    let mut stream = writer.stream(index)?;
+    job(&mut stream).map_err(|error| StorageError::Io {
+        operation: "write",
+        path: stream.temp_path(),
+        source: error,
+    })?;
+    Ok(stream)
+}
 
 /// A snapshot being written beside the log on a blocking thread.
 #[derive(Debug)]
@@ -73,16 +92,46 @@ impl Node {
                         .proposal_latency
                         .observe_us(waited.as_micros() as u64);
                 }
-                Effect::EncodeSnapshot(encode) => {
+                Effect::EncodeSnapshot { index, job } => {
                     tracing::info!(
-                        applied = self.member.raft().applied_index().0,
-                        "snapshot: encoding the store on a blocking thread"
+                        index = index.0,
+                        "snapshot: streaming the store into its file on a blocking thread"
                     );
+                    // A stream left from a snapshot the member dropped (one
+                    // from the leader was restored meanwhile).
+                    if let Some(stream) = self.encoded_stream.take() {
+                        let _ = std::fs::remove_file(stream.temp_path());
+                    }
+                    let writer = self.snapshot_writer.clone();
                     let (done, encoded) = oneshot::channel();
                     tokio::task::spawn_blocking(move || {
-                        let _ = done.send(encode());
+                        let _ = done.send(stream_snapshot(&writer, index, job));
                     });
                     self.encoding_snapshot = Some((Instant::now(), encoded));
+                }
+                Effect::WriteSnapshot(snapshot) if !snapshot.data.in_memory() => {
+                    let stream = self
+                        .encoded_stream
+                        .take()
+                        .filter(|s| s.index() == snapshot.meta.last_index)
+                        .expect("a snapshot in a file was streamed into it");
+                    tracing::info!(
+                        index = snapshot.meta.last_index.0,
+                        bytes = snapshot.data.len(),
+                        "snapshot: syncing its file beside the log"
+                    );
+                    let bytes_max = self.snapshot_writer.bytes_max();
+                    let (done, written) = oneshot::channel();
+                    let meta = snapshot.meta.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let _ = done.send(stream.finish(&meta, bytes_max));
+                    });
+                    self.writing_snapshot = Some(WritingSnapshot {
+                        started: Instant::now(),
+                        meta: snapshot.meta.clone(),
+                        bytes: snapshot.data.len(),
+                        written,
+                    });
                 }
                 Effect::WriteSnapshot(snapshot) => {
                     tracing::info!(
@@ -116,11 +165,21 @@ impl Node {
     pub(super) fn collect_snapshot_jobs(&mut self) {
         if let Some((started, encoded)) = &mut self.encoding_snapshot {
             match encoded.try_recv() {
-                Ok(data) => {
+                Ok(outcome) => {
                     let ms = started.elapsed().as_secs_f64() * 1000.0;
                     self.encoding_snapshot = None;
-                    tracing::info!(bytes = data.len(), ms, "snapshot: encoded");
-                    self.member.snapshot_encoded(data);
+                    match outcome.and_then(|stream| Ok((stream.data()?, stream))) {
+                        Ok((data, stream)) => {
+                            tracing::info!(bytes = stream.data_len(), ms, "snapshot: encoded");
+                            self.encoded_stream = Some(stream);
+                            self.member
+                                .snapshot_encoded(SnapshotData::Stored(std::sync::Arc::new(data)));
+                        }
+                        Err(error) => {
+                            tracing::error!(ms, %error, "snapshot: streaming it into its file failed");
+                            self.snapshot_failed = Some(error);
+                        }
+                    }
                 }
                 Err(oneshot::error::TryRecvError::Empty) => {}
                 Err(oneshot::error::TryRecvError::Closed) => {

@@ -308,7 +308,11 @@ impl SimMember {
                     message: MemberMessage::Forward(forward),
                 }),
                 Effect::ProposalApplied { .. } => {}
-                Effect::EncodeSnapshot(encode) => self.member.snapshot_encoded(encode()),
+                Effect::EncodeSnapshot { job, .. } => {
+                    let mut bytes = Vec::new();
+                    job(&mut bytes).expect("encoding into memory does not fail");
+                    self.member.snapshot_encoded(bytes.into());
+                }
                 Effect::WriteSnapshot(snapshot) => {
                     self.snapshot_to_record = Some(snapshot);
                     self.member.snapshot_written();

@@ -73,7 +73,7 @@ impl StateMachine for TaggedMachine {
         self.inner.snapshot()
     }
 
-    fn snapshot_later(&self) -> Box<dyn FnOnce() -> Vec<u8> + Send> {
+    fn snapshot_later(&self) -> bellwether_member::SnapshotJob {
         self.inner.snapshot_later()
     }
 

@@ -64,6 +64,21 @@ impl SnapshotFileData {
     }
 }
 
+impl super::SnapshotStream<crate::fs::RealFileSystem> {
+    /// The data streamed so far, read from the file being written: what a
+    /// leader sends lagging followers from before the file is finished.
+    pub fn data(&self) -> Result<SnapshotFileData, StorageError> {
+        let path = self.temp_path();
+        let file = File::open(&path).map_err(|error| StorageError::io("open", &path, error))?;
+        Ok(SnapshotFileData {
+            file,
+            path,
+            offset: super::snapshot_file::SNAPSHOT_DATA_OFFSET,
+            len: self.data_len(),
+        })
+    }
+}
+
 impl StoredSnapshot for SnapshotFileData {
     fn len(&self) -> u64 {
         self.len
