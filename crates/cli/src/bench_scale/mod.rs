@@ -9,9 +9,9 @@
 //! 3. made to update `--updates-percent` of the keys, spread over the key
 //!    space, the same way;
 //! 4. asked, after a short settle, for each member's memory, its leader
-//!    changes during the load and, for bellwether, the longest gap its
-//!    followers saw between the leader's messages and the longest turn of
-//!    any member's loop;
+//!    changes during the load and, for bellwether, the new terms, the
+//!    longest gap its followers saw between the leader's messages and the
+//!    longest turn of any member's loop;
 //! 5. made to restart one follower (SIGKILL, then started again on its
 //!    data), timed until it answers a serializable range at the revision
 //!    the cluster had when it was killed.
@@ -131,8 +131,11 @@ pub struct ScalePoint {
     /// The largest memory any member reached during the load, KiB.
     pub peak_kib: u64,
     /// Leader changes during the load and the updates (the most any member
-    /// counted).
+    /// counted). bellwether counts a leader whose term of office lapsed and
+    /// resumed in the same term as two changes.
     pub leader_changes: u64,
+    /// bellwether: new terms during the load and the updates (elections).
+    pub term_changes: Option<u64>,
     /// bellwether: the longest gap a member saw between its leader's
     /// messages, ms (since the cluster started).
     pub longest_leader_gap_ms: Option<f64>,
@@ -301,6 +304,10 @@ fn measure(
     let pids: Vec<Option<u32>> = cluster.members().iter().map(|m| m.pid()).collect();
     let idle_kib = largest_kib(cluster);
     let changes_before = leader_changes(side, &metrics)?;
+    let term_before = match side {
+        Side::Bellwether => Some(largest_metric(&metrics, "bellwether_term")?),
+        Side::Etcd => None,
+    };
     let sampler = RssSampler::start(pids);
     let label = format!("{system}, {keys} keys");
     let (leases, lease_seconds) = if args.leases > 0 {
@@ -354,6 +361,10 @@ fn measure(
         .map(|(before, after)| after.saturating_sub(*before))
         .max()
         .unwrap_or(0);
+    let term_changes = match term_before {
+        Some(before) => Some((largest_metric(&metrics, "bellwether_term")? - before) as u64),
+        None => None,
+    };
     let (longest_leader_gap_ms, longest_loop_turn_ms) = match side {
         Side::Bellwether => (
             Some(largest_metric(&metrics, "bellwether_leader_gap_max_seconds")? * 1000.0),
@@ -384,6 +395,7 @@ fn measure(
         settled_kib,
         peak_kib: peak.iter().flatten().copied().max().unwrap_or(0),
         leader_changes,
+        term_changes,
         longest_leader_gap_ms,
         longest_loop_turn_ms,
         follower_restart_seconds,
@@ -464,7 +476,7 @@ fn print_point(p: &ScalePoint) {
     let mib = |kib: u64| kib as f64 / 1024.0;
     let optional = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0} ms"));
     eprintln!(
-        "{} at {} keys: load {:.0} keys/s ({:.1} s, {} batches again), update {:.0} keys/s ({} keys, {} again); memory idle {:.0} MiB, settled {:.0} MiB, peak {:.0} MiB; {} leader changes; longest leader gap {}, longest loop turn {}; follower restart {:.2} s; {} leases ({:.1} s), {} watchers ({} events)",
+        "{} at {} keys: load {:.0} keys/s ({:.1} s, {} batches again), update {:.0} keys/s ({} keys, {} again); memory idle {:.0} MiB, settled {:.0} MiB, peak {:.0} MiB; {} leader changes ({} new terms); longest leader gap {}, longest loop turn {}; follower restart {:.2} s; {} leases ({:.1} s), {} watchers ({} events)",
         p.system,
         p.keys,
         p.load_keys_per_second,
@@ -477,6 +489,7 @@ fn print_point(p: &ScalePoint) {
         mib(p.settled_kib),
         mib(p.peak_kib),
         p.leader_changes,
+        p.term_changes.map_or("n/a".to_string(), |t| t.to_string()),
         optional(p.longest_leader_gap_ms),
         optional(p.longest_loop_turn_ms),
         p.follower_restart_seconds,
@@ -494,7 +507,7 @@ fn print_text(report: &ScaleReport) {
         report.value_bytes, report.batch, report.clients, report.heartbeat_ms, report.election_ms
     );
     println!(
-        "{:<22} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8}",
+        "{:<22} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>6} {:>8} {:>8} {:>8}",
         "system",
         "keys",
         "load/s",
@@ -503,6 +516,7 @@ fn print_text(report: &ScaleReport) {
         "set. MiB",
         "peak MiB",
         "leader±",
+        "terms",
         "gap ms",
         "turn ms",
         "restart"
@@ -510,7 +524,7 @@ fn print_text(report: &ScaleReport) {
     let optional = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0}"));
     for p in &report.points {
         println!(
-            "{:<22} {:>9} {:>10.0} {:>10.0} {:>9.0} {:>9.0} {:>9.0} {:>7} {:>8} {:>8} {:>7.2}s",
+            "{:<22} {:>9} {:>10.0} {:>10.0} {:>9.0} {:>9.0} {:>9.0} {:>7} {:>6} {:>8} {:>8} {:>7.2}s",
             p.system,
             p.keys,
             p.load_keys_per_second,
@@ -519,6 +533,7 @@ fn print_text(report: &ScaleReport) {
             p.settled_kib as f64 / 1024.0,
             p.peak_kib as f64 / 1024.0,
             p.leader_changes,
+            p.term_changes.map_or("n/a".to_string(), |t| t.to_string()),
             optional(p.longest_leader_gap_ms),
             optional(p.longest_loop_turn_ms),
             p.follower_restart_seconds
