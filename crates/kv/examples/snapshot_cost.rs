@@ -53,4 +53,27 @@ fn main() {
     let restored = KvStore::restore(&bytes).unwrap();
     println!("restore {:?}, rss {} MiB", start.elapsed(), rss_mib());
     assert_eq!(restored.revision(), store.revision());
+    drop(restored);
+    // Updates spread over the keys, without and then with a snapshot
+    // pending: what copying the shared nodes costs the applies.
+    for pending in [false, true] {
+        let held = pending.then(|| store.snapshot_pending());
+        let start = Instant::now();
+        let updates = keys / 5;
+        for i in 0..updates {
+            let key = (i as u64 * 1_000_000_007 % keys as u64) as usize;
+            store
+                .put(&PutRequest::new(
+                    format!("/registry/key/{key:012}"),
+                    value.clone(),
+                ))
+                .unwrap();
+        }
+        println!(
+            "{updates} spread updates with a snapshot pending: {pending}: {:?}, rss {} MiB",
+            start.elapsed(),
+            rss_mib()
+        );
+        drop(held);
+    }
 }
