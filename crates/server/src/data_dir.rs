@@ -117,7 +117,11 @@ pub fn open_audited(
     // The control that the amnesia checks must catch: no audit at all.
     let record = record.filter(|_| config.runtime != bellwether_member::Runtime::IgnoresPromises);
     let had_segments = std::fs::read_dir(&wal_dir).is_ok_and(|mut files| files.next().is_some());
-    let open_wal = || WalStorage::with_file_system(file_system, &wal_dir, WalOptions::default());
+    let options = WalOptions {
+        snapshot_bytes_max: config.snapshot_bytes_max(),
+        ..WalOptions::default()
+    };
+    let open_wal = || WalStorage::with_file_system(file_system, &wal_dir, options.clone());
     let mut wal = open_wal().map_err(storage_error)?;
     let mut opened = Opened::default();
     // `None`: the log could not be read at all (set aside below, which

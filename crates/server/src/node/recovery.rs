@@ -32,6 +32,7 @@ pub(super) fn raft_config(config: &NodeConfig) -> RaftConfig {
         },
         lease_reads: config.lease_reads,
         detector_floor_heartbeats: config.detector_heartbeats,
+        snapshot_bytes_max: config.snapshot_bytes_max(),
         priorities: config.priorities.clone(),
         ..RaftConfig::default()
     }

@@ -29,8 +29,9 @@ pub struct WalOptions {
     /// they reach this many bytes, or at the next sync. Bounds the memory of
     /// the write buffer while keeping one write per group commit.
     pub write_buffer_bytes_max: usize,
-    /// Largest snapshot accepted, written or read. A snapshot is held in
-    /// memory whole, so this is a memory budget.
+    /// Largest snapshot accepted, written or read. A snapshot is read into
+    /// memory whole at recovery, so this is also a memory budget; a member
+    /// sets it from its storage quota.
     pub snapshot_bytes_max: u64,
 }
 
