@@ -118,7 +118,8 @@ pub fn open_audited(
     let record = record.filter(|_| config.runtime != bellwether_member::Runtime::IgnoresPromises);
     let had_segments = std::fs::read_dir(&wal_dir).is_ok_and(|mut files| files.next().is_some());
     let options = WalOptions {
-        snapshot_bytes_max: config.snapshot_bytes_max(),
+        // The file adds its header and trailer to the data the core bounds.
+        snapshot_bytes_max: config.snapshot_bytes_max().saturating_add(64 << 10),
         ..WalOptions::default()
     };
     let open_wal = || WalStorage::with_file_system(file_system, &wal_dir, options.clone());

@@ -26,6 +26,7 @@ pub(crate) fn stream_snapshot(
         path: stream.temp_path(),
         source: error,
     })?;
+    stream.seal_data()?;
     Ok(stream)
 }
 

@@ -109,6 +109,8 @@ pub struct SnapshotStream<F: FileSystem> {
     data_len: u64,
     /// Bytes written since the file was last synced.
     unsynced: u64,
+    /// The log's bound on a snapshot file: a write past it fails at once.
+    bytes_max: u64,
 }
 
 /// A [`SnapshotStream`] syncs its file every this many bytes. The log's
@@ -121,7 +123,12 @@ const STREAM_SYNC_EVERY_BYTES: u64 = 8 << 20;
 impl<F: FileSystem> SnapshotStream<F> {
     /// Starts the file for the snapshot at `index` in `dir`, replacing a
     /// temporary file left by an interrupted write.
-    pub(crate) fn create(fs: F, dir: &Path, index: LogIndex) -> Result<Self, StorageError> {
+    pub(crate) fn create(
+        fs: F,
+        dir: &Path,
+        index: LogIndex,
+        bytes_max: u64,
+    ) -> Result<Self, StorageError> {
         let temp = dir.join(snapshot_temp_name(index));
         match fs.remove_file(&temp) {
             Err(error) if error.kind() != io::ErrorKind::NotFound => {
@@ -142,6 +149,7 @@ impl<F: FileSystem> SnapshotStream<F> {
             data_crc: 0,
             data_len: 0,
             unsynced: 0,
+            bytes_max,
         })
     }
 
@@ -158,6 +166,17 @@ impl<F: FileSystem> SnapshotStream<F> {
     /// The index the snapshot covers.
     pub fn index(&self) -> LogIndex {
         self.index
+    }
+
+    /// The data is complete: hands every byte written to the file, so
+    /// that another handle reads all of it (see `SnapshotFileData`) even
+    /// where the file system holds writes until their fsync (`bellwether
+    /// verify`'s members).
+    pub fn seal_data(&mut self) -> Result<(), StorageError> {
+        let temp = self.temp_path();
+        self.file
+            .seal()
+            .map_err(|error| StorageError::io("write", &temp, error))
     }
 
     /// Adds the trailer for `meta`, syncs the file, renames it into place
@@ -186,6 +205,12 @@ impl<F: FileSystem> SnapshotStream<F> {
         self.file
             .write_all(&end)
             .map_err(|error| StorageError::io("write", &temp, error))?;
+        // Sealed, then synced: every byte is in the file before the rename
+        // whatever the file system holds (the seal alone syncs only held
+        // bytes).
+        self.file
+            .seal()
+            .map_err(|error| StorageError::io("write", &temp, error))?;
         self.file
             .sync_data()
             .map_err(|error| StorageError::io("fsync", &temp, error))?;
@@ -202,6 +227,13 @@ impl<F: FileSystem> SnapshotStream<F> {
 
 impl<F: FileSystem> io::Write for SnapshotStream<F> {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let after = SNAPSHOT_DATA_OFFSET + self.data_len + bytes.len() as u64;
+        if after > self.bytes_max {
+            return Err(io::Error::other(format!(
+                "the snapshot at {} passes the bound of {} bytes on a snapshot file",
+                self.index.0, self.bytes_max
+            )));
+        }
         self.file.write_all(bytes)?;
         self.data_crc = crc32c::crc32c_append(self.data_crc, bytes);
         self.data_len += bytes.len() as u64;
@@ -224,7 +256,7 @@ pub(crate) fn write_snapshot<F: FileSystem>(
     dir: &Path,
     snapshot: &Snapshot,
 ) -> Result<PathBuf, StorageError> {
-    let mut stream = SnapshotStream::create(fs.clone(), dir, snapshot.meta.last_index)?;
+    let mut stream = SnapshotStream::create(fs.clone(), dir, snapshot.meta.last_index, u64::MAX)?;
     io::Write::write_all(&mut stream, snapshot.data.bytes())
         .map_err(|error| StorageError::io("write", stream.temp_path(), error))?;
     stream.finish(&snapshot.meta, u64::MAX)
@@ -465,7 +497,7 @@ mod tests {
         let fs = SimFileSystem::new();
         let dir = Path::new("/wal");
         fs.create_dir_all(dir).unwrap();
-        let mut stream = SnapshotStream::create(fs.clone(), dir, LogIndex(42)).unwrap();
+        let mut stream = SnapshotStream::create(fs.clone(), dir, LogIndex(42), u64::MAX).unwrap();
         for part in [&b"state "[..], b"machine ", b"bytes"] {
             io::Write::write_all(&mut stream, part).unwrap();
         }
@@ -477,7 +509,7 @@ mod tests {
             data_offset_in(&head, &sample().meta),
             Some(SNAPSHOT_DATA_OFFSET)
         );
-        let mut over = SnapshotStream::create(fs.clone(), dir, LogIndex(43)).unwrap();
+        let mut over = SnapshotStream::create(fs.clone(), dir, LogIndex(43), u64::MAX).unwrap();
         io::Write::write_all(&mut over, &[0; 100]).unwrap();
         let mut meta = sample().meta;
         meta.last_index = LogIndex(43);
@@ -489,6 +521,12 @@ mod tests {
             fs.list_dir(dir).unwrap(),
             vec!["000000000000002a.snap"],
             "the refused file is removed"
+        );
+        let mut early = SnapshotStream::create(fs.clone(), dir, LogIndex(44), 64).unwrap();
+        io::Write::write_all(&mut early, &[0; 48]).unwrap();
+        assert!(
+            io::Write::write_all(&mut early, &[0; 1]).is_err(),
+            "a write past the bound fails as it comes"
         );
     }
 }

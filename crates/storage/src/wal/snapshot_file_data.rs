@@ -130,4 +130,26 @@ mod tests {
         assert!(SnapshotFileData::open(&path, &snapshot.meta, 200_000).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn a_sealed_stream_reads_whole_where_writes_wait_for_their_fsync() {
+        let dir = std::env::temp_dir().join(format!("bw-snapshot-held-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fs = RealFileSystem {
+            unsynced: crate::fs::Unsynced::HeldInProcess,
+        };
+        let mut stream =
+            super::super::SnapshotStream::create(fs, &dir, LogIndex(9), u64::MAX).unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        std::io::Write::write_all(&mut stream, &data).unwrap();
+        let file_len = |path: &Path| std::fs::metadata(path).unwrap().len();
+        assert!(
+            file_len(&stream.temp_path()) < data.len() as u64,
+            "held in the process until sealed"
+        );
+        stream.seal_data().unwrap();
+        let stored = stream.data().unwrap();
+        assert_eq!(stored.read(0, data.len() as u64), data);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

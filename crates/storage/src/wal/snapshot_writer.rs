@@ -58,7 +58,7 @@ impl<F: FileSystem> SnapshotWriter<F> {
         &self,
         index: bellwether_core::LogIndex,
     ) -> Result<SnapshotStream<F>, StorageError> {
-        SnapshotStream::create(self.fs.clone(), &self.dir, index)
+        SnapshotStream::create(self.fs.clone(), &self.dir, index, self.bytes_max)
     }
 
     /// The log's bound on a snapshot file.
