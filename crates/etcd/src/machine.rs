@@ -17,12 +17,13 @@ use crate::mutation::Mutation;
 use crate::permissions::Permissions;
 use crate::status_code::Code;
 use bellwether_api::etcdserverpb as pb;
+use bellwether_core::raft::SnapshotData;
 use bellwether_core::LogIndex;
 use bellwether_kv::{
     Alarm, AlarmKind, AuthError, KeyPermission, KvError, KvStore, MemberError, MemberIntent,
     MemberRecord, Permission,
 };
-use bellwether_member::StateMachine;
+use bellwether_member::{DecodedSnapshot, RestoreJob, StateMachine};
 use bellwether_zookeeper::{
     Applied as ZkApplied, ErrorCode as ZkError, LeaseChange as ZkLeaseChange, ZkBatchAnswer,
     ZkEntry,
@@ -583,24 +584,20 @@ impl StateMachine for EtcdMachine {
     }
 
     fn restore(&mut self, applied: LogIndex, data: &[u8]) {
-        assert!(
-            applied >= self.last_applied,
-            "a snapshot at {applied} would undo entries applied up to {}",
-            self.last_applied
-        );
-        self.last_applied = applied;
-        // An empty snapshot comes from a node that ran without a store.
-        let restored = if data.is_empty() {
-            KvStore::new()
-        } else {
-            KvStore::restore(data).expect("snapshots we wrote decode")
-        };
-        let mut store = self.store.lock().expect("store lock");
-        *store = restored;
-        self.observer.published(&store);
-        drop(store);
-        self.directory_version += 1;
-        self.observer.lease(LeaseApplied::Restored);
+        self.install(applied, decode_store(data));
+    }
+
+    /// The job decodes the whole store, so a follower's loop goes on
+    /// answering its leader meanwhile (about 0.8 s at a million keys).
+    fn restore_later(&self, data: SnapshotData) -> RestoreJob {
+        Box::new(move || Box::new(decode_store(data.bytes())) as DecodedSnapshot)
+    }
+
+    fn restore_decoded(&mut self, applied: LogIndex, decoded: DecodedSnapshot) {
+        let store = decoded
+            .downcast::<KvStore>()
+            .expect("the restore job decodes a store");
+        self.install(applied, *store);
     }
 
     fn directory_version(&self) -> u64 {
@@ -614,6 +611,34 @@ impl StateMachine for EtcdMachine {
             .members()
             .cloned()
             .collect()
+    }
+}
+
+impl EtcdMachine {
+    /// Replaces the store with `restored`, the state at `applied`.
+    fn install(&mut self, applied: LogIndex, restored: KvStore) {
+        assert!(
+            applied >= self.last_applied,
+            "a snapshot at {applied} would undo entries applied up to {}",
+            self.last_applied
+        );
+        self.last_applied = applied;
+        let mut store = self.store.lock().expect("store lock");
+        *store = restored;
+        self.observer.published(&store);
+        drop(store);
+        self.directory_version += 1;
+        self.observer.lease(LeaseApplied::Restored);
+    }
+}
+
+/// The store a snapshot holds. An empty snapshot comes from a node that
+/// ran without a store.
+fn decode_store(data: &[u8]) -> KvStore {
+    if data.is_empty() {
+        KvStore::new()
+    } else {
+        KvStore::restore(data).expect("snapshots we wrote decode")
     }
 }
 

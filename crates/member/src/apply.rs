@@ -30,8 +30,13 @@ impl<W, R> Member<W, R> {
         match output {
             RaftOutput::Apply(entry) => self.apply_entry(entry),
             RaftOutput::Restore(snapshot) => {
-                self.machine
-                    .restore(snapshot.meta.last_index, snapshot.data.bytes());
+                // Decoded on another thread (`snapshot_decoded`); the core
+                // holds later entries back until then.
+                let job = self.machine.restore_later(snapshot.data.clone());
+                self.effects.push_back(Effect::RestoreSnapshot {
+                    index: snapshot.meta.last_index,
+                    job,
+                });
                 self.snapshots
                     .restored(snapshot.meta.last_index, snapshot.data.len());
                 // Proposals covered by a snapshot from the leader: their

@@ -1,6 +1,7 @@
 //! What the member asks its runtime to do, besides carrying out a
 //! [`crate::ReadyPlan`]: answer clients, send forwarding messages, and
-//! run the slow parts of a snapshot on another thread.
+//! run the slow parts of a snapshot (encoding one, decoding the leader's)
+//! on another thread.
 //!
 //! The member queues effects in the order it decides them; the runtime
 //! takes them with [`crate::Member::take_effects`] after every call and
@@ -49,6 +50,16 @@ pub enum Effect<W, R> {
         /// The state machine's encoding.
         job: crate::SnapshotJob,
     },
+    /// Run this job on another thread, decoding the snapshot at `index`
+    /// that came from the leader, and hand what it returns to
+    /// [`crate::Member::snapshot_decoded`]. Committed entries wait until
+    /// then.
+    RestoreSnapshot {
+        /// The snapshot's last index.
+        index: LogIndex,
+        /// The state machine's decoding.
+        job: crate::RestoreJob,
+    },
     /// Write this snapshot beside the log (and fsync it), then tell
     /// [`crate::Member::snapshot_written`]. A failed write stops the member
     /// as a failed log write does.
@@ -68,6 +79,10 @@ impl<W: fmt::Debug, R: fmt::Debug> fmt::Debug for Effect<W, R> {
                 .finish(),
             Effect::EncodeSnapshot { index, .. } => f
                 .debug_struct("EncodeSnapshot")
+                .field("index", index)
+                .finish(),
+            Effect::RestoreSnapshot { index, .. } => f
+                .debug_struct("RestoreSnapshot")
                 .field("index", index)
                 .finish(),
             Effect::WriteSnapshot(snapshot) => f

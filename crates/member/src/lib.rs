@@ -43,4 +43,5 @@ pub use ready_plan::{AfterPersist, PlannedPersist, ReadyPlan, Step};
 pub use requests::Request;
 pub use roster::Roster;
 pub use runtime::Runtime;
-pub use state_machine::{NullMachine, SnapshotJob, StateMachine};
+pub use snapshots::SnapshotSchedule;
+pub use state_machine::{DecodedSnapshot, NullMachine, RestoreJob, SnapshotJob, StateMachine};

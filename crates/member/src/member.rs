@@ -15,7 +15,7 @@ use crate::forwarding::Forwarding;
 use crate::lone_writes::LoneWrites;
 use crate::ready_plan::Batch;
 use crate::roster::Roster;
-use crate::snapshots::{Snapshots, SNAPSHOT_HOLD_ENTRIES_MAX};
+use crate::snapshots::{SnapshotSchedule, Snapshots};
 use crate::state_machine::StateMachine;
 use bellwether_core::raft::SnapshotData;
 use bellwether_core::raft::{MembershipChange, RaftMessage, RaftNode, TransferError};
@@ -44,6 +44,8 @@ pub struct MemberParts {
     pub first_request: u64,
     /// The member's clock now.
     pub now: Duration,
+    /// When it snapshots (the server runs the default).
+    pub snapshot_schedule: SnapshotSchedule,
 }
 
 /// One member's state and decisions (see the crate doc). `W` and `R` are
@@ -84,15 +86,17 @@ impl<W, R> Member<W, R> {
     pub fn new(parts: MemberParts) -> Self {
         let MemberParts {
             id,
-            raft,
+            mut raft,
             machine,
             mut roster,
             durable,
             snapshot,
             first_request,
             now,
+            snapshot_schedule,
         } = parts;
         assert_eq!(raft.status().id, id, "the core is this member's");
+        raft.restore_in_background();
         roster.set_directory(machine.directory(), machine.directory_version());
         Member {
             id,
@@ -106,7 +110,7 @@ impl<W, R> Member<W, R> {
             forwarding: Forwarding::new(id, first_request),
             lone_writes: LoneWrites::default(),
             durable,
-            snapshots: Snapshots::new(snapshot.0, snapshot.1, now),
+            snapshots: Snapshots::new(snapshot.0, snapshot.1, now, snapshot_schedule),
             batch: Batch::default(),
             now,
             effects: VecDeque::new(),
@@ -116,6 +120,12 @@ impl<W, R> Member<W, R> {
     /// The Raft core, to observe.
     pub fn raft(&self) -> &RaftNode {
         &self.raft
+    }
+
+    /// The Raft core, to break on purpose (the simulator's own tests).
+    #[cfg(feature = "fault-injection")]
+    pub fn raft_for_fault_injection(&mut self) -> &mut RaftNode {
+        &mut self.raft
     }
 
     /// The state machine, to observe.
@@ -287,7 +297,7 @@ impl<W, R> Member<W, R> {
     /// Takes a snapshot when one is due, and compacts the log with the one
     /// held once the followers have what it covers (see `snapshots.rs`).
     pub(crate) fn maybe_snapshot(&mut self) {
-        if self.snapshots.busy() {
+        if self.snapshots.busy() || self.raft.pending_restore().is_some() {
             return;
         }
         let applied = self.raft.applied_index();
@@ -304,7 +314,7 @@ impl<W, R> Member<W, R> {
         };
         let index = *index;
         let waited = applied.0 - index.0;
-        if !self.followers_hold(index) && waited < SNAPSHOT_HOLD_ENTRIES_MAX {
+        if !self.followers_hold(index) && waited < self.snapshots.schedule.hold_entries_max {
             return;
         }
         let (index, data) = self.snapshots.held.take().expect("held above");
@@ -324,6 +334,20 @@ impl<W, R> Member<W, R> {
     /// the log's.
     pub fn snapshot_encoded(&mut self, data: SnapshotData) {
         self.snapshots.encoded(data);
+    }
+
+    /// The snapshot from the leader at `index`, asked for with
+    /// [`Effect::RestoreSnapshot`], is decoded: the state machine takes it,
+    /// and committed entries after it are applied again. One superseded
+    /// by a later snapshot from the leader is dropped.
+    pub fn snapshot_decoded(&mut self, index: LogIndex, decoded: crate::DecodedSnapshot) {
+        if self.raft.pending_restore().map(|p| p.index) != Some(index) {
+            return;
+        }
+        self.machine.restore_decoded(index, decoded);
+        self.raft.snapshot_restored(index);
+        self.refresh_roster();
+        self.release_confirmed_reads();
     }
 
     /// The snapshot asked for with [`Effect::WriteSnapshot`] is on disk:
@@ -387,6 +411,7 @@ mod tests {
             snapshot: (LogIndex(0), 0),
             first_request: 1,
             now: Duration::ZERO,
+            snapshot_schedule: Default::default(),
         })
     }
 

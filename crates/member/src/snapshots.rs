@@ -56,9 +56,41 @@ pub const SNAPSHOT_EVERY_ENTRIES_MAX: u64 = 1_000_000;
 /// behind, or gone, no longer holds compaction back.
 pub const SNAPSHOT_HOLD_ENTRIES_MAX: u64 = 10_000;
 
+/// When snapshots are taken and how long a leader holds one back. The
+/// server runs [`SnapshotSchedule::default`], the constants above; the
+/// simulator runs a shorter one, so that its short runs take snapshots and
+/// send them to followers that fell behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotSchedule {
+    /// See [`SNAPSHOT_EVERY_ENTRIES_MIN`].
+    pub every_entries_min: u64,
+    /// See [`SNAPSHOT_SLOW_LOG_ENTRIES_MIN`].
+    pub slow_log_entries_min: u64,
+    /// See [`SNAPSHOT_SLOW_LOG_AFTER`].
+    pub slow_log_after: Duration,
+    /// See [`SNAPSHOT_EVERY_ENTRIES_MAX`].
+    pub every_entries_max: u64,
+    /// See [`SNAPSHOT_HOLD_ENTRIES_MAX`].
+    pub hold_entries_max: u64,
+}
+
+impl Default for SnapshotSchedule {
+    fn default() -> Self {
+        SnapshotSchedule {
+            every_entries_min: SNAPSHOT_EVERY_ENTRIES_MIN,
+            slow_log_entries_min: SNAPSHOT_SLOW_LOG_ENTRIES_MIN,
+            slow_log_after: SNAPSHOT_SLOW_LOG_AFTER,
+            every_entries_max: SNAPSHOT_EVERY_ENTRIES_MAX,
+            hold_entries_max: SNAPSHOT_HOLD_ENTRIES_MAX,
+        }
+    }
+}
+
 /// The snapshot schedule and the one snapshot in progress.
 #[derive(Debug)]
 pub struct Snapshots {
+    /// When snapshots are due.
+    pub schedule: SnapshotSchedule,
     /// Index of the last snapshot taken here (or restored).
     pub index: LogIndex,
     /// Size of its data, bytes.
@@ -82,8 +114,9 @@ pub struct Snapshots {
 impl Snapshots {
     /// The schedule of a member whose last snapshot covers `index` and
     /// holds `bytes`, started at `now`.
-    pub fn new(index: LogIndex, bytes: u64, now: Duration) -> Self {
+    pub fn new(index: LogIndex, bytes: u64, now: Duration, schedule: SnapshotSchedule) -> Self {
         Snapshots {
+            schedule,
             index,
             bytes,
             applied_bytes: 0,
@@ -118,10 +151,11 @@ impl Snapshots {
     pub fn due(&self, applied: LogIndex, now: Duration) -> bool {
         let entries = applied.0.saturating_sub(self.index.0);
         let enough_bytes = self.applied_bytes >= self.bytes;
-        let slow_log = entries >= SNAPSHOT_SLOW_LOG_ENTRIES_MIN
-            && now.saturating_sub(self.taken_at) >= SNAPSHOT_SLOW_LOG_AFTER;
-        entries >= SNAPSHOT_EVERY_ENTRIES_MAX
-            || (enough_bytes && (entries >= SNAPSHOT_EVERY_ENTRIES_MIN || slow_log))
+        let schedule = &self.schedule;
+        let slow_log = entries >= schedule.slow_log_entries_min
+            && now.saturating_sub(self.taken_at) >= schedule.slow_log_after;
+        entries >= schedule.every_entries_max
+            || (enough_bytes && (entries >= schedule.every_entries_min || slow_log))
     }
 
     /// A snapshot of `applied` is being taken at `now`.
@@ -156,7 +190,12 @@ mod tests {
 
     #[test]
     fn a_snapshot_is_due_by_entries_and_bytes_or_by_the_slow_log_rule() {
-        let mut snapshots = Snapshots::new(LogIndex(0), 1_000_000, Duration::ZERO);
+        let mut snapshots = Snapshots::new(
+            LogIndex(0),
+            1_000_000,
+            Duration::ZERO,
+            SnapshotSchedule::default(),
+        );
         let busy_log = LogIndex(SNAPSHOT_EVERY_ENTRIES_MIN);
         assert!(!snapshots.due(busy_log, Duration::ZERO), "too few bytes");
         for _ in 0..SNAPSHOT_EVERY_ENTRIES_MIN {
@@ -166,7 +205,12 @@ mod tests {
         let slow_log = LogIndex(SNAPSHOT_SLOW_LOG_ENTRIES_MIN);
         assert!(!snapshots.due(slow_log, Duration::ZERO), "too soon");
         assert!(snapshots.due(slow_log, SNAPSHOT_SLOW_LOG_AFTER));
-        let fresh = Snapshots::new(LogIndex(0), u64::MAX, Duration::ZERO);
+        let fresh = Snapshots::new(
+            LogIndex(0),
+            u64::MAX,
+            Duration::ZERO,
+            SnapshotSchedule::default(),
+        );
         assert!(
             fresh.due(LogIndex(SNAPSHOT_EVERY_ENTRIES_MAX), Duration::ZERO),
             "always after the most entries"
@@ -175,7 +219,8 @@ mod tests {
 
     #[test]
     fn one_snapshot_goes_through_its_stages_at_a_time() {
-        let mut snapshots = Snapshots::new(LogIndex(0), 0, Duration::ZERO);
+        let mut snapshots =
+            Snapshots::new(LogIndex(0), 0, Duration::ZERO, SnapshotSchedule::default());
         snapshots.start(LogIndex(5), Duration::from_secs(2));
         assert!(snapshots.busy());
         snapshots.encoded(vec![1].into());

@@ -71,6 +71,7 @@ impl Cluster {
                     snapshot: (LogIndex(0), 0),
                     first_request: 1_000 * id.0,
                     now: Duration::ZERO,
+                    snapshot_schedule: Default::default(),
                 })
             })
             .collect();

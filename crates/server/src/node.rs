@@ -141,6 +141,8 @@ pub struct Node {
     encoded_stream: Option<bellwether_storage::SnapshotStream<bellwether_storage::RealFileSystem>>,
     /// A snapshot being written by `snapshot_writer`.
     writing_snapshot: Option<effects::WritingSnapshot>,
+    /// A snapshot from the leader being decoded on a blocking thread.
+    restoring_snapshot: Option<effects::RestoringSnapshot>,
     /// Queues to the other members' connections (set by `run`).
     outbound: BTreeMap<NodeId, mpsc::Sender<PeerMessage>>,
     /// Why this member's last snapshot could not be written: the member
@@ -195,6 +197,7 @@ impl Node {
             encoding_snapshot: None,
             encoded_stream: None,
             writing_snapshot: None,
+            restoring_snapshot: None,
             snapshot_failed: None,
             wal: Some(wal),
             peer_listener: Some(peer_listener),

@@ -1,11 +1,15 @@
 //! The in-process client API: proposals come back with the state machine's
 //! answer, read barriers complete, and a node that cannot lead says so.
 
+use bellwether_core::raft::SnapshotData;
 use bellwether_core::{LogIndex, NodeId};
 use bellwether_server::config::{ConfigLayer, NodeConfig};
 use bellwether_server::node::Node;
 use bellwether_server::{ClientError, StateMachine};
 use std::time::Duration;
+
+/// Snapshots from a leader that a `Counter` restored from its decoding job.
+static RESTORED_OFF_LOOP: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Counts applied commands; answers with the count so far.
 #[derive(Default)]
@@ -35,6 +39,21 @@ impl StateMachine for Counter {
     }
     fn restore(&mut self, applied: LogIndex, data: &[u8]) {
         self.count = u64::from_le_bytes(data.try_into().unwrap());
+        self.last = applied;
+    }
+    fn restore_later(&self, data: SnapshotData) -> bellwether_member::RestoreJob {
+        // Stands in for a large state's decoding, which the node runs off
+        // its loop while entries committed meanwhile wait.
+        Box::new(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let count = u64::from_le_bytes(data.bytes().try_into().unwrap());
+            Box::new(count) as bellwether_member::DecodedSnapshot
+        })
+    }
+    fn restore_decoded(&mut self, applied: LogIndex, decoded: bellwether_member::DecodedSnapshot) {
+        assert!(applied > self.last, "a snapshot from the leader is ahead");
+        RESTORED_OFF_LOOP.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.count = *decoded.downcast::<u64>().unwrap();
         self.last = applied;
     }
 }
@@ -451,6 +470,12 @@ async fn a_member_that_missed_a_compaction_catches_up_from_the_leaders_snapshot(
     .unwrap()
     .applied;
     cluster.restart(behind).await;
+    // Writes go on while the member installs the snapshot and decodes it
+    // off its loop (50 ms here): the entries they commit meanwhile wait
+    // until it is restored, and are then applied once each.
+    let during = 4 * 100;
+    let at_leader = cluster.clients[leader as usize - 1].clone();
+    let writing = tokio::spawn(async move { write_concurrently(&at_leader, 4, 100).await });
     let mut status = cluster.statuses[behind as usize - 1].clone();
     tokio::time::timeout(
         Duration::from_secs(20),
@@ -459,6 +484,12 @@ async fn a_member_that_missed_a_compaction_catches_up_from_the_leaders_snapshot(
     .await
     .expect("the restarted member catches up within 20 s")
     .unwrap();
+    writing.await.unwrap();
+    let writes = writes + during;
+    assert!(
+        RESTORED_OFF_LOOP.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the leader's snapshot was restored through the decoding job"
+    );
     // The member stopped before the first write, and the leader's log now
     // starts past its snapshot (at least 10,000 entries in): the member
     // can only have caught up by installing that snapshot, which it keeps.

@@ -237,6 +237,7 @@ pub fn run_etcd_with_lessor(spec: &RunSpec, runtime: Runtime, lessor: LessorMode
         lessor,
         mutation: None,
         reads_under_lease: Default::default(),
+        snapshot_schedule: crate::member::SIM_SNAPSHOT_SCHEDULE,
     };
     run_etcd_configured(spec, config)
 }
@@ -252,6 +253,7 @@ pub fn run_etcd_mutated(spec: &RunSpec, mutation: bellwether_etcd::Mutation) -> 
         lessor: LessorMode::Faithful,
         mutation: Some(mutation),
         reads_under_lease: Default::default(),
+        snapshot_schedule: crate::member::SIM_SNAPSHOT_SCHEDULE,
     };
     run_etcd_configured(spec, config)
 }

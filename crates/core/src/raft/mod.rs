@@ -50,7 +50,7 @@ pub use progress::{Progress, ReplicationState};
 pub use promises::{audit, recover, Audit, Finding, PromiseRecord, Recovery, Repair};
 pub use proposal::ProposeError;
 pub use reads::ReadError;
-pub use snapshot::CompactError;
+pub use snapshot::{CompactError, PendingRestore};
 #[cfg(test)]
 mod detector_tests;
 #[cfg(test)]

@@ -15,7 +15,7 @@ use super::message::RaftMessage;
 use super::output::RaftOutput;
 use super::progress::Progress;
 use super::reads::ReadQueue;
-use super::snapshot::IncomingSnapshot;
+use super::snapshot::{IncomingSnapshot, PendingRestore};
 use crate::adaptive_detector::{AdaptiveDetector, DetectorState};
 use crate::protocol::{Envelope, Protocol, Ready, Role, Status};
 use crate::rng::Rng;
@@ -84,6 +84,12 @@ pub struct RaftNode {
     pub(super) snapshot_to_persist: Option<Snapshot>,
     /// Follower: a snapshot being received in chunks.
     pub(super) incoming_snapshot: Option<IncomingSnapshot>,
+    /// Whether the application restores a snapshot from the leader off its
+    /// loop (see [`RaftNode::restore_in_background`]).
+    pub(super) restores_in_background: bool,
+    /// A snapshot from the leader handed out and not yet restored by the
+    /// application: committed entries wait until it is.
+    pub(super) pending_restore: Option<PendingRestore>,
     /// Output for the application, other than committed entries.
     pub(super) pending_output: Vec<RaftOutput>,
     /// Current role.
@@ -120,6 +126,10 @@ pub struct RaftNode {
     /// `keep_timeout_leadership_for_fault_injection`).
     #[cfg(feature = "fault-injection")]
     pub(super) timeout_leadership: bool,
+    /// Fault injection: committed entries are handed out while a restore
+    /// is pending (see `apply_while_restoring_for_fault_injection`).
+    #[cfg(feature = "fault-injection")]
+    pub(super) ignore_pending_restore: bool,
     /// Answers collected by the current (pre-)campaign: voter → granted.
     pub(super) votes: BTreeMap<NodeId, bool>,
     /// Leader only: ticks since the last heartbeat broadcast.
@@ -177,9 +187,13 @@ impl RaftNode {
         self.commit
     }
 
-    /// Highest index handed to the application.
+    /// Highest index the application's state reflects: handed to it, and
+    /// not behind a snapshot it is still restoring (whose state is then
+    /// still that of the index before it).
     pub fn applied_index(&self) -> LogIndex {
-        self.applied
+        self.pending_restore
+            .as_ref()
+            .map_or(self.applied, |pending| pending.state_at)
     }
 
     /// The configuration in force.
@@ -493,6 +507,9 @@ impl RaftNode {
 
     /// Committed entries not yet handed out, bounded per `ready()`.
     fn take_committed(&mut self, output: &mut Vec<RaftOutput>) {
+        if self.pending_restore.is_some() && !self.ignores_pending_restore() {
+            return;
+        }
         let last = LogIndex(
             self.commit
                 .0
@@ -611,6 +628,8 @@ impl Protocol for RaftNode {
             snapshot,
             snapshot_to_persist: None,
             incoming_snapshot: None,
+            restores_in_background: false,
+            pending_restore: None,
             pending_output: Vec::new(),
             role: Role::Follower,
             leader: None,
@@ -625,6 +644,8 @@ impl Protocol for RaftNode {
             detector: config.detector_bounds().map(AdaptiveDetector::new),
             #[cfg(feature = "fault-injection")]
             timeout_leadership: false,
+            #[cfg(feature = "fault-injection")]
+            ignore_pending_restore: false,
             votes: BTreeMap::new(),
             heartbeat_elapsed_ticks: 0,
             leader_since_tick: 0,
@@ -702,7 +723,8 @@ impl Protocol for RaftNode {
             || self.log.has_unpersisted()
             || self.snapshot_to_persist.is_some()
             || !self.pending_output.is_empty()
-            || self.commit > self.applied
+            || (self.commit > self.applied
+                && (self.pending_restore.is_none() || self.ignores_pending_restore()))
             || self.durable_notice_due()
             || self.deducible_commit().is_some()
     }

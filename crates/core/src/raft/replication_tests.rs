@@ -623,6 +623,70 @@ fn a_stored_snapshot_leaves_memory_and_is_sent_from_its_store_in_chunks() {
     );
 }
 
+/// Entries `node` was handed after its first restore.
+fn applied_after_restore(router: &Router, node: NodeId) -> Vec<LogIndex> {
+    router.outputs[&node]
+        .iter()
+        .skip_while(|o| !matches!(o, RaftOutput::Restore(_)))
+        .filter_map(|o| match o {
+            RaftOutput::Apply(entry) => Some(entry.index),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_snapshot_restored_in_the_background_holds_later_entries_until_it_is_restored() {
+    let (mut router, leader, lagging) = leader_with_a_lagging_follower(config());
+    router
+        .nodes
+        .get_mut(&lagging)
+        .unwrap()
+        .restore_in_background();
+    let state_before = router.nodes[&lagging].applied_index();
+    let node = router.nodes.get_mut(&leader).unwrap();
+    let snapshot_at = node.applied_index();
+    node.compact(snapshot_at, b"state".to_vec()).unwrap();
+    router.settle();
+    router.heal();
+    router.run(20);
+    assert_eq!(restored_snapshot(&router, lagging), Some(b"state".to_vec()));
+    for k in 0..3u8 {
+        propose(&mut router, leader, &[100 + k]);
+    }
+    router.run(10);
+    let follower = &router.nodes[&lagging];
+    assert!(
+        follower.commit_index() > snapshot_at,
+        "later entries commit"
+    );
+    assert_eq!(
+        follower.pending_restore().map(|p| p.index),
+        Some(snapshot_at)
+    );
+    assert_eq!(
+        follower.applied_index(),
+        state_before,
+        "the state is the one before the snapshot until it is restored"
+    );
+    assert!(
+        applied_after_restore(&router, lagging).is_empty(),
+        "nothing after the snapshot is handed out meanwhile"
+    );
+    let commit = follower.commit_index();
+    let node = router.nodes.get_mut(&lagging).unwrap();
+    // An older index than the one awaited changes nothing.
+    node.snapshot_restored(LogIndex(snapshot_at.0 - 1));
+    assert!(node.pending_restore().is_some());
+    node.snapshot_restored(snapshot_at);
+    assert_eq!(node.pending_restore(), None);
+    router.run(3);
+    let handed: Vec<LogIndex> = applied_after_restore(&router, lagging);
+    let expected: Vec<LogIndex> = (snapshot_at.0 + 1..=commit.0).map(LogIndex).collect();
+    assert_eq!(handed, expected, "then every later entry, in order");
+    assert_eq!(router.nodes[&lagging].applied_index(), commit);
+}
+
 #[test]
 fn restart_from_disk_restores_log_and_reapplies_committed_entries() {
     let mut router = Router::new(3, config());

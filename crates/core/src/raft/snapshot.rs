@@ -22,6 +22,16 @@ pub struct IncomingSnapshot {
     pub data: Vec<u8>,
 }
 
+/// A snapshot from the leader that the application restores off its loop
+/// (see [`RaftNode::restore_in_background`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingRestore {
+    /// The snapshot's last index.
+    pub index: LogIndex,
+    /// The index the application's state is at until it has restored it.
+    pub state_at: LogIndex,
+}
+
 /// Why a compaction request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompactError {
@@ -117,6 +127,59 @@ impl RaftNode {
             "the stored snapshot at {index} has the bytes the node holds"
         );
         snapshot.data = SnapshotData::Stored(stored);
+    }
+
+    /// From now on, a snapshot installed from the leader holds back the
+    /// committed entries after it until the application says it restored
+    /// it ([`snapshot_restored`](Self::snapshot_restored)), and
+    /// [`applied_index`](Self::applied_index) stays where the application's
+    /// state is meanwhile. For an application that decodes a large
+    /// snapshot on another thread, so that its loop goes on answering the
+    /// leader: the entries wait in the log, which bounds them, and no read
+    /// is served from the state the snapshot replaces.
+    pub fn restore_in_background(&mut self) {
+        self.restores_in_background = true;
+    }
+
+    /// The snapshot from the leader at `index` is restored: committed
+    /// entries after it go to the application again. One superseded by a
+    /// later snapshot from the leader changes nothing; the later one is
+    /// awaited.
+    pub fn snapshot_restored(&mut self, index: LogIndex) {
+        let Some(pending) = self.pending_restore else {
+            return;
+        };
+        assert!(
+            index <= pending.index,
+            "restored a snapshot at {index} that was never handed out (latest {})",
+            pending.index
+        );
+        if index == pending.index {
+            self.pending_restore = None;
+        }
+    }
+
+    /// Fault injection for the simulator's own tests: committed entries
+    /// go on being handed out while a snapshot from the leader is restored,
+    /// so they are applied to the state it then replaces. The state
+    /// machine's check must stop the member. Not compiled into normal
+    /// builds.
+    #[cfg(feature = "fault-injection")]
+    pub fn apply_while_restoring_for_fault_injection(&mut self) {
+        self.ignore_pending_restore = true;
+    }
+
+    /// Whether the fault above is injected.
+    pub(super) fn ignores_pending_restore(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        return self.ignore_pending_restore;
+        #[cfg(not(feature = "fault-injection"))]
+        false
+    }
+
+    /// The snapshot from the leader being restored, if any.
+    pub fn pending_restore(&self) -> Option<PendingRestore> {
+        self.pending_restore
     }
 
     /// The latest snapshot's index and size when its bytes are held in
@@ -285,6 +348,16 @@ impl RaftNode {
             "only snapshots ahead of us are installed"
         );
         self.log.compact(&snapshot.meta);
+        if self.restores_in_background {
+            // The application's state stays where it was until it has
+            // restored this one, even when this one supersedes another it
+            // is still restoring.
+            let state_at = self.applied_index();
+            self.pending_restore = Some(PendingRestore {
+                index: last,
+                state_at,
+            });
+        }
         self.commit = last;
         self.applied = last;
         self.hard_state_dirty = true;

@@ -5,7 +5,7 @@ use super::Node;
 use crate::peer_message::PeerMessage;
 use bellwether_core::raft::{SnapshotData, SnapshotMeta};
 use bellwether_core::LogIndex;
-use bellwether_member::{Answer, Effect, SnapshotJob};
+use bellwether_member::{Answer, DecodedSnapshot, Effect, SnapshotJob};
 use bellwether_storage::{
     RealFileSystem, SnapshotFileData, SnapshotStream, SnapshotWriter, StorageError,
 };
@@ -41,6 +41,19 @@ pub(crate) struct WritingSnapshot {
     bytes: u64,
     /// Where the outcome arrives: the file's path, or why it failed.
     written: oneshot::Receiver<Result<PathBuf, StorageError>>,
+}
+
+/// A snapshot from the leader being decoded on a blocking thread, while
+/// the loop goes on answering the leader and committed entries wait.
+#[derive(Debug)]
+pub(crate) struct RestoringSnapshot {
+    /// When the decoding began, for the log line that says how long it
+    /// took.
+    started: Instant,
+    /// The snapshot's last index.
+    index: LogIndex,
+    /// Where the decoded state arrives.
+    decoded: oneshot::Receiver<DecodedSnapshot>,
 }
 
 impl Node {
@@ -110,6 +123,23 @@ impl Node {
                     });
                     self.encoding_snapshot = Some((Instant::now(), encoded));
                 }
+                Effect::RestoreSnapshot { index, job } => {
+                    tracing::info!(
+                        index = index.0,
+                        "snapshot: decoding the leader's on a blocking thread"
+                    );
+                    let (done, decoded) = oneshot::channel();
+                    tokio::task::spawn_blocking(move || {
+                        let _ = done.send(job());
+                    });
+                    // One still decoding is superseded: the member drops
+                    // what it decodes.
+                    self.restoring_snapshot = Some(RestoringSnapshot {
+                        started: Instant::now(),
+                        index,
+                        decoded,
+                    });
+                }
                 Effect::WriteSnapshot(snapshot) if !snapshot.data.in_memory() => {
                     let stream = self
                         .encoded_stream
@@ -164,6 +194,24 @@ impl Node {
     /// to its log does: it must not run on with a log it can no longer
     /// compact.
     pub(super) fn collect_snapshot_jobs(&mut self) {
+        if let Some(restoring) = &mut self.restoring_snapshot {
+            match restoring.decoded.try_recv() {
+                Ok(decoded) => {
+                    let restoring = self.restoring_snapshot.take().expect("matched above");
+                    let ms = restoring.started.elapsed().as_secs_f64() * 1000.0;
+                    self.member.snapshot_decoded(restoring.index, decoded);
+                    tracing::info!(
+                        index = restoring.index.0,
+                        ms,
+                        "snapshot: the leader's is restored; applying again"
+                    );
+                }
+                Err(oneshot::error::TryRecvError::Empty) => {}
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    panic!("the leader's snapshot could not be decoded (its job panicked, above)")
+                }
+            }
+        }
         if let Some((started, encoded)) = &mut self.encoding_snapshot {
             match encoded.try_recv() {
                 Ok(outcome) => {

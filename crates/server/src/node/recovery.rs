@@ -112,5 +112,6 @@ pub(super) fn recover_member(
         snapshot,
         first_request,
         now: Duration::ZERO,
+        snapshot_schedule: Default::default(),
     })
 }

@@ -119,6 +119,14 @@ pub struct Clients {
 }
 
 impl Clients {
+    /// Points every client's next attempt at `node`, for tests that send
+    /// the load through one member.
+    pub fn aim_all_at(&mut self, node: NodeIndex) {
+        for client in &mut self.list {
+            client.guess = node;
+        }
+    }
+
     /// `count` clients of a cluster of `nodes`, each first aiming at the
     /// node `first_guess` picks for it.
     pub fn new(

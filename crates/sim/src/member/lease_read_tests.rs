@@ -86,6 +86,7 @@ fn isolated_leader_with_clocks(
         lessor: LessorMode::Faithful,
         mutation: None,
         reads_under_lease: Default::default(),
+        snapshot_schedule: crate::member::SIM_SNAPSHOT_SCHEDULE,
     };
     assert!(config.raft.lease_reads, "the spec reads by lease");
     let workload = KvConfig {

@@ -22,7 +22,7 @@ pub use bellwether_member::Runtime;
 pub use etcd_entries::SharedStore;
 pub use lessor::LessorMode;
 pub use message::MemberMessage;
-pub use protocol::{ClientAnswer, OpRef, SimMember, SimMemberConfig};
+pub use protocol::{ClientAnswer, OpRef, SimMember, SimMemberConfig, SIM_SNAPSHOT_SCHEDULE};
 pub use tagged_machine::TaggedMachine;
 
 #[cfg(test)]

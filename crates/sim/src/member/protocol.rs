@@ -80,6 +80,9 @@ pub enum ClientAnswer {
     KeepAlive(OpRef, Renewal),
 }
 
+/// Ticks a snapshot from the leader takes to decode.
+const RESTORE_TICKS: u32 = 50;
+
 /// A simulated member's settings.
 #[derive(Clone, Debug)]
 pub struct SimMemberConfig {
@@ -101,7 +104,24 @@ pub struct SimMemberConfig {
     /// Read barriers that reached a leader holding a leadership lease, so
     /// served without a round (lease reads), over every member.
     pub reads_under_lease: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// When members snapshot: [`SIM_SNAPSHOT_SCHEDULE`] unless a test asks
+    /// for another.
+    pub snapshot_schedule: bellwether_member::SnapshotSchedule,
 }
+
+/// The simulator's snapshot schedule: the server's takes 1,000 entries or
+/// more, which a run of a few simulated seconds rarely reaches, so a
+/// follower that fell behind was never sent a snapshot. This one snapshots
+/// every 200 entries (every 50 on a log that grew for 300 ms), and a
+/// leader holds one back for a follower at most 100 entries behind.
+pub const SIM_SNAPSHOT_SCHEDULE: bellwether_member::SnapshotSchedule =
+    bellwether_member::SnapshotSchedule {
+        every_entries_min: 200,
+        slow_log_entries_min: 50,
+        slow_log_after: Duration::from_millis(300),
+        every_entries_max: 10_000,
+        hold_entries_max: 100,
+    };
 
 /// An input that arrived while the member waited on its disk.
 enum Held {
@@ -141,6 +161,13 @@ pub struct SimMember {
     synced: bool,
     /// This member's own snapshot, for the next persist to record.
     snapshot_to_record: Option<Snapshot>,
+    /// Snapshots from the leader restored so far.
+    restores: u64,
+    /// A snapshot from the leader being decoded "on another thread": the
+    /// job runs, and the member hears of it, after
+    /// [`RESTORE_TICKS`] more ticks, so entries commit and reads arrive
+    /// while the member waits for it, as in the server.
+    restoring: Option<(LogIndex, bellwether_member::RestoreJob, u32)>,
     held: VecDeque<Held>,
     messages: Vec<Envelope<MemberMessage>>,
     answers: Vec<ClientAnswer>,
@@ -164,6 +191,19 @@ impl SimMember {
     /// The answers given since the last call, in order.
     pub fn take_answers(&mut self) -> Vec<ClientAnswer> {
         std::mem::take(&mut self.answers)
+    }
+
+    /// Snapshots from the leader this incarnation restored.
+    pub fn snapshots_restored(&self) -> u64 {
+        self.restores
+    }
+
+    /// Breaks this member on purpose: committed entries are applied while
+    /// a snapshot from the leader is being restored (see the core's hook).
+    pub fn apply_while_restoring_for_fault_injection(&mut self) {
+        self.member
+            .raft_for_fault_injection()
+            .apply_while_restoring_for_fault_injection();
     }
 
     /// The store, to read.
@@ -236,7 +276,10 @@ impl SimMember {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         match input {
-            Held::Tick => self.member.tick(),
+            Held::Tick => {
+                self.restore_if_due();
+                self.member.tick()
+            }
             Held::Message(from, MemberMessage::Raft(message)) => {
                 self.member.step_raft(from, message)
             }
@@ -313,12 +356,29 @@ impl SimMember {
                     job(&mut bytes).expect("encoding into memory does not fail");
                     self.member.snapshot_encoded(bytes.into());
                 }
+                Effect::RestoreSnapshot { index, job } => {
+                    self.restoring = Some((index, job, RESTORE_TICKS));
+                }
                 Effect::WriteSnapshot(snapshot) => {
                     self.snapshot_to_record = Some(snapshot);
                     self.member.snapshot_written();
                 }
             }
         }
+    }
+
+    /// Finishes the snapshot being decoded once its ticks have passed.
+    fn restore_if_due(&mut self) {
+        let Some((_, _, ticks)) = &mut self.restoring else {
+            return;
+        };
+        if *ticks > 0 {
+            *ticks -= 1;
+            return;
+        }
+        let (index, job, _) = self.restoring.take().expect("matched above");
+        self.restores += 1;
+        self.member.snapshot_decoded(index, job());
     }
 
     /// What a write's answer tells its client.
@@ -452,6 +512,7 @@ impl SimMember {
             snapshot,
             first_request,
             now: Duration::ZERO,
+            snapshot_schedule: config.snapshot_schedule,
         });
         // The server's takeover extension: two election timeouts.
         let tick = Duration::from_micros(config.tick_us);
@@ -470,6 +531,8 @@ impl SimMember {
             awaiting: None,
             synced: false,
             snapshot_to_record: None,
+            restoring: None,
+            restores: 0,
             held: VecDeque::new(),
             messages: Vec::new(),
             answers: Vec::new(),

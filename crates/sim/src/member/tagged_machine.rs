@@ -11,10 +11,11 @@
 //!   workload learns from it which expiry revokes removed a lease.
 
 use super::etcd_entries::{entry_tag, SharedStore};
+use bellwether_core::raft::SnapshotData;
 use bellwether_core::LogIndex;
 use bellwether_etcd::{EtcdMachine, LeaseApplied, Mutation, Observer};
 use bellwether_kv::{KvStore, MemberRecord};
-use bellwether_member::StateMachine;
+use bellwether_member::{DecodedSnapshot, RestoreJob, StateMachine};
 use std::sync::{Arc, Mutex};
 
 /// Lease events, shared between the state machine and its member.
@@ -79,6 +80,14 @@ impl StateMachine for TaggedMachine {
 
     fn restore(&mut self, applied: LogIndex, data: &[u8]) {
         self.inner.restore(applied, data)
+    }
+
+    fn restore_later(&self, data: SnapshotData) -> RestoreJob {
+        self.inner.restore_later(data)
+    }
+
+    fn restore_decoded(&mut self, applied: LogIndex, decoded: DecodedSnapshot) {
+        self.inner.restore_decoded(applied, decoded)
     }
 
     fn directory_version(&self) -> u64 {
