@@ -23,6 +23,8 @@ mod common;
 
 #[path = "patroni/dcs_leader_loss.rs"]
 mod dcs_leader_loss;
+#[path = "patroni/mistakes.rs"]
+mod mistakes;
 #[path = "patroni/nodes.rs"]
 mod nodes;
 #[path = "patroni/role_poller.rs"]
@@ -66,6 +68,75 @@ fn patroni_on_real_etcd() {
     let ports_base = 10_000 + etcd.net as u16 * 100;
     let measured = scenario::run(name, ports_base, &mut etcd);
     report("etcd 3.4", &measured);
+}
+
+/// Patroni configured with a mistake (etcd's v2 section, a wrong
+/// password, a user granted nothing) says the same on bellwether as on a
+/// real etcd 3.4, line for line.
+#[test]
+fn patroni_configuration_mistakes_read_as_on_etcd() {
+    let mut bellwether = Cluster::start("patroni-mistakes-bw", 1, HEARTBEAT_MS, ELECTION_MS);
+    bellwether.wait_leader(&bellwether.all(), ELECTION_WAIT);
+    let etcd = EtcdCluster::start("patroni-mistakes-etcd", 1, HEARTBEAT_MS, ELECTION_MS);
+    let sides = [
+        (
+            "bellwether",
+            bellwether.client(1).to_string(),
+            bellwether.http_base,
+        ),
+        (
+            "etcd",
+            etcd.client(1).to_string(),
+            10_000 + etcd.net as u16 * 100,
+        ),
+    ];
+    for (_, host, _) in &sides {
+        mistakes::enable_auth(host);
+    }
+    let dir = setup::test_dir("mistakes");
+    // Every mistake on both sides at once: each Patroni has its own ports.
+    let said: Vec<Vec<_>> = std::thread::scope(|scope| {
+        let runs: Vec<Vec<_>> = sides
+            .iter()
+            .map(|(side, host, ports_base)| {
+                mistakes::MISTAKES
+                    .iter()
+                    .enumerate()
+                    .map(|(k, mistake)| {
+                        let dir = &dir;
+                        scope.spawn(move || {
+                            let (slot, name) = (k as u16 + 1, format!("{side}-{mistake:?}"));
+                            mistakes::what_patroni_says(
+                                dir,
+                                &name,
+                                *ports_base,
+                                slot,
+                                host,
+                                *mistake,
+                            )
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        runs.into_iter()
+            .map(|side| side.into_iter().map(|run| run.join().unwrap()).collect())
+            .collect()
+    });
+    for (k, mistake) in mistakes::MISTAKES.iter().enumerate() {
+        let (ours, theirs) = (&said[0][k], &said[1][k]);
+        eprintln!("{mistake:?}: Patroni on etcd said {theirs:#?}");
+        assert!(
+            theirs.iter().any(|line| line.contains(mistake.telltale())),
+            "{mistake:?}: on etcd Patroni did not say {:?}: {theirs:#?}",
+            mistake.telltale()
+        );
+        assert_eq!(
+            ours, theirs,
+            "{mistake:?}: Patroni on bellwether, then on etcd"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The safety check on the poller's rounds fails on two primaries in one

@@ -175,6 +175,10 @@ fn transcript() -> Vec<Call> {
         call("POST", "/v3/maintenance/status", "{}"),
         call("GET", "/v3/kv/range", ""),
         call("POST", "/v3/no/such/path", "{}"),
+        // Paths of no v3 API: what a client that mistakes the API reads
+        // (Patroni's `etcd:` section asks for etcd's v2 `/v2/machines`).
+        call("GET", "/v2/machines", ""),
+        call("GET", "/", ""),
         // Auth, last: once it is on, every call needs a token.
         call(
             "POST",

@@ -165,31 +165,12 @@ impl PatroniNodes {
             .expect("patronictl runs")
     }
 
-    /// Starts node i's Patroni.
-    fn spawn(&mut self, i: usize) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("pg{i}.log")))
-            .unwrap();
+    /// Starts node i's Patroni (again, on its data, after a kill).
+    pub fn spawn(&mut self, i: usize) {
+        let log = self.dir.join(format!("pg{i}.log"));
         let home = self.dir.join(format!("pg{i}"));
-        let path = format!("{}:/usr/bin:/bin", self.venv_bin.display());
-        let mut command = Command::new(self.venv_bin.join("patroni"));
-        command
-            .arg(self.config(i))
-            .env_clear()
-            .env("PATH", path)
-            .env("HOME", &home)
-            .env("LC_ALL", "C.UTF-8")
-            .current_dir(&home)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        if let Some((uid, gid)) = self.run_as {
-            command.uid(uid).gid(gid);
-        }
-        self.children[i - 1] = Some(command.spawn().expect("patroni runs"));
+        let child = spawn_patroni(&self.venv_bin, &self.config(i), &home, &log, self.run_as);
+        self.children[i - 1] = Some(child);
     }
 
     /// Node i's postmaster, if one runs on its data directory.
@@ -201,6 +182,40 @@ impl PatroniNodes {
         let command_line = String::from_utf8_lossy(&command_line);
         command_line.contains(data.to_str()?).then_some(pid)
     }
+}
+
+/// Starts Patroni from `venv_bin` on `config`, at home in `home`, in a
+/// process group of its own, as `run_as` (None: ourselves), its output
+/// appended to `log`.
+pub fn spawn_patroni(
+    venv_bin: &Path,
+    config: &Path,
+    home: &Path,
+    log: &Path,
+    run_as: Option<(u32, u32)>,
+) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let path = format!("{}:/usr/bin:/bin", venv_bin.display());
+    let mut command = Command::new(venv_bin.join("patroni"));
+    command
+        .arg(config)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("LC_ALL", "C.UTF-8")
+        .current_dir(home)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+    if let Some((uid, gid)) = run_as {
+        command.uid(uid).gid(gid);
+    }
+    command.spawn().expect("patroni runs")
 }
 
 /// SIGKILLs the postmaster `pid` with its process group (its backends,

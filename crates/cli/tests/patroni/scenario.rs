@@ -1,6 +1,7 @@
 //! The scenario both tests run, on whichever DCS they give it: bootstrap,
-//! write, kill the primary, switch over, kill the DCS's Raft leader once
-//! it is the member the primary's Patroni talks to.
+//! write, kill the primary, start it again to rejoin, switch over to it,
+//! kill the DCS's Raft leader once it is the member the primary's Patroni
+//! talks to.
 //!
 //! Each step asserts what Patroni promises: one primary at a time (the
 //! role poller, throughout), no acknowledged row lost across a failover
@@ -68,9 +69,15 @@ pub fn run(name: &str, ports_base: u16, dcs: &mut dyn Dcs) -> Measured {
     );
     poller.assert_safe(watched_from);
 
-    let candidate = *survivors.iter().find(|&&i| i != second).unwrap();
+    rejoin(&mut nodes, first, second, &written);
+    let all = nodes.running();
+    poller.assert_safe(watched_from);
+
+    // The switchover goes to the node that rejoined: it must hold every
+    // row, the failover's included, to take over.
+    let candidate = first;
     let switchover = switch_over(&nodes, &poller, second, candidate, &mut written);
-    let settled = wait_settled(&nodes, &survivors, SETTLE_MAX);
+    let settled = wait_settled(&nodes, &all, SETTLE_MAX);
     assert_eq!(settled, candidate, "the candidate leads in the DCS");
     poller.assert_safe(watched_from);
 
@@ -206,6 +213,34 @@ fn kill_primary(
     );
     poller.wait_sole_primary(taker, Duration::from_secs(10));
     (taker, failover)
+}
+
+/// Starts the killed node `killed` again on its data, as an operator
+/// would: Patroni rewinds its PostgreSQL (`use_pg_rewind`) if its WAL went
+/// past the point where `leader` was promoted, and it must come back as a
+/// streaming replica of `leader` holding every row written.
+fn rejoin(nodes: &mut PatroniNodes, killed: usize, leader: usize, written: &BTreeSet<u32>) {
+    let started = Instant::now();
+    nodes.spawn(killed);
+    let settled = wait_settled(nodes, &nodes.running(), SETTLE_MAX);
+    assert_eq!(settled, leader, "the leader stays while pg{killed} rejoins");
+    let deadline = Instant::now() + SETTLE_MAX;
+    while sql::ids(&nodes.bin_dir, nodes.pg_port(killed))
+        .ok()
+        .as_ref()
+        != Some(written)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "pg{killed} rejoined without the {} rows in {SETTLE_MAX:?}",
+            written.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "patroni: pg{killed} rejoined as a streaming replica with every row in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 /// `patronictl switchover` from `leader` to `candidate`; checks the

@@ -360,15 +360,32 @@ impl<S> GrpcRoutes for S where
 }
 
 /// True for a request the gateway serves.
-fn is_gateway_request(request: &http::Request<Body>) -> bool {
-    let grpc = request
+/// Whether `request` is a gRPC call (by its content type), for the gRPC
+/// services; anything else is plain HTTP, for the gateway.
+fn is_grpc(request: &http::Request<Body>) -> bool {
+    request
         .headers()
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"));
-    let path = request.uri().path();
-    !grpc
-        && (path == "/version" || path == "/health" || PREFIXES.iter().any(|p| path.starts_with(p)))
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// Whether plain HTTP to `path` is the gateway's to answer.
+fn is_gateway_path(path: &str) -> bool {
+    path == "/version" || path == "/health" || PREFIXES.iter().any(|p| path.starts_with(p))
+}
+
+/// etcd's answer to plain HTTP on a path it does not serve (Go's
+/// `http.NotFound`): a client that mistakes the API (etcd's v2 paths,
+/// say) reads the same error from bellwether as from etcd, where the
+/// gRPC services would answer 200 with an UNIMPLEMENTED gRPC status.
+fn page_not_found() -> http::Response<Body> {
+    let mut response = plain(http::StatusCode::NOT_FOUND, "404 page not found\n");
+    response.headers_mut().insert(
+        "x-content-type-options",
+        http::HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 impl<S> tower_service::Service<http::Request<Body>> for JsonGateway<S>
@@ -385,8 +402,11 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        if !is_gateway_request(&request) {
+        if is_grpc(&request) {
             return Box::pin(self.inner.call(request));
+        }
+        if !is_gateway_path(request.uri().path()) {
+            return Box::pin(std::future::ready(Ok(page_not_found())));
         }
         // The ready inner service goes to this call; a clone stays behind
         // for the next one (tower's rule for services called from a task).
