@@ -76,7 +76,7 @@ pub use member::{MemberError, MemberIntent, MemberRecord, MEMBER_RECORDS_MAX};
 pub use put::{PutRequest, PutResponse};
 pub use range::{RangeRequest, RangeResponse, SortOrder, SortTarget};
 pub use store::{
-    ImageWrite, KvStore, PendingSnapshot, RetainedWrite, StoreImage, REVISION_INITIAL,
-    REVISION_OVERHEAD_BYTES, SNAPSHOT_VERSION, STREAM_CHUNK_BYTES,
+    ImageWrite, KvStore, PendingImage, PendingSnapshot, RetainedWrite, StoreImage,
+    REVISION_INITIAL, REVISION_OVERHEAD_BYTES, SNAPSHOT_VERSION, STREAM_CHUNK_BYTES,
 };
 pub use txn::{RequestOp, ResponseOp, TxnRequest, TxnResponse};

@@ -49,10 +49,47 @@ pub struct StoreImage {
     pub auth: AuthImage,
 }
 
+/// What an image is built from, taken from a store in constant time (the
+/// keys, the leases and the event log share their nodes with the store's;
+/// see [`KvStore::image_pending`]), so that a member's store lock is not
+/// held while a large store's image is sorted.
+#[derive(Clone, Debug)]
+pub struct PendingImage {
+    revision: i64,
+    compact_revision: i64,
+    keys: KeyMap,
+    leases: IdMap<Lease>,
+    events: EventLog,
+    alarms: Vec<Alarm>,
+    auth: AuthImage,
+}
+
 impl KvStore {
     /// The store as an image. One txn's writes come in the order they were
     /// made while the event log still holds that revision, and in key order
     /// after that (the histories keep no order within a revision).
+    pub fn image(&self) -> StoreImage {
+        self.image_pending().image()
+    }
+
+    /// What [`image`](Self::image) is built from, cloned in constant time
+    /// (but for the alarms and auth, which are small): take it under the
+    /// store's lock, build the image after.
+    pub fn image_pending(&self) -> PendingImage {
+        PendingImage {
+            revision: self.revision,
+            compact_revision: self.compact_revision,
+            keys: self.keys.clone(),
+            leases: self.leases.clone(),
+            events: self.events.clone(),
+            alarms: self.alarms.iter().copied().collect(),
+            auth: self.auth.image(),
+        }
+    }
+}
+
+impl PendingImage {
+    /// The image (see [`KvStore::image`]).
     pub fn image(&self) -> StoreImage {
         let mut made_order: HashMap<(i64, &[u8]), usize> = HashMap::new();
         for entry in &self.events.revisions {
@@ -90,11 +127,13 @@ impl KvStore {
                 .iter()
                 .map(|(id, lease)| (id, lease.ttl_seconds))
                 .collect(),
-            alarms: self.alarms.iter().copied().collect(),
-            auth: self.auth.image(),
+            alarms: self.alarms.clone(),
+            auth: self.auth.clone(),
         }
     }
+}
 
+impl KvStore {
     /// The store `image` describes, with `auth_secret` to sign tokens if
     /// auth is enabled. Refuses, naming what is wrong, anything no history
     /// of requests could have made: revisions out of order, a key's state

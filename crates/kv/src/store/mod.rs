@@ -28,7 +28,7 @@ mod snapshot_events;
 
 pub(crate) use alarm::revision_bytes;
 pub use alarm::REVISION_OVERHEAD_BYTES;
-pub use image::{ImageWrite, StoreImage};
+pub use image::{ImageWrite, PendingImage, StoreImage};
 pub use read::RetainedWrite;
 pub use snapshot::{PendingSnapshot, SNAPSHOT_VERSION, STREAM_CHUNK_BYTES};
 mod txn;

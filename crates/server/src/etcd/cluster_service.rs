@@ -194,8 +194,9 @@ impl Maintenance for ClusterService {
 
     type SnapshotStream = ChannelStream<Result<pb::SnapshotResponse, Status>>;
 
-    /// A consistent snapshot of this member's store (its image taken
-    /// under the store's lock, so at one applied revision), as etcd's
+    /// A consistent snapshot of this member's store (what its image is
+    /// built from taken under the store's lock, so at one applied
+    /// revision), as etcd's
     /// backend file followed by its SHA-256 (`crate::snapshot_file`),
     /// streamed in chunks as etcd streams its database. `etcdctl snapshot
     /// save` writes it to a file that etcd's tools and servers take;
@@ -207,16 +208,16 @@ impl Maintenance for ClusterService {
         self.admin(&request).await?;
         let backend = self.backend.clone();
         let (file, header) = tokio::task::spawn_blocking(move || {
-            // Only the image (shared values, copied keys) holds the lock
-            // (and with it the member's applies); the file is laid out and
-            // hashed after.
-            let (image, header) = {
+            // The lock (and with it the member's applies) is held only to
+            // clone what the image is built from, in constant time; the
+            // image is sorted, laid out and hashed after.
+            let (pending, header) = {
                 let store = backend.store();
-                (store.image(), backend.header())
+                (store.image_pending(), backend.header())
             };
             let file = crate::snapshot_file::encode_image(
                 &backend.cluster_name,
-                &image,
+                &pending.image(),
                 header.revision as u64,
             );
             (file, header)

@@ -74,8 +74,8 @@ pub fn encode(cluster: &str, store: &KvStore) -> Vec<u8> {
     encode_image(cluster, &store.image(), store.revision() as u64)
 }
 
-/// The file's bytes for a store's `image`, taken under the store's lock
-/// and written out here after it is released. `applied_index` goes where
+/// The file's bytes for a store's `image`, built from what was taken
+/// under the store's lock (`KvStore::image_pending`) after it is released. `applied_index` goes where
 /// etcd keeps its consistent index (an etcd restore sets its own).
 pub fn encode_image(cluster: &str, image: &StoreImage, applied_index: u64) -> Vec<u8> {
     let buckets = backend_file::buckets(image, cluster, applied_index);
