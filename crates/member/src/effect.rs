@@ -60,6 +60,13 @@ pub enum Effect<W, R> {
         /// The state machine's decoding.
         job: crate::RestoreJob,
     },
+    /// The snapshot encoded at `index` will not be written: a snapshot
+    /// from the leader restored meanwhile covers more. The runtime deletes
+    /// what it streamed the snapshot into.
+    SnapshotDropped {
+        /// The index it covered.
+        index: LogIndex,
+    },
     /// Write this snapshot beside the log (and fsync it), then tell
     /// [`crate::Member::snapshot_written`]. A failed write stops the member
     /// as a failed log write does.
@@ -83,6 +90,10 @@ impl<W: fmt::Debug, R: fmt::Debug> fmt::Debug for Effect<W, R> {
                 .finish(),
             Effect::RestoreSnapshot { index, .. } => f
                 .debug_struct("RestoreSnapshot")
+                .field("index", index)
+                .finish(),
+            Effect::SnapshotDropped { index } => f
+                .debug_struct("SnapshotDropped")
                 .field("index", index)
                 .finish(),
             Effect::WriteSnapshot(snapshot) => f

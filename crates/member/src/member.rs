@@ -319,12 +319,18 @@ impl<W, R> Member<W, R> {
         }
         let (index, data) = self.snapshots.held.take().expect("held above");
         let bytes = data.len();
-        if let Ok(snapshot) = self.raft.compact_unpersisted(index, data) {
-            tracing::debug!(index = index.0, bytes, waited, "snapshot taken");
-            self.snapshots.index = index;
-            self.snapshots.bytes = bytes;
-            self.snapshots.writing = Some(snapshot.meta.clone());
-            self.effects.push_back(Effect::WriteSnapshot(snapshot));
+        match self.raft.compact_unpersisted(index, data) {
+            Ok(snapshot) => {
+                tracing::debug!(index = index.0, bytes, waited, "snapshot taken");
+                self.snapshots.index = index;
+                self.snapshots.bytes = bytes;
+                self.snapshots.writing = Some(snapshot.meta.clone());
+                self.effects.push_back(Effect::WriteSnapshot(snapshot));
+            }
+            Err(error) => {
+                tracing::debug!(index = index.0, %error, "snapshot dropped");
+                self.effects.push_back(Effect::SnapshotDropped { index });
+            }
         }
     }
 
@@ -413,6 +419,53 @@ mod tests {
             now: Duration::ZERO,
             snapshot_schedule: Default::default(),
         })
+    }
+
+    /// A follower holding its own encoded snapshot at 5 is sent the
+    /// leader's at 10: it restores that one off the loop, applies nothing
+    /// meanwhile, and then drops its own, telling the runtime to delete
+    /// what it streamed it into.
+    #[test]
+    fn a_snapshot_from_the_leader_is_restored_by_a_job_and_supersedes_the_own() {
+        use bellwether_core::raft::{ClusterConfig, RaftMessage, SnapshotMeta};
+        use bellwether_core::Term;
+        let mut member = member(2);
+        member.snapshots.held = Some((LogIndex(5), vec![5].into()));
+        let meta = SnapshotMeta {
+            last_index: LogIndex(10),
+            last_term: Term(1),
+            config: ClusterConfig::voters([NodeId(1), NodeId(2), NodeId(3)]),
+        };
+        let chunk = RaftMessage::InstallSnapshot {
+            term: Term(1),
+            meta,
+            offset: 0,
+            total_bytes: 0,
+            data: Vec::new(),
+        };
+        member.raft.step(NodeId(1), chunk);
+        let ready = member.raft.ready();
+        member.apply_all(ready.output);
+        let job = match member.next_effect() {
+            Some(Effect::RestoreSnapshot { index, job }) => {
+                assert_eq!(index, LogIndex(10));
+                job
+            }
+            other => panic!("a restore job first, not {other:?}"),
+        };
+        assert_eq!(member.raft.applied_index(), LogIndex(0), "not restored yet");
+        member.maybe_snapshot();
+        assert!(
+            member.next_effect().is_none(),
+            "no snapshot while restoring"
+        );
+        member.snapshot_decoded(LogIndex(10), job());
+        assert_eq!(member.raft.applied_index(), LogIndex(10));
+        member.maybe_snapshot();
+        match member.next_effect() {
+            Some(Effect::SnapshotDropped { index }) => assert_eq!(index, LogIndex(5)),
+            other => panic!("the own snapshot dropped, not {other:?}"),
+        }
     }
 
     #[test]

@@ -140,6 +140,17 @@ impl Node {
                         decoded,
                     });
                 }
+                Effect::SnapshotDropped { index } => {
+                    let ours = self.encoded_stream.as_ref().map(|s| s.index()) == Some(index);
+                    if let Some(stream) = self.encoded_stream.take_if(|_| ours) {
+                        let _ = std::fs::remove_file(stream.temp_path());
+                        tracing::info!(
+                            index = index.0,
+                            "snapshot: dropped (the leader's, restored meanwhile, covers more); \
+                             its file is deleted"
+                        );
+                    }
+                }
                 Effect::WriteSnapshot(snapshot) if !snapshot.data.in_memory() => {
                     let stream = self
                         .encoded_stream

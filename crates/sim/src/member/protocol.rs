@@ -356,6 +356,7 @@ impl SimMember {
                     job(&mut bytes).expect("encoding into memory does not fail");
                     self.member.snapshot_encoded(bytes.into());
                 }
+                Effect::SnapshotDropped { .. } => {}
                 Effect::RestoreSnapshot { index, job } => {
                     self.restoring = Some((index, job, RESTORE_TICKS));
                 }
