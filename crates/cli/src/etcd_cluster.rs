@@ -103,6 +103,8 @@ pub struct EtcdCluster {
     members: Vec<Member>,
     /// TLS on the client and peer ports, if set.
     tls: Option<EtcdTls>,
+    /// Flags every member gets besides the cluster's own.
+    extra_args: Vec<String>,
 }
 
 /// The PEM files of a TLS etcd cluster: one certificate every member
@@ -178,6 +180,15 @@ impl EtcdCluster {
         EtcdCluster::start_with_tls(layout, version, None)
     }
 
+    /// [`EtcdCluster::start`], every member also given `extra_args`.
+    pub fn start_with_args(
+        layout: EtcdLayout,
+        version: String,
+        extra_args: Vec<String>,
+    ) -> Result<EtcdCluster> {
+        EtcdCluster::start_full(layout, version, None, extra_args)
+    }
+
     /// [`EtcdCluster::start`], with TLS and client certificates required
     /// on the client and peer ports when `tls` is set. Status polls then
     /// go to a second, plain client port.
@@ -185,6 +196,17 @@ impl EtcdCluster {
         layout: EtcdLayout,
         version: String,
         tls: Option<EtcdTls>,
+    ) -> Result<EtcdCluster> {
+        EtcdCluster::start_full(layout, version, tls, Vec::new())
+    }
+
+    /// Starts the members with TLS if `tls` is set and `extra_args` on
+    /// each.
+    fn start_full(
+        layout: EtcdLayout,
+        version: String,
+        tls: Option<EtcdTls>,
+        extra_args: Vec<String>,
     ) -> Result<EtcdCluster> {
         assert!((1..=MEMBERS_MAX).contains(&layout.nodes));
         std::fs::create_dir_all(&layout.dir)
@@ -203,6 +225,7 @@ impl EtcdCluster {
             numbers: BTreeMap::new(),
             members: Vec::new(),
             tls,
+            extra_args,
         };
         for i in 1..=cluster.layout.nodes {
             let data = cluster.data_dir(i);
@@ -271,6 +294,7 @@ impl EtcdCluster {
             ])
             .args(["--heartbeat-interval", &layout.heartbeat_ms.to_string()])
             .args(["--election-timeout", &layout.election_ms.to_string()])
+            .args(&self.extra_args)
             .current_dir(&layout.dir);
         if let Some(tls) = &self.tls {
             for (flag, path) in [

@@ -58,6 +58,11 @@ pub struct ScaleArgs {
     /// Value size in bytes.
     #[arg(long, default_value_t = 256)]
     value_bytes: usize,
+    /// Storage quota of both systems, bytes (`--quota-backend-bytes` on
+    /// each member); unset, each keeps its default (2 GiB on both), which
+    /// a few million keys of 256-byte values fill.
+    #[arg(long)]
+    quota_bytes: Option<u64>,
     /// Puts per txn.
     #[arg(long, default_value_t = 100)]
     batch: usize,
@@ -233,7 +238,11 @@ fn measure_all(
             heartbeat_ms: args.heartbeat_ms,
             election_ms: args.election_ms,
         };
-        let mut cluster = ProcessCluster::start(layout)?;
+        let quota: Vec<String> = args
+            .quota_bytes
+            .map(|bytes| vec!["--quota-backend-bytes".into(), bytes.to_string()])
+            .unwrap_or_default();
+        let mut cluster = ProcessCluster::start_with_args(layout, quota.clone())?;
         let metrics = (1..=NODES)
             .map(|i| SocketAddr::from(([127, 0, 0, 1], (args.base_port as usize + 100 + i) as u16)))
             .collect();
@@ -250,7 +259,7 @@ fn measure_all(
         points.push(point);
         drop(cluster);
         if let Some(version) = &etcd_version {
-            let mut cluster = EtcdCluster::start(
+            let mut cluster = EtcdCluster::start_with_args(
                 EtcdLayout {
                     dir: round.join("etcd"),
                     net: etcd_net,
@@ -259,6 +268,7 @@ fn measure_all(
                     election_ms: args.election_ms,
                 },
                 version.clone(),
+                quota,
             )?;
             let metrics = cluster
                 .client_endpoints()
