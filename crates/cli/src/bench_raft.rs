@@ -356,6 +356,11 @@ impl Disk {
     fn persist(&mut self, persist: RaftPersist) -> Result<()> {
         let Disk::Wal(wal) = self else { return Ok(()) };
         bellwether_storage::Storage::persist(&mut **wal, &persist)?;
+        // What compaction set aside is deleted here, as the server does on
+        // another thread.
+        for path in wal.take_set_aside() {
+            std::fs::remove_file(path)?;
+        }
         Ok(())
     }
 }

@@ -50,6 +50,12 @@ type ReadReply = oneshot::Sender<Result<(), ClientError>>;
 /// fsync on the loop, one more such drain and at most `answer_poll_us`).
 const INPUTS_PER_BATCH_MAX: usize = 4_096;
 
+/// A turn of the loop at least this long is logged as a warning (with the
+/// default 100 ms heartbeat, a follower's detector notices a stall of
+/// three heartbeats): its time, beside the snapshot lines, tells what the
+/// loop was doing.
+const LONG_LOOP_TURN: Duration = Duration::from_millis(100);
+
 /// Why the node stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -301,7 +307,14 @@ impl Node {
                 &self.metrics,
                 &self.status_tx,
             );
-            self.metrics.loop_turn(turn.elapsed());
+            let took = turn.elapsed();
+            self.metrics.loop_turn(took);
+            if took >= LONG_LOOP_TURN {
+                tracing::warn!(
+                    ms = took.as_secs_f64() * 1000.0,
+                    "the loop took one turn this long: heartbeats and answers waited"
+                );
+            }
             if let Some(deadline) = handover_deadline {
                 if !self.member.is_leader() || Instant::now() >= deadline {
                     // Let the last messages (the TimeoutNow) reach the wire.

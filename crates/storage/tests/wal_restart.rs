@@ -343,6 +343,52 @@ fn compaction_deletes_covered_segments_and_restart_still_works() {
     assert_eq!(recovered.snapshot, Some(snapshot(100, 1)));
 }
 
+/// Files in `dir` set aside for deletion.
+fn set_aside_files(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.to_string_lossy().ends_with(".deleted.tmp"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn compaction_sets_covered_files_aside_for_the_caller_and_a_restart_deletes_leftovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = small_segments();
+    let (mut wal, _) = reopen(dir.path(), &options);
+    for first in (1..=120).step_by(6) {
+        wal.append(&bulky(first, 6, 1)).unwrap();
+        wal.sync().unwrap();
+    }
+    let before = segment_files(dir.path()).len();
+    wal.save_snapshot(&snapshot(60, 1)).unwrap();
+    wal.compact(LogIndex(60)).unwrap();
+    wal.save_snapshot(&snapshot(100, 1)).unwrap();
+    wal.compact(LogIndex(100)).unwrap();
+    let mut aside = wal.take_set_aside();
+    aside.sort();
+    assert_eq!(aside, set_aside_files(dir.path()), "renamed, not deleted");
+    let segments_aside = before - segment_files(dir.path()).len();
+    assert!(segments_aside > 0);
+    // The covered segments and the replaced snapshot at 60.
+    assert_eq!(aside.len(), segments_aside + 1, "{aside:?}");
+    assert!(wal.take_set_aside().is_empty(), "each is handed over once");
+    // The caller deletes one; the rest are left over when it stops.
+    fs::remove_file(&aside[0]).unwrap();
+    drop(wal);
+    let (_, recovered) = reopen(dir.path(), &options);
+    let recovered = recovered.unwrap();
+    assert!(
+        set_aside_files(dir.path()).is_empty(),
+        "recovery deletes them"
+    );
+    assert_eq!(recovered.snapshot, Some(snapshot(100, 1)));
+    assert_eq!(recovered.entries, bulky(101, 20, 1));
+}
+
 #[test]
 fn a_snapshot_written_beside_the_log_is_recovered_whether_recorded_or_not() {
     let dir = tempfile::tempdir().unwrap();

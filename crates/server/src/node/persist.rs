@@ -22,7 +22,29 @@ impl Node {
         let durable = watermark_of(wal);
         self.member.persisted(durable, true);
         self.snapshot_off_memory();
+        self.delete_set_aside();
         Ok(())
+    }
+
+    /// Deletes the files the log set aside (covered segments, replaced
+    /// snapshots) on a blocking thread: deleting a GiB of segments took
+    /// about 300 ms, which on the loop (or in the persist it awaits) made
+    /// a leader at 5 million keys lapse.
+    fn delete_set_aside(&mut self) {
+        let Some(wal) = self.wal.as_mut() else {
+            return;
+        };
+        let doomed = wal.take_set_aside();
+        if doomed.is_empty() {
+            return;
+        }
+        tokio::task::spawn_blocking(move || {
+            for path in doomed {
+                if let Err(error) = std::fs::remove_file(&path) {
+                    tracing::warn!(path = %path.display(), %error, "cannot delete a file the log set aside; the next start deletes it");
+                }
+            }
+        });
     }
 
     /// Once the log holds the core's latest snapshot in a synced file (one
@@ -76,6 +98,7 @@ impl Node {
         })?;
         self.member.persisted(durable, false);
         self.snapshot_off_memory();
+        self.delete_set_aside();
         Ok(())
     }
 }

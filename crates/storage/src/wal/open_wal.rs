@@ -195,9 +195,9 @@ impl<F: FileSystem> OpenWal<F> {
         let path = self.log.dir().join(snapshot_name(meta.last_index));
         if meta.last_index <= self.snapshot_index() {
             if meta.last_index < self.snapshot_index() {
-                match self.log.fs().remove_file(&path) {
+                match self.log.set_aside(&path) {
                     Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(StorageError::io("remove", &path, error));
+                        return Err(StorageError::io("rename", &path, error));
                     }
                     _ => self.log.mark_dir_dirty(),
                 }
@@ -222,10 +222,8 @@ impl<F: FileSystem> OpenWal<F> {
         if let Some(previous) = previous.filter(|previous| previous.last_index != meta.last_index) {
             let path = self.log.dir().join(snapshot_name(previous.last_index));
             self.log
-                .fs()
-                .remove_file(&path)
-                .map_err(|error| StorageError::io("remove", &path, error))?;
-            self.log.mark_dir_dirty();
+                .set_aside(&path)
+                .map_err(|error| StorageError::io("rename", &path, error))?;
         }
         if self.terms.term_at(meta.last_index) != Some(meta.last_term) {
             // The log does not contain the snapshot's last entry: it is
@@ -263,6 +261,13 @@ impl<F: FileSystem> OpenWal<F> {
         self.log.compact(through)?;
         self.terms.compact(through);
         Ok(())
+    }
+
+    /// The files set aside for deletion since the last call: covered
+    /// segments and replaced snapshots, renamed (see
+    /// `file_name::DELETED_SUFFIX`), for the runtime to delete off its loop.
+    pub(crate) fn take_set_aside(&mut self) -> Vec<std::path::PathBuf> {
+        self.log.take_set_aside()
     }
 
     /// Makes everything staged durable; free when nothing is.

@@ -22,6 +22,7 @@ use crate::error::StorageError;
 use crate::fs::{FileSystem, WalFile};
 use bellwether_core::raft::HardState;
 use bellwether_core::{LogIndex, Term};
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// A segment that is no longer appended to.
@@ -64,6 +65,9 @@ pub(crate) struct SegmentLog<F: FileSystem> {
     /// Whether a file was created or removed since the directory was last
     /// fsync'd; until it is, the change may be undone by a crash.
     dir_dirty: bool,
+    /// Files renamed for deletion that the runtime has not taken yet (see
+    /// [`SegmentLog::set_aside`]).
+    set_aside: Vec<PathBuf>,
 }
 
 impl<F: FileSystem> SegmentLog<F> {
@@ -90,7 +94,27 @@ impl<F: FileSystem> SegmentLog<F> {
             sealed,
             active,
             dir_dirty,
+            set_aside: Vec::new(),
         }
+    }
+
+    /// Renames `path` for deletion (see `file_name::DELETED_SUFFIX`): it
+    /// is no longer part of the WAL once the directory is synced, and the
+    /// runtime deletes it later, off its loop
+    /// ([`SegmentLog::take_set_aside`]); recovery deletes any left over.
+    pub(crate) fn set_aside(&mut self, path: &Path) -> io::Result<()> {
+        let mut aside = path.as_os_str().to_owned();
+        aside.push(super::file_name::DELETED_SUFFIX);
+        let aside = PathBuf::from(aside);
+        self.fs.rename(path, &aside)?;
+        self.dir_dirty = true;
+        self.set_aside.push(aside);
+        Ok(())
+    }
+
+    /// The files set aside for deletion since the last call.
+    pub(crate) fn take_set_aside(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.set_aside)
     }
 
     /// Creates segment `sequence`, `bytes_max` long ahead of its writes
@@ -250,7 +274,8 @@ impl<F: FileSystem> SegmentLog<F> {
     /// Deletes the oldest segments whose entries all lie at or before
     /// `through`: those followed by a segment that starts at or before
     /// `through + 1`. The active segment is never deleted. Returns how many
-    /// were deleted; the deletion is durable on return.
+    /// were deleted; they are set aside (renamed) durably on return, and
+    /// removed by whoever takes them (`take_set_aside`).
     pub(crate) fn compact(&mut self, through: LogIndex) -> Result<usize, StorageError> {
         let next_first = |i: usize| {
             self.sealed
@@ -269,12 +294,11 @@ impl<F: FileSystem> SegmentLog<F> {
             !self.is_dirty(),
             "segments are deleted only once everything is durable"
         );
-        for segment in self.sealed.drain(..removable) {
-            self.fs
-                .remove_file(&segment.path)
-                .map_err(|error| StorageError::io("remove", &segment.path, error))?;
+        let covered: Vec<SealedSegment> = self.sealed.drain(..removable).collect();
+        for segment in covered {
+            self.set_aside(&segment.path)
+                .map_err(|error| StorageError::io("rename", &segment.path, error))?;
         }
-        self.dir_dirty = true;
         self.sync()?;
         Ok(removable)
     }

@@ -76,6 +76,17 @@ impl<F: FileSystem> WalStorage<F> {
         &self.dir
     }
 
+    /// The files compaction set aside since the last call (covered
+    /// segments, replaced snapshots), renamed so that they are no longer
+    /// part of the log: the caller deletes them, on a thread where the
+    /// time that takes (freeing their cached pages) stalls nothing.
+    /// Recovery deletes any left over.
+    pub fn take_set_aside(&mut self) -> Vec<std::path::PathBuf> {
+        self.wal
+            .as_mut()
+            .map_or_else(Vec::new, OpenWal::take_set_aside)
+    }
+
     /// Number of segment files, 0 before recovery; for tests and metrics.
     pub fn segment_count(&self) -> usize {
         self.wal.as_ref().map_or(0, OpenWal::segment_count)
