@@ -41,6 +41,15 @@ fn bulky(first: u64, count: u64, term: u64) -> Vec<bellwether_core::raft::Entry>
         .collect()
 }
 
+/// Appends entries 1 to 120 (term 1) in syncs of 6: a few dozen small
+/// segments.
+fn append_120_bulky(wal: &mut WalStorage) {
+    for first in (1..=120).step_by(6) {
+        wal.append(&bulky(first, 6, 1)).unwrap();
+        wal.sync().unwrap();
+    }
+}
+
 /// Where a segment's records end: the active segment is preallocated, so
 /// its file goes on with zeros after them.
 fn written_end(bytes: &[u8]) -> usize {
@@ -326,10 +335,7 @@ fn compaction_deletes_covered_segments_and_restart_still_works() {
     let dir = tempfile::tempdir().unwrap();
     let options = small_segments();
     let (mut wal, _) = reopen(dir.path(), &options);
-    for first in (1..=120).step_by(6) {
-        wal.append(&bulky(first, 6, 1)).unwrap();
-        wal.sync().unwrap();
-    }
+    append_120_bulky(&mut wal);
     let before = segment_files(dir.path()).len();
     assert_eq!(before, wal.segment_count());
     wal.save_snapshot(&snapshot(100, 1)).unwrap();
@@ -359,10 +365,7 @@ fn compaction_sets_covered_files_aside_for_the_caller_and_a_restart_deletes_left
     let dir = tempfile::tempdir().unwrap();
     let options = small_segments();
     let (mut wal, _) = reopen(dir.path(), &options);
-    for first in (1..=120).step_by(6) {
-        wal.append(&bulky(first, 6, 1)).unwrap();
-        wal.sync().unwrap();
-    }
+    append_120_bulky(&mut wal);
     let before = segment_files(dir.path()).len();
     wal.save_snapshot(&snapshot(60, 1)).unwrap();
     wal.compact(LogIndex(60)).unwrap();
@@ -395,10 +398,7 @@ fn a_snapshot_written_beside_the_log_is_recovered_whether_recorded_or_not() {
     let options = small_segments();
     let (mut wal, _) = reopen(dir.path(), &options);
     let writer = wal.snapshot_writer();
-    for first in (1..=120).step_by(6) {
-        wal.append(&bulky(first, 6, 1)).unwrap();
-        wal.sync().unwrap();
-    }
+    append_120_bulky(&mut wal);
     // Written on another thread while the log goes on appending.
     let written = std::thread::spawn({
         let writer = writer.clone();
