@@ -62,7 +62,7 @@ fn main() {
         image.writes.len(),
         rss_mib()
     );
-    drop((image, image_pending));
+    drop(image);
     let start = Instant::now();
     let restored = KvStore::restore(&bytes).unwrap();
     println!("restore {:?}, rss {} MiB", start.elapsed(), rss_mib());

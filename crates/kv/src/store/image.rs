@@ -90,7 +90,7 @@ impl KvStore {
 
 impl PendingImage {
     /// The image (see [`KvStore::image`]).
-    pub fn image(&self) -> StoreImage {
+    pub fn image(self) -> StoreImage {
         let mut made_order: HashMap<(i64, &[u8]), usize> = HashMap::new();
         for entry in &self.events.revisions {
             for (index, event) in entry.events.iter().enumerate() {
@@ -127,8 +127,8 @@ impl PendingImage {
                 .iter()
                 .map(|(id, lease)| (id, lease.ttl_seconds))
                 .collect(),
-            alarms: self.alarms.clone(),
-            auth: self.auth.clone(),
+            alarms: self.alarms,
+            auth: self.auth,
         }
     }
 }
