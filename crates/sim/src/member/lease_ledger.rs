@@ -30,8 +30,10 @@ pub struct LeaseLedger {
     /// Keep-alives in flight by attempt: lease, and when it was sent.
     in_flight: BTreeMap<u32, (i64, u64)>,
     attempts: u32,
-    /// Per lease, until when (µs) a client was promised it lives.
-    guaranteed_until: BTreeMap<i64, u64>,
+    /// Per lease, until when (µs) a client was promised it lives, and the
+    /// TTL (µs) of the promise that said so: a fast clock takes its share
+    /// off that TTL.
+    guaranteed_until: BTreeMap<i64, (u64, u64)>,
     /// Per lease, when its expiry revoke was first applied.
     expired_at: BTreeMap<i64, u64>,
     /// Expiry revokes handed to a member and not answered, by operation id.
@@ -51,15 +53,18 @@ impl LeaseLedger {
                 continue;
             };
             let lease = i64::try_from(value.0).expect("lease ids are positive");
-            self.promise(lease, op.invoke_us + ttl_us());
+            self.promise(lease, op.invoke_us, ttl_us());
             self.renewing.insert(lease, keep_alives());
         }
         self.scanned = history.len();
     }
 
-    fn promise(&mut self, lease: i64, until_us: u64) {
+    fn promise(&mut self, lease: i64, from_us: u64, ttl_us: u64) {
+        let promised = (from_us + ttl_us, ttl_us);
         let until = self.guaranteed_until.entry(lease).or_default();
-        *until = (*until).max(until_us);
+        if promised.0 > until.0 {
+            *until = promised;
+        }
     }
 
     /// A keep-alive of `lease` sent at `now_us`: its attempt number.
@@ -77,7 +82,7 @@ impl LeaseLedger {
         if let Renewal::Renewed(ttl) = renewal {
             self.renewed += 1;
             let ttl_us = u64::try_from(ttl).expect("a granted TTL") * 1_000_000;
-            self.promise(lease, sent_us + ttl_us);
+            self.promise(lease, sent_us, ttl_us);
         }
     }
 
@@ -143,11 +148,13 @@ impl LeaseLedger {
         self.expiries_open.remove(&op.op_id());
     }
 
-    /// The first lease that expired more than `slack_us` before its
-    /// guarantee: when, and its details.
-    pub fn expired_early(&self, slack_us: u64) -> Option<(u64, String)> {
+    /// The first lease that expired before its guarantee by more than the
+    /// allowance `slack_us(ttl_us)` for the TTL that promised it: when, and
+    /// its details.
+    pub fn expired_early(&self, slack_us: impl Fn(u64) -> u64) -> Option<(u64, String)> {
         self.expired_at.iter().find_map(|(lease, at_us)| {
-            let until_us = *self.guaranteed_until.get(lease)?;
+            let (until_us, ttl_us) = *self.guaranteed_until.get(lease)?;
+            let slack_us = slack_us(ttl_us);
             (*at_us + slack_us < until_us).then(|| {
                 let detail = format!(
                     "lease {lease:#x} expired at {at_us} µs, {} µs before its guarantee (allowance {slack_us} µs)",
@@ -193,14 +200,22 @@ mod tests {
         };
         ledger.keep_alive_answered(op, Renewal::Renewed(2));
         ledger.expired(0x40, 3_950_000);
-        assert_eq!(ledger.expired_early(60_000), None, "within the allowance");
-        let (at, detail) = ledger.expired_early(1_000).expect("50 ms early");
+        assert_eq!(
+            ledger.expired_early(|_| 60_000),
+            None,
+            "within the allowance"
+        );
+        // The allowance is asked for with the TTL of the promise that
+        // holds: the renewal's, 2 s.
+        let by_ttl = |ttl_us| if ttl_us == 2_000_000 { 60_000 } else { 0 };
+        assert_eq!(ledger.expired_early(by_ttl), None, "the renewal's TTL");
+        let (at, detail) = ledger.expired_early(|_| 1_000).expect("50 ms early");
         assert_eq!(at, 3_950_000);
         assert!(detail.contains("50000 µs before its guarantee"), "{detail}");
         // A keep-alive that found the lease gone promises nothing.
         let attempt = ledger.keep_alive_sent(0x40, 3_990_000);
         let op = OpRef { attempt, ..op };
         ledger.keep_alive_answered(op, Renewal::NotFound);
-        assert!(ledger.expired_early(50_000).is_none());
+        assert!(ledger.expired_early(|_| 50_000).is_none());
     }
 }

@@ -165,7 +165,9 @@ fn history_without_faults(seed: u64) -> Vec<Operation> {
 /// to explain those reads.
 #[test]
 fn leases_are_granted_and_revoked_through_the_log_and_checked() {
-    let history = history_without_faults(3);
+    // A seed whose reads find several revoked keys gone (4 of them): with
+    // one such read, as seed 3 had, the run's timing decided the test.
+    let history = history_without_faults(8);
     let completed = |wanted: fn(&Command) -> bool| {
         let done = history.iter().filter(|o| o.complete_us().is_some());
         done.filter(|o| wanted(&o.command)).count()
