@@ -102,6 +102,9 @@ impl<W, R> Member<W, R> {
                 None
             }
         };
+        let mut settled = Vec::new();
+        self.forwarding.applied_term(entry.term, &mut settled);
+        self.effects.extend(settled.into_iter().map(Effect::Answer));
         if let Some((term, proposed_at, reply)) = self.proposals.remove(&entry.index) {
             let result = match answer {
                 Some(answer) if term == entry.term => {

@@ -2,7 +2,7 @@
 //! requests (see [`crate::forwarding`]). The server encodes these beside
 //! Raft's messages on the peer connection.
 
-use bellwether_core::{LogIndex, NodeId};
+use bellwether_core::{LogIndex, NodeId, Term};
 
 /// Client requests forwarded from a follower to the leader, and the
 /// leader's answers. A write's result is not sent back: the follower reads
@@ -10,10 +10,17 @@ use bellwether_core::{LogIndex, NodeId};
 /// the follower's id and `request` (see [`crate::forwarding::envelope`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Forward {
-    /// Follower to leader: propose `command` (already enveloped).
+    /// Follower to leader: propose `command` (already enveloped), but only
+    /// in `term`.
     Propose {
         /// The follower's request id.
         request: u64,
+        /// The term of the leader it is sent to. A leader in any other term
+        /// refuses it, so a forwarded write can enter the log only in this
+        /// term: once the follower applies an entry of a later term, a
+        /// write it still waits for is known never to apply, and its
+        /// client may safely send it again.
+        term: Term,
         /// The log entry's command bytes.
         command: Vec<u8>,
     },

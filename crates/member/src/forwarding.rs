@@ -12,15 +12,21 @@
 //!   names its commit index; the follower serves the read once it has
 //!   applied that index.
 //!
-//! A forwarded write whose leader changes before the follower applies it
-//! has an unknown outcome (the old leader may have replicated it): the
-//! client gets "leader changed", as etcd answers. Request ids start from
+//! A forwarded write names the leader's term, and a leader proposes it only
+//! in that term. Once the follower applies an entry of a later term, every
+//! entry of the earlier term that will ever commit lies before it, so a
+//! write still waiting never applies: its client gets "not applied" and
+//! may send it again. So a leader's crash costs the clients of the other
+//! members a retry, not an unknown outcome (etcd answers those "leader
+//! changed", and ZooKeeper closes their connections). A write that stays
+//! unanswered for [`FORWARD_TIMEOUT`] has an unknown outcome. Request ids
+//! start from
 //! the clock at boot, so an entry a previous incarnation forwarded, applied
 //! again after a restart, never matches a request of this one.
 
 use crate::client_error::ClientError;
 use crate::effect::Answer;
-use bellwether_core::NodeId;
+use bellwether_core::{NodeId, Term};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -81,6 +87,8 @@ pub fn open(entry: &[u8]) -> (Option<(NodeId, u64)>, &[u8]) {
 struct Waiting<R> {
     /// The leader it was sent to.
     leader: NodeId,
+    /// That leader's term: a write enters the log in no other.
+    term: Term,
     /// When it was sent, on the member's clock.
     sent: Duration,
     /// Where the answer goes.
@@ -134,18 +142,24 @@ pub struct Forwarding<W, R> {
     /// Leader side: the latest write request ids proposed for each
     /// follower (see [`Forwarding::first_sight`]).
     proposed: BTreeMap<NodeId, RecentIds>,
+    /// BROKEN on purpose, for the simulator's controls: writes sent to a
+    /// deposed leader are answered "not applied" as soon as another leader
+    /// is known, though that leader's log may hold them.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) not_applied_on_leader_change: bool,
 }
 
 /// Records `request`, sent to `leader` at `now`, waiting to answer `reply`.
 fn wait<R>(
     requests: &mut BTreeMap<u64, Waiting<R>>,
     request: u64,
-    leader: NodeId,
+    (leader, term): (NodeId, Term),
     reply: R,
     now: Duration,
 ) {
     let waiting = Waiting {
         leader,
+        term,
         sent: now,
         reply,
     };
@@ -179,6 +193,8 @@ impl<W, R> Forwarding<W, R> {
             remote_reads: BTreeMap::new(),
             known_leader: None,
             proposed: BTreeMap::new(),
+            #[cfg(feature = "fault-injection")]
+            not_applied_on_leader_change: false,
         }
     }
 
@@ -203,11 +219,12 @@ impl<W, R> Forwarding<W, R> {
         id
     }
 
-    /// Registers a write for `leader`; returns the request id and the
-    /// enveloped command to send, or gives `reply` back when full.
+    /// Registers a write for `leader`, leading `term`; returns the request
+    /// id and the enveloped command to send, or gives `reply` back when
+    /// full.
     pub fn write(
         &mut self,
-        leader: NodeId,
+        (leader, term): (NodeId, Term),
         command: &[u8],
         reply: W,
         now: Duration,
@@ -216,7 +233,10 @@ impl<W, R> Forwarding<W, R> {
             return Err(reply);
         }
         let request = self.take_id();
-        wait(&mut self.writes, request, leader, reply, now);
+        if let Some((_, last)) = self.writes.last_key_value() {
+            assert!(last.term <= term, "a member's term never goes back");
+        }
+        wait(&mut self.writes, request, (leader, term), reply, now);
         Ok((request, envelope(self.me, request, command)))
     }
 
@@ -227,7 +247,7 @@ impl<W, R> Forwarding<W, R> {
             return Err(reply);
         }
         let request = self.take_id();
-        wait(&mut self.reads, request, leader, reply, now);
+        wait(&mut self.reads, request, (leader, Term(0)), reply, now);
         Ok(request)
     }
 
@@ -249,6 +269,22 @@ impl<W, R> Forwarding<W, R> {
             return None;
         }
         self.writes.remove(&request).map(|w| w.reply)
+    }
+
+    /// An entry of `term` was applied: the writes sent in earlier terms
+    /// and not applied by now never will be (see the module doc). Their
+    /// answers, "not applied", go into `out`. Cheap when there are none:
+    /// ids and terms grow together, so only the oldest are looked at.
+    pub fn applied_term(&mut self, term: Term, out: &mut Vec<Answer<W, R>>) {
+        while let Some(entry) = self.writes.first_entry() {
+            if entry.get().term >= term {
+                break;
+            }
+            out.push(Answer::Write(
+                entry.remove().reply,
+                Err(ClientError::NotApplied),
+            ));
+        }
     }
 
     /// The leader refused write `request`, naming the leader it knows:
@@ -298,18 +334,23 @@ impl<W, R> Forwarding<W, R> {
         self.remote_reads.remove(&id)
     }
 
-    /// Answers what can no longer be answered normally: requests sent to
-    /// a leader other than `leader` (when a leader is known), and requests
-    /// older than [`FORWARD_TIMEOUT`]. Writes get "leader changed" or
-    /// "timed out" (their outcome is unknown); reads get "not the leader"
-    /// (safe to retry). Cheap when nothing changed: ids grow with time, so
-    /// only the oldest requests are looked at unless the leader changed.
-    /// The answers go into `out`.
+    /// Answers what can no longer be answered normally: reads sent to a
+    /// leader other than `leader` (when a leader is known), and requests
+    /// older than [`FORWARD_TIMEOUT`]. Writes get "timed out" (their
+    /// outcome is unknown); reads get "not the leader" (safe to retry). A
+    /// write sent to a deposed leader waits for an entry of a later term
+    /// ([`Forwarding::applied_term`]), which tells whether it applied.
+    /// Cheap when nothing changed: ids grow with time, so only the oldest
+    /// requests are looked at unless the leader changed. The answers go
+    /// into `out`.
     pub fn expire(&mut self, leader: Option<NodeId>, now: Duration, out: &mut Vec<Answer<W, R>>) {
         if let Some(current) = leader.filter(|l| Some(*l) != self.known_leader) {
-            for id in ids_where(&self.writes, |w| w.leader != current) {
-                let write = self.writes.remove(&id).expect("listed");
-                out.push(Answer::Write(write.reply, Err(ClientError::LeaderChanged)));
+            #[cfg(feature = "fault-injection")]
+            if self.not_applied_on_leader_change {
+                for id in ids_where(&self.writes, |w| w.leader != current) {
+                    let write = self.writes.remove(&id).expect("listed");
+                    out.push(Answer::Write(write.reply, Err(ClientError::NotApplied)));
+                }
             }
             for id in ids_where(&self.reads, |r| r.leader != current) {
                 let read = self.reads.remove(&id).expect("listed");
@@ -400,7 +441,7 @@ mod tests {
     fn a_write_is_answered_once_by_the_apply_that_carries_it() {
         let mut forwarding = forwarding();
         let (request, command) = forwarding
-            .write(NodeId(1), b"\x01put", 7, Duration::ZERO)
+            .write((NodeId(1), Term(2)), b"\x01put", 7, Duration::ZERO)
             .ok()
             .unwrap();
         let (forwarded, inner) = open(&command);
@@ -413,25 +454,51 @@ mod tests {
     }
 
     #[test]
-    fn a_leader_change_gives_pending_writes_an_unknown_outcome() {
+    fn a_write_still_waiting_when_a_later_terms_entry_applies_is_known_not_applied() {
         let mut forwarding = forwarding();
         let now = Duration::from_secs(1);
-        forwarding
-            .write(NodeId(1), b"\x01put", 7, now)
-            .ok()
-            .unwrap();
-        forwarding.read(NodeId(1), 8, now).ok().unwrap();
+        for (reply, term) in [(7, 2), (8, 2), (9, 3)] {
+            forwarding
+                .write((NodeId(1), Term(term)), b"\x01put", reply, now)
+                .ok()
+                .unwrap();
+        }
+        forwarding.read(NodeId(1), 10, now).ok().unwrap();
         let mut answers = Vec::new();
-        forwarding.expire(Some(NodeId(1)), now, &mut answers);
-        assert!(answers.is_empty(), "same leader: still waiting");
+        forwarding.applied_term(Term(2), &mut answers);
+        assert!(answers.is_empty(), "term 2 may still apply them");
+        // A new leader: reads go at once (safe to retry); writes wait for
+        // what the log says.
         forwarding.expire(Some(NodeId(3)), now, &mut answers);
         assert_eq!(
             answers,
-            [
-                Answer::Write(7, Err(ClientError::LeaderChanged)),
-                Answer::Read(8, Err(ClientError::not_leader(Some(NodeId(3))))),
-            ]
+            [Answer::Read(
+                10,
+                Err(ClientError::not_leader(Some(NodeId(3))))
+            )]
         );
+        answers.clear();
+        forwarding.applied_term(Term(3), &mut answers);
+        assert_eq!(
+            answers,
+            [
+                Answer::Write(7, Err(ClientError::NotApplied)),
+                Answer::Write(8, Err(ClientError::NotApplied)),
+            ],
+            "term 2's writes never apply once an entry of term 3 has"
+        );
+        answers.clear();
+        forwarding.applied_term(Term(4), &mut answers);
+        assert_eq!(answers, [Answer::Write(9, Err(ClientError::NotApplied))]);
+        assert!(forwarding.is_idle());
+    }
+
+    #[test]
+    #[should_panic(expected = "a member's term never goes back")]
+    fn writes_are_registered_in_terms_that_never_go_back() {
+        let mut forwarding = forwarding();
+        let _ = forwarding.write((NodeId(1), Term(3)), b"x", 1, Duration::ZERO);
+        let _ = forwarding.write((NodeId(1), Term(2)), b"x", 2, Duration::ZERO);
     }
 
     #[test]
@@ -457,7 +524,7 @@ mod tests {
     fn old_requests_time_out_and_the_table_is_bounded() {
         let mut forwarding = forwarding();
         forwarding
-            .write(NodeId(1), b"\x01put", 7, Duration::ZERO)
+            .write((NodeId(1), Term(2)), b"\x01put", 7, Duration::ZERO)
             .ok()
             .unwrap();
         let mut answers = Vec::new();
@@ -466,7 +533,7 @@ mod tests {
         for client in 0..FORWARDED_MAX as u32 {
             assert!(forwarding.read(NodeId(1), client, Duration::ZERO).is_ok());
         }
-        let full = forwarding.write(NodeId(1), b"x", 9, Duration::ZERO);
+        let full = forwarding.write((NodeId(1), Term(2)), b"x", 9, Duration::ZERO);
         assert!(full.is_err(), "full");
     }
 }

@@ -122,6 +122,15 @@ impl<W, R> Member<W, R> {
         &self.raft
     }
 
+    /// Breaks this member on purpose, for the simulator's controls: its
+    /// clients' writes forwarded to a leader that is then deposed are
+    /// answered "not applied" as soon as another leader is known, before
+    /// the log can tell (see [`crate::forwarding`]).
+    #[cfg(feature = "fault-injection")]
+    pub fn answer_not_applied_on_leader_change_for_fault_injection(&mut self) {
+        self.forwarding.not_applied_on_leader_change = true;
+    }
+
     /// The Raft core, to break on purpose (the simulator's own tests).
     #[cfg(feature = "fault-injection")]
     pub fn raft_for_fault_injection(&mut self) -> &mut RaftNode {

@@ -97,11 +97,24 @@ impl<W, R> Member<W, R> {
     /// ours.
     pub fn forwarded(&mut self, from: NodeId, forward: Forward) {
         match forward {
-            Forward::Propose { request, command } => {
+            Forward::Propose {
+                request,
+                term,
+                command,
+            } => {
                 if !self.forwarding.first_sight(from, request) {
                     return;
                 }
-                if let Err(error) = self.raft.propose(command) {
+                // Only in the term the follower sent it for: see
+                // `Forward::Propose`.
+                let proposed = if term == self.raft.status().term {
+                    self.raft.propose(command)
+                } else {
+                    Err(ProposeError::NotLeader {
+                        leader: self.raft.status().leader,
+                    })
+                };
+                if let Err(error) = proposed {
                     let busy = !matches!(error, ProposeError::NotLeader { .. });
                     let leader = self.raft.status().leader;
                     let refused = Forward::ProposeRefused {
@@ -188,9 +201,17 @@ impl<W, R> Member<W, R> {
     /// Sends a write to `leader` over the peer connection, or answers "not
     /// the leader" naming it when too many are in flight.
     fn forward_write(&mut self, leader: NodeId, command: &[u8], reply: W) {
-        match self.forwarding.write(leader, command, reply, self.now) {
+        let term = self.raft.status().term;
+        match self
+            .forwarding
+            .write((leader, term), command, reply, self.now)
+        {
             Ok((request, command)) => {
-                let propose = Forward::Propose { request, command };
+                let propose = Forward::Propose {
+                    request,
+                    term,
+                    command,
+                };
                 self.effects.push_back(Effect::Forward(leader, propose));
             }
             Err(reply) => self.answer_write(reply, Err(ClientError::not_leader(Some(leader)))),

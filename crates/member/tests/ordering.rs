@@ -47,6 +47,9 @@ struct Cluster {
     answers: Vec<(usize, Answer<u32, u32>, u64)>,
     fsyncs: Vec<u64>,
     now: Duration,
+    /// A member that is down: not ticked, and what is sent to or by it is
+    /// lost.
+    down: Option<usize>,
 }
 
 impl Cluster {
@@ -82,6 +85,7 @@ impl Cluster {
             answers: Vec::new(),
             fsyncs: vec![0; size as usize],
             now: Duration::ZERO,
+            down: None,
         }
     }
 
@@ -149,12 +153,21 @@ impl Cluster {
     fn round(&mut self) {
         self.now += Duration::from_millis(1);
         for i in 0..self.members.len() {
+            if self.down == Some(i) {
+                continue;
+            }
             self.members[i].wake(self.now);
             self.members[i].tick();
             self.batch(i);
         }
         while let Some((from, to, wire)) = self.in_flight.pop_front() {
             let i = to.0 as usize - 1;
+            if self
+                .down
+                .is_some_and(|d| d == i || d + 1 == from.0 as usize)
+            {
+                continue;
+            }
             match wire {
                 Wire::Raft(message) => self.members[i].step_raft(from, message),
                 Wire::Forward(forward) => self.members[i].forwarded(from, forward),
@@ -304,4 +317,98 @@ fn a_followers_leader_only_write_is_refused_and_never_forwarded() {
     cluster.write_here(leader, 12, b"revoke");
     let (_, answer, _) = cluster.answer_to(12).expect("answered");
     assert!(matches!(answer, Answer::Write(12, Ok(_))), "{answer:?}");
+}
+
+/// Takes the forwarded write in flight from `from`, leaving the rest.
+fn take_forwarded_write(cluster: &mut Cluster, from: usize) -> (NodeId, Forward) {
+    let at = cluster
+        .in_flight
+        .iter()
+        .position(|(f, _, wire)| {
+            f.0 as usize == from + 1 && matches!(wire, Wire::Forward(Forward::Propose { .. }))
+        })
+        .expect("a forwarded write in flight");
+    let (_, to, wire) = cluster.in_flight.remove(at).expect("listed");
+    let Wire::Forward(forward) = wire else {
+        unreachable!("picked a forward")
+    };
+    (to, forward)
+}
+
+#[test]
+fn a_forwarded_write_named_for_another_term_is_refused_and_never_logged() {
+    let mut cluster = Cluster::new(3);
+    let leader = cluster.elect();
+    cluster.round();
+    let follower = (leader + 1) % 3;
+    cluster.write(follower, 21, b"late");
+    let (to, forward) = take_forwarded_write(&mut cluster, follower);
+    let Forward::Propose {
+        request,
+        term,
+        command,
+    } = forward
+    else {
+        unreachable!("a write")
+    };
+    assert_eq!(to.0 as usize, leader + 1, "sent to the leader");
+    assert_eq!(term, cluster.members[leader].raft().status().term);
+    // As if it had been sent in an earlier term and arrived only now.
+    let earlier = bellwether_core::Term(term.0 - 1);
+    let late = Forward::Propose {
+        request,
+        term: earlier,
+        command,
+    };
+    cluster
+        .in_flight
+        .push_back((NodeId(follower as u64 + 1), to, Wire::Forward(late)));
+    for _ in 0..5 {
+        cluster.round();
+    }
+    let (_, answer, _) = cluster.answer_to(21).expect("answered");
+    assert!(
+        matches!(
+            answer,
+            Answer::Write(21, Err(ClientError::NotLeader { .. }))
+        ),
+        "refused: {answer:?}"
+    );
+    let logged = cluster.disks.iter().any(|disk| {
+        disk.entries.iter().any(|e| match &e.payload {
+            bellwether_core::raft::Payload::Command(c) => c.ends_with(b"late"),
+            _ => false,
+        })
+    });
+    assert!(!logged, "a write for another term reached a log");
+}
+
+#[test]
+fn a_followers_write_lost_with_its_leader_is_answered_not_applied_once_the_next_term_applies() {
+    let mut cluster = Cluster::new(3);
+    let leader = cluster.elect();
+    cluster.round();
+    let follower = (leader + 1) % 3;
+    cluster.write(follower, 31, b"lost");
+    // The leader dies before the write reaches it.
+    let _ = take_forwarded_write(&mut cluster, follower);
+    cluster.down = Some(leader);
+    let old_term = cluster.members[follower].raft().status().term;
+    for _ in 0..300 {
+        cluster.round();
+        if cluster.answer_to(31).is_some() {
+            break;
+        }
+    }
+    let (_, answer, _) = cluster
+        .answer_to(31)
+        .expect("answered once a new leader committed");
+    assert_eq!(*answer, Answer::Write(31, Err(ClientError::NotApplied)));
+    let status = cluster.members[follower].raft().status();
+    assert!(status.term > old_term, "a later term");
+    assert!(
+        cluster.members[follower].raft().applied_index()
+            >= cluster.members[follower].raft().commit_index(),
+        "answered from what it applied"
+    );
 }

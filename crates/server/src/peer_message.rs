@@ -8,7 +8,7 @@
 //! is still one message with a kind byte first.
 
 use bellwether_core::raft::RaftMessage;
-use bellwether_core::{LogIndex, NodeId};
+use bellwether_core::{LogIndex, NodeId, Term};
 pub use bellwether_member::Forward;
 use bellwether_storage::codec::{put_len, put_u64, put_u8, Malformed, Reader};
 use bellwether_transport::raft_wire::{self as wire, KINDS_END};
@@ -87,9 +87,14 @@ pub fn encode(out: &mut Vec<u8>, message: &PeerMessage) {
         PeerMessage::Forward(forward) => forward,
     };
     match forward {
-        Forward::Propose { request, command } => {
+        Forward::Propose {
+            request,
+            term,
+            command,
+        } => {
             put_u8(out, PROPOSE);
             put_u64(out, *request);
+            put_u64(out, term.0);
             put_len(out, command.len());
             out.extend_from_slice(command);
         }
@@ -144,9 +149,11 @@ pub fn decode(bytes: &[u8]) -> Result<PeerMessage, Malformed> {
     let request = r.u64("request")?;
     let forward = match *kind {
         PROPOSE => {
+            let term = Term(r.u64("term")?);
             let len = r.u32("command length")? as usize;
             Forward::Propose {
                 request,
+                term,
                 command: r.take(len, "command")?.to_vec(),
             }
         }
@@ -177,7 +184,6 @@ pub fn decode(bytes: &[u8]) -> Result<PeerMessage, Malformed> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bellwether_core::Term;
 
     #[test]
     fn forwarding_messages_round_trip_and_raft_messages_pass_through() {
@@ -185,6 +191,7 @@ mod tests {
             PeerMessage::Raft(RaftMessage::TimeoutNow { term: Term(4) }),
             PeerMessage::Forward(Forward::Propose {
                 request: 7,
+                term: Term(3),
                 command: b"put".to_vec(),
             }),
             PeerMessage::Forward(Forward::ProposeRefused {

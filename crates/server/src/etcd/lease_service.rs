@@ -29,8 +29,9 @@ const KEEP_ALIVE_QUEUE_MAX: usize = 16;
 /// retries a renewal on the server until its request timeout rather than
 /// failing it at the start of a term.
 const PRIMARY_WAIT_MAX: Duration = Duration::from_secs(5);
-/// How often that wait looks again.
-const PRIMARY_RETRY_INTERVAL: Duration = Duration::from_millis(20);
+/// How often that wait looks again: half the lease clock's check
+/// interval, since the clock becomes primary at one of its checks.
+const PRIMARY_RETRY_INTERVAL: Duration = Duration::from_millis(5);
 /// The request metadata by which a keep-alive stream asks for release on
 /// disconnect (a bellwether extension; etcd ignores unknown metadata): the
 /// leases it renews are shortened to this many milliseconds once the stream

@@ -46,9 +46,10 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
 /// Packets read ahead of the one being handled, at most.
 const PACKETS_QUEUED_MAX: usize = 64;
-/// Attempts at a write the member refused before logging it (no leader
-/// yet, too busy), and the pause between them.
-const PROPOSE_ATTEMPTS: usize = 40;
+/// How long a write the member refused before logging it (no leader yet,
+/// too busy, or sent to a leader that failed) is tried again, and the
+/// longest pause between two tries.
+const PROPOSE_PATIENCE: Duration = Duration::from_secs(2);
 const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// A session's lease is renewed when a packet comes this long or more
 /// after the last renewal: clients ping every third of their timeout, so
@@ -308,17 +309,40 @@ impl Connection {
         bellwether_zookeeper::tree::session_alive(&self.backend.store(), self.session)
     }
 
-    /// Renews the session's lease; false once it is gone.
+    /// Renews the session's lease; false once it is gone. A renewal that
+    /// cannot reach the lease clock (its leader just failed) is tried again
+    /// as soon as another leader is known, for up to a third of the
+    /// session's timeout: a Raft leader's crash must not cost the clients
+    /// of the other members their connections (ZooKeeper's own followers
+    /// drop every connection when their leader fails).
     async fn renew(&mut self) -> Result<bool, ConnectionError> {
         self.renewed = Instant::now();
-        match self.lease.renew(self.session, &mut self.relay).await {
-            Ok(ttl) => Ok(ttl > 0),
-            Err(status) => Err(ConnectionError::Unavailable(format!(
-                "cannot renew session {:#x}: {}",
-                self.session,
-                status.message()
-            ))),
+        let give_up = self.renewed + self.timeout / 3;
+        loop {
+            match self.lease.renew(self.session, &mut self.relay).await {
+                Ok(ttl) => return Ok(ttl > 0),
+                Err(_) if Instant::now() < give_up => {
+                    self.relay = None;
+                    self.news_of_a_leader(PROPOSE_RETRY_PAUSE).await;
+                }
+                Err(status) => {
+                    return Err(ConnectionError::Unavailable(format!(
+                        "cannot renew session {:#x}: {}",
+                        self.session,
+                        status.message()
+                    )))
+                }
+            }
         }
+    }
+
+    /// Waits at most `pause` for the member to know a leader other than
+    /// the one it knows now (or than none).
+    async fn news_of_a_leader(&self, pause: Duration) {
+        let mut status = self.backend.status.clone();
+        let known = status.borrow_and_update().leader;
+        let news = status.wait_for(|s| s.leader.is_some() && s.leader != known);
+        let _ = tokio::time::timeout(pause, news).await;
     }
 
     async fn handshake(
@@ -401,9 +425,12 @@ impl Connection {
     }
 
     /// Logs `entry` through the member (which forwards it to the leader)
-    /// and returns the answer. A write the member refused before logging it
-    /// is tried again; one that may have been applied is not: the client is
-    /// told the connection is lost, as ZooKeeper tells it.
+    /// and returns the answer. A write the member refused before logging
+    /// it, or knows was not applied, is tried again (at once if it was
+    /// not applied, since the log has moved past it; else once another
+    /// leader is known, or after a pause); one that may have been applied
+    /// is not: the client is told the connection is lost, as ZooKeeper
+    /// tells it.
     async fn propose(&self, entry: ZkEntry) -> Result<Vec<u8>, ConnectionError> {
         self.propose_command(Command::ZooKeeper(entry)).await
     }
@@ -411,24 +438,26 @@ impl Connection {
     /// [`Connection::propose`] for any command.
     async fn propose_command(&self, command: Command) -> Result<Vec<u8>, ConnectionError> {
         let bytes = command.encode();
-        let mut last = None;
-        for _ in 0..PROPOSE_ATTEMPTS {
-            match self.backend.client.propose(bytes.clone()).await {
+        let give_up = Instant::now() + PROPOSE_PATIENCE;
+        loop {
+            let error = match self.backend.client.propose(bytes.clone()).await {
                 Ok(answer) => return Ok(answer),
                 Err(
                     error @ (ClientError::NotLeader { .. }
                     | ClientError::Busy
                     | ClientError::NotApplied),
-                ) => {
-                    last = Some(error);
-                    tokio::time::sleep(PROPOSE_RETRY_PAUSE).await;
-                }
+                ) => error,
                 Err(error) => return Err(ConnectionError::Unavailable(error.to_string())),
+            };
+            if Instant::now() >= give_up {
+                return Err(ConnectionError::Unavailable(error.to_string()));
+            }
+            match error {
+                ClientError::NotApplied => tokio::task::yield_now().await,
+                ClientError::NotLeader { .. } => self.news_of_a_leader(PROPOSE_RETRY_PAUSE).await,
+                _ => tokio::time::sleep(PROPOSE_RETRY_PAUSE).await,
             }
         }
-        Err(ConnectionError::Unavailable(
-            last.map(|e| e.to_string()).unwrap_or_default(),
-        ))
     }
 
     /// Waits until this member has applied `zxid`.

@@ -46,6 +46,8 @@ pub struct EtcdApp {
     /// member, the incarnation's lessor client id, the request.
     lessor_requests: BTreeMap<u32, (NodeIndex, u64, Request<OpRef, OpRef>)>,
     lessor_sent: u32,
+    /// Writes answered "not applied", which their clients send again.
+    pub not_applied: u64,
 }
 
 impl EtcdApp {
@@ -65,6 +67,7 @@ impl EtcdApp {
             leases: LeaseLedger::default(),
             lessor_requests: BTreeMap::new(),
             lessor_sent: 0,
+            not_applied: 0,
             config,
         }
     }
@@ -396,7 +399,11 @@ impl EtcdApp {
                 Err(ClientError::NotLeader { leader }) => {
                     Reply::Redirect(leader.map(|l| (l.0 - 1) as usize))
                 }
-                Err(ClientError::Busy | ClientError::NotApplied) => Reply::Retry,
+                Err(ClientError::Busy) => Reply::Retry,
+                Err(ClientError::NotApplied) => {
+                    world.app.not_applied += 1;
+                    Reply::Retry
+                }
                 // Unknown outcome: the deadline records it.
                 Err(ClientError::LeaderChanged | ClientError::TimedOut | ClientError::Stopped) => {
                     continue

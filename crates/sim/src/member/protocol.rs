@@ -206,6 +206,14 @@ impl SimMember {
             .apply_while_restoring_for_fault_injection();
     }
 
+    /// Breaks this member on purpose: its clients' forwarded writes are
+    /// answered "not applied" as soon as a new leader is known (see the
+    /// member's hook).
+    pub fn answer_not_applied_on_leader_change_for_fault_injection(&mut self) {
+        self.member
+            .answer_not_applied_on_leader_change_for_fault_injection();
+    }
+
     /// The store, to read.
     pub fn store(&self) -> &SharedStore {
         &self.store

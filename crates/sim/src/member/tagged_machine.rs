@@ -8,14 +8,20 @@
 //!   tag checks it does so rightly);
 //! - what the machine tells its observer of leases goes into a queue the
 //!   member's lease clock reads, as the server's lessor hears it, and the
-//!   workload learns from it which expiry revokes removed a lease.
+//!   workload learns from it which expiry revokes removed a lease;
+//! - a client's put or transaction that takes effect twice stops the
+//!   member. Each operation writes a value of its own, so two entries with
+//!   the same bytes are one operation proposed twice: its client was told
+//!   the first had not applied ("not applied", "busy", "not the leader")
+//!   and sent it again, and both reached the log.
 
 use super::etcd_entries::{entry_tag, SharedStore};
 use bellwether_core::raft::SnapshotData;
 use bellwether_core::LogIndex;
-use bellwether_etcd::{EtcdMachine, LeaseApplied, Mutation, Observer};
+use bellwether_etcd::{Command, EtcdMachine, LeaseApplied, Mutation, Observer};
 use bellwether_kv::{KvStore, MemberRecord};
 use bellwether_member::{DecodedSnapshot, RestoreJob, StateMachine};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 /// Lease events, shared between the state machine and its member.
@@ -35,6 +41,8 @@ impl Observer for LeaseQueue {
 /// The production state machine, its answers tagged (see the module doc).
 pub struct TaggedMachine {
     inner: EtcdMachine,
+    /// Tags of the client puts and transactions that took effect here.
+    writes_applied: HashSet<u64>,
 }
 
 impl TaggedMachine {
@@ -47,6 +55,7 @@ impl TaggedMachine {
                 Some(mutation) => inner.mutated(mutation),
                 None => inner,
             },
+            writes_applied: HashSet::new(),
         }
     }
 
@@ -65,7 +74,19 @@ pub fn untag(answer: &[u8]) -> Option<(u64, &[u8])> {
 impl StateMachine for TaggedMachine {
     fn apply(&mut self, index: LogIndex, command: &[u8]) -> Vec<u8> {
         let answer = self.inner.apply(index, command);
-        let mut tagged = entry_tag(command).to_le_bytes().to_vec();
+        let tag = entry_tag(command);
+        let client_write = matches!(
+            Command::decode_entry(command),
+            Some((Some(_), Command::Put(_) | Command::Txn(_)))
+        );
+        if client_write && answer.first() == Some(&0) {
+            assert!(
+                self.writes_applied.insert(tag),
+                "a client's write applied twice: entry {tag:#x}, again at index {}",
+                index.0
+            );
+        }
+        let mut tagged = tag.to_le_bytes().to_vec();
         tagged.extend_from_slice(&answer);
         tagged
     }
