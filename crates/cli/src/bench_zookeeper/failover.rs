@@ -91,6 +91,10 @@ pub struct LeaderKill {
     pub per_session_ms: Vec<Option<f64>>,
     /// Sessions the client reported expired.
     pub sessions_expired: usize,
+    /// Sessions whose client saw its connection lost after the kill (its
+    /// state left "connected"): those on the killed server, and any other
+    /// server that dropped its clients.
+    pub sessions_disconnected: usize,
     /// Sessions' ephemeral nodes missing afterwards.
     pub ephemerals_vanished: usize,
     /// Writes acknowledged before the kill (shows the sessions wrote).
@@ -449,6 +453,14 @@ async fn measure_leader_kill(
         writers.spawn(write_loop(i, session.clone(), path.clone(), shared.clone()));
     }
     tokio::time::sleep(LEAD_IN).await;
+    // Any change of a connected session's state is a lost connection.
+    let mut disconnected = tokio::task::JoinSet::new();
+    for session in &sessions {
+        let mut state = session.state_watcher();
+        disconnected.spawn(async move {
+            state.changed().await;
+        });
+    }
     let killed = kill()?;
     let killed_at = Instant::now();
     shared.killed_at.set(killed_at).expect("killed once");
@@ -473,6 +485,11 @@ async fn measure_leader_kill(
         tokio::time::sleep(POLL).await;
     }
     writers.abort_all();
+    let mut sessions_disconnected = 0;
+    while let Some(Ok(())) = disconnected.try_join_next() {
+        sessions_disconnected += 1;
+    }
+    disconnected.abort_all();
     let first_after = shared.first_after.lock().unwrap().clone();
     let per_session_ms: Vec<Option<f64>> = first_after
         .iter()
@@ -493,6 +510,7 @@ async fn measure_leader_kill(
             .and_then(|all| all.into_iter().reduce(f64::max)),
         per_session_ms,
         sessions_expired,
+        sessions_disconnected,
         ephemerals_vanished,
         writes_before: shared.writes_before.load(Ordering::SeqCst) as u64,
     })
@@ -628,7 +646,7 @@ pub fn print_text(report: &FailoverReport) {
     for run in &report.all {
         let (holder, kill) = (&run.holder, &run.leader_kill);
         println!(
-            "    run {} · {}: holder closed → watch fired {:.1} ms, next holds {:.1} ms (session timeout {:.0} ms, +{:.1} ms); leader #{} SIGKILL → writes again {} ms, all sessions {} ms (per session {}), expired {}, ephemerals vanished {}, {} writes before",
+            "    run {} · {}: holder closed → watch fired {:.1} ms, next holds {:.1} ms (session timeout {:.0} ms, +{:.1} ms); leader #{} SIGKILL → writes again {} ms, all sessions {} ms (per session {}), expired {}, disconnected {}, ephemerals vanished {}, {} writes before",
             run.run,
             run.system,
             holder.watch_fired_ms,
@@ -644,6 +662,7 @@ pub fn print_text(report: &FailoverReport) {
                 .collect::<Vec<_>>()
                 .join("/"),
             kill.sessions_expired,
+            kill.sessions_disconnected,
             kill.ephemerals_vanished,
             kill.writes_before
         );
@@ -694,6 +713,7 @@ mod tests {
                 all_sessions_ms: again.map(|a| a * 2.0),
                 per_session_ms: vec![again, again.map(|a| a * 2.0)],
                 sessions_expired: usize::from(again.is_none()),
+                sessions_disconnected: 1,
                 ephemerals_vanished: 0,
                 writes_before: 100,
             },
