@@ -34,10 +34,13 @@ pub struct RaftConfig {
     pub leader_stickiness: bool,
     /// After a connection-loss hint about the leader, the follower ranked `r`
     /// (0 = highest priority, then lowest id, among the surviving voters)
-    /// starts PreVote `(r + 1) * hint_slot_ticks` later. One slot should
-    /// cover the spread of hint arrival plus one network hop, so that the
-    /// first pre-vote finds the others already without a leader and later
-    /// ranks see it before their own slot comes. 0 disables the hint.
+    /// starts PreVote `(r + 1) * hint_slot_ticks` later, except rank 0,
+    /// which starts at once (a crashed process's connections close
+    /// together, so the others have usually heard too). One slot should
+    /// cover the spread of hint arrival plus one network hop, so that
+    /// later ranks see the first pre-vote before their own slot comes. The
+    /// adaptive detector's suspicions use the slots for every rank. 0
+    /// disables the hint.
     pub hint_slot_ticks: u64,
     /// The adaptive detector (`crate::adaptive_detector`): a follower that
     /// hears nothing from its leader for longer than the leader's learned
