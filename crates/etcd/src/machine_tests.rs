@@ -302,3 +302,56 @@ fn a_zookeeper_batch_applies_each_write_in_order_with_its_own_zxid_and_answer() 
         "the batch's end is published"
     );
 }
+
+/// An observer that takes the stores a restore replaces, checking that the
+/// store's lock is free by then.
+struct Retirer {
+    store: Arc<Mutex<KvStore>>,
+    retired: Arc<StdMutex<Vec<i64>>>,
+}
+
+impl Observer for Retirer {
+    fn published(&self, _store: &KvStore) {}
+    fn lease(&self, _applied: LeaseApplied) {}
+    fn retired(&self, store: KvStore) {
+        assert!(
+            self.store.try_lock().is_ok(),
+            "a replaced store is handed over after the lock is released"
+        );
+        self.retired.lock().expect("test").push(store.revision());
+    }
+}
+
+#[test]
+fn a_restore_hands_the_replaced_store_to_the_observer_outside_the_lock() {
+    let mut source = EtcdMachine::new(Box::new(NoObserver));
+    let put = |key: &[u8]| {
+        Command::Put(pb::PutRequest {
+            key: key.to_vec(),
+            value: b"v".to_vec(),
+            ..Default::default()
+        })
+        .encode()
+    };
+    for (i, key) in [b"a", b"b", b"c"].iter().enumerate() {
+        source.apply(LogIndex(i as u64 + 1), &put(*key));
+    }
+    let snapshot = source.snapshot();
+    let store = Arc::new(Mutex::new(KvStore::new()));
+    let retired = Arc::new(StdMutex::new(Vec::new()));
+    let observer = Retirer {
+        store: store.clone(),
+        retired: retired.clone(),
+    };
+    let mut machine = EtcdMachine::new(Box::new(observer));
+    machine.store = store;
+    machine.apply(LogIndex(1), &put(b"x"));
+    let before = machine.store.lock().expect("test").revision();
+    machine.restore(LogIndex(3), &snapshot);
+    assert_eq!(*retired.lock().expect("test"), [before], "the old store");
+    assert_eq!(
+        machine.store.lock().expect("test").revision(),
+        source.store.lock().expect("test").revision(),
+        "the restored one serves"
+    );
+}

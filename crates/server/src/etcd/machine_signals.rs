@@ -41,6 +41,17 @@ impl Observer for Publisher {
     fn lease(&self, applied: LeaseApplied) {
         self.lessor.applied(applied);
     }
+
+    /// Frees a replaced store on a blocking thread, off the member's loop
+    /// (inline only where no runtime runs, as in unit tests).
+    fn retired(&self, store: KvStore) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(move || drop(store));
+            }
+            Err(_) => drop(store),
+        }
+    }
 }
 
 /// An empty state machine and the signals it keeps current.
