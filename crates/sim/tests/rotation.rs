@@ -9,10 +9,13 @@ use bellwether_sim::fairness::{fairness, jain};
 use bellwether_sim::{run, Algorithm, FaultProfile, RunSpec};
 
 #[test]
-fn rotation_evens_out_leader_time_under_chaos() {
-    // Twenty seeds: with three, one run's chance moves decided the result
-    // (a change in when a probe resumes turned 0.88 -> 0.90 into 0.88 ->
-    // 0.85); over twenty rotation gives 0.89 -> 0.96.
+fn rotation_under_chaos_keeps_leader_time_spread_and_every_run_safe() {
+    // Until session 45, chaos alone gave 0.89 over these twenty seeds and
+    // rotation 0.96. Since the best-ranked survivor of a crash asks for
+    // votes at once, chaos alone spreads leader time about as well
+    // (0.95-0.97 over 20 to 80 seeds, rotation 0.93-0.97): the gain
+    // rotation brings is shown without faults (the next test). Under chaos
+    // it must keep leader time spread and never overlap two leaders.
     const RUNS: u64 = 20;
     let plain = RunSpec::new(Algorithm::Raft, 5, 1, FaultProfile::Chaos);
     let rotating = RunSpec {
@@ -25,9 +28,16 @@ fn rotation_evens_out_leader_time_under_chaos() {
         "raft, 5 nodes, {RUNS} chaos runs of 20 s: Jain {:.2} without rotation, {:.2} rotating every 1 s; shares {:?}",
         before.jain, after.jain, after.shares
     );
-    // Chaos moves leadership often anyway, and a rotation only goes to a
-    // reachable, caught-up node, so the gain is modest; measured, not tuned.
-    assert!(after.jain > before.jain, "{before:?} then {after:?}");
+    assert!(after.jain >= 0.9, "{before:?} then {after:?}");
+    for seed in 1..=RUNS {
+        let spec = RunSpec {
+            seed,
+            fault_phase_ms: 20_000,
+            ..rotating.clone()
+        };
+        let report = run(&spec);
+        assert!(report.passed(), "seed {seed}: {:?}", report.violation);
+    }
 }
 
 /// Each node's share of leader time in one fault-free run of 20 s.
