@@ -50,7 +50,9 @@ fi
 ip() { echo "127.0.$net.$((100 + $1))"; }
 
 # preAllocSize is in KiB (the default preallocates 64 MiB of log);
-# forceSync=no skips fsync: neither changes what clients see.
+# forceSync=no skips fsync: neither changes what clients see. Each
+# server's client address is on its server line (ZooKeeper 3.5's form),
+# so that /zookeeper/config lists it, as bellwether's does.
 for i in $(seq 1 $servers); do
   mkdir -p "$dir/s$i"
   echo "$i" >"$dir/s$i/myid"
@@ -59,15 +61,13 @@ for i in $(seq 1 $servers); do
     echo "initLimit=10"
     echo "syncLimit=5"
     echo "dataDir=$dir/s$i"
-    echo "clientPort=2181"
-    echo "clientPortAddress=$(ip "$i")"
     echo "maxClientCnxns=100"
     echo "admin.enableServer=false"
     echo "4lw.commands.whitelist=srvr"
     echo "preAllocSize=1024"
     echo "forceSync=no"
     for j in $(seq 1 $servers); do
-      echo "server.$j=$(ip "$j"):2888:3888"
+      echo "server.$j=$(ip "$j"):2888:3888;$(ip "$j"):2181"
     done
   } >"$dir/s$i.cfg"
 done

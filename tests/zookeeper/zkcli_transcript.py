@@ -32,6 +32,10 @@ printed, with what differs between two correct servers normalized:
     in the order they first appear;
   * getEphemerals' list is sorted: ZooKeeper keeps a session's ephemeral
     paths in a hash set and promises no order;
+  * in `/zookeeper/config`'s lines (zkCli's `config`), a server's peer
+    and client addresses print as <address>, its ports as <port>, and the
+    config's version as <version>: the servers listen where they were
+    told to, and the version is a zxid;
   * getAcl's entries are sorted: the ACL an `auth` entry expands to lists
     the session's identities, which ZooKeeper keeps in a hash set;
   * dropped: everything before the first marker (the JVM's and slf4j's
@@ -67,6 +71,10 @@ STATE_EVENT = re.compile(r"\nWATCHER::\n|\nWatchedEvent state:\w+ type:None path
 ZXID = re.compile(r"^(cZxid|mZxid|pZxid) = 0x([0-9a-f]+)$")
 TIME = re.compile(r"^(ctime|mtime) = (.*)$")
 OWNER = re.compile(r"^ephemeralOwner = 0x([0-9a-f]+)$")
+CONFIG_SERVER = re.compile(
+    r"^(server\.\d+)=[^:;]+:\d+:\d+:(participant|observer);[^:;]+:\d+$"
+)
+CONFIG_VERSION = re.compile(r"^version=[0-9a-f]+$")
 RECENT_MS = 600_000
 
 
@@ -128,7 +136,12 @@ def canonical(commands, blocks):
             zxid = ZXID.match(line)
             stamp = TIME.match(line)
             owner = OWNER.match(line)
-            if zxid:
+            server = CONFIG_SERVER.match(line)
+            if server:
+                line = "%s=<address>:<port>:<port>:%s;<address>:<port>" % server.groups()
+            elif CONFIG_VERSION.match(line):
+                line = "version=<version>"
+            elif zxid:
                 line = "%s = z%d" % (zxid.group(1), rank[int(zxid.group(2), 16)])
             elif stamp:
                 line = "%s = %s" % (stamp.group(1), canonical_time(stamp.group(2), now_ms))

@@ -156,12 +156,21 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
         );
         if let Some(listener) = zookeeper_listener {
             let lease = bellwether_server::etcd::LeaseService::new(backend.clone(), lessor.clone());
+            let mut known: bellwether_server::zookeeper::KnownAddresses = config
+                .peer_zookeeper
+                .iter()
+                .map(|(id, address)| (*id, address.to_string()))
+                .collect();
+            if let Ok(own) = listener.local_addr() {
+                known.insert(config.id, own.to_string());
+            }
             zookeeper = Some(tokio::spawn(bellwether_server::zookeeper::serve(
                 listener,
                 backend.clone(),
                 lease,
                 config.client_connections_max,
                 handles.metrics.zookeeper.clone(),
+                known,
                 std::future::pending(),
             )));
         }
@@ -313,6 +322,7 @@ fn spawn_grpc(
                 backend.clone(),
                 format!("{}://{address}", backend.client_scheme()),
                 config.name.clone(),
+                config.zookeeper_listen.map(|a| a.to_string()),
             ));
         }
     }

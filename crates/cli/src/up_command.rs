@@ -217,6 +217,7 @@ fn member_config(args: &UpArgs, nodes: usize, i: usize, tls_dir: &Path) -> Resul
         peers: list(peer_address),
         peer_http: list(http_address),
         peer_client: list(client_address),
+        peer_zookeeper: list(zookeeper_address),
         peer_priority: Some(args.priority.iter().map(|p| p.trim().to_string()).collect()),
         ..ConfigLayer::default()
     };

@@ -75,18 +75,18 @@ impl EnsembleLayout {
         self.dir.join(format!("s{i}.cfg"))
     }
 
-    /// Server i's `zoo.cfg`.
+    /// Server i's `zoo.cfg`. Each server's client address is on its
+    /// `server.` line (ZooKeeper 3.5's form), so that `/zookeeper/config`
+    /// lists it, as bellwether's does.
     fn config(&self, i: usize) -> String {
         let mut config = format!(
-            "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={CLIENT_PORT}\n\
-             clientPortAddress={}\nadmin.enableServer=false\n",
+            "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir={}\nadmin.enableServer=false\n",
             self.data_dir(i).display(),
-            self.ip(i)
         );
         for j in 1..=self.servers {
+            let ip = self.ip(j);
             config.push_str(&format!(
-                "server.{j}={}:{QUORUM_PORT}:{ELECTION_PORT}\n",
-                self.ip(j)
+                "server.{j}={ip}:{QUORUM_PORT}:{ELECTION_PORT};{ip}:{CLIENT_PORT}\n"
             ));
         }
         config
@@ -299,10 +299,10 @@ mod tests {
         };
         let config = layout.config(2);
         assert!(config.contains("dataDir=/tmp/zk/s2\n"), "{config}");
-        assert!(config.contains("clientPortAddress=127.0.209.2\n"));
         assert!(config.contains("tickTime=2000\n"));
         assert!(config.contains("admin.enableServer=false\n"));
-        assert!(config.contains("server.3=127.0.209.3:2888:3888\n"));
+        assert!(config.contains("server.2=127.0.209.2:2888:3888;127.0.209.2:2181\n"));
+        assert!(config.contains("server.3=127.0.209.3:2888:3888;127.0.209.3:2181\n"));
         assert!(!config.contains("forceSync"), "fsync stays on");
     }
 

@@ -75,6 +75,10 @@ const ZOOKEEPER_ANSWERS: &[(&str, &str)] = &[
         "'digest,'bob:fyVmFCwVbTJYrznoSu1koqYEYF0=",
     ),
     ("ls /zookeeper", "[config, quota]"),
+    (
+        "config",
+        "server.3=<address>:<port>:<port>:participant;<address>:<port>",
+    ),
     ("delete /zookeeper", "Arguments are not valid : /zookeeper"),
     (
         "set /zookeeper/config changed",

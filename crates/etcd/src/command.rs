@@ -146,6 +146,10 @@ pub struct MemberChange {
     /// Update: the name the member publishes (empty: keep).
     #[prost(string, tag = "7")]
     pub name: String,
+    /// Update: where the member serves ZooKeeper's protocol, `host:port`
+    /// (none: keep).
+    #[prost(string, repeated, tag = "8")]
+    pub zookeeper_urls: Vec<String>,
 }
 
 /// What a lease grant counts for against the storage quota (etcd counts

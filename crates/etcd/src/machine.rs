@@ -184,7 +184,14 @@ fn apply_member(store: &mut KvStore, command: Command) -> Result<Vec<u8>, Member
         }
         Command::MemberUpdate(c) => {
             let intent = intent(&c);
-            store.member_update(c.id, c.peer_urls, c.client_urls, c.name, intent)?
+            store.member_update(
+                c.id,
+                c.peer_urls,
+                c.client_urls,
+                c.name,
+                c.zookeeper_urls,
+                intent,
+            )?
         }
         Command::MemberPromote(c) => store.member_promote(c.id)?,
         Command::MemberRemove(c) => store.member_remove(c.id, c.known)?,

@@ -56,6 +56,10 @@ pub struct MemberRecord {
     /// The name it published (`bellwether node --name`); empty until it
     /// does, and for members of snapshots written before names were kept.
     pub name: String,
+    /// Where it serves ZooKeeper's protocol (`host:port`); empty until it
+    /// publishes it, and for members of snapshots written before these
+    /// were kept.
+    pub zookeeper_urls: Vec<String>,
     /// What it should be.
     pub intent: MemberIntent,
 }

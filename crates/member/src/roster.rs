@@ -173,6 +173,7 @@ mod tests {
             id,
             peer_urls: vec![url.into()],
             client_urls: vec![],
+            zookeeper_urls: vec![],
             intent,
         }
     }

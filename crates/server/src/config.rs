@@ -38,6 +38,7 @@
 //! peers = ["1=127.0.0.1:7001", "2=127.0.0.1:7002", "3=127.0.0.1:7003"]
 //! peer_http = ["1=127.0.0.1:7101", "2=127.0.0.1:7102", "3=127.0.0.1:7103"]
 //! peer_client = ["1=127.0.0.1:7201", "2=127.0.0.1:7202", "3=127.0.0.1:7203"]
+//! peer_zookeeper = ["1=127.0.0.1:7301", "2=127.0.0.1:7302", "3=127.0.0.1:7303"]
 //! peer_priority = ["3=5"]            # every member's priority; unlisted: 0
 //! # TLS (etcd's flags): the client and HTTP ports, then the peer port
 //! cert_file = "tls/n1.pem"
@@ -156,6 +157,11 @@ pub struct ConfigLayer {
     /// forward writes to the leader.
     #[arg(long, value_delimiter = ',')]
     pub peer_client: Option<Vec<String>>,
+    /// Members' ZooKeeper addresses as id=host:port, which
+    /// `/zookeeper/config` lists (a member that joins later publishes its
+    /// own).
+    #[arg(long, value_delimiter = ',')]
+    pub peer_zookeeper: Option<Vec<String>>,
     /// Every member's priority as id=priority (unlisted: 0); the same list
     /// on every member, so that the leader's hand-off rule works.
     #[arg(long, value_delimiter = ',')]
@@ -382,6 +388,8 @@ pub struct NodeConfig {
     pub peer_http: BTreeMap<NodeId, SocketAddr>,
     /// Member id → etcd API address, where known.
     pub peer_client: BTreeMap<NodeId, SocketAddr>,
+    /// Member id → ZooKeeper address, where known.
+    pub peer_zookeeper: BTreeMap<NodeId, SocketAddr>,
     /// Set when this member joined a running cluster (`node --join`): the
     /// voters it was told of. It then starts as a learner of theirs, not
     /// as a voter of `peers`.
@@ -789,6 +797,10 @@ impl NodeConfig {
                 "peer_client",
                 layer.peer_client.as_deref().unwrap_or_default(),
             )?,
+            peer_zookeeper: members(
+                "peer_zookeeper",
+                layer.peer_zookeeper.as_deref().unwrap_or_default(),
+            )?,
             join_voters: Vec::new(),
             client_tls,
             peer_tls,
@@ -1152,6 +1164,7 @@ mod tests {
             peers: Some(vec!["1=127.0.0.1:1".into(), "2=127.0.0.1:4".into()]),
             peer_http: Some(vec!["1=127.0.0.1:2".into()]),
             peer_client: Some(vec!["1=127.0.0.1:3".into()]),
+            peer_zookeeper: Some(vec!["1=127.0.0.1:14".into()]),
             peer_priority: Some(vec!["1=3".into(), "2=6".into()]),
             cert_file: Some("c.pem".into()),
             key_file: Some("k.pem".into()),

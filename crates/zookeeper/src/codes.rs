@@ -39,6 +39,10 @@ pub mod op {
     /// `deleteContainer`: the leader's deletion of a due container or TTL
     /// node (logged; never taken from a client).
     pub const DELETE_CONTAINER: i32 = 20;
+    /// `reconfig`: the leader's record of the cluster's members in
+    /// `/zookeeper/config` (logged; never taken from a client, which
+    /// cannot reconfigure a bellwether cluster through ZooKeeper).
+    pub const RECONFIG: i32 = 16;
     /// `checkWatches`.
     pub const CHECK_WATCHES: i32 = 17;
     /// `removeWatches`.

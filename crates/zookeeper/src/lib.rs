@@ -14,6 +14,7 @@
 pub mod acl;
 pub mod batch;
 pub mod codes;
+pub mod config;
 pub mod connect;
 pub mod entry;
 pub mod jute;

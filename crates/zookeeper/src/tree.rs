@@ -87,6 +87,7 @@ pub fn apply_mutated(
         op::CREATE_SESSION => create_session(store, entry),
         op::CLOSE_SESSION => close_session(store, entry.session),
         op::DELETE_CONTAINER => reap(store, entry),
+        op::RECONFIG => reconfigure(store, entry),
         code => {
             if !session_alive(store, entry.session) {
                 return refused(store, ErrorCode::SessionExpired);
@@ -227,6 +228,37 @@ fn reap(store: &mut KvStore, entry: &ZkEntry) -> Applied {
     let zxid = store.revision() + 1;
     let mut overlay = Overlay::new(store, zxid, entry.time_ms, 0, &[]);
     overlay.remove(&path).expect("a due node has no children");
+    let writes = overlay.into_writes();
+    let zxid = commit(store, writes, zxid);
+    Applied {
+        answer: answer(zxid, ErrorCode::Ok.code(), &[]),
+        lease: None,
+    }
+}
+
+/// Sets `/zookeeper/config` to the members the entry lists (one
+/// `server.N=...` line each, as [`crate::config::ensemble_lines`] writes
+/// them), followed by `version=` and this write's zxid in hex, as
+/// ZooKeeper's reconfig stamps it. Like ZooKeeper's, the node keeps
+/// version -1; its mzxid and mtime move, so its watches fire. An entry
+/// that would change nothing is answered, and changes nothing.
+fn reconfigure(store: &mut KvStore, entry: &ZkEntry) -> Applied {
+    let lines = match crate::jute::JuteReader::new(&entry.body).text() {
+        Ok(lines) if crate::config::valid_lines(&lines) => lines,
+        _ => return refused(store, ErrorCode::BadArguments),
+    };
+    let path = crate::config::CONFIG_PATH;
+    let mut node = read_node(store, path).expect("the config node always exists");
+    if crate::config::lines_of(&node.data) == lines {
+        return refused(store, ErrorCode::Ok);
+    }
+    let zxid = store.revision() + 1;
+    node.data = crate::config::data(&lines, zxid);
+    node.data_null = false;
+    node.mzxid = zxid;
+    node.mtime = entry.time_ms;
+    let mut overlay = Overlay::new(store, zxid, entry.time_ms, 0, &[]);
+    overlay.set(path, Some(node));
     let writes = overlay.into_writes();
     let zxid = commit(store, writes, zxid);
     Applied {

@@ -441,3 +441,74 @@ fn the_system_nodes_exist_from_the_start_and_cannot_be_deleted() {
     assert_eq!((zookeeper.cversion, zookeeper.num_children), (-1, 3));
     assert_eq!(children(&store, "/"), vec!["zookeeper".to_string()]);
 }
+
+fn reconfig_entry(lines: &str, time_ms: i64) -> ZkEntry {
+    let mut w = JuteWriter::new();
+    w.string(lines);
+    ZkEntry {
+        session: 0,
+        time_ms,
+        op: op::RECONFIG,
+        body: w.into_bytes(),
+        auth: Vec::new(),
+    }
+}
+
+#[test]
+fn the_leaders_member_list_lands_in_the_config_node_with_its_zxid_and_fires_its_watch() {
+    let mut store = store_with_session();
+    let lines = "server.1=127.0.0.1:7001:7001:participant;127.0.0.1:7301\n";
+    let applied = apply(&mut store, &reconfig_entry(lines, 5_000));
+    let (zxid, err, _) = read_answer(&applied.answer).unwrap();
+    assert_eq!(err, 0);
+    assert_eq!(zxid, store.revision());
+    let node = read_node(&store, "/zookeeper/config").unwrap();
+    let expected = format!("{lines}version={zxid:x}");
+    assert_eq!(node.data, expected.as_bytes());
+    let stat = node.stat();
+    assert_eq!((stat.mzxid, stat.mtime, stat.czxid), (zxid, 5_000, 0));
+    assert_eq!(
+        (stat.version, stat.aversion),
+        (-1, -1),
+        "as ZooKeeper's reconfig"
+    );
+    assert_eq!(stat.data_length as usize, expected.len());
+    let range = bellwether_kv::KeyRange::prefix(crate::znode::NODE_PREFIX.to_vec());
+    let events = store.events_since(zxid, &range).unwrap();
+    assert_eq!(
+        changes(&events),
+        vec![Change::DataChanged("/zookeeper/config".into())]
+    );
+    // Still read-only to clients.
+    let set = Request::SetData {
+        path: "/zookeeper/config".into(),
+        data: Some(b"x".to_vec()),
+        version: -1,
+    };
+    assert_eq!(run(&mut store, set).1, ErrorCode::NoAuth.code());
+
+    // The same members again change nothing; others move the version.
+    let revision = store.revision();
+    apply(&mut store, &reconfig_entry(lines, 6_000));
+    assert_eq!(
+        store.revision(),
+        revision,
+        "nothing changed, nothing written"
+    );
+    let more = format!("{lines}server.2=127.0.0.1:7002:7002:observer\n");
+    apply(&mut store, &reconfig_entry(&more, 7_000));
+    let node = read_node(&store, "/zookeeper/config").unwrap();
+    assert_eq!(
+        node.data,
+        format!("{more}version={:x}", store.revision()).as_bytes()
+    );
+
+    // Anything but server lines is refused and changes nothing.
+    let revision = store.revision();
+    let applied = apply(&mut store, &reconfig_entry("version=5\n", 8_000));
+    assert_eq!(
+        read_answer(&applied.answer).unwrap().1,
+        ErrorCode::BadArguments.code()
+    );
+    assert_eq!(store.revision(), revision);
+}

@@ -92,8 +92,8 @@ impl Znode {
     /// A system node (see [`SYSTEM_PATHS`]) as a new tree has it: zxids and
     /// times 0, ZooKeeper's open ACL but for `/zookeeper/config`, which
     /// anyone may read and nobody change (its version and ACL version are
-    /// -1, as ZooKeeper's). Its data is empty: bellwether has no quorum
-    /// configuration in ZooKeeper's form to show there.
+    /// -1, as ZooKeeper's). Its data is empty until the leader first
+    /// writes the cluster's members there ([`crate::config`]).
     pub fn system(path: &str) -> Option<Znode> {
         let open = Znode {
             acl: vec![Acl::open()],

@@ -45,12 +45,23 @@ pub fn spawn_with_zookeeper(cluster: &mut Cluster, i: usize) {
     let child = cluster
         .command(i, &cluster.cluster_name.clone())
         .args(["--zookeeper-listen", &zookeeper_address(cluster, i)])
+        .args(["--peer-zookeeper", &peer_zookeeper(cluster)])
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
         .expect("the bellwether binary runs");
     cluster.children[i - 1] = Some(child);
+}
+
+/// Every member's ZooKeeper address, as `--peer-zookeeper` takes them.
+fn peer_zookeeper(cluster: &Cluster) -> String {
+    cluster
+        .all()
+        .into_iter()
+        .map(|i| format!("{i}={}", zookeeper_address(cluster, i)))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Waits until `address` accepts TCP connections.

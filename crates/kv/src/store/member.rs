@@ -40,6 +40,7 @@ impl KvStore {
             peer_urls,
             client_urls: Vec::new(),
             name: String::new(),
+            zookeeper_urls: Vec::new(),
             intent: if learner {
                 MemberIntent::Learner
             } else {
@@ -52,15 +53,17 @@ impl KvStore {
     }
 
     /// Changes a member's peer URLs (when `peer_urls` is not empty), client
-    /// URLs (when `client_urls` is not empty) and name (when `name` is not
-    /// empty). A member without a record (one the cluster started with)
-    /// gets one, with `intent`.
+    /// URLs (when `client_urls` is not empty), name (when `name` is not
+    /// empty) and ZooKeeper address (when `zookeeper_urls` is not empty).
+    /// A member without a record (one the cluster started with) gets one,
+    /// with `intent`.
     pub fn member_update(
         &mut self,
         id: u64,
         peer_urls: Vec<String>,
         client_urls: Vec<String>,
         name: String,
+        zookeeper_urls: Vec<String>,
         intent: MemberIntent,
     ) -> Result<MemberRecord, MemberError> {
         let next = id.checked_add(1).ok_or(MemberError::NotFound)?;
@@ -84,6 +87,7 @@ impl KvStore {
             peer_urls: Vec::new(),
             client_urls: Vec::new(),
             name: String::new(),
+            zookeeper_urls: Vec::new(),
             intent,
         });
         if !peer_urls.is_empty() {
@@ -94,6 +98,9 @@ impl KvStore {
         }
         if !name.is_empty() {
             record.name = name;
+        }
+        if !zookeeper_urls.is_empty() {
+            record.zookeeper_urls = zookeeper_urls;
         }
         self.next_member_id = self.next_member_id.max(next);
         Ok(record.clone())
@@ -131,6 +138,7 @@ impl KvStore {
             peer_urls: Vec::new(),
             client_urls: Vec::new(),
             name: String::new(),
+            zookeeper_urls: Vec::new(),
             intent: MemberIntent::Removed,
         });
         record.intent = MemberIntent::Removed;
@@ -172,6 +180,7 @@ mod tests {
                 urls("http://z"),
                 vec![],
                 String::new(),
+                vec![],
                 MemberIntent::Voter
             ),
             Err(MemberError::Removed)
@@ -212,6 +221,7 @@ mod tests {
                 vec![],
                 urls("http://c"),
                 String::new(),
+                urls("127.0.0.1:7304"),
                 MemberIntent::Voter,
             )
             .unwrap();
@@ -221,6 +231,7 @@ mod tests {
                 urls("http://one"),
                 vec![],
                 String::new(),
+                vec![],
                 MemberIntent::Voter,
             )
             .unwrap();
@@ -228,6 +239,10 @@ mod tests {
         let restored = KvStore::restore(&store.snapshot()).unwrap();
         assert_eq!(restored, store);
         assert_eq!(restored.member(4).unwrap().client_urls, urls("http://c"));
+        assert_eq!(
+            restored.member(4).unwrap().zookeeper_urls,
+            urls("127.0.0.1:7304")
+        );
         assert_eq!(restored.member(4).unwrap().intent, MemberIntent::Learner);
     }
 }

@@ -23,7 +23,8 @@
 //! Version 4 adds the raised alarms at the end (see [`crate::alarm`]);
 //! version 5 adds the member directory after them (see [`crate::member`]);
 //! version 6 adds users, roles and permissions last (see [`crate::auth`]);
-//! version 7 adds the name each member published after its URLs.
+//! version 7 adds the name each member published after its URLs;
+//! version 8 adds each member's ZooKeeper addresses after its name.
 
 use super::compaction_queue::CompactionQueue;
 use super::snapshot_events;
@@ -44,7 +45,7 @@ const SNAPSHOT_MAGIC: &[u8; 4] = b"BWKV";
 /// The encoding version this build writes: version 2 stores the event log
 /// by reference to the key histories (see `snapshot_events.rs`), version 3
 /// also stores the leases as varints (see the module docs).
-pub const SNAPSHOT_VERSION: u32 = 7;
+pub const SNAPSHOT_VERSION: u32 = 8;
 
 /// The first version that stores leases as varints (see the module docs).
 pub(super) const SNAPSHOT_VERSION_VARINT_LEASES: u32 = 3;
@@ -60,6 +61,9 @@ const SNAPSHOT_VERSION_AUTH: u32 = 6;
 
 /// The first version that stores the names members published.
 const SNAPSHOT_VERSION_MEMBER_NAMES: u32 = 7;
+
+/// The first version that stores the members' ZooKeeper addresses.
+const SNAPSHOT_VERSION_MEMBER_ZOOKEEPER: u32 = 8;
 
 /// Most alarms a snapshot may hold: one per kind per member, and members
 /// are far fewer than this.
@@ -157,6 +161,10 @@ impl KvStore {
                 }
             }
             out.bytes(member.name.as_bytes());
+            out.count(member.zookeeper_urls.len());
+            for url in &member.zookeeper_urls {
+                out.bytes(url.as_bytes());
+            }
         }
         self.auth.encode(&mut out);
         PendingSnapshot {
@@ -297,6 +305,17 @@ fn decode_alarms(input: &mut Decoder) -> Result<BTreeSet<Alarm>, KvError> {
     Ok(alarms)
 }
 
+/// Decodes one of a member's lists of URLs.
+fn decode_urls(input: &mut Decoder) -> Result<Vec<String>, KvError> {
+    let mut urls = Vec::new();
+    for _ in 0..input.count(1)? {
+        let url = String::from_utf8(input.bytes()?)
+            .map_err(|_| input.corrupt("a member URL that is not UTF-8"))?;
+        urls.push(url);
+    }
+    Ok(urls)
+}
+
 /// Decodes the member directory (version 5 on).
 fn decode_members(
     input: &mut Decoder,
@@ -312,20 +331,18 @@ fn decode_members(
         let id = input.varint()?;
         let intent = MemberIntent::from_number(input.u8()?)
             .ok_or_else(|| input.corrupt("unknown member intent"))?;
-        let mut lists = [Vec::new(), Vec::new()];
-        for list in &mut lists {
-            for _ in 0..input.count(1)? {
-                let url = String::from_utf8(input.bytes()?)
-                    .map_err(|_| input.corrupt("a member URL that is not UTF-8"))?;
-                list.push(url);
-            }
-        }
-        let [peer_urls, client_urls] = lists;
+        let peer_urls = decode_urls(input)?;
+        let client_urls = decode_urls(input)?;
         let name = if version >= SNAPSHOT_VERSION_MEMBER_NAMES {
             String::from_utf8(input.bytes()?)
                 .map_err(|_| input.corrupt("a member name that is not UTF-8"))?
         } else {
             String::new()
+        };
+        let zookeeper_urls = if version >= SNAPSHOT_VERSION_MEMBER_ZOOKEEPER {
+            decode_urls(input)?
+        } else {
+            Vec::new()
         };
         if id == 0 || id >= next_member_id {
             return Err(input.corrupt("a member id at or above the next one"));
@@ -335,6 +352,7 @@ fn decode_members(
             peer_urls,
             client_urls,
             name,
+            zookeeper_urls,
             intent,
         };
         if members.insert(id, record).is_some() {

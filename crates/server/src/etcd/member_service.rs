@@ -463,10 +463,18 @@ fn caught_up(backend: &EtcdBackend, id: u64) -> bool {
 }
 
 /// Run by a member that joined a running cluster (or that has a name of
-/// its own): records its client address and name in the directory (as
-/// etcd members publish theirs when they start), so that others can
-/// forward calls to it and list it by that name. Retries until it lands.
-pub async fn publish_client_url(backend: EtcdBackend, client_url: String, name: String) {
+/// its own): records its client address, name and ZooKeeper address (if
+/// it serves ZooKeeper's protocol) in the directory (as etcd members
+/// publish theirs when they start), so that others can forward calls to
+/// it, list it by that name, and show it in `/zookeeper/config`. Retries
+/// until it lands.
+pub async fn publish_client_url(
+    backend: EtcdBackend,
+    client_url: String,
+    name: String,
+    zookeeper_address: Option<String>,
+) {
+    let zookeeper_urls: Vec<String> = zookeeper_address.into_iter().collect();
     loop {
         let (id, learner, ready) = {
             let status = backend.status.borrow();
@@ -476,10 +484,11 @@ pub async fn publish_client_url(backend: EtcdBackend, client_url: String, name: 
                 status.leader.is_some() && !status.outside,
             )
         };
-        let published = backend
-            .store()
-            .member(id)
-            .is_some_and(|m| m.client_urls.contains(&client_url) && m.name == name);
+        let published = backend.store().member(id).is_some_and(|m| {
+            m.client_urls.contains(&client_url)
+                && m.name == name
+                && zookeeper_urls.iter().all(|u| m.zookeeper_urls.contains(u))
+        });
         if published {
             return;
         }
@@ -488,6 +497,7 @@ pub async fn publish_client_url(backend: EtcdBackend, client_url: String, name: 
                 id,
                 client_urls: vec![client_url.clone()],
                 name: name.clone(),
+                zookeeper_urls: zookeeper_urls.clone(),
                 learner,
                 ..Default::default()
             });

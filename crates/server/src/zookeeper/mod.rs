@@ -8,6 +8,7 @@
 //! session's lease at the leader's lease clock as its client pings.
 
 mod connection;
+mod ensemble;
 mod four_letter;
 mod packets;
 mod pipeline;
@@ -15,25 +16,30 @@ mod reaper;
 pub mod stats;
 
 use crate::etcd::{EtcdBackend, LeaseService};
+pub use ensemble::KnownAddresses;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 /// Serves ZooKeeper's protocol on `listener` until `shutdown` completes,
 /// with at most `connections_max` connections at once (more are closed
-/// as they arrive, and the client tries another member).
+/// as they arrive, and the client tries another member). `known` is the
+/// members' ZooKeeper addresses this member was configured with, for
+/// `/zookeeper/config`.
 pub async fn serve(
     listener: TcpListener,
     backend: EtcdBackend,
     lease: LeaseService,
     connections_max: usize,
     stats: Arc<stats::ZkStats>,
+    known: KnownAddresses,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     stats.attach_store(backend.store.clone());
     let permits = Arc::new(Semaphore::new(connections_max.max(1)));
     // Stopped when this future ends or is dropped.
     let _reaping = AbortOnDrop(tokio::spawn(reaper::run(backend.clone(), stats.clone())));
+    let _recording = AbortOnDrop(tokio::spawn(ensemble::run(backend.clone(), known)));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
