@@ -3,17 +3,18 @@
 //! cluster and a fresh 3-server ZooKeeper 3.8 ensemble per run, in turn.
 //! A measurement, never a test. Each run measures two things, in order:
 //!
-//! 1. **Election holder lost.** A holder session (on server 1) holds the
-//!    lowest ephemeral sequential node under a fresh election parent; a
-//!    contender session (on server 2) holds the next one and watches the
-//!    holder's node (`exists` with a watch), as the ZooKeeper election
-//!    recipe and kazoo's `Election` do. The holder's connection is then
-//!    closed without a closeSession: its client's own tokio runtime is
-//!    shut down, which drops the socket as the kernel does for a
-//!    SIGKILLed process. The figure is the time from that close until the
-//!    contender's watch fired and a fresh children list shows it lowest
-//!    (it holds), and that time minus the negotiated session timeout,
-//!    since the server may only end the session after that timeout.
+//! 1. **Election holder lost.** The holder is kazoo's `Election` recipe in
+//!    a Python process of its own ([`super::kazoo_holder`]), its session
+//!    on server 1, leading an election under a fresh parent; a contender
+//!    session (on server 2) adds an ephemeral sequential node after it and
+//!    watches the holder's node (`exists` with a watch), as the ZooKeeper
+//!    election recipe and kazoo's `Election` do. The holder's process then
+//!    gets SIGKILL (the kernel closes its socket; no closeSession). The
+//!    figure is the time from the kill until the contender's watch fired
+//!    and a fresh children list shows it alone (it holds), and that time
+//!    minus the session timeout (4 s, both servers' smallest, granted to
+//!    the holder and the contender alike), since the server may only end
+//!    the session after that timeout.
 //! 2. **Leader SIGKILL.** [`SESSIONS`] sessions, each given every server
 //!    (the client picks one at random and moves on its own), each own an
 //!    ephemeral node and setData it every [`WRITE_INTERVAL`], pipelined
@@ -30,6 +31,7 @@
 //! the kill is acknowledged only once a new leader serves.
 
 use super::compare::{median, Side};
+use super::kazoo_holder::KazooHolder;
 use crate::bench_kv::compare::{ratio, wait_agreement};
 use crate::contender::Contender;
 use crate::process_cluster::ProcessCluster;
@@ -104,11 +106,11 @@ pub struct LeaderKill {
 /// One election holder lost.
 #[derive(Clone, Debug, Serialize)]
 pub struct HolderLoss {
-    /// The holder's negotiated session timeout, ms.
+    /// The holder's session timeout, ms.
     pub session_timeout_ms: f64,
-    /// Close until the contender's watch fired, ms.
+    /// SIGKILL until the contender's watch fired, ms.
     pub watch_fired_ms: f64,
-    /// Close until the contender saw itself lowest (holds), ms.
+    /// SIGKILL until the contender saw itself alone (holds), ms.
     pub next_holds_ms: f64,
     /// `next_holds_ms` minus the session timeout, ms.
     pub over_timeout_ms: f64,
@@ -177,6 +179,7 @@ pub fn run(
     interrupted: &Arc<AtomicBool>,
 ) -> Result<FailoverReport> {
     assert!((1..=RUNS_MAX).contains(&runs));
+    let python = super::kazoo_holder::python()?;
     let mut all = Vec::with_capacity(2 * runs);
     for run in 1..=runs {
         let mut cluster = super::compare::start_bellwether(
@@ -190,8 +193,14 @@ pub fn run(
         let endpoints: Vec<String> = (1..=super::compare::NODES)
             .map(|i| crate::up_layout::zookeeper_address(base_port, i))
             .collect();
-        let holder = holder_loss(&endpoints, runtime, interrupted)
-            .with_context(|| format!("{system}: the election holder measure failed"))?;
+        let holder = holder_loss(
+            &python,
+            &dir.join(format!("failover{run}-bellwether-holder")),
+            &endpoints,
+            runtime,
+            interrupted,
+        )
+        .with_context(|| format!("{system}: the election holder measure failed"))?;
         let leader_kill = runtime
             .block_on(measure_leader_kill(&endpoints, interrupted, || {
                 kill_bellwether(&mut cluster)
@@ -214,8 +223,14 @@ pub fn run(
         let (_, version) = ensemble.wait_ready(interrupted)?;
         let system = format!("zookeeper {version}");
         let endpoints = ensemble.client_endpoints();
-        let holder = holder_loss(&endpoints, runtime, interrupted)
-            .with_context(|| format!("{system}: the election holder measure failed"))?;
+        let holder = holder_loss(
+            &python,
+            &dir.join(format!("failover{run}-zookeeper-holder")),
+            &endpoints,
+            runtime,
+            interrupted,
+        )
+        .with_context(|| format!("{system}: the election holder measure failed"))?;
         let leader_kill = runtime
             .block_on(measure_leader_kill(&endpoints, interrupted, || {
                 kill_zookeeper(&mut ensemble)
@@ -325,56 +340,49 @@ fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
-/// The election holder measure (see the module's docs).
+/// The election holder measure (see the module's docs), its holder's
+/// script and log in `dir`.
 fn holder_loss(
+    python: &Path,
+    dir: &Path,
     endpoints: &[String],
     runtime: &tokio::runtime::Runtime,
     interrupted: &AtomicBool,
 ) -> Result<HolderLoss> {
     assert!(endpoints.len() >= 2);
-    // The holder's client runs on a runtime of its own, so that shutting
-    // it down drops the holder's socket and nothing else.
-    let holder_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    let holder = holder_runtime.block_on(open(&endpoints[0], ELECTION_SESSION_TIMEOUT))?;
-    let contender = runtime.block_on(open(&endpoints[1], ELECTION_SESSION_TIMEOUT))?;
     let parent = unique("bellwether-election");
-    let persistent = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    let mut holder = KazooHolder::start(python, dir, &endpoints[0], &parent)?;
+    let contender = runtime.block_on(open(&endpoints[1], ELECTION_SESSION_TIMEOUT))?;
+    if contender.session_timeout() != holder.session_timeout {
+        bail!(
+            "the contender was granted a session timeout of {:?}, not the {:?} both asked for",
+            contender.session_timeout(),
+            holder.session_timeout
+        );
+    }
     let sequential = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-    let candidate = format!("{parent}/n-");
-    runtime.block_on(request(
-        "create the election parent",
-        contender.create(&parent, &[], &persistent),
-    ))?;
-    holder_runtime.block_on(request(
-        "create the holder's node",
-        holder.create(&candidate, &[], &sequential),
-    ))?;
     let watcher = runtime.block_on(async {
         request(
             "create the contender's node",
-            contender.create(&candidate, &[], &sequential),
+            contender.create(&format!("{parent}/n-"), &[], &sequential),
         )
         .await?;
-        let mut children = request("list the candidates", contender.list_children(&parent)).await?;
-        children.sort();
-        if children.len() != 2 {
-            bail!("expected 2 candidates, found {children:?}");
-        }
+        let children = request("list the candidates", contender.list_children(&parent)).await?;
+        let held: Vec<&String> = children.iter().filter(|c| !c.starts_with("n-")).collect();
+        let [held] = held[..] else {
+            bail!("expected the holder's node and the contender's, found {children:?}");
+        };
         let (stat, watcher) = request(
             "watch the holder's node",
-            contender.check_and_watch_stat(&format!("{parent}/{}", children[0])),
+            contender.check_and_watch_stat(&format!("{parent}/{held}")),
         )
         .await?;
         stat.context("the holder's node vanished before its session ended")?;
         Ok(watcher)
     })?;
-    let session_timeout = holder.session_timeout();
+    let session_timeout = holder.session_timeout;
     let closed = Instant::now();
-    holder_runtime.shutdown_timeout(Duration::from_secs(1));
-    drop(holder);
+    holder.kill()?;
     let (fired, holds) = runtime.block_on(wait_next_holds(
         &contender,
         &parent,
@@ -646,7 +654,7 @@ pub fn print_text(report: &FailoverReport) {
     for run in &report.all {
         let (holder, kill) = (&run.holder, &run.leader_kill);
         println!(
-            "    run {} · {}: holder closed → watch fired {:.1} ms, next holds {:.1} ms (session timeout {:.0} ms, +{:.1} ms); leader #{} SIGKILL → writes again {} ms, all sessions {} ms (per session {}), expired {}, disconnected {}, ephemerals vanished {}, {} writes before",
+            "    run {} · {}: kazoo holder SIGKILL → watch fired {:.1} ms, next holds {:.1} ms (session timeout {:.0} ms, +{:.1} ms); leader #{} SIGKILL → writes again {} ms, all sessions {} ms (per session {}), expired {}, disconnected {}, ephemerals vanished {}, {} writes before",
             run.run,
             run.system,
             holder.watch_fired_ms,

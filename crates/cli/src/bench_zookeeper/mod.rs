@@ -9,11 +9,12 @@
 //! 3-server ZooKeeper 3.8 ensemble itself, in alternating rounds, and
 //! reports medians and ratios (see [`compare`]); then, with
 //! `--failover-runs N` (3 by default), what sessions see when the leader
-//! is SIGKILLed and when an election holder's connection drops (see
+//! is SIGKILLed and when an election holder's process is SIGKILLed (see
 //! [`failover`]).
 
 pub(crate) mod compare;
 pub(crate) mod failover;
+pub(crate) mod kazoo_holder;
 pub(crate) mod load;
 
 use anyhow::{bail, Result};
@@ -60,11 +61,13 @@ pub struct ZookeeperArgs {
     #[arg(long, default_value_t = 3, requires = "compare_zookeeper")]
     rounds: usize,
     /// With --compare-zookeeper: failover runs after the rounds, each on a
-    /// fresh bellwether cluster and then a fresh ZooKeeper ensemble: an
-    /// election holder's connection dropped (time until the next contender
-    /// holds, against the session timeout), then the leader SIGKILLed
-    /// under 8 writing sessions (time until writes are accepted again,
-    /// sessions expired). 0: none.
+    /// fresh bellwether cluster and then a fresh ZooKeeper ensemble: a
+    /// kazoo Election holder's process SIGKILLed (time until the next
+    /// contender holds, against the session timeout; kazoo 2.10.0 from
+    /// BELLWETHER_KAZOO_PYTHON, ./target/zk-venv or a venv made once in
+    /// ~/.cache/bellwether), then the leader SIGKILLed under 8 writing
+    /// sessions (time until writes are accepted again, sessions expired).
+    /// 0: none.
     #[arg(long, default_value_t = 3, requires = "compare_zookeeper")]
     failover_runs: usize,
     /// With --compare-zookeeper: bellwether member i uses ports base+i
