@@ -61,3 +61,14 @@ pub enum Error {
 
 /// The crate's result type.
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<bellwether_task_layout::LayoutError> for Error {
+    fn from(error: bellwether_task_layout::LayoutError) -> Self {
+        match error {
+            bellwether_task_layout::LayoutError::InvalidArgument(why) => {
+                Error::InvalidArgument(why)
+            }
+            bellwether_task_layout::LayoutError::Malformed(what) => Error::Malformed(what),
+        }
+    }
+}

@@ -3,15 +3,16 @@
 //! (`GET /tasks`).
 //!
 //! Queues leave their names under
-//! [`bellwether_client::tasks::QUEUE_REGISTRY_PREFIX`]; each is read from
-//! the store when asked for, through the client crate's own
-//! [`QueueStatus::from_keys`], so the dashboard, `/metrics` and
-//! `bellwether tasks status` count the same way. Reads are bounded: at most
+//! [`bellwether_task_layout::QUEUE_REGISTRY_PREFIX`]; each is read from
+//! the store when asked for, through the layout crate's
+//! [`QueueStatus::from_keys`], which the client's `Queue::status` uses
+//! too, so the dashboard, `/metrics` and `bellwether tasks status` count
+//! the same way. Reads are bounded: at most
 //! [`QUEUES_MAX`] queues and [`KEYS_PER_QUEUE_MAX`] keys each.
 
 use crate::app_elections::escape_label;
-use bellwether_client::tasks::{self, QueueStatus, QUEUE_REGISTRY_PREFIX};
 use bellwether_kv::{KvStore, RangeRequest, SortOrder, SortTarget};
+use bellwether_task_layout::{self as tasks, QueueStatus, QUEUE_REGISTRY_PREFIX};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;

@@ -18,7 +18,7 @@
 use crate::app_elections::AppElections;
 use crate::app_tasks::AppTasks;
 use crate::peer_message::PeerMessage;
-use bellwether_client::LatencyHistogram as Histogram;
+use bellwether_metrics::LatencyHistogram as Histogram;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -285,9 +285,9 @@ impl Metrics {
     }
 
     /// Every metric in the OpenMetrics text format, or why it could not
-    /// be written (see `bellwether_client::openmetrics`).
+    /// be written (see `bellwether_metrics::openmetrics`).
     pub fn render(&self) -> Result<String, std::fmt::Error> {
-        bellwether_client::openmetrics::render(&self.registry)
+        bellwether_metrics::openmetrics::render(&self.registry)
     }
 }
 
@@ -305,7 +305,7 @@ fn child(family: &Family<Label, Counter>, label: (&'static str, &'static str)) -
 pub(crate) fn render_collector(collector: impl prometheus_client::collector::Collector) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(collector));
-    bellwether_client::openmetrics::render(&registry).expect("every value fits the format")
+    bellwether_metrics::openmetrics::render(&registry).expect("every value fits the format")
 }
 
 #[cfg(test)]

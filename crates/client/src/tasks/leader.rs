@@ -1,7 +1,8 @@
 //! The queue's leader: follows `Q/s/` and writes what [`QueueView`]
 //! decides, each batch in one txn guarded by the leader's fencing token.
 
-use super::layout::{modified_at, Layout};
+use super::layout::Layout;
+use super::modified_at;
 use super::view::{Action, Latency, QueueView};
 use super::worker_stats::WorkerStats;
 use crate::client::Client;

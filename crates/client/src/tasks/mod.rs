@@ -40,10 +40,8 @@
 
 mod batcher;
 mod cancellation;
-mod layout;
 mod leader;
 mod queue;
-mod record;
 mod status;
 mod task_io;
 mod view;
@@ -51,26 +49,32 @@ mod worker;
 pub mod worker_metrics;
 mod worker_stats;
 
-pub use crate::latency_histogram::LatencyHistogram;
+// The keys and records are the task-layout crate's, which a member reads
+// too; the modules below use them as `super::layout` and `super::record`.
+use bellwether_task_layout::{layout, record};
+
+pub use bellwether_metrics::LatencyHistogram;
+pub use bellwether_task_layout::{
+    leader_prefix, state_prefix, DATA_BYTES_MAX, ID_BYTES_MAX, QUEUE_REGISTRY_PREFIX,
+};
+pub use bellwether_task_layout::{QueueStatus, WorkerLoad};
 pub use cancellation::Cancellation;
-pub use layout::{DATA_BYTES_MAX, ID_BYTES_MAX, QUEUE_REGISTRY_PREFIX};
 pub use queue::{GroupOptions, Queue, SubmitOptions, Submitted};
 pub use record::{
     Attempt, GroupInput, MemberResult, Retention, TaskMeta, TaskRecord, TaskState,
     MAX_ATTEMPTS_DEFAULT, MAX_ATTEMPTS_LIMIT, RETENTION_KEEP_DEFAULT,
 };
-pub use status::{QueueStatus, WorkerLoad};
 pub use worker::{Task, Worker, WorkerHandle, WorkerOptions, CANCEL_MARGIN_DEFAULT};
 pub use worker_stats::WorkerStats;
 
-/// The start of the range holding queue `queue`'s state (tasks, workers,
-/// groups): what [`QueueStatus::from_keys`] reads.
-pub fn state_prefix(queue: &str) -> Vec<u8> {
-    format!("{queue}/s/").into_bytes()
-}
-
-/// The start of the range of queue `queue`'s election: its oldest key is
-/// the leading worker's.
-pub fn leader_prefix(queue: &str) -> Vec<u8> {
-    format!("{queue}/leader/").into_bytes()
+/// A compare that holds while `key` was last written at `revision`.
+fn modified_at(key: &[u8], revision: i64) -> crate::pb::Compare {
+    use crate::pb::compare::{CompareResult, CompareTarget, TargetUnion};
+    crate::pb::Compare {
+        result: CompareResult::Equal as i32,
+        target: CompareTarget::Mod as i32,
+        key: key.to_vec(),
+        range_end: Vec::new(),
+        target_union: Some(TargetUnion::ModRevision(revision)),
+    }
 }

@@ -372,7 +372,7 @@ impl Queue {
     /// Task `id`'s record now, or `None`.
     pub async fn record(&self, id: &str) -> Result<Option<TaskRecord>> {
         let (kv, _) = self.read(&self.layout.task(id)).await?;
-        kv.map(|kv| TaskRecord::decode(&kv.value)).transpose()
+        Ok(kv.map(|kv| TaskRecord::decode(&kv.value)).transpose()?)
     }
 
     /// Waits until task `id` is done or dead-lettered and returns its

@@ -7,8 +7,8 @@
 //! others.
 
 use super::batcher::Batcher;
-use super::layout::modified_at;
 use super::layout::Layout;
+use super::modified_at;
 use super::queue::Queue;
 use super::record::{TaskRecord, TaskState};
 use crate::client::Client;

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::Json;
-use bellwether_client::openmetrics;
+use bellwether_metrics::openmetrics;
 
 use super::HttpState;
 

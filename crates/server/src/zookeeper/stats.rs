@@ -2,8 +2,8 @@
 //! `/metrics`: prometheus-client's atomics, touched once per packet, and
 //! the tree's sizes, counted by the endpoint's background task.
 
-use bellwether_client::LatencyHistogram;
 use bellwether_kv::KvStore;
+use bellwether_metrics::LatencyHistogram;
 use bellwether_zookeeper::overview::{overview, Overview};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;

@@ -4,7 +4,7 @@
 //! the result's bytes as they are: results need no escaping, and JSON never
 //! holds a raw newline, so the first newline ends the metadata.
 
-use crate::error::{Error, Result};
+use crate::{LayoutError as Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// The attempts a task gets by default, worker deaths included.
@@ -107,7 +107,7 @@ fn is_zero_ms(value: &u64) -> bool {
 }
 
 /// Now, in milliseconds since the Unix epoch (0 for a clock set before it).
-pub(crate) fn unix_ms_now() -> u64 {
+pub fn unix_ms_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -129,7 +129,7 @@ pub struct TaskRecord {
 
 impl TaskRecord {
     /// A new pending task.
-    pub(crate) fn pending(max_attempts: u32, group: Option<String>) -> TaskRecord {
+    pub fn pending(max_attempts: u32, group: Option<String>) -> TaskRecord {
         TaskRecord {
             meta: TaskMeta {
                 state: TaskState::Pending,
@@ -146,7 +146,7 @@ impl TaskRecord {
     }
 
     /// The stored form.
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let mut bytes = serde_json::to_vec(&self.meta).expect("task metadata serialises");
         bytes.push(b'\n');
         bytes.extend_from_slice(&self.result);
@@ -154,7 +154,7 @@ impl TaskRecord {
     }
 
     /// Reads a stored record.
-    pub(crate) fn decode(bytes: &[u8]) -> Result<TaskRecord> {
+    pub fn decode(bytes: &[u8]) -> Result<TaskRecord> {
         let newline = bytes
             .iter()
             .position(|b| *b == b'\n')
@@ -169,7 +169,7 @@ impl TaskRecord {
 
     /// The record after the current assignment ended with `outcome`: the
     /// attempt goes into the history, and the task becomes `state`.
-    pub(crate) fn ended(&self, token: i64, outcome: &str, state: TaskState) -> TaskRecord {
+    pub fn ended(&self, token: i64, outcome: &str, state: TaskState) -> TaskRecord {
         let mut next = self.clone();
         let mut outcome = outcome.to_string();
         if outcome.len() > ERROR_BYTES_MAX {
@@ -193,7 +193,7 @@ impl TaskRecord {
     }
 
     /// Records now as the finish time, if the task is finished.
-    pub(crate) fn stamp_if_finished(&mut self) {
+    pub fn stamp_if_finished(&mut self) {
         self.meta.finished_ms = if self.meta.state.is_final() {
             unix_ms_now()
         } else {
@@ -203,7 +203,7 @@ impl TaskRecord {
 
     /// This ended record with its result dropped and the attempt counted
     /// as failed: for a result the store refused to take.
-    pub(crate) fn without_result(&self, reason: &str) -> TaskRecord {
+    pub fn without_result(&self, reason: &str) -> TaskRecord {
         let mut next = self.clone();
         next.result.clear();
         next.meta.state = if next.meta.attempt >= next.meta.max_attempts {
@@ -225,7 +225,7 @@ impl TaskRecord {
     }
 
     /// The state a failed or abandoned assignment leads to.
-    pub(crate) fn after_failure(&self) -> TaskState {
+    pub fn after_failure(&self) -> TaskState {
         if self.meta.attempt >= self.meta.max_attempts {
             TaskState::Dead
         } else {
@@ -286,7 +286,7 @@ pub struct MemberResult {
 
 impl MemberResult {
     /// The entry for member `id` with `state` and `result`.
-    pub(crate) fn new(id: &str, state: &str, result: &[u8]) -> MemberResult {
+    pub fn new(id: &str, state: &str, result: &[u8]) -> MemberResult {
         let (text, hex) = match std::str::from_utf8(result) {
             Ok(text) => (Some(text.to_string()), None),
             Err(_) => (

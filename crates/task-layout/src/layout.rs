@@ -6,28 +6,28 @@
 //! |---|---|---|
 //! | `Q/s/queue` | a marker: the queue exists | the first submit or worker |
 //! | `__bellwether/queues/Q` | the queue's name, for tools to find it | the same |
-//! | `Q/s/t/ID` | the task's record ([`super::record::TaskRecord`]) | submit, leader, worker |
+//! | `Q/s/t/ID` | the task's record ([`crate::record::TaskRecord`]) | submit, leader, worker |
 //! | `Q/s/w/NAME` | a live worker, on its session's lease | the worker |
 //! | `Q/s/g/GROUP` | a group: its size, aggregator payload, threshold | submit |
-//! | `Q/s/retention` | how many finished tasks are kept, how long ([`super::record::Retention`]) | `tasks retention` |
+//! | `Q/s/retention` | how many finished tasks are kept, how long ([`crate::record::Retention`]) | `tasks retention` |
 //! | `Q/p/ID` | the task's payload, never rewritten | submit |
 //! | `Q/i/NAME/ID` | an assignment in worker NAME's inbox | the leader |
 //! | `Q/d/ID` | a dead letter: the record as it ended | leader or worker |
-//! | `Q/leader/…` | the queue's election ([`crate::Election`]) | every worker |
+//! | `Q/leader/…` | the queue's election (`bellwether_client::Election`) | every worker |
 //!
 //! Everything the leader needs to decide (records, workers, groups) lies
 //! under `Q/s/`, so one read and one watch of that range keep its view
 //! current; payloads, which may be large, stay out of it.
 
-use crate::error::{Error, Result};
-use crate::keys;
-use bellwether_api::etcdserverpb as pb;
+use crate::{LayoutError as Error, Result};
 
 /// The longest task id, group name or queue name, in bytes.
 pub const ID_BYTES_MAX: usize = 256;
 
-/// The largest payload or result, in bytes.
-pub const DATA_BYTES_MAX: usize = keys::VALUE_BYTES_MAX;
+/// The largest payload or result, in bytes: the largest value the client
+/// writes (`bellwether_client::keys::VALUE_BYTES_MAX`, within etcd's
+/// default request limit).
+pub const DATA_BYTES_MAX: usize = 1024 * 1024;
 
 /// Ids starting with this are the queue's own (group aggregators).
 pub const RESERVED_ID_START: char = '~';
@@ -38,7 +38,7 @@ pub const QUEUE_REGISTRY_PREFIX: &str = "__bellwether/queues/";
 
 /// What is stored under `Q/s/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StateKey {
+pub enum StateKey {
     /// `Q/s/queue`.
     Marker,
     /// `Q/s/t/ID`.
@@ -53,7 +53,7 @@ pub(crate) enum StateKey {
 
 /// The keys of one queue.
 #[derive(Debug, Clone)]
-pub(crate) struct Layout {
+pub struct Layout {
     /// The queue's name.
     name: String,
 }
@@ -61,7 +61,7 @@ pub(crate) struct Layout {
 impl Layout {
     /// The layout of queue `name`; refuses an empty, oversized or
     /// slash-holding name.
-    pub(crate) fn new(name: &str) -> Result<Layout> {
+    pub fn new(name: &str) -> Result<Layout> {
         check_id("queue name", name)?;
         if name.contains('/') {
             return Err(Error::InvalidArgument(format!(
@@ -74,7 +74,7 @@ impl Layout {
     }
 
     /// The queue's name.
-    pub(crate) fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         &self.name
     }
 
@@ -84,67 +84,67 @@ impl Layout {
     }
 
     /// The start of the range the leader reads and watches.
-    pub(crate) fn state_prefix(&self) -> Vec<u8> {
-        super::state_prefix(&self.name)
+    pub fn state_prefix(&self) -> Vec<u8> {
+        state_prefix(&self.name)
     }
 
     /// The queue's marker key.
-    pub(crate) fn marker(&self) -> Vec<u8> {
+    pub fn marker(&self) -> Vec<u8> {
         self.key("s/queue")
     }
 
     /// The queue's entry in the registry of queues.
-    pub(crate) fn registry_entry(&self) -> Vec<u8> {
+    pub fn registry_entry(&self) -> Vec<u8> {
         format!("{QUEUE_REGISTRY_PREFIX}{}", self.name).into_bytes()
     }
 
     /// The queue's retention settings.
-    pub(crate) fn retention(&self) -> Vec<u8> {
+    pub fn retention(&self) -> Vec<u8> {
         self.key("s/retention")
     }
 
     /// A task's record.
-    pub(crate) fn task(&self, id: &str) -> Vec<u8> {
+    pub fn task(&self, id: &str) -> Vec<u8> {
         self.key(&format!("s/t/{id}"))
     }
 
     /// A worker's registration.
-    pub(crate) fn worker(&self, name: &str) -> Vec<u8> {
+    pub fn worker(&self, name: &str) -> Vec<u8> {
         self.key(&format!("s/w/{name}"))
     }
 
     /// A group's record.
-    pub(crate) fn group(&self, group: &str) -> Vec<u8> {
+    pub fn group(&self, group: &str) -> Vec<u8> {
         self.key(&format!("s/g/{group}"))
     }
 
     /// A task's payload.
-    pub(crate) fn payload(&self, id: &str) -> Vec<u8> {
+    pub fn payload(&self, id: &str) -> Vec<u8> {
         self.key(&format!("p/{id}"))
     }
 
     /// Worker `name`'s inbox.
-    pub(crate) fn inbox_prefix(&self, worker: &str) -> Vec<u8> {
+    pub fn inbox_prefix(&self, worker: &str) -> Vec<u8> {
         self.key(&format!("i/{worker}/"))
     }
 
     /// One assignment in worker `name`'s inbox.
-    pub(crate) fn inbox(&self, worker: &str, id: &str) -> Vec<u8> {
+    pub fn inbox(&self, worker: &str, id: &str) -> Vec<u8> {
         self.key(&format!("i/{worker}/{id}"))
     }
 
     /// A dead letter.
-    pub(crate) fn dead(&self, id: &str) -> Vec<u8> {
+    pub fn dead(&self, id: &str) -> Vec<u8> {
         self.key(&format!("d/{id}"))
     }
 
     /// The queue's election's name.
-    pub(crate) fn election(&self) -> String {
+    pub fn election(&self) -> String {
         format!("{}/leader", self.name)
     }
 
     /// What a key under `Q/s/` stands for, or `None` for a foreign key.
-    pub(crate) fn parse_state(&self, key: &[u8]) -> Option<StateKey> {
+    pub fn parse_state(&self, key: &[u8]) -> Option<StateKey> {
         let rest = key.strip_prefix(self.state_prefix().as_slice())?;
         let rest = std::str::from_utf8(rest).ok()?;
         if rest == "queue" {
@@ -164,19 +164,19 @@ impl Layout {
     }
 
     /// The task id of an inbox key of `worker`.
-    pub(crate) fn parse_inbox(&self, worker: &str, key: &[u8]) -> Option<String> {
+    pub fn parse_inbox(&self, worker: &str, key: &[u8]) -> Option<String> {
         let rest = key.strip_prefix(self.inbox_prefix(worker).as_slice())?;
         String::from_utf8(rest.to_vec()).ok()
     }
 
     /// The id of group `group`'s aggregator task.
-    pub(crate) fn aggregator_id(group: &str) -> String {
+    pub fn aggregator_id(group: &str) -> String {
         format!("{RESERVED_ID_START}group/{group}")
     }
 }
 
 /// Refuses an empty, oversized or control-character-holding id or name.
-pub(crate) fn check_id(what: &str, id: &str) -> Result<()> {
+pub fn check_id(what: &str, id: &str) -> Result<()> {
     if id.is_empty() {
         return Err(Error::InvalidArgument(format!(
             "the {what} must not be empty"
@@ -197,7 +197,7 @@ pub(crate) fn check_id(what: &str, id: &str) -> Result<()> {
 }
 
 /// Refuses a task id the caller may not choose.
-pub(crate) fn check_task_id(id: &str) -> Result<()> {
+pub fn check_task_id(id: &str) -> Result<()> {
     check_id("task id", id)?;
     if id.starts_with(RESERVED_ID_START) {
         return Err(Error::InvalidArgument(format!(
@@ -208,7 +208,7 @@ pub(crate) fn check_task_id(id: &str) -> Result<()> {
 }
 
 /// Refuses an oversized payload or result.
-pub(crate) fn check_data(what: &str, data: &[u8]) -> Result<()> {
+pub fn check_data(what: &str, data: &[u8]) -> Result<()> {
     if data.len() > DATA_BYTES_MAX {
         return Err(Error::InvalidArgument(format!(
             "the {what} is {} bytes; at most {DATA_BYTES_MAX} are allowed",
@@ -218,15 +218,16 @@ pub(crate) fn check_data(what: &str, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// A compare that holds while `key` was last written at `revision`.
-pub(crate) fn modified_at(key: &[u8], revision: i64) -> pb::Compare {
-    pb::Compare {
-        result: pb::compare::CompareResult::Equal as i32,
-        target: pb::compare::CompareTarget::Mod as i32,
-        key: key.to_vec(),
-        range_end: Vec::new(),
-        target_union: Some(pb::compare::TargetUnion::ModRevision(revision)),
-    }
+/// The start of the range holding queue `queue`'s state (tasks, workers,
+/// groups): what [`crate::QueueStatus::from_keys`] reads.
+pub fn state_prefix(queue: &str) -> Vec<u8> {
+    format!("{queue}/s/").into_bytes()
+}
+
+/// The start of the range of queue `queue`'s election: its oldest key is
+/// the leading worker's.
+pub fn leader_prefix(queue: &str) -> Vec<u8> {
+    format!("{queue}/leader/").into_bytes()
 }
 
 #[cfg(test)]
