@@ -24,12 +24,13 @@
 //! A benchmark, not a test: it prints what it measured.
 
 use crate::bench_election::{wait_ready, Percentiles};
+use crate::bench_tasks_load::{in_process, submit_empty};
 use crate::contender::Contender;
 use crate::etcd_cluster::{self, EtcdCluster, EtcdLayout};
 use crate::process_cluster::{ClusterLayout, ProcessCluster};
 use anyhow::{bail, Context, Result};
-use bellwether_client::tasks::{GroupOptions, Queue, Task, Worker, WorkerHandle, WorkerOptions};
-use bellwether_client::{Client, SessionOptions};
+use bellwether_client::tasks::{GroupOptions, Queue, Task, Worker, WorkerHandle};
+use bellwether_client::Client;
 use serde::Serialize;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -138,7 +139,14 @@ pub fn execute(args: TasksArgs) -> Result<std::process::ExitCode> {
         return kill_running(&args, rounds);
     }
     if let Some(total) = args.retention_check {
-        return crate::bench_tasks_retention::retention_check(&args, total);
+        let settings = crate::bench_tasks_retention::RetentionSettings {
+            base_port: args.base_port,
+            keep: args.keep,
+            workers: args.workers,
+            concurrency: args.concurrency,
+            submitters: args.submitters,
+        };
+        return crate::bench_tasks_retention::retention_check(&settings, total);
     }
     if args.tasks == 0 || args.submitters == 0 || args.workers == 0 || args.crashes == 0 {
         bail!("--tasks, --submitters, --workers and --crashes must be above 0");
@@ -377,16 +385,6 @@ fn measure(
     })
 }
 
-/// Worker options for the in-process workers.
-pub(crate) fn in_process(concurrency: u32, label: &str) -> WorkerOptions {
-    WorkerOptions {
-        concurrency,
-        session: SessionOptions::with_ttl(Duration::from_secs(5)),
-        label: Some(label.to_string()),
-        ..WorkerOptions::default()
-    }
-}
-
 /// Waits until `condition` holds, polling every millisecond.
 async fn until(
     what: &str,
@@ -446,29 +444,6 @@ async fn throughput(client: &Client, args: &TasksArgs) -> Result<f64> {
         worker.stop().await?;
     }
     Ok(rate)
-}
-
-/// Submits `per_submitter` empty tasks from each of `submitters`
-/// concurrent submitters, and returns once all are in.
-pub(crate) async fn submit_empty(
-    queue: &Queue,
-    submitters: usize,
-    per_submitter: usize,
-) -> Result<()> {
-    let mut tasks = Vec::new();
-    for _ in 0..submitters {
-        let queue = queue.clone();
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..per_submitter {
-                queue.submit(Vec::new()).await?;
-            }
-            Ok::<_, bellwether_client::Error>(())
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    Ok(())
 }
 
 /// Submit → handler start, one task at a time.

@@ -9,8 +9,8 @@
 //!
 //! A benchmark, not a test: it prints what it measured.
 
-use super::bench_tasks::{in_process, submit_empty, TasksArgs};
 use crate::bench_election::wait_ready;
+use crate::bench_tasks_load::{in_process, submit_empty};
 use crate::process_cluster::{ClusterLayout, ProcessCluster};
 use anyhow::{bail, Result};
 use bellwether_api::etcdserverpb as pb;
@@ -31,8 +31,22 @@ struct Round {
     done_kept: u64,
 }
 
+/// What the check takes from `bench tasks`' flags.
+pub(crate) struct RetentionSettings {
+    /// Ports of the cluster it starts (`--base-port`).
+    pub base_port: u16,
+    /// Finished tasks the queue keeps (`--keep`).
+    pub keep: u64,
+    /// In-process workers (`--workers`).
+    pub workers: usize,
+    /// Tasks each runs at once (`--concurrency`).
+    pub concurrency: u32,
+    /// Concurrent submitters (`--submitters`).
+    pub submitters: usize,
+}
+
 /// Runs the check; see the module docs.
-pub(crate) fn retention_check(args: &TasksArgs, total: usize) -> Result<ExitCode> {
+pub(crate) fn retention_check(args: &RetentionSettings, total: usize) -> Result<ExitCode> {
     if total < 2 * ROUND {
         bail!(
             "--retention-check needs at least {} tasks (two rounds)",

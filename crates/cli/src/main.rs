@@ -18,6 +18,7 @@ mod bench_support;
 mod bench_tasks;
 mod bench_tasks_chaos;
 mod bench_tasks_kill;
+mod bench_tasks_load;
 mod bench_tasks_retention;
 mod bench_zookeeper;
 mod certs;

@@ -5,7 +5,7 @@
 //! bellwether/ZooKeeper ratios.
 //!
 //! - bellwether: `bellwether node` processes of this executable
-//!   ([`ProcessCluster`]), each also serving ZooKeeper's protocol on
+//!   ([`crate::process_cluster::ProcessCluster`]), each also serving ZooKeeper's protocol on
 //!   `127.0.0.1:base+300+i` (`--zookeeper-listen`, as `bellwether up`
 //!   places it); the write-ahead log is fsynced before an answer.
 //! - ZooKeeper: Debian's `zookeeper` ([`ZookeeperEnsemble`], installed
@@ -24,23 +24,16 @@
 
 use super::failover::{self, FailoverReport};
 use super::load::{self, Phase, PhaseReport, ZkLoad, ZkLoadSpec};
+use super::systems::{median, start_bellwether, Side, NODES};
 use crate::bench_kv::compare::{nets, ratio, wait_agreement, RssSampler};
 use crate::contender::Contender;
 use crate::member_process::Member;
-use crate::process_cluster::{ClusterLayout, ProcessCluster};
 use crate::zookeeper_ensemble::{self, EnsembleLayout, ZookeeperEnsemble};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-
-/// Members of each cluster.
-pub const NODES: usize = 3;
-/// bellwether's heartbeat interval, ms (the member's default).
-const HEARTBEAT_MS: u64 = 100;
-/// bellwether's election timeout, ms (the member's default).
-const ELECTION_MS: u64 = 1000;
 
 /// Settings of the comparison.
 #[derive(Clone, Debug)]
@@ -57,16 +50,6 @@ pub struct CompareSettings {
     pub dir: Option<PathBuf>,
     /// Failover runs after the load rounds (see [`failover`]); 0: none.
     pub failover_runs: usize,
-}
-
-/// Which system a run loaded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Side {
-    /// The bellwether cluster.
-    Bellwether,
-    /// The ZooKeeper ensemble.
-    Zookeeper,
 }
 
 /// One phase of one run: the load and the members' memory during it.
@@ -283,28 +266,6 @@ fn measure_bellwether(
     // The members are killed here, before ZooKeeper starts.
 }
 
-/// Starts a fresh bellwether cluster in `dir` whose member i also serves
-/// ZooKeeper's protocol on `127.0.0.1:base_port+300+i`; waits for nothing.
-pub(super) fn start_bellwether(dir: &Path, net: u8, base_port: u16) -> Result<ProcessCluster> {
-    ProcessCluster::start_with_member_args(
-        ClusterLayout {
-            dir: dir.to_path_buf(),
-            net,
-            base_port,
-            nodes: NODES,
-            heartbeat_ms: HEARTBEAT_MS,
-            election_ms: ELECTION_MS,
-        },
-        Vec::new(),
-        |i| {
-            vec![
-                "--zookeeper-listen".to_string(),
-                crate::up_layout::zookeeper_address(base_port, i),
-            ]
-        },
-    )
-}
-
 /// Starts a fresh ZooKeeper ensemble, loads it, and kills its servers
 /// before returning.
 fn measure_zookeeper(
@@ -380,21 +341,6 @@ fn load_side(
     }
     runtime.block_on(load.close());
     Ok(phases)
-}
-
-/// The median; the mean of the middle two for an even count.
-pub fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.retain(|v| v.is_finite());
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[middle]
-    } else {
-        (values[middle - 1] + values[middle]) / 2.0
-    })
 }
 
 /// One side's medians for `phase` over `runs`.

@@ -30,8 +30,8 @@
 //! Only the leader commits a write in both systems, so a write sent after
 //! the kill is acknowledged only once a new leader serves.
 
-use super::compare::{median, Side};
 use super::kazoo_holder::KazooHolder;
+use super::systems::{self, median, Side};
 use crate::bench_kv::compare::{ratio, wait_agreement};
 use crate::contender::Contender;
 use crate::process_cluster::ProcessCluster;
@@ -182,7 +182,7 @@ pub fn run(
     let python = super::kazoo_holder::python()?;
     let mut all = Vec::with_capacity(2 * runs);
     for run in 1..=runs {
-        let mut cluster = super::compare::start_bellwether(
+        let mut cluster = systems::start_bellwether(
             &dir.join(format!("failover{run}-bellwether")),
             nets.0,
             base_port,
@@ -190,7 +190,7 @@ pub fn run(
         let system = cluster.system();
         let leader = wait_agreement(&mut cluster, interrupted)?.member;
         wait_lease_clock(&cluster, leader, interrupted)?;
-        let endpoints: Vec<String> = (1..=super::compare::NODES)
+        let endpoints: Vec<String> = (1..=systems::NODES)
             .map(|i| crate::up_layout::zookeeper_address(base_port, i))
             .collect();
         let holder = holder_loss(
@@ -218,7 +218,7 @@ pub fn run(
         let mut ensemble = ZookeeperEnsemble::start(EnsembleLayout {
             dir: dir.join(format!("failover{run}-zookeeper")),
             net: nets.1,
-            servers: super::compare::NODES,
+            servers: systems::NODES,
         })?;
         let (_, version) = ensemble.wait_ready(interrupted)?;
         let system = format!("zookeeper {version}");
@@ -654,7 +654,7 @@ pub fn print_text(report: &FailoverReport) {
     for run in &report.all {
         let (holder, kill) = (&run.holder, &run.leader_kill);
         println!(
-            "    run {} · {}: kazoo holder SIGKILL → watch fired {:.1} ms, next holds {:.1} ms (session timeout {:.0} ms, +{:.1} ms); leader #{} SIGKILL → writes again {} ms, all sessions {} ms (per session {}), expired {}, disconnected {}, ephemerals vanished {}, {} writes before",
+            "    run {} · {}: kazoo holder SIGKILL → watch fired {:.1} ms, next holds {:.1} ms (session timeout {:.0} ms, {:+.1} ms); leader #{} SIGKILL → writes again {} ms, all sessions {} ms (per session {}), expired {}, disconnected {}, ephemerals vanished {}, {} writes before",
             run.run,
             run.system,
             holder.watch_fired_ms,

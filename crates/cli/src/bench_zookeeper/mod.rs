@@ -16,6 +16,7 @@ pub(crate) mod compare;
 pub(crate) mod failover;
 pub(crate) mod kazoo_holder;
 pub(crate) mod load;
+pub(crate) mod systems;
 
 use anyhow::{bail, Result};
 use compare::CompareSettings;
@@ -99,7 +100,7 @@ impl ZookeeperArgs {
     /// The comparison's settings, after checking the flags.
     fn compare_settings(&self) -> Result<CompareSettings> {
         if self.base_port < 1024
-            || self.base_port as usize + 300 + compare::NODES > u16::MAX as usize
+            || self.base_port as usize + 300 + systems::NODES > u16::MAX as usize
         {
             bail!("--base-port must be at least 1024 and leave room for base+300+3");
         }

@@ -22,7 +22,8 @@
 //! the check (`kubernetes_check.rs`) judges etcd's watch guarantees. The
 //! same clients and check run against a real etcd (`kubernetes_etcd.rs`).
 
-use super::kubernetes_check::{check, Entry, Item, Write};
+use super::kubernetes_check::{check, Write};
+use super::kubernetes_history::{KubeHistory, REGISTRY_PREFIX};
 use super::kubernetes_watch::{self, list_at, Watchers};
 use super::session::{Session, OPERATIONS_MAX, REQUEST_TIMEOUT};
 use super::Verdict;
@@ -31,15 +32,12 @@ use bellwether_api::etcdserverpb as pb;
 use bellwether_core::Rng;
 use pb::compare::{CompareResult, CompareTarget, TargetUnion};
 use pb::request_op::Request;
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-/// Every object's key starts with it; the watchers watch all of it.
-pub const REGISTRY_PREFIX: &str = "/registry/";
 /// The resources, namespaces and names of the objects: a key space small
 /// enough that optimistic updates conflict now and then.
 const RESOURCES: [&str; 3] = ["pods", "configmaps", "secrets"];
@@ -53,35 +51,6 @@ pub const RETAINED_REVISIONS: i64 = 1_000;
 const COMPACT_EVERY: Duration = Duration::from_secs(2);
 /// How long the final read of the store's revision may keep failing.
 const FINAL_READ_MAX: Duration = Duration::from_secs(30);
-
-/// What the run's clients and watchers recorded.
-#[derive(Default, Serialize)]
-pub struct KubeHistory {
-    /// Every acknowledged successful txn.
-    pub writes: Vec<Write>,
-    /// Each watcher's log.
-    pub logs: Vec<Vec<Entry>>,
-    /// How many of each operation, for the report.
-    pub counts: Counts,
-    /// Watchers that did not reach the final revision, and why.
-    pub trouble: Vec<String>,
-}
-
-/// Operations by kind.
-#[derive(Default, Serialize)]
-pub struct Counts {
-    /// Txns that succeeded (creates, updates, deletes, multi-creates).
-    pub acknowledged: u64,
-    /// Txns whose compare failed: another client got there first.
-    pub conflicts: u64,
-    /// Requests without an answer.
-    pub unanswered: u64,
-    pub gets: u64,
-    pub lists: u64,
-    pub pages: u64,
-    pub counts: u64,
-    pub compactions: u64,
-}
 
 /// A compare `mod_revision(key) == revision`.
 fn mod_equals(key: &str, revision: i64) -> pb::Compare {
@@ -456,15 +425,4 @@ fn verdict(history: &KubeHistory, system: &str, final_revision: i64) -> Verdict 
         anomaly,
         history_json: serde_json::to_string(history).unwrap_or_default(),
     }
-}
-
-/// Items of a range answer.
-pub fn items(kvs: &[bellwether_api::mvccpb::KeyValue]) -> Vec<Item> {
-    kvs.iter()
-        .map(|kv| Item {
-            key: String::from_utf8_lossy(&kv.key).into_owned(),
-            value: String::from_utf8_lossy(&kv.value).into_owned(),
-            mod_revision: kv.mod_revision,
-        })
-        .collect()
 }

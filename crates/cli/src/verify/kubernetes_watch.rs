@@ -12,8 +12,8 @@
 //! compares with the watch replayed on its list. Everything goes in the
 //! watcher's log, in the order it happened (`kubernetes_check::Entry`).
 
-use super::kubernetes::{items, KubeHistory, REGISTRY_PREFIX};
 use super::kubernetes_check::{Entry, Event};
+use super::kubernetes_history::{items, KubeHistory, REGISTRY_PREFIX};
 use super::session::{PAUSE_AFTER_FAILURE, REQUEST_TIMEOUT};
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::mvccpb;

@@ -32,6 +32,7 @@ mod health;
 mod kubernetes;
 mod kubernetes_check;
 mod kubernetes_etcd;
+mod kubernetes_history;
 mod kubernetes_watch;
 mod lease;
 mod lease_check;
@@ -63,7 +64,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
-use zookeeper::ZkSetup;
+use zookeeper_contender::ZkSetup;
 use zookeeper_history::ZkHistory;
 
 /// Time after healing for the cluster to settle before the final reads.

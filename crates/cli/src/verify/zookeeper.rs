@@ -24,7 +24,7 @@
 //! ends the history.
 
 use super::zookeeper_check::{anomalies, FinalRead};
-use super::zookeeper_contender::{decode, open_session, REQUEST_TIMEOUT, SESSION_TIMEOUT};
+use super::zookeeper_contender::{decode, open_session, ZkSetup, REQUEST_TIMEOUT, SESSION_TIMEOUT};
 use super::zookeeper_history::{Observation, ZkHistory};
 use super::Verdict;
 use anyhow::{bail, Result};
@@ -39,26 +39,6 @@ const SETUP_TIME_MAX: Duration = Duration::from_secs(30);
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Anomalies spelled out in the verdict, at most (all are counted).
 const ANOMALIES_SHOWN_MAX: usize = 3;
-
-/// Where the run's contenders meet.
-pub struct ZkSetup {
-    /// Every member's ZooKeeper address, comma-separated: a session may
-    /// move to any of them.
-    pub connect: String,
-    /// The node under which contenders create their election nodes.
-    pub election: String,
-    /// The register the holders write.
-    pub register: String,
-    /// The run's origin, which recorded times count from.
-    origin: Instant,
-}
-
-impl ZkSetup {
-    /// Microseconds since the run's origin.
-    pub fn now_us(&self) -> u64 {
-        self.origin.elapsed().as_micros() as u64
-    }
-}
 
 /// Member `i`'s ZooKeeper address, where `bellwether up` puts it.
 pub fn zookeeper_address(base_port: u16, i: usize) -> String {

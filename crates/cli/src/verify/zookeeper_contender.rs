@@ -26,7 +26,6 @@
 //! contender ever leaves a node of its own that it does not know about.
 
 use super::session::{OPERATIONS_MAX, PAUSE_AFTER_FAILURE};
-use super::zookeeper::ZkSetup;
 use super::zookeeper_check::REGISTER_KEY;
 use super::zookeeper_history::{AckedWrite, Observation, ZkHistory};
 use bellwether_sim::linearizability::{ClientId, Command, Operation, Response, Value};
@@ -34,6 +33,26 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
 use zookeeper_client as zk;
+
+/// Where the run's contenders meet.
+pub struct ZkSetup {
+    /// Every member's ZooKeeper address, comma-separated: a session may
+    /// move to any of them.
+    pub connect: String,
+    /// The node under which contenders create their election nodes.
+    pub election: String,
+    /// The register the holders write.
+    pub register: String,
+    /// The run's origin, which recorded times count from.
+    pub origin: Instant,
+}
+
+impl ZkSetup {
+    /// Microseconds since the run's origin.
+    pub fn now_us(&self) -> u64 {
+        self.origin.elapsed().as_micros() as u64
+    }
+}
 
 /// Session timeout asked for: the least bellwether grants, so that a
 /// session whose member died moves to another, and a session no member
