@@ -103,7 +103,7 @@ impl ZkStats {
 
     /// Counts the store's sessions and znodes.
     pub fn count_tree(&self, store: &bellwether_kv::KvStore) {
-        use bellwether_zookeeper::znode::{NODE_PREFIX, SESSION_PREFIX};
+        use bellwether_zookeeper::znode::SESSION_PREFIX;
         let count = |prefix: &[u8]| {
             let range = bellwether_kv::KeyRange::prefix(prefix.to_vec());
             let request = bellwether_kv::RangeRequest {
@@ -114,8 +114,51 @@ impl ZkStats {
             };
             store.range(&request).map_or(0, |r| r.count.max(0) as u64)
         };
-        let root_written = u64::from(store.get(NODE_PREFIX).is_some());
-        self.znodes.set(count(NODE_PREFIX) + 1 - root_written);
+        self.znodes.set(znode_count(store, count));
         self.sessions.set(count(SESSION_PREFIX));
+    }
+}
+
+/// The znode count `mntr` and `srvr` report, as ZooKeeper 3.8 counts:
+/// every node, the system nodes whether stored yet or not, and the root
+/// once more (a fresh 3.8.0 ensemble reports 5 for its root,
+/// `/zookeeper`, `/zookeeper/quota` and `/zookeeper/config`: its tree
+/// keeps the root under two names). `count` counts the keys under a prefix.
+fn znode_count(store: &bellwether_kv::KvStore, count: impl Fn(&[u8]) -> u64) -> u64 {
+    use bellwether_zookeeper::znode::{node_key, NODE_PREFIX, SYSTEM_PATHS};
+    let unstored = SYSTEM_PATHS
+        .iter()
+        .filter(|path| store.get(&node_key(path)).is_none())
+        .count() as u64;
+    count(NODE_PREFIX) + unstored + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellwether_zookeeper::codes::op;
+    use bellwether_zookeeper::jute::JuteWriter;
+    use bellwether_zookeeper::tree::apply;
+    use bellwether_zookeeper::ZkEntry;
+
+    #[test]
+    fn znodes_are_counted_as_zookeeper_counts_them_stored_or_not() {
+        let stats = ZkStats::default();
+        let mut store = bellwether_kv::KvStore::new();
+        stats.count_tree(&store);
+        assert_eq!(stats.znodes.get(), 5, "a fresh ZooKeeper 3.8.0 says 5");
+        // The leader writes /zookeeper/config: one node, stored now.
+        let mut w = JuteWriter::new();
+        w.string("server.1=127.0.0.1:7001:7001:participant;127.0.0.1:7301\n");
+        let entry = ZkEntry {
+            session: 0,
+            time_ms: 1,
+            op: op::RECONFIG,
+            body: w.into_bytes(),
+            auth: Vec::new(),
+        };
+        apply(&mut store, &entry);
+        stats.count_tree(&store);
+        assert_eq!(stats.znodes.get(), 5, "a stored system node counts once");
     }
 }
