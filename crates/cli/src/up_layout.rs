@@ -37,6 +37,16 @@ pub(crate) fn zookeeper_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + 300 + i)
 }
 
+/// Every one of `nodes` members' ZooKeeper addresses, as `node
+/// --peer-zookeeper` takes them (`1=ADDR,2=ADDR,...`), so that the leader
+/// lists them all in `/zookeeper/config`.
+pub(crate) fn peer_zookeeper(base: u16, nodes: usize) -> String {
+    (1..=nodes)
+        .map(|i| format!("{i}={}", zookeeper_address(base, i)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The members' HTTP addresses for a base port.
 pub fn http_addresses(base: u16, nodes: usize) -> Vec<SocketAddr> {
     (1..=nodes)

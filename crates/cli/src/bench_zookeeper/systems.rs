@@ -57,6 +57,8 @@ pub fn start_bellwether(dir: &Path, net: u8, base_port: u16) -> Result<ProcessCl
             vec![
                 "--zookeeper-listen".to_string(),
                 crate::up_layout::zookeeper_address(base_port, i),
+                "--peer-zookeeper".to_string(),
+                crate::up_layout::peer_zookeeper(base_port, NODES),
             ]
         },
     )

@@ -345,10 +345,13 @@ fn start_cluster(args: &VerifyArgs, layout: ClusterLayout) -> Result<ProcessClus
     match args.workload {
         Workload::Zookeeper => {
             let base_port = args.base_port;
+            let nodes = layout.nodes;
             ProcessCluster::start_with_member_args(layout, member_args(args), |i| {
                 vec![
                     "--zookeeper-listen".to_string(),
                     zookeeper::zookeeper_address(base_port, i),
+                    "--peer-zookeeper".to_string(),
+                    crate::up_layout::peer_zookeeper(base_port, nodes),
                 ]
             })
         }
