@@ -440,13 +440,21 @@ fn txn_one_revision_back(
 ///
 /// While etcd's auth is on, ZooKeeper's clients (who carry no etcd user)
 /// may only close their sessions: the znodes are in the same store, and
-/// must not be a way around etcd's permissions. The alarms that stop
-/// etcd's writes stop ZooKeeper's the same way.
+/// must not be a way around etcd's permissions. The leader's own entries,
+/// which no client can send, still land: its record of the members in
+/// `/zookeeper/config` (`RECONFIG`, a node no client can write) and its
+/// deletions of due container and TTL nodes (`DELETE_CONTAINER`, which
+/// ZooKeeper's rules decide at apply). Refused, the leader would log them
+/// again at every look. The alarms that stop etcd's writes stop
+/// ZooKeeper's the same way.
 fn apply_zookeeper(store: &mut KvStore, entry: &ZkEntry, mutation: Option<Mutation>) -> ZkApplied {
     use bellwether_zookeeper::codes::op as zk_op;
-    let closing = entry.op == zk_op::CLOSE_SESSION;
+    let exempt = matches!(
+        entry.op,
+        zk_op::CLOSE_SESSION | zk_op::RECONFIG | zk_op::DELETE_CONTAINER
+    );
     let command = Command::ZooKeeper(entry.clone());
-    let refusal = if store.auth().is_enabled() && !closing {
+    let refusal = if store.auth().is_enabled() && !exempt {
         Some(ZkError::NoAuth)
     } else if (command.space_cost() > 0 && store.is_alarmed(AlarmKind::NoSpace))
         || (command.refused_when_corrupt() && store.is_alarmed(AlarmKind::Corrupt))

@@ -224,17 +224,53 @@ fn a_zookeeper_session_is_a_lease_and_its_expiry_removes_its_nodes_in_one_revisi
 }
 
 #[test]
-fn zookeeper_writes_are_refused_while_etcd_auth_is_on() {
+fn zookeeper_writes_are_refused_while_etcd_auth_is_on_but_the_leaders_own_entries_land() {
+    use bellwether_zookeeper::codes::{create_mode, op};
     let mut log = Log::new(Recorder::default());
     zk_session(&mut log, 9);
+    let ttl_node = bellwether_zookeeper::Request::Create(bellwether_zookeeper::request::Create {
+        op: op::CREATE_TTL,
+        path: "/t".into(),
+        data: Some(Vec::new()),
+        acl: vec![bellwether_zookeeper::stat::Acl::open()],
+        flags: create_mode::PERSISTENT_WITH_TTL,
+        ttl: 1,
+    });
+    assert_eq!(zk(&mut log, 9, ttl_node).1, 0);
     log.auth(AuthOp::UserAdd, "root", "");
     log.auth(AuthOp::RoleAdd, "root", "");
     log.auth(AuthOp::UserGrantRole, "root", "root");
     log.auth(AuthOp::Enable, "", "");
     let (_, err) = zk(&mut log, 9, ephemeral("/x"));
     assert_eq!(err, ZkError::NoAuth.code());
+    // The leader's record of the members is not a client's write: it
+    // lands, or the leader would log it again and again.
+    let mut w = bellwether_zookeeper::jute::JuteWriter::new();
+    w.string("server.1=127.0.0.1:7001:7001:participant\n");
+    let reconfig = ZkEntry {
+        session: 0,
+        time_ms: 5,
+        op: bellwether_zookeeper::codes::op::RECONFIG,
+        body: w.into_bytes(),
+        auth: Vec::new(),
+    };
+    log.apply(Command::ZooKeeper(reconfig).encode());
+    // So is its deletion of a due TTL node.
+    let mut w = bellwether_zookeeper::jute::JuteWriter::new();
+    w.string("/t");
+    let reap = ZkEntry {
+        session: 0,
+        time_ms: 1_000,
+        op: op::DELETE_CONTAINER,
+        body: w.into_bytes(),
+        auth: Vec::new(),
+    };
+    log.apply(Command::ZooKeeper(reap).encode());
     let store = log.machine.store.lock().unwrap();
+    assert!(bellwether_zookeeper::tree::read_node(&store, "/t").is_none());
     assert!(bellwether_zookeeper::tree::read_node(&store, "/x").is_none());
+    let config = bellwether_zookeeper::tree::read_node(&store, "/zookeeper/config").unwrap();
+    assert!(config.data.starts_with(b"server.1="), "{config:?}");
 }
 
 fn persistent(path: &str) -> bellwether_zookeeper::Request {

@@ -19,22 +19,30 @@ use bellwether_core::NodeId;
 use bellwether_etcd::command::Command;
 use bellwether_zookeeper::codes::op;
 use bellwether_zookeeper::config::{ensemble_lines, lines_of, Server, CONFIG_PATH};
+use bellwether_zookeeper::entry::read_answer;
 use bellwether_zookeeper::jute::JuteWriter;
 use bellwether_zookeeper::tree::read_node;
 use bellwether_zookeeper::ZkEntry;
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 /// Members' ZooKeeper addresses this member was configured with, its own
 /// included.
 pub type KnownAddresses = BTreeMap<NodeId, String>;
 
+/// How long the leader waits after the log refused its list (a full disk's
+/// alarm stops ZooKeeper's writes) before it logs the list again, so that
+/// a refusal costs a log entry this often and not every look.
+const REFUSED_PAUSE: Duration = Duration::from_secs(30);
+
 /// Runs until the task is dropped.
 pub async fn run(backend: EtcdBackend, known: KnownAddresses) {
     let mut tick = tokio::time::interval(REAP_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut paused_until: Option<Instant> = None;
     loop {
         tick.tick().await;
-        if !backend.is_leader() {
+        if !backend.is_leader() || paused_until.is_some_and(|until| Instant::now() < until) {
             continue;
         }
         let stored = read_node(&backend.store(), CONFIG_PATH)
@@ -60,10 +68,19 @@ pub async fn run(backend: EtcdBackend, known: KnownAddresses) {
             .propose_here(Command::ZooKeeper(entry).encode())
             .await
         {
-            Ok(_) => tracing::info!(
-                members = lines.lines().count(),
-                "zookeeper: /zookeeper/config updated"
-            ),
+            Ok(answer) => match read_answer(&answer) {
+                Some((_, 0, _)) => tracing::info!(
+                    members = lines.lines().count(),
+                    "zookeeper: /zookeeper/config updated"
+                ),
+                refused => {
+                    tracing::warn!(
+                        error = refused.map_or(i32::MIN, |(_, error, _)| error),
+                        "zookeeper: /zookeeper/config was refused; trying again in {REFUSED_PAUSE:?}"
+                    );
+                    paused_until = Some(Instant::now() + REFUSED_PAUSE);
+                }
+            },
             Err(error) => tracing::debug!(%error, "zookeeper: /zookeeper/config was not updated"),
         }
     }

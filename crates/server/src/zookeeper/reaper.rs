@@ -6,7 +6,7 @@
 
 use crate::etcd::EtcdBackend;
 use bellwether_etcd::command::Command;
-use bellwether_zookeeper::codes::op;
+use bellwether_zookeeper::codes::{op, ErrorCode};
 use bellwether_zookeeper::jute::JuteWriter;
 use bellwether_zookeeper::ZkEntry;
 use std::time::Duration;
@@ -49,13 +49,25 @@ pub async fn run(backend: EtcdBackend, stats: std::sync::Arc<super::stats::ZkSta
             };
             // Only as the leader: a deposed one must not have its
             // successor apply what it decided.
-            if let Err(error) = backend
+            match backend
                 .client
                 .propose_here(Command::ZooKeeper(entry).encode())
                 .await
             {
-                tracing::debug!(%error, path, "zookeeper: a due node's deletion was not logged");
-                break;
+                Ok(answer) => {
+                    // Refused by an alarm: the rest would be too; the next
+                    // look tries again (one entry a look, not one a node).
+                    let refused = bellwether_zookeeper::entry::read_answer(&answer)
+                        .is_some_and(|(_, error, _)| error == ErrorCode::SystemError.code());
+                    if refused {
+                        tracing::debug!(path, "zookeeper: a due node's deletion was refused");
+                        break;
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, path, "zookeeper: a due node's deletion was not logged");
+                    break;
+                }
             }
         }
     }
