@@ -16,13 +16,9 @@
 use super::reaper::REAP_INTERVAL;
 use crate::etcd::EtcdBackend;
 use bellwether_core::NodeId;
-use bellwether_etcd::command::Command;
 use bellwether_zookeeper::codes::op;
 use bellwether_zookeeper::config::{ensemble_lines, lines_of, Server, CONFIG_PATH};
-use bellwether_zookeeper::entry::read_answer;
-use bellwether_zookeeper::jute::JuteWriter;
 use bellwether_zookeeper::tree::read_node;
-use bellwether_zookeeper::ZkEntry;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -52,35 +48,19 @@ pub async fn run(backend: EtcdBackend, known: KnownAddresses) {
         if lines == stored {
             continue;
         }
-        let mut w = JuteWriter::new();
-        w.string(&lines);
-        let entry = ZkEntry {
-            session: 0,
-            time_ms: super::connection::now_ms(),
-            op: op::RECONFIG,
-            body: w.into_bytes(),
-            auth: Vec::new(),
-        };
-        // Only as the leader: a deposed one's view must not land in its
-        // successor's term.
-        match backend
-            .client
-            .propose_here(Command::ZooKeeper(entry).encode())
-            .await
-        {
-            Ok(answer) => match read_answer(&answer) {
-                Some((_, 0, _)) => tracing::info!(
-                    members = lines.lines().count(),
-                    "zookeeper: /zookeeper/config updated"
-                ),
-                refused => {
-                    tracing::warn!(
-                        error = refused.map_or(i32::MIN, |(_, error, _)| error),
-                        "zookeeper: /zookeeper/config was refused; trying again in {REFUSED_PAUSE:?}"
-                    );
-                    paused_until = Some(Instant::now() + REFUSED_PAUSE);
-                }
-            },
+        let now = super::connection::now_ms();
+        match super::log_as_leader(&backend, now, op::RECONFIG, &lines).await {
+            Ok(0) => tracing::info!(
+                members = lines.lines().count(),
+                "zookeeper: /zookeeper/config updated"
+            ),
+            Ok(error) => {
+                tracing::warn!(
+                    error,
+                    "zookeeper: /zookeeper/config was refused; trying again in {REFUSED_PAUSE:?}"
+                );
+                paused_until = Some(Instant::now() + REFUSED_PAUSE);
+            }
             Err(error) => tracing::debug!(%error, "zookeeper: /zookeeper/config was not updated"),
         }
     }

@@ -77,6 +77,31 @@ pub async fn serve(
     stop.send_replace(true);
 }
 
+/// Logs one of the leader's own entries (no session, no client): `op`
+/// with the jute string `text` as its body, stamped `time_ms`. Only as the
+/// leader (`propose_here`): a deposed one must not have its successor
+/// apply what it decided. Returns the applied answer's error code
+/// (ZooKeeper's; `i32::MIN` for an answer that does not decode).
+async fn log_as_leader(
+    backend: &EtcdBackend,
+    time_ms: i64,
+    op: i32,
+    text: &str,
+) -> Result<i32, bellwether_member::ClientError> {
+    let mut body = bellwether_zookeeper::jute::JuteWriter::new();
+    body.string(text);
+    let entry = bellwether_zookeeper::ZkEntry {
+        session: 0,
+        time_ms,
+        op,
+        body: body.into_bytes(),
+        auth: Vec::new(),
+    };
+    let command = bellwether_etcd::command::Command::ZooKeeper(entry);
+    let answer = backend.client.propose_here(command.encode()).await?;
+    Ok(bellwether_zookeeper::entry::read_answer(&answer).map_or(i32::MIN, |(_, error, _)| error))
+}
+
 /// A task that ends with its owner.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 

@@ -5,10 +5,7 @@
 //! child or a change meanwhile stays.
 
 use crate::etcd::EtcdBackend;
-use bellwether_etcd::command::Command;
 use bellwether_zookeeper::codes::{op, ErrorCode};
-use bellwether_zookeeper::jute::JuteWriter;
-use bellwether_zookeeper::ZkEntry;
 use std::time::Duration;
 
 /// How often the leader looks. ZooKeeper's default is a minute; the index
@@ -38,32 +35,14 @@ pub async fn run(backend: EtcdBackend, stats: std::sync::Arc<super::stats::ZkSta
         let now = super::connection::now_ms();
         let due = bellwether_zookeeper::tree::due_nodes(&backend.store(), now);
         for path in due.into_iter().take(REAPS_PER_LOOK_MAX) {
-            let mut w = JuteWriter::new();
-            w.string(&path);
-            let entry = ZkEntry {
-                session: 0,
-                time_ms: now,
-                op: op::DELETE_CONTAINER,
-                body: w.into_bytes(),
-                auth: Vec::new(),
-            };
-            // Only as the leader: a deposed one must not have its
-            // successor apply what it decided.
-            match backend
-                .client
-                .propose_here(Command::ZooKeeper(entry).encode())
-                .await
-            {
-                Ok(answer) => {
-                    // Refused by an alarm: the rest would be too; the next
-                    // look tries again (one entry a look, not one a node).
-                    let refused = bellwether_zookeeper::entry::read_answer(&answer)
-                        .is_some_and(|(_, error, _)| error == ErrorCode::SystemError.code());
-                    if refused {
-                        tracing::debug!(path, "zookeeper: a due node's deletion was refused");
-                        break;
-                    }
+            match super::log_as_leader(&backend, now, op::DELETE_CONTAINER, &path).await {
+                // Refused by an alarm: the rest would be too; the next look
+                // tries again (one entry a look, not one a node).
+                Ok(error) if error == ErrorCode::SystemError.code() => {
+                    tracing::debug!(path, "zookeeper: a due node's deletion was refused");
+                    break;
                 }
+                Ok(_) => {}
                 Err(error) => {
                     tracing::debug!(%error, path, "zookeeper: a due node's deletion was not logged");
                     break;
