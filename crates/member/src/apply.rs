@@ -28,7 +28,10 @@ impl<W, R> Member<W, R> {
     /// Hands one output to the state machine and answers waiting clients.
     pub fn apply(&mut self, output: RaftOutput) {
         match output {
-            RaftOutput::Apply(entry) => self.apply_entry(entry),
+            RaftOutput::Apply(entry) => {
+                self.batch.applied_bytes += entry.size_bytes();
+                self.apply_entry(entry)
+            }
             RaftOutput::Restore(snapshot) => {
                 // Decoded on another thread (`snapshot_decoded`); the core
                 // holds later entries back until then.

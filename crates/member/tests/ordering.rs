@@ -120,7 +120,7 @@ impl Cluster {
         self.members[i].begin_batch();
         loop {
             match self.members[i].next_step() {
-                Step::Done => break,
+                Step::Done | Step::Yield => break,
                 Step::PollForAnswers => {}
                 Step::AnswerThenSend(messages) => {
                     self.effects(i);

@@ -262,8 +262,11 @@ impl Node {
         tokio::pin!(shutdown);
         let mut handover_deadline: Option<Instant> = None;
         let mut requests = self.requests.take().expect("run is called once");
+        // The member yielded with more to apply: come back at once.
+        let mut more_ready = false;
         loop {
             tokio::select! {
+                _ = std::future::ready(()), if more_ready => {}
                 _ = &mut ticker => {
                     self.catch_up_ticks();
                 }
@@ -289,7 +292,7 @@ impl Node {
                     Err(_) => break,
                 }
             }
-            self.process_ready(&mut events).await?;
+            more_ready = self.process_ready(&mut events).await?;
             let tick_at = tokio::time::Instant::from_std(self.started + self.next_tick);
             if ticker.deadline() != tick_at {
                 ticker.as_mut().reset(tick_at);

@@ -118,20 +118,8 @@ impl RaftLog {
     /// Entries from `from` on, at most `count_max` of them and about
     /// `bytes_max` bytes (always at least one if any exist).
     pub fn slice(&self, from: LogIndex, count_max: usize, bytes_max: usize) -> Vec<Entry> {
-        let held = self.held_from(from, count_max);
-        let mut end = held.len();
-        if bytes_max != usize::MAX {
-            // Measure first, so the copy below allocates once.
-            let mut bytes = 0;
-            for (k, entry) in held[..end].iter().enumerate() {
-                bytes += entry.size_bytes();
-                if k > 0 && bytes > bytes_max {
-                    end = k;
-                    break;
-                }
-            }
-        }
-        held[..end].to_vec()
+        // Measured first, so the copy allocates once.
+        entries_within(self.held_from(from, count_max), bytes_max).to_vec()
     }
 
     /// The election restriction (§5.4.1): a log ending at
@@ -319,6 +307,22 @@ impl LogIndex {
     pub fn next(self) -> LogIndex {
         LogIndex(self.0 + 1)
     }
+}
+
+/// The first of `entries` whose sizes add up to about `bytes_max`: always
+/// the first entry, then each next one while the total stays within it.
+pub(crate) fn entries_within(entries: &[Entry], bytes_max: usize) -> &[Entry] {
+    if bytes_max == usize::MAX {
+        return entries;
+    }
+    let mut bytes = 0;
+    for (k, entry) in entries.iter().enumerate() {
+        bytes += entry.size_bytes();
+        if k > 0 && bytes > bytes_max {
+            return &entries[..k];
+        }
+    }
+    entries
 }
 
 #[cfg(test)]

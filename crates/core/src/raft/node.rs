@@ -525,9 +525,11 @@ impl RaftNode {
         let count = (last.0 - self.applied.0) as usize;
         let entries = self.log.held_from(self.applied.next(), count);
         assert_eq!(entries.len(), count, "committed entries are held");
-        output.reserve(count);
-        output.extend(entries.iter().cloned().map(RaftOutput::Apply));
-        self.applied = last;
+        let taken = super::log::entries_within(entries, self.config.apply_batch_bytes_max);
+        output.reserve(taken.len());
+        output.extend(taken.iter().cloned().map(RaftOutput::Apply));
+        self.applied = LogIndex(self.applied.0 + taken.len() as u64);
+        assert!(self.applied <= last, "applied within the commit index");
     }
 }
 

@@ -952,3 +952,80 @@ fn a_vote_promise_holds_after_a_refusal_raised_the_term() {
         "and not longer: {later:?}"
     );
 }
+
+#[test]
+fn a_restart_replays_its_committed_log_in_readies_of_bounded_bytes() {
+    let cfg = RaftConfig {
+        apply_batch_bytes_max: 3 << 20,
+        ..config()
+    };
+    // Ten committed entries of 1 MiB each, as a restart finds them.
+    let entries: Vec<Entry> = (1..=10)
+        .map(|i| Entry {
+            term: Term(1),
+            index: LogIndex(i),
+            payload: Payload::Command(vec![i as u8; 1 << 20]),
+        })
+        .collect();
+    let durable = RaftDurable {
+        hard_state: HardState {
+            term: Term(1),
+            voted_for: None,
+            commit: LogIndex(10),
+        },
+        snapshot: None,
+        entries,
+    };
+    let mut node = RaftNode::new(&cfg, NodeId(1), &ids(3), durable, Rng::new(1));
+    let mut applied = Vec::new();
+    while node.has_ready() {
+        let ready = node.ready();
+        let batch: Vec<u64> = ready
+            .output
+            .iter()
+            .filter_map(|o| match o {
+                RaftOutput::Apply(entry) => Some(entry.index.0),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            batch.len() <= 3,
+            "one ready holds about 3 MiB of 1 MiB entries, not {batch:?}"
+        );
+        applied.extend(batch);
+    }
+    assert_eq!(
+        applied,
+        (1..=10).collect::<Vec<u64>>(),
+        "all, in order, once"
+    );
+}
+
+#[test]
+fn one_entry_larger_than_the_apply_bound_is_still_applied() {
+    let cfg = RaftConfig {
+        apply_batch_bytes_max: 1024,
+        ..config()
+    };
+    let durable = RaftDurable {
+        hard_state: HardState {
+            term: Term(1),
+            voted_for: None,
+            commit: LogIndex(2),
+        },
+        snapshot: None,
+        entries: (1..=2)
+            .map(|i| Entry {
+                term: Term(1),
+                index: LogIndex(i),
+                payload: Payload::Command(vec![0; 4096]),
+            })
+            .collect(),
+    };
+    let mut node = RaftNode::new(&cfg, NodeId(1), &ids(3), durable, Rng::new(1));
+    let counts: Vec<usize> = std::iter::from_fn(|| node.has_ready().then(|| node.ready()))
+        .map(|ready| ready.output.len())
+        .filter(|n| *n > 0)
+        .collect();
+    assert_eq!(counts, vec![1, 1], "one oversized entry per ready");
+}

@@ -13,11 +13,12 @@ use tokio::sync::mpsc;
 impl Node {
     /// Carries out the member's steps until it has none left (see
     /// `bellwether_member`'s `ready_plan.rs` for why they come in this
-    /// order).
+    /// order), or until it yields: true when it yielded with more ready,
+    /// which the loop carries out after one look at its other inputs.
     pub(super) async fn process_ready(
         &mut self,
         events: &mut mpsc::Receiver<PeerEvent>,
-    ) -> Result<(), NodeError> {
+    ) -> Result<bool, NodeError> {
         if let Some(error) = self.snapshot_failed.take() {
             return Err(NodeError::Persist {
                 path: self.config.data_dir.display().to_string(),
@@ -25,9 +26,14 @@ impl Node {
             });
         }
         self.member.begin_batch();
+        let mut more_ready = false;
         loop {
             match self.member.next_step() {
                 Step::Done => break,
+                Step::Yield => {
+                    more_ready = true;
+                    break;
+                }
                 Step::PollForAnswers => self.poll_for_answers(events).await,
                 Step::AnswerThenSend(messages) => {
                     self.carry_out_effects();
@@ -41,7 +47,7 @@ impl Node {
             }
         }
         self.carry_out_effects();
-        Ok(())
+        Ok(more_ready)
     }
 
     /// Carries out one `Ready` in the plan's order.

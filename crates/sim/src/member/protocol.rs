@@ -627,7 +627,9 @@ impl Protocol for SimMember {
         if !self.waits_on_disk() {
             loop {
                 match self.member.next_step() {
-                    Step::Done => {
+                    // A yield ends the batch as the server's loop does; the
+                    // core still has a ready, so the next call begins another.
+                    Step::Done | Step::Yield => {
                         self.in_batch = false;
                         break;
                     }
