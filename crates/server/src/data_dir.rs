@@ -2,7 +2,7 @@
 //! one cluster, and the write-ahead log inside it.
 
 use crate::config::NodeConfig;
-use bellwether_core::raft::{recover, Finding, RaftDurable, Repair};
+use bellwether_core::raft::{recover, Finding, RaftDurable, Repair, Snapshot};
 use bellwether_core::NodeId;
 use bellwether_storage::PromiseFile;
 use bellwether_storage::{Storage, WalOptions, WalStorage};
@@ -83,7 +83,7 @@ pub struct Opened {
 /// Opens (or initialises) the data directory of `config` and recovers what
 /// the node persisted, audited against its promise record.
 pub fn open(config: &NodeConfig) -> Result<(WalStorage, RaftDurable), DataDirError> {
-    open_audited(config).map(|(wal, durable, _)| (wal, durable))
+    open_audited(config, &mut |_| {}).map(|(wal, durable, _)| (wal, durable))
 }
 
 /// [`open`], also saying what the audit found. A directory whose log lost
@@ -93,8 +93,13 @@ pub fn open(config: &NodeConfig) -> Result<(WalStorage, RaftDurable), DataDirErr
 /// starts empty, in repair, with the term and vote the record kept. A
 /// directory that kept its identity but lost both its log and its record
 /// is refused: what the member promised is unknown.
+///
+/// `on_snapshot` sees the log's newest snapshot as soon as it is read, before
+/// the rest of the log is (see [`WalStorage::recover_observing`]); what this
+/// returns may still differ from it, when the audit sets the log aside.
 pub fn open_audited(
     config: &NodeConfig,
+    on_snapshot: &mut dyn FnMut(&Snapshot),
 ) -> Result<(WalStorage, RaftDurable, Opened), DataDirError> {
     let dir = &config.data_dir;
     let unwritable = |error| DataDirError::Unwritable {
@@ -127,7 +132,7 @@ pub fn open_audited(
     let mut opened = Opened::default();
     // `None`: the log could not be read at all (set aside below, which
     // only a valid record allows).
-    let log = match wal.recover() {
+    let log = match wal.recover_observing(on_snapshot) {
         Ok(recovered) => Some(RaftDurable {
             hard_state: recovered.hard_state,
             snapshot: recovered.snapshot,

@@ -186,9 +186,13 @@ impl Node {
             )?)),
             None => None,
         };
-        let (wal, durable, opened) = data_dir::open_audited(&config)?;
+        let mut early = None;
+        let (wal, durable, opened) = data_dir::open_audited(&config, &mut |snapshot| {
+            early = recovery::EarlyRestore::start(machine.as_ref(), snapshot);
+        })?;
         recovery::report_audit(&config, &opened);
-        let member = recovery::recover_member(&config, &wal, durable, opened.repair, machine);
+        let member =
+            recovery::recover_member(&config, &wal, durable, opened.repair, machine, early);
         let peer_listener = bind(config.peer_listen, "peers").await?;
         let http_listener = bind(config.http_listen, "http").await?;
         let http_address = http_listener.local_addr().unwrap_or(config.http_listen);

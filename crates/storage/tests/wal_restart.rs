@@ -349,6 +349,45 @@ fn compaction_deletes_covered_segments_and_restart_still_works() {
     assert_eq!(recovered.snapshot, Some(snapshot(100, 1)));
 }
 
+#[test]
+fn recovery_shows_the_snapshot_it_returns_before_it_reads_the_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = small_segments();
+    let (mut wal, _) = reopen(dir.path(), &options);
+    append_120_bulky(&mut wal);
+    wal.save_snapshot(&snapshot(100, 1)).unwrap();
+    wal.compact(LogIndex(100)).unwrap();
+    drop(wal);
+    // A segment after the snapshot, not the last, is damaged in its
+    // middle: recovery refuses it, and the observer has seen the snapshot
+    // by then.
+    let segments = segment_files(dir.path());
+    assert!(segments.len() >= 2, "{segments:?}");
+    let original = fs::read(&segments[0]).unwrap();
+    let mut damaged = original.clone();
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0xff;
+    fs::write(&segments[0], &damaged).unwrap();
+    let mut seen = Vec::new();
+    let mut wal = WalStorage::open(dir.path(), options.clone()).unwrap();
+    let result = wal.recover_observing(&mut |s| seen.push(s.clone()));
+    assert!(result.is_err(), "the damaged segment is refused");
+    assert_eq!(
+        seen,
+        vec![snapshot(100, 1)],
+        "seen once, before the refusal"
+    );
+    fs::write(&segments[0], &original).unwrap();
+    let mut seen = Vec::new();
+    let mut wal = WalStorage::open(dir.path(), options).unwrap();
+    let recovered = wal
+        .recover_observing(&mut |s| seen.push(s.clone()))
+        .unwrap();
+    assert_eq!(seen, vec![snapshot(100, 1)]);
+    assert_eq!(recovered.snapshot, Some(snapshot(100, 1)), "the one shown");
+    assert_eq!(recovered.entries, bulky(101, 20, 1));
+}
+
 /// Files in `dir` set aside for deletion.
 fn set_aside_files(dir: &Path) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = fs::read_dir(dir)

@@ -50,15 +50,20 @@ struct ReplayedSegment {
 }
 
 /// Recovers the WAL in `dir`; see the module documentation.
+/// `on_snapshot` sees the newest snapshot before the segments are read.
 pub(crate) fn recover<F: FileSystem>(
     fs: F,
     dir: &Path,
     options: &WalOptions,
+    on_snapshot: &mut dyn FnMut(&Snapshot),
 ) -> Result<(Recovered, OpenWal<F>), StorageError> {
     ensure_directory(&fs, dir)?;
     let listing = DirectoryListing::read(&fs, dir)?;
     let mut removals: Vec<PathBuf> = listing.temporaries.clone();
     let snapshot = newest_snapshot(&fs, &listing, options, &mut removals)?;
+    if let Some(snapshot) = &snapshot {
+        on_snapshot(snapshot);
+    }
     let meta = snapshot.as_ref().map(|snapshot| snapshot.meta.clone());
     let snapshot_index = meta.as_ref().map_or(LogIndex(0), |meta| meta.last_index);
     let snapshot_term = meta.as_ref().map_or(Term(0), |meta| meta.last_term);

@@ -222,8 +222,17 @@ impl<F: FileSystem> WalStorage<F> {
     }
 }
 
-impl<F: FileSystem> Storage for WalStorage<F> {
-    fn recover(&mut self) -> Result<Recovered, StorageError> {
+impl<F: FileSystem> WalStorage<F> {
+    /// [`Storage::recover`], calling `on_snapshot` with the newest
+    /// snapshot (read and checked whole) before the segments after it are
+    /// read. A runtime can start decoding the snapshot on another thread
+    /// meanwhile: at a million keys the two took 0.36 and 0.48 s one after
+    /// the other. What recovery returns is still what counts: an audit may
+    /// set this log aside after all.
+    pub fn recover_observing(
+        &mut self,
+        on_snapshot: &mut dyn FnMut(&Snapshot),
+    ) -> Result<Recovered, StorageError> {
         if let Some(cause) = &self.poisoned {
             return Err(StorageError::Poisoned {
                 cause: cause.clone(),
@@ -233,7 +242,7 @@ impl<F: FileSystem> Storage for WalStorage<F> {
             .unopened
             .take()
             .expect("recover() is called once per WalStorage; open a new one to recover again");
-        match recovery::recover(fs, &self.dir, &self.options) {
+        match recovery::recover(fs, &self.dir, &self.options, on_snapshot) {
             Ok((recovered, wal)) => {
                 self.wal = Some(wal);
                 Ok(recovered)
@@ -243,6 +252,12 @@ impl<F: FileSystem> Storage for WalStorage<F> {
                 Err(error)
             }
         }
+    }
+}
+
+impl<F: FileSystem> Storage for WalStorage<F> {
+    fn recover(&mut self) -> Result<Recovered, StorageError> {
+        self.recover_observing(&mut |_| {})
     }
 
     fn append(&mut self, entries: &[Entry]) -> Result<(), StorageError> {
