@@ -367,8 +367,9 @@ fn decode_keys(input: &mut Decoder, revision: i64) -> Result<KeyMap, KvError> {
     let mut keys = KeyMap::new();
     for _ in 0..input.count(5)? {
         let key = input.bytes()?;
-        let mut history = KeyHistory::default();
-        for _ in 0..input.count(9)? {
+        let writes = input.count(9)?;
+        let mut history = KeyHistory::with_capacity(writes);
+        for _ in 0..writes {
             let entry_revision = input.i64()?;
             let kv = decode_optional_kv(input)?;
             let ordered = history

@@ -161,7 +161,7 @@ impl KvStore {
                 self.to_compact.note(pending.revision, &kv.key);
             }
             None => {
-                let mut history = KeyHistory::default();
+                let mut history = KeyHistory::with_capacity(1);
                 history.push(pending.revision, Some(kv.clone()));
                 self.keys.insert(kv.key.clone(), history);
             }
