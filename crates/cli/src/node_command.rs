@@ -385,28 +385,13 @@ async fn stop_servers(
     }
 }
 
-/// Raises the soft open-files limit to the hard one (also for `bench
-/// abuse`, which opens thousands of connections).
-pub(crate) fn raise_soft_open_files_limit() -> rustix::io::Result<()> {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let limit = getrlimit(Resource::Nofile);
-    if limit.current == limit.maximum {
-        return Ok(());
-    }
-    let raised = Rlimit {
-        current: limit.maximum,
-        maximum: limit.maximum,
-    };
-    setrlimit(Resource::Nofile, raised)
-}
-
 /// Raises the soft open-files limit to the hard one: a member holds up to
 /// `client_connections_max` client connections besides its peers, WAL
 /// and HTTP connections, and the usual soft limit (1,024) is the default
 /// connection bound itself. Warns when even the hard limit is too low.
 fn raise_open_files_limit(client_connections_max: usize) {
     use rustix::process::{getrlimit, Resource};
-    if let Err(error) = raise_soft_open_files_limit() {
+    if let Err(error) = bellwether_cli_common::open_files::raise_soft_open_files_limit() {
         tracing::warn!(%error, "cannot raise the open-files limit");
     }
     let now = getrlimit(Resource::Nofile).current;

@@ -293,7 +293,7 @@ async fn group_json(page: Page) -> serde_json::Value {
     let mut views = Vec::with_capacity(page.group.len());
     for (id, address) in page.group {
         let fetched = tokio::task::spawn_blocking(move || {
-            crate::http_get::get(address, "/status", Duration::from_millis(300))
+            bellwether_cli_common::http_get::get(address, "/status", Duration::from_millis(300))
         })
         .await;
         let view = match fetched {
@@ -387,7 +387,7 @@ async fn up_group(args: UpArgs) -> Result<ExitCode> {
         let tls_dir = args.dir.join("tls");
         let names: Vec<String> = (1..=args.nodes).map(|i| format!("n{i}")).collect();
         let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
-        crate::certs::issue(&tls_dir, &names, &hosts)?;
+        bellwether_cli_common::certs::issue(&tls_dir, &names, &hosts)?;
     }
     let (lines_tx, lines) = tokio::sync::mpsc::channel::<String>(1024);
     let mut group = SupervisedPeers::start(
@@ -448,7 +448,7 @@ fn peer_process(
             .arg("--peer-key-file")
             .arg(tls_dir.join(format!("n{i}-key.pem")))
             .arg("--peer-trusted-ca-file")
-            .arg(tls_dir.join(crate::certs::CA_FILE));
+            .arg(tls_dir.join(bellwether_cli_common::certs::CA_FILE));
     }
     command
 }

@@ -103,7 +103,10 @@ impl<F: FnMut(usize) -> Command> SupervisedPeers<F> {
     pub async fn stop(&mut self) {
         for child in self.slots.iter().filter_map(|s| s.child.as_ref()) {
             if let Some(pid) = child.id() {
-                let _ = crate::signals::send_signal(pid, crate::signals::SIGTERM);
+                let _ = bellwether_cli_common::signals::send_signal(
+                    pid,
+                    bellwether_cli_common::signals::SIGTERM,
+                );
             }
         }
         for child in self.slots.iter_mut().filter_map(|s| s.child.as_mut()) {

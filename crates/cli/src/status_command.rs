@@ -1,7 +1,7 @@
 //! `bellwether status`: a table of members read from their `/status`.
 
-use crate::up_layout::poll;
 use anyhow::{bail, Result};
+use bellwether_cli_common::up_layout::poll;
 use bellwether_core::Role;
 use clap::Args;
 use std::net::SocketAddr;

@@ -10,10 +10,10 @@
 //! crash in between leaves a join record without a config; the next
 //! `up add` finishes that add instead of making another.
 
-use crate::up_layout::{
+use anyhow::{bail, Context, Result};
+use bellwether_cli_common::up_layout::{
     client_address, existing_members, http_address, peer_address, MEMBERS_MAX, PID_FILE,
 };
-use anyhow::{bail, Context, Result};
 use bellwether_core::NodeId;
 use bellwether_server::config::ConfigLayer;
 use bellwether_server::NodeStatus;
@@ -55,7 +55,7 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
         bail!("`up` runs at most {MEMBERS_MAX} members");
     }
     let first = ConfigLayer::from_file(&args.dir.join("n1.toml"))?;
-    let base = crate::up_layout::recorded_base_port(&args.dir)?;
+    let base = bellwether_cli_common::up_layout::recorded_base_port(&args.dir)?;
     let dir = args
         .dir
         .canonicalize()
@@ -68,7 +68,7 @@ pub fn execute(args: UpAddArgs) -> Result<ExitCode> {
         peer_listen: Some(peer_address(base, k)),
         http_listen: Some(http_address(base, k)),
         client_listen: Some(client_address(base, k)),
-        zookeeper_listen: Some(crate::up_layout::zookeeper_address(base, k)),
+        zookeeper_listen: Some(bellwether_cli_common::up_layout::zookeeper_address(base, k)),
         data_dir: Some(dir.join(format!("n{k}"))),
         heartbeat_ms: first.heartbeat_ms,
         election_ms: first.election_ms,
@@ -148,7 +148,9 @@ fn write_config(path: &Path, layer: &ConfigLayer) -> Result<()> {
 fn wait_for_role(http: SocketAddr, learner: bool, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
-        let status: Option<NodeStatus> = crate::up_layout::poll(&[http]).pop().flatten();
+        let status: Option<NodeStatus> = bellwether_cli_common::up_layout::poll(&[http])
+            .pop()
+            .flatten();
         if let Some(status) = &status {
             if !status.outside && status.learner == learner && status.is_ready() {
                 return Ok(());
@@ -178,13 +180,13 @@ fn secure(dir: &Path, k: usize, first: &ConfigLayer, layer: &mut ConfigLayer) ->
     let name = format!("n{k}");
     let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
     let issue = |ca_dir: &Path| -> Result<(PathBuf, PathBuf)> {
-        if !ca_dir.join(crate::certs::CA_FILE).exists() {
+        if !ca_dir.join(bellwether_cli_common::certs::CA_FILE).exists() {
             bail!(
                 "{} has no CA to sign {name}'s certificate: `up add` grows clusters made by `up --tls`",
                 ca_dir.display()
             );
         }
-        crate::certs::issue(ca_dir, std::slice::from_ref(&name), &hosts)?;
+        bellwether_cli_common::certs::issue(ca_dir, std::slice::from_ref(&name), &hosts)?;
         Ok((
             ca_dir.join(format!("{name}.pem")),
             ca_dir.join(format!("{name}-key.pem")),

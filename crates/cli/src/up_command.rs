@@ -20,12 +20,12 @@
 
 use crate::port_check::{refuse_busy, PlannedPort};
 use crate::restart_backoff::{AfterExit, RestartBackoff};
-use crate::signals::{send_signal, SIGTERM};
-use crate::up_layout::{
+use anyhow::{bail, Context, Result};
+use bellwether_cli_common::signals::{send_signal, SIGTERM};
+use bellwether_cli_common::up_layout::{
     client_address, existing_members, http_address, http_addresses, peer_address, poll,
     recorded_base_port, zookeeper_address, MEMBERS_MAX, PID_FILE,
 };
-use anyhow::{bail, Context, Result};
 use bellwether_core::{NodeId, Role};
 use bellwether_server::config::ConfigLayer;
 use bellwether_server::NodeStatus;
@@ -186,10 +186,10 @@ fn issue_certificates(tls_dir: &Path, nodes: usize) -> Result<()> {
     let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
     let mut names = members.clone();
     names.push("client".into());
-    crate::certs::issue(tls_dir, &names, &hosts)?;
+    bellwether_cli_common::certs::issue(tls_dir, &names, &hosts)?;
     // Peers get a CA of their own: a certificate that CA signs can act
     // as any member, so no client certificate may pass as one.
-    crate::certs::issue(&tls_dir.join("peer"), &members, &hosts)?;
+    bellwether_cli_common::certs::issue(&tls_dir.join("peer"), &members, &hosts)?;
     Ok(())
 }
 
@@ -226,11 +226,11 @@ fn member_config(args: &UpArgs, nodes: usize, i: usize, tls_dir: &Path) -> Resul
         let peer = tls.join("peer");
         layer.cert_file = Some(tls.join(format!("n{i}.pem")));
         layer.key_file = Some(tls.join(format!("n{i}-key.pem")));
-        layer.trusted_ca_file = Some(tls.join(crate::certs::CA_FILE));
+        layer.trusted_ca_file = Some(tls.join(bellwether_cli_common::certs::CA_FILE));
         layer.client_cert_auth = Some(true);
         layer.peer_cert_file = Some(peer.join(format!("n{i}.pem")));
         layer.peer_key_file = Some(peer.join(format!("n{i}-key.pem")));
-        layer.peer_trusted_ca_file = Some(peer.join(crate::certs::CA_FILE));
+        layer.peer_trusted_ca_file = Some(peer.join(bellwether_cli_common::certs::CA_FILE));
     }
     Ok(layer)
 }
@@ -392,13 +392,13 @@ fn print_cluster(args: &UpArgs, nodes: usize, addresses: &[SocketAddr]) {
         .map(|i| client_address(args.base(), i))
         .collect();
     let tls_dir = args.dir.join("tls");
-    if tls_dir.join(crate::certs::CA_FILE).exists() {
+    if tls_dir.join(bellwether_cli_common::certs::CA_FILE).exists() {
         let https: Vec<String> = clients.iter().map(|c| format!("https://{c}")).collect();
         let file = |name: &str| tls_dir.join(name).display().to_string();
         println!(
             "  etcdctl (TLS): etcdctl --endpoints={} --cacert={} --cert={} --key={} put greeting hello",
             https.join(","),
-            file(crate::certs::CA_FILE),
+            file(bellwether_cli_common::certs::CA_FILE),
             file("client.pem"),
             file("client-key.pem"),
         );

@@ -536,7 +536,7 @@ fn a_poison_task_that_kills_its_worker_is_dead_lettered_on_etcd() {
 #[test]
 fn chaos_loses_no_task_and_every_duplicate_run_is_a_new_attempt() {
     // `bench tasks --chaos` starts its own cluster, worker processes and
-    // nemesis (crates/cli/src/bench_tasks_chaos.rs) and checks every task;
+    // nemesis (crates/harness/src/bench_tasks_chaos.rs) and checks every task;
     // here one short round, its report asserted.
     let seconds = std::env::var("BELLWETHER_TASKS_CHAOS_SECONDS").unwrap_or_else(|_| "20".into());
     let out = Command::new(bellwether_binary())

@@ -351,7 +351,7 @@ fn start_cluster(args: &VerifyArgs, layout: ClusterLayout) -> Result<ProcessClus
                     "--zookeeper-listen".to_string(),
                     zookeeper::zookeeper_address(base_port, i),
                     "--peer-zookeeper".to_string(),
-                    crate::up_layout::peer_zookeeper(base_port, nodes),
+                    bellwether_cli_common::up_layout::peer_zookeeper(base_port, nodes),
                 ]
             })
         }

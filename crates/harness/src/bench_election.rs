@@ -374,7 +374,7 @@ async fn crashes(
             .context("the waiter never led")??;
         samples.push(ms(started));
         // The holder's program outlives a SIGKILLed wrapper: stop it.
-        let _ = crate::signals::send_signal(child, 9);
+        let _ = bellwether_cli_common::signals::send_signal(child, 9);
         waiter.resign().await?;
         waiter_session.close().await.ok();
     }

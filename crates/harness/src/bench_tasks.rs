@@ -517,7 +517,7 @@ async fn wait_marker(marker: &Path) -> Result<u32> {
 fn kill_worker(mut child: Child, command_pid: u32) {
     let _ = child.kill();
     let _ = child.wait();
-    let _ = crate::signals::send_signal(command_pid, 9);
+    let _ = bellwether_cli_common::signals::send_signal(command_pid, 9);
 }
 
 /// One worker SIGKILL: the process `a` runs the task; `z` (in process,

@@ -331,7 +331,7 @@ impl EtcdCluster {
             &GATEWAY_PREFIXES
         };
         for prefix in prefixes.iter().copied() {
-            let Some(status) = crate::http_get::post_json(
+            let Some(status) = bellwether_cli_common::http_get::post_json(
                 address,
                 &format!("{prefix}/maintenance/status"),
                 "{}",

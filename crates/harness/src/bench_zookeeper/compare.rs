@@ -243,7 +243,7 @@ fn measure_bellwether(
     interrupted: &Arc<AtomicBool>,
 ) -> Result<SideRun> {
     let base = settings.base_port;
-    let zookeeper_address = |i| crate::up_layout::zookeeper_address(base, i);
+    let zookeeper_address = |i| bellwether_cli_common::up_layout::zookeeper_address(base, i);
     let mut cluster = start_bellwether(&dir.join(format!("round{round}-bellwether")), net, base)?;
     let system = cluster.system();
     let leader = wait_agreement(&mut cluster, interrupted)?.member;

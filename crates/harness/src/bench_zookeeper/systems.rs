@@ -56,9 +56,9 @@ pub fn start_bellwether(dir: &Path, net: u8, base_port: u16) -> Result<ProcessCl
         |i| {
             vec![
                 "--zookeeper-listen".to_string(),
-                crate::up_layout::zookeeper_address(base_port, i),
+                bellwether_cli_common::up_layout::zookeeper_address(base_port, i),
                 "--peer-zookeeper".to_string(),
-                crate::up_layout::peer_zookeeper(base_port, NODES),
+                bellwether_cli_common::up_layout::peer_zookeeper(base_port, NODES),
             ]
         },
     )

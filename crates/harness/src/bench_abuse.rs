@@ -158,7 +158,7 @@ pub struct AbuseReport {
 pub fn execute(args: AbuseArgs) -> Result<std::process::ExitCode> {
     let interrupted = watch_for_interruption();
     // The abuser needs more open files than the usual soft limit allows.
-    if let Err(error) = crate::node_command::raise_soft_open_files_limit() {
+    if let Err(error) = bellwether_cli_common::open_files::raise_soft_open_files_limit() {
         eprintln!("cannot raise the open-files limit: {error}");
     }
     let scratch = ScratchDir::create(args.dir.as_deref(), "abuse")?;

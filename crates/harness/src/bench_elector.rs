@@ -305,7 +305,10 @@ fn run(args: &ElectorArgs, sim_algorithm: SimAlgorithm) -> Result<ElectorReport>
         // Silent: stopped, its sockets open, until the others agree; then
         // killed (dropped) like the others. Otherwise killed now.
         let stopped = if args.silent {
-            crate::signals::send_signal(removed.child.id(), crate::signals::SIGSTOP)?;
+            bellwether_cli_common::signals::send_signal(
+                removed.child.id(),
+                bellwether_cli_common::signals::SIGSTOP,
+            )?;
             Some(removed)
         } else {
             drop(removed);

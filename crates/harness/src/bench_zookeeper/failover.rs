@@ -191,7 +191,7 @@ pub fn run(
         let leader = wait_agreement(&mut cluster, interrupted)?.member;
         wait_lease_clock(&cluster, leader, interrupted)?;
         let endpoints: Vec<String> = (1..=systems::NODES)
-            .map(|i| crate::up_layout::zookeeper_address(base_port, i))
+            .map(|i| bellwether_cli_common::up_layout::zookeeper_address(base_port, i))
             .collect();
         let holder = holder_loss(
             &python,

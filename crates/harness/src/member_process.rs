@@ -4,8 +4,8 @@
 //! it. Both clusters under test ([`crate::process_cluster`] for bellwether,
 //! [`crate::etcd_cluster`] for etcd) are made of these.
 
-use crate::signals::{send_signal, SIGTERM};
 use anyhow::{bail, Context, Result};
+use bellwether_cli_common::signals::{send_signal, SIGTERM};
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -22,8 +22,8 @@
 
 use crate::contender::Contender;
 use crate::process_cluster::{ClusterLayout, ProcessCluster};
-use crate::signals::{send_signal, SIGCONT, SIGSTOP};
 use anyhow::{bail, Context, Result};
+use bellwether_cli_common::signals::{send_signal, SIGCONT, SIGSTOP};
 use bellwether_client::tasks::{
     GroupInput, GroupOptions, Queue, SubmitOptions, TaskRecord, TaskState,
 };

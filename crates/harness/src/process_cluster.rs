@@ -7,9 +7,9 @@
 //! both directions.
 
 use crate::contender::{Contender, Leadership};
-use crate::http_get;
 use crate::member_process::Member;
 use anyhow::{Context, Result};
+use bellwether_cli_common::http_get;
 use bellwether_core::Role;
 use bellwether_server::NodeStatus;
 use std::net::{Ipv4Addr, SocketAddr};

@@ -12,35 +12,35 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Most members `up` runs (ports base+1..base+64 and so on).
-pub(crate) const MEMBERS_MAX: usize = 64;
+pub const MEMBERS_MAX: usize = 64;
 
 /// The file naming the running `up` process.
-pub(crate) const PID_FILE: &str = "up.pid";
+pub const PID_FILE: &str = "up.pid";
 
 /// Member `i`'s peer address.
-pub(crate) fn peer_address(base: u16, i: usize) -> String {
+pub fn peer_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + i)
 }
 
 /// Member `i`'s HTTP address.
-pub(crate) fn http_address(base: u16, i: usize) -> String {
+pub fn http_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + 100 + i)
 }
 
 /// Member `i`'s etcd API address.
-pub(crate) fn client_address(base: u16, i: usize) -> String {
+pub fn client_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + 200 + i)
 }
 
 /// Member `i`'s ZooKeeper address.
-pub(crate) fn zookeeper_address(base: u16, i: usize) -> String {
+pub fn zookeeper_address(base: u16, i: usize) -> String {
     format!("127.0.0.1:{}", base as usize + 300 + i)
 }
 
 /// Every one of `nodes` members' ZooKeeper addresses, as `node
 /// --peer-zookeeper` takes them (`1=ADDR,2=ADDR,...`), so that the leader
 /// lists them all in `/zookeeper/config`.
-pub(crate) fn peer_zookeeper(base: u16, nodes: usize) -> String {
+pub fn peer_zookeeper(base: u16, nodes: usize) -> String {
     (1..=nodes)
         .map(|i| format!("{i}={}", zookeeper_address(base, i)))
         .collect::<Vec<_>>()
@@ -56,7 +56,7 @@ pub fn http_addresses(base: u16, nodes: usize) -> Vec<SocketAddr> {
 
 /// How many members the cluster in `dir` has configs for (`n1.toml`,
 /// `n2.toml`, … without gaps).
-pub(crate) fn existing_members(dir: &Path) -> usize {
+pub fn existing_members(dir: &Path) -> usize {
     (1..=MEMBERS_MAX)
         .take_while(|i| dir.join(format!("n{i}.toml")).exists())
         .count()
@@ -64,7 +64,7 @@ pub(crate) fn existing_members(dir: &Path) -> usize {
 
 /// The base port of the cluster in `dir`: `up` gives member i the peer
 /// port base+i, so base is `n1.toml`'s peer port minus 1.
-pub(crate) fn recorded_base_port(dir: &Path) -> anyhow::Result<u16> {
+pub fn recorded_base_port(dir: &Path) -> anyhow::Result<u16> {
     use anyhow::Context;
     let path = dir.join("n1.toml");
     let first = bellwether_server::config::ConfigLayer::from_file(&path)

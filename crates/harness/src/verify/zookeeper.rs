@@ -42,7 +42,7 @@ const ANOMALIES_SHOWN_MAX: usize = 3;
 
 /// Member `i`'s ZooKeeper address, where `bellwether up` puts it.
 pub fn zookeeper_address(base_port: u16, i: usize) -> String {
-    crate::up_layout::zookeeper_address(base_port, i)
+    bellwether_cli_common::up_layout::zookeeper_address(base_port, i)
 }
 
 /// Makes the run's nodes under `/verify-<seed>` (the register empty, at

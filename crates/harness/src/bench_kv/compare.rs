@@ -260,19 +260,21 @@ fn issue_tls(
                 .flat_map(|i| [bellwether_net, etcd_net].map(|net| format!("127.0.{net}.{i}"))),
         )
         .collect();
-    crate::certs::issue(&tls_dir, &["member".into(), "client".into()], &hosts)?;
-    crate::certs::issue(&tls_dir.join("peer"), &["member".into()], &hosts)?;
+    bellwether_cli_common::certs::issue(&tls_dir, &["member".into(), "client".into()], &hosts)?;
+    bellwether_cli_common::certs::issue(&tls_dir.join("peer"), &["member".into()], &hosts)?;
     settings.load.tls = Some(super::tls_client_config(
-        &tls_dir.join(crate::certs::CA_FILE),
+        &tls_dir.join(bellwether_cli_common::certs::CA_FILE),
         Some((&tls_dir.join("client.pem"), &tls_dir.join("client-key.pem"))),
     )?);
     Ok(EtcdTls {
         cert: tls_dir.join("member.pem"),
         key: tls_dir.join("member-key.pem"),
-        ca: tls_dir.join(crate::certs::CA_FILE),
+        ca: tls_dir.join(bellwether_cli_common::certs::CA_FILE),
         peer_cert: tls_dir.join("peer/member.pem"),
         peer_key: tls_dir.join("peer/member-key.pem"),
-        peer_ca: tls_dir.join("peer").join(crate::certs::CA_FILE),
+        peer_ca: tls_dir
+            .join("peer")
+            .join(bellwether_cli_common::certs::CA_FILE),
     })
 }
 
