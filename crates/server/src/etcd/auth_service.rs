@@ -9,10 +9,9 @@
 //! member's store: they see every change acknowledged before them.
 
 use super::auth_gate::{auth_status, Caller};
-use super::backend::{EtcdBackend, NotHere};
+use super::backend::EtcdBackend;
 use super::credentials;
 use bellwether_api::etcdserverpb as pb;
-use bellwether_api::etcdserverpb::auth_client::AuthClient;
 use bellwether_api::etcdserverpb::auth_server::Auth;
 use bellwether_etcd::command::{AuthChange, AuthOp, Command};
 use bellwether_kv::{AuthError, KvStore};
@@ -32,46 +31,28 @@ async fn hashed(password: String) -> Result<Vec<u8>, Status> {
         .map_err(|_| Status::internal("password hashing failed"))
 }
 
-/// Applies `change` for `$caller` after an admin check, or forwards
-/// `$request` with `$method` to the leader; answers `$response` with the
+/// Applies `change` for `$caller` after an admin check (a follower's
+/// goes to the leader through the member); answers `$response` with the
 /// header of the write.
-macro_rules! change_or_forward {
-    ($self:ident, $caller:ident, $request:ident, $change:expr, $method:ident, $response:ty) => {{
+macro_rules! change {
+    ($self:ident, $caller:ident, $change:expr, $response:ty) => {{
         $self.admin(&$caller).await?;
         let command = Command::Auth($change);
-        match $self
+        let answer = $self
             .backend
             .write_as::<pb::AuthEnableResponse>(&$caller, &command)
-            .await
-        {
-            // Every Auth change answers a header only.
-            Ok(answer) => {
-                let mut response = <$response>::default();
-                response.header = answer.header;
-                Ok(Response::new(response))
-            }
-            Err(NotHere::Forward(leader)) => {
-                let request = $self.backend.forwarded(&$caller, $request);
-                Box::pin(async move { $self.leader(leader).await?.$method(request).await }).await
-            }
-            Err(NotHere::Fail(status)) => Err(status),
-        }
+            .await?;
+        // Every Auth change answers a header only.
+        let mut response = <$response>::default();
+        response.header = answer.header;
+        Ok(Response::new(response))
     }};
 }
 
-/// Serves a query for `$caller` after a read barrier and an admin check,
-/// or forwards it when this member cannot read linearizably.
-macro_rules! query_or_forward {
-    ($self:ident, $caller:ident, $request:ident, $method:ident, $answer:expr) => {{
-        match $self.backend.read_barrier().await {
-            Ok(()) => {}
-            Err(NotHere::Forward(leader)) => {
-                let request = $self.backend.forwarded(&$caller, $request);
-                return Box::pin(async move { $self.leader(leader).await?.$method(request).await })
-                    .await;
-            }
-            Err(NotHere::Fail(status)) => return Err(status),
-        }
+/// Serves a query for `$caller` after a read barrier and an admin check.
+macro_rules! query {
+    ($self:ident, $caller:ident, $answer:expr) => {{
+        $self.backend.read_barrier().await?;
         let store = $self.backend.store();
         store
             .auth()
@@ -85,13 +66,6 @@ macro_rules! query_or_forward {
 }
 
 impl AuthService {
-    async fn leader(
-        &self,
-        leader: bellwether_core::NodeId,
-    ) -> Result<AuthClient<tonic::transport::Channel>, Status> {
-        Ok(AuthClient::new(self.backend.channel_to(leader).await?))
-    }
-
     async fn admin(&self, caller: &Caller) -> Result<(), Status> {
         self.backend
             .authorize(caller, |store| {
@@ -124,7 +98,6 @@ impl Auth for AuthService {
         request: Request<pb::AuthEnableRequest>,
     ) -> Result<Response<pb::AuthEnableResponse>, Status> {
         let caller = self.backend.caller(&request)?;
-        let request = request.into_inner();
         let mut change = Self::change(AuthOp::Enable, "");
         change.secret = credentials::new_secret();
         // Tokens are signed with it; an empty one would sign none.
@@ -132,14 +105,7 @@ impl Auth for AuthService {
             !change.secret.is_empty(),
             "auth is enabled with a token secret"
         );
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            auth_enable,
-            pb::AuthEnableResponse
-        )
+        change!(self, caller, change, pb::AuthEnableResponse)
     }
 
     async fn auth_disable(
@@ -147,16 +113,8 @@ impl Auth for AuthService {
         request: Request<pb::AuthDisableRequest>,
     ) -> Result<Response<pb::AuthDisableResponse>, Status> {
         let caller = self.backend.caller(&request)?;
-        let request = request.into_inner();
         let change = Self::change(AuthOp::Disable, "");
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            auth_disable,
-            pb::AuthDisableResponse
-        )
+        change!(self, caller, change, pb::AuthDisableResponse)
     }
 
     async fn authenticate(
@@ -164,13 +122,7 @@ impl Auth for AuthService {
         request: Request<pb::AuthenticateRequest>,
     ) -> Result<Response<pb::AuthenticateResponse>, Status> {
         let request = request.into_inner();
-        match self.backend.read_barrier().await {
-            Ok(()) => {}
-            Err(NotHere::Forward(leader)) => {
-                return self.leader(leader).await?.authenticate(request).await;
-            }
-            Err(NotHere::Fail(status)) => return Err(status),
-        }
+        self.backend.read_barrier().await?;
         // The hash and `since` are read together: a token is issued for the
         // password that was checked, and dies if it has changed since.
         let stored = {
@@ -223,14 +175,7 @@ impl Auth for AuthService {
             no_password || !change.password_hash.is_empty(),
             "a user added with a password is stored with its hash"
         );
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            user_add,
-            pb::AuthUserAddResponse
-        )
+        change!(self, caller, change, pb::AuthUserAddResponse)
     }
 
     async fn user_get(
@@ -240,18 +185,12 @@ impl Auth for AuthService {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
         let name = request.name.clone();
-        query_or_forward!(
-            self,
-            caller,
-            request,
-            user_get,
-            |store: &KvStore, header| {
-                Ok::<_, Status>(pb::AuthUserGetResponse {
-                    header,
-                    roles: user_roles(store, &name)?,
-                })
-            }
-        )
+        query!(self, caller, |store: &KvStore, header| {
+            Ok::<_, Status>(pb::AuthUserGetResponse {
+                header,
+                roles: user_roles(store, &name)?,
+            })
+        })
     }
 
     async fn user_list(
@@ -259,19 +198,12 @@ impl Auth for AuthService {
         request: Request<pb::AuthUserListRequest>,
     ) -> Result<Response<pb::AuthUserListResponse>, Status> {
         let caller = self.backend.caller(&request)?;
-        let request = request.into_inner();
-        query_or_forward!(
-            self,
-            caller,
-            request,
-            user_list,
-            |store: &KvStore, header| {
-                Ok::<_, Status>(pb::AuthUserListResponse {
-                    header,
-                    users: store.auth().user_names().map(String::from).collect(),
-                })
-            }
-        )
+        query!(self, caller, |store: &KvStore, header| {
+            Ok::<_, Status>(pb::AuthUserListResponse {
+                header,
+                users: store.auth().user_names().map(String::from).collect(),
+            })
+        })
     }
 
     async fn user_delete(
@@ -281,14 +213,7 @@ impl Auth for AuthService {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
         let change = Self::change(AuthOp::UserDelete, &request.name);
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            user_delete,
-            pb::AuthUserDeleteResponse
-        )
+        change!(self, caller, change, pb::AuthUserDeleteResponse)
     }
 
     async fn user_change_password(
@@ -304,14 +229,7 @@ impl Auth for AuthService {
             !change.password_hash.is_empty(),
             "a new password is stored as its hash"
         );
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            user_change_password,
-            pb::AuthUserChangePasswordResponse
-        )
+        change!(self, caller, change, pb::AuthUserChangePasswordResponse)
     }
 
     async fn user_grant_role(
@@ -322,14 +240,7 @@ impl Auth for AuthService {
         let request = request.into_inner();
         let mut change = Self::change(AuthOp::UserGrantRole, &request.user);
         change.role = request.role.clone();
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            user_grant_role,
-            pb::AuthUserGrantRoleResponse
-        )
+        change!(self, caller, change, pb::AuthUserGrantRoleResponse)
     }
 
     async fn user_revoke_role(
@@ -340,14 +251,7 @@ impl Auth for AuthService {
         let request = request.into_inner();
         let mut change = Self::change(AuthOp::UserRevokeRole, &request.name);
         change.role = request.role.clone();
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            user_revoke_role,
-            pb::AuthUserRevokeRoleResponse
-        )
+        change!(self, caller, change, pb::AuthUserRevokeRoleResponse)
     }
 
     async fn role_add(
@@ -357,14 +261,7 @@ impl Auth for AuthService {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
         let change = Self::change(AuthOp::RoleAdd, &request.name);
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            role_add,
-            pb::AuthRoleAddResponse
-        )
+        change!(self, caller, change, pb::AuthRoleAddResponse)
     }
 
     async fn role_get(
@@ -374,26 +271,20 @@ impl Auth for AuthService {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
         let name = request.role.clone();
-        query_or_forward!(
-            self,
-            caller,
-            request,
-            role_get,
-            |store: &KvStore, header| {
-                let perms = store.auth().role(&name).map_err(auth_status)?;
-                Ok::<_, Status>(pb::AuthRoleGetResponse {
-                    header,
-                    perm: perms
-                        .iter()
-                        .map(|p| bellwether_api::authpb::Permission {
-                            perm_type: p.kind.number(),
-                            key: p.key.clone(),
-                            range_end: p.range_end.clone(),
-                        })
-                        .collect(),
-                })
-            }
-        )
+        query!(self, caller, |store: &KvStore, header| {
+            let perms = store.auth().role(&name).map_err(auth_status)?;
+            Ok::<_, Status>(pb::AuthRoleGetResponse {
+                header,
+                perm: perms
+                    .iter()
+                    .map(|p| bellwether_api::authpb::Permission {
+                        perm_type: p.kind.number(),
+                        key: p.key.clone(),
+                        range_end: p.range_end.clone(),
+                    })
+                    .collect(),
+            })
+        })
     }
 
     async fn role_list(
@@ -401,19 +292,12 @@ impl Auth for AuthService {
         request: Request<pb::AuthRoleListRequest>,
     ) -> Result<Response<pb::AuthRoleListResponse>, Status> {
         let caller = self.backend.caller(&request)?;
-        let request = request.into_inner();
-        query_or_forward!(
-            self,
-            caller,
-            request,
-            role_list,
-            |store: &KvStore, header| {
-                Ok::<_, Status>(pb::AuthRoleListResponse {
-                    header,
-                    roles: store.auth().role_names().map(String::from).collect(),
-                })
-            }
-        )
+        query!(self, caller, |store: &KvStore, header| {
+            Ok::<_, Status>(pb::AuthRoleListResponse {
+                header,
+                roles: store.auth().role_names().map(String::from).collect(),
+            })
+        })
     }
 
     async fn role_delete(
@@ -423,14 +307,7 @@ impl Auth for AuthService {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
         let change = Self::change(AuthOp::RoleDelete, &request.role);
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            role_delete,
-            pb::AuthRoleDeleteResponse
-        )
+        change!(self, caller, change, pb::AuthRoleDeleteResponse)
     }
 
     async fn role_grant_permission(
@@ -448,14 +325,7 @@ impl Auth for AuthService {
         change.perm_kind = perm.perm_type;
         change.key = perm.key;
         change.range_end = perm.range_end;
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            role_grant_permission,
-            pb::AuthRoleGrantPermissionResponse
-        )
+        change!(self, caller, change, pb::AuthRoleGrantPermissionResponse)
     }
 
     async fn role_revoke_permission(
@@ -467,13 +337,6 @@ impl Auth for AuthService {
         let mut change = Self::change(AuthOp::RoleRevokePermission, &request.role);
         change.key = request.key.clone();
         change.range_end = request.range_end.clone();
-        change_or_forward!(
-            self,
-            caller,
-            request,
-            change,
-            role_revoke_permission,
-            pb::AuthRoleRevokePermissionResponse
-        )
+        change!(self, caller, change, pb::AuthRoleRevokePermissionResponse)
     }
 }

@@ -1,12 +1,22 @@
 //! What every etcd service of a node shares: the node's client API (writes
 //! and read barriers), the store, the node's status, a signal that fires
-//! after each applied write, and connections to the other members for
-//! forwarding to the leader.
+//! after each applied write, and gRPC connections to the other members for
+//! the few calls only the leader's own process can answer.
 //!
 //! The services are thin: each turns a gRPC call into [`EtcdBackend::write`]
-//! or [`EtcdBackend::read_barrier`] plus a store lookup. Having one backend
-//! keeps the forwarding rule (a follower sends the call to the leader it
-//! knows, once) and the response header the same for every service.
+//! or [`EtcdBackend::read_barrier`] plus a store lookup. A follower's write
+//! or read barrier reaches the leader one way only: the member forwards it
+//! over its peer connection. What comes back unserved but safe to retry (the
+//! leader refused it, or it never left this member) is handed to the member
+//! again here, in [`EtcdBackend::propose`] and [`EtcdBackend::read_barrier`],
+//! for every service and for ZooKeeper's connections alike; no service keeps
+//! a forwarding path of its own.
+//!
+//! What still dials another member's gRPC port: a lease's keep-alive and
+//! time-to-live, answered by the leader's lease clock (`lease_service.rs`);
+//! a learner's promotion, which only the leader can judge
+//! (`member_service.rs`); and the corruption check, which asks each member
+//! for its hash (`corruption_check.rs`).
 
 use super::auth_gate::{AuthGate, Caller};
 use super::refusal_status::refusal_status;
@@ -22,11 +32,18 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::Status;
 
 /// How long a member waits to connect to the leader when forwarding.
 const FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a write or read barrier that came back unserved, but safe to
+/// retry, is handed to the member again (see [`EtcdBackend::propose`]):
+/// longer than an election takes, shorter than a client's deadline.
+pub const REROUTE_PATIENCE: Duration = Duration::from_secs(2);
+/// ... waiting at most this long between two tries for news of a leader.
+pub const REROUTE_PAUSE: Duration = Duration::from_millis(50);
 
 /// Where a write or a read barrier went when this member could not serve it.
 #[derive(Debug)]
@@ -389,23 +406,31 @@ impl EtcdBackend {
 
     /// Replicates `command` and decodes the state machine's answer, with
     /// its header complete: the revision the write was applied at (set by
-    /// the state machine), this member and the current term.
+    /// the state machine), this member and the current term. A follower
+    /// hands it to its leader through the member (see [`EtcdBackend::propose`]).
     ///
     /// A write that would grow the store past the quota is refused here,
     /// before the log, with etcd's NOSPACE error, and raises this member's
     /// NOSPACE alarm through the log; from then on every member refuses
     /// such writes until the alarm is cleared (see `machine.rs`).
-    pub async fn write<M: Answer>(&self, command: &Command) -> Result<M, NotHere> {
-        self.write_bytes(command, command.encode(), 0, Route::AnyMember)
-            .await
+    pub async fn write<M: Answer>(&self, command: &Command) -> Result<M, Status> {
+        let bytes = self.admit(command, command.encode(), 0).await?;
+        let answer = self.propose(bytes).await.map_err(status_of)?;
+        self.answer(&answer)
     }
 
     /// [`write`](Self::write), but only if this member leads: the member
-    /// never forwards it. For what only the leader decides (a lease's
-    /// expiry), which a deposed leader must not get its successor to apply.
+    /// never forwards it, nor is it tried again. For what only the leader
+    /// decides (a lease's expiry), which a deposed leader must not get its
+    /// successor to apply.
     pub async fn write_here<M: Answer>(&self, command: &Command) -> Result<M, NotHere> {
-        self.write_bytes(command, command.encode(), 0, Route::LeaderOnly)
+        let bytes = self.admit(command, command.encode(), 0).await?;
+        let answer = self
+            .client
+            .propose_here(bytes)
             .await
+            .map_err(|error| self.not_here(error))?;
+        Ok(self.answer(&answer)?)
     }
 
     /// [`write`](Self::write) for a client's command, checked for `caller`:
@@ -416,57 +441,98 @@ impl EtcdBackend {
         &self,
         caller: &Caller,
         command: &Command,
-    ) -> Result<M, NotHere> {
+    ) -> Result<M, Status> {
         let checked = Checked {
             auth_revision: caller.auth_revision,
             user: caller.user.clone().unwrap_or_default(),
         };
         let envelope = Command::CHECKED_ENVELOPE_BYTES + checked.user.len();
-        let bytes = command.encode_checked(&checked);
-        self.write_bytes(command, bytes, envelope, Route::AnyMember)
-            .await
+        let bytes = self
+            .admit(command, command.encode_checked(&checked), envelope)
+            .await?;
+        let answer = self.propose(bytes).await.map_err(status_of)?;
+        self.answer(&answer)
     }
 
-    /// Replicates `bytes`, the encoding of `command` inside an envelope of
-    /// `envelope` bytes (not counted against the request size limit).
-    async fn write_bytes<M: Answer>(
+    /// `bytes`, the encoding of `command` inside an envelope of `envelope`
+    /// bytes (not counted against the request size limit), if they may go
+    /// to the log: not too large, and not past the quota.
+    async fn admit(
         &self,
         command: &Command,
         bytes: Vec<u8>,
         envelope: usize,
-        route: Route,
-    ) -> Result<M, NotHere> {
+    ) -> Result<Vec<u8>, Status> {
         assert!(
             envelope <= bytes.len(),
             "the envelope is part of the entry's bytes"
         );
         if bytes.len() - envelope > REQUEST_BYTES_MAX {
             // Refused before it reaches the log, as etcd does.
-            return Err(NotHere::Fail(Status::invalid_argument(
-                "etcdserver: request is too large",
-            )));
+            return Err(Status::invalid_argument("etcdserver: request is too large"));
         }
         if self.over_quota(command) {
             self.raise_no_space().await;
-            return Err(NotHere::Fail(Status::resource_exhausted(NO_SPACE)));
+            return Err(Status::resource_exhausted(NO_SPACE));
         }
-        let proposed = match route {
-            Route::AnyMember => self.client.propose(bytes).await,
-            Route::LeaderOnly => self.client.propose_here(bytes).await,
+        Ok(bytes)
+    }
+
+    /// The state machine's answer, decoded, with its header completed.
+    fn answer<M: Answer>(&self, answer: &[u8]) -> Result<M, Status> {
+        let mut response = read_answer::<M>(answer).map_err(refusal_status)?;
+        let header = response.header_mut();
+        let revision = match header {
+            Some(header) => header.revision,
+            None => *self.revisions.borrow(),
         };
-        match proposed {
-            Ok(answer) => {
-                let mut response = read_answer::<M>(&answer)
-                    .map_err(|refusal| NotHere::Fail(refusal_status(refusal)))?;
-                let header = response.header_mut();
-                let revision = match header {
-                    Some(header) => header.revision,
-                    None => *self.revisions.borrow(),
-                };
-                *header = Some(self.header_at(revision));
-                Ok(response)
+        *header = Some(self.header_at(revision));
+        Ok(response)
+    }
+
+    /// Logs `bytes` through the member and returns the state machine's
+    /// answer. This is the one way a follower's write reaches the leader:
+    /// the member forwards it over the peer connection. A write that comes
+    /// back unserved but known not to be in the log (the leader refused
+    /// it, this member could not send it, it was not applied) is handed to
+    /// the member again: at once if it was not applied, since the log has
+    /// moved past it; else once another leader is known, or after
+    /// [`REROUTE_PAUSE`]. After [`REROUTE_PATIENCE`] the last refusal is
+    /// the answer. One whose outcome is unknown (timed out, the leader
+    /// changed under it) is never sent again.
+    pub async fn propose(&self, bytes: Vec<u8>) -> Result<Vec<u8>, ClientError> {
+        let give_up = Instant::now() + REROUTE_PATIENCE;
+        loop {
+            let error = match self.client.propose(bytes.clone()).await {
+                Ok(answer) => return Ok(answer),
+                Err(
+                    error @ (ClientError::NotLeader { .. }
+                    | ClientError::Busy
+                    | ClientError::NotApplied),
+                ) => error,
+                Err(error) => return Err(error),
+            };
+            if Instant::now() >= give_up {
+                return Err(error);
             }
-            Err(error) => Err(self.not_here(error)),
+            match error {
+                ClientError::NotApplied => tokio::task::yield_now().await,
+                ClientError::NotLeader { .. } => self.news_of_a_leader(REROUTE_PAUSE).await,
+                _ => tokio::time::sleep(REROUTE_PAUSE).await,
+            }
+        }
+    }
+
+    /// Waits at most `pause` for the member to know a leader other than
+    /// the one it knows now (or than none).
+    pub async fn news_of_a_leader(&self, pause: Duration) {
+        let mut status = self.status.clone();
+        let known = status.borrow_and_update().leader;
+        let news = status.wait_for(|s| s.leader.is_some() && s.leader != known);
+        let stopped = matches!(tokio::time::timeout(pause, news).await, Ok(Err(_)));
+        if stopped {
+            // No more news will come: the pause still paces the tries.
+            tokio::time::sleep(pause).await;
         }
     }
 
@@ -500,8 +566,33 @@ impl EtcdBackend {
         }
     }
 
-    /// Waits until reading the local store is linearizable (ReadIndex).
-    pub async fn read_barrier(&self) -> Result<(), NotHere> {
+    /// Waits until reading the local store is linearizable (ReadIndex). A
+    /// follower asks its leader through the member; a read the leader could
+    /// not confirm (it no longer leads, or is not known yet) is asked again,
+    /// as a write that was refused is (see [`EtcdBackend::propose`]): a
+    /// read barrier changes nothing, so every refusal is safe to retry.
+    pub async fn read_barrier(&self) -> Result<(), Status> {
+        let give_up = Instant::now() + REROUTE_PATIENCE;
+        loop {
+            let error = match self.client.read_barrier().await {
+                Ok(()) => return Ok(()),
+                Err(error @ (ClientError::NotLeader { .. } | ClientError::Busy)) => error,
+                Err(error) => return Err(status_of(error)),
+            };
+            if Instant::now() >= give_up {
+                return Err(status_of(error));
+            }
+            match error {
+                ClientError::NotLeader { .. } => self.news_of_a_leader(REROUTE_PAUSE).await,
+                _ => tokio::time::sleep(REROUTE_PAUSE).await,
+            }
+        }
+    }
+
+    /// One read barrier, not asked again: [`NotHere::Forward`] when
+    /// another member leads. For a leader that asks whether a quorum still
+    /// follows it.
+    pub async fn read_barrier_once(&self) -> Result<(), NotHere> {
         self.client
             .read_barrier()
             .await
@@ -581,13 +672,4 @@ impl EtcdBackend {
         let reached = revisions.wait_for(|r| *r > revision).await.is_ok();
         reached
     }
-}
-
-/// Where a write may be proposed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Route {
-    /// Here, or forwarded to the leader by the member.
-    AnyMember,
-    /// Only here, and only if this member leads.
-    LeaderOnly,
 }

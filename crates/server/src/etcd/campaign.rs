@@ -32,11 +32,9 @@
 //! blocks for as long as the client waits, and so do we.
 
 use super::auth_gate::Caller;
-use super::backend::{EtcdBackend, NotHere};
+use super::backend::EtcdBackend;
 use bellwether_api::etcdserverpb as pb;
-use bellwether_api::etcdserverpb::kv_client::KvClient;
 use bellwether_api::mvccpb;
-use bellwether_core::NodeId;
 use bellwether_etcd::command::Command;
 use bellwether_etcd::convert;
 use bellwether_kv::{KeyRange, KeyValue, KvStore, RangeRequest, SortOrder, SortTarget};
@@ -124,67 +122,30 @@ pub fn as_etcd(status: Status) -> Status {
     }
 }
 
-/// A txn for `caller`, run here when this member leads or forwarded to the
-/// leader through its KV service; checked again when applied if auth
-/// changed since the call was checked (see `auth_gate.rs`).
+/// A txn for `caller`, through the log (a follower's goes to the leader
+/// through the member); checked again when applied if auth changed since
+/// the call was checked (see `auth_gate.rs`).
 pub async fn txn(
     backend: &EtcdBackend,
     caller: &Caller,
     request: pb::TxnRequest,
 ) -> Result<pb::TxnResponse, Status> {
-    match backend
-        .write_as::<pb::TxnResponse>(caller, &Command::Txn(request.clone()))
+    backend
+        .write_as::<pb::TxnResponse>(caller, &Command::Txn(request))
         .await
-    {
-        Ok(response) => Ok(response),
-        Err(NotHere::Forward(leader)) => {
-            let channel = backend.channel_to(leader).await?;
-            match KvClient::new(channel)
-                .txn(backend.forwarded(caller, request))
-                .await
-            {
-                Ok(response) => Ok(response.into_inner()),
-                Err(status) => Err(forward_failed(backend, leader, status).await),
-            }
-        }
-        Err(NotHere::Fail(status)) => Err(status),
-    }
 }
 
-/// A linearizable range: after a read barrier here, or on the leader.
+/// A linearizable range: after a read barrier, from this member's store.
 pub async fn range(
     backend: &EtcdBackend,
     request: pb::RangeRequest,
 ) -> Result<pb::RangeResponse, Status> {
-    match backend.read_barrier().await {
-        Ok(()) => {
-            let result = backend.store().range(&convert::range_request(request));
-            let mut response = convert::range_response(
-                result.map_err(|error| super::backend::status_of_kv(&error))?,
-            );
-            response.header = Some(backend.header());
-            Ok(response)
-        }
-        Err(NotHere::Forward(leader)) => {
-            let channel = backend.channel_to(leader).await?;
-            match KvClient::new(channel)
-                .range(backend.as_member(request))
-                .await
-            {
-                Ok(response) => Ok(response.into_inner()),
-                Err(status) => Err(forward_failed(backend, leader, status).await),
-            }
-        }
-        Err(NotHere::Fail(status)) => Err(status),
-    }
-}
-
-/// Forgets a channel that failed, so the next forward reconnects.
-async fn forward_failed(backend: &EtcdBackend, leader: NodeId, status: Status) -> Status {
-    if status.code() == Code::Unavailable {
-        backend.drop_channel(leader).await;
-    }
-    status
+    backend.read_barrier().await?;
+    let result = backend.store().range(&convert::range_request(request));
+    let mut response =
+        convert::range_response(result.map_err(|error| super::backend::status_of_kv(&error))?);
+    response.header = Some(backend.header());
+    Ok(response)
 }
 
 /// A lease for a caller that named none, as etcd's servers grant one
@@ -195,13 +156,7 @@ pub async fn session_lease(backend: &EtcdBackend) -> Result<i64, Status> {
         ttl: SESSION_TTL_SECONDS,
         id: 0,
     };
-    match super::lease_grant::grant(backend, request).await {
-        Ok(response) => Ok(response.id),
-        Err(NotHere::Forward(leader)) => Err(Status::unavailable(format!(
-            "etcdserver: the leader ({leader}) cannot be reached from this member now; retry"
-        ))),
-        Err(NotHere::Fail(status)) => Err(status),
-    }
+    Ok(super::lease_grant::grant(backend, request).await?.id)
 }
 
 /// A claimed place in line.

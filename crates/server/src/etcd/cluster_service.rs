@@ -5,11 +5,10 @@
 //! `member_service.rs`.
 
 use super::auth_gate::maintenance_auth_status;
-use super::backend::{EtcdBackend, NotHere};
+use super::backend::EtcdBackend;
 use super::channel_stream::ChannelStream;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_server::Cluster;
-use bellwether_api::etcdserverpb::maintenance_client::MaintenanceClient;
 use bellwether_api::etcdserverpb::maintenance_server::Maintenance;
 use bellwether_etcd::command::Command;
 use tonic::{Request, Response, Status};
@@ -68,21 +67,12 @@ impl Maintenance for ClusterService {
         request: Request<pb::AlarmRequest>,
     ) -> Result<Response<pb::AlarmResponse>, Status> {
         let command = Command::Alarm(request.into_inner());
-        match self.backend.write::<pb::AlarmResponse>(&command).await {
-            // etcd 3.4's Alarm answer carries no header.
-            Ok(response) => Ok(Response::new(pb::AlarmResponse {
-                header: None,
-                ..response
-            })),
-            Err(NotHere::Forward(leader)) => {
-                let Command::Alarm(request) = command else {
-                    unreachable!("built above")
-                };
-                let channel = self.backend.channel_to(leader).await?;
-                MaintenanceClient::new(channel).alarm(request).await
-            }
-            Err(NotHere::Fail(status)) => Err(status),
-        }
+        let response = self.backend.write::<pb::AlarmResponse>(&command).await?;
+        // etcd 3.4's Alarm answer carries no header.
+        Ok(Response::new(pb::AlarmResponse {
+            header: None,
+            ..response
+        }))
     }
 
     async fn status(

@@ -158,10 +158,6 @@ async fn raise_corrupt(backend: &EtcdBackend, member: NodeId) {
         alarm: pb::AlarmType::Corrupt as i32,
     });
     if let Err(error) = backend.write::<pb::AlarmResponse>(&command).await {
-        let error = match error {
-            super::backend::NotHere::Forward(leader) => format!("{leader} leads now"),
-            super::backend::NotHere::Fail(status) => status.to_string(),
-        };
         tracing::warn!(member = member.0, %error, "could not raise the CORRUPT alarm; the next round retries");
     }
 }

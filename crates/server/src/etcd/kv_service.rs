@@ -6,9 +6,8 @@
 //! permissions first (`auth_gate.rs`).
 
 use super::auth_gate::Caller;
-use super::backend::{status_of_kv, EtcdBackend, NotHere};
+use super::backend::{status_of_kv, EtcdBackend};
 use bellwether_api::etcdserverpb as pb;
-use bellwether_api::etcdserverpb::kv_client::KvClient;
 use bellwether_api::etcdserverpb::kv_server::Kv;
 use bellwether_etcd::command::Command;
 use bellwether_etcd::convert;
@@ -20,16 +19,6 @@ use tonic::{Request, Response, Status};
 pub struct KvService {
     /// What the node's services share.
     pub backend: EtcdBackend,
-}
-
-impl KvService {
-    /// A client of the leader `leader`, for forwarding.
-    async fn leader(
-        &self,
-        leader: bellwether_core::NodeId,
-    ) -> Result<KvClient<tonic::transport::Channel>, Status> {
-        Ok(KvClient::new(self.backend.channel_to(leader).await?))
-    }
 }
 
 impl KvService {
@@ -46,15 +35,7 @@ impl KvService {
             "a txn served outside the log only reads"
         );
         if !is_serializable(&request) {
-            match self.backend.read_barrier().await {
-                Ok(()) => {}
-                Err(NotHere::Forward(leader)) => {
-                    let request = self.backend.forwarded(&caller, request);
-                    return Box::pin(async move { self.leader(leader).await?.txn(request).await })
-                        .await;
-                }
-                Err(NotHere::Fail(status)) => return Err(status),
-            }
+            self.backend.read_barrier().await?;
         }
         let mut store = self.backend.store();
         caller.check_txn(&store, &request)?;
@@ -90,29 +71,16 @@ fn is_serializable(request: &pb::TxnRequest) -> bool {
     })
 }
 
-/// Runs `$command($request)` locally, or forwards `$request` with
-/// `$method` to the leader when this member is not it. The request moves
-/// into the command and back out for forwarding (no copy of the value),
-/// and the forwarding call, a large future, is boxed so that only calls
-/// that forward pay for its state.
-macro_rules! write_or_forward {
-    ($self:ident, $caller:ident, $request:ident, $command:path, $method:ident, $response:ty) => {{
+/// Logs `$command($request)` for `$caller` (a follower's goes to the
+/// leader through the member) and answers with the state machine's answer.
+macro_rules! logged {
+    ($self:ident, $caller:ident, $request:ident, $command:path, $response:ty) => {{
         let command = $command($request);
-        match $self
+        let response = $self
             .backend
             .write_as::<$response>(&$caller, &command)
-            .await
-        {
-            Ok(response) => Ok(Response::new(response)),
-            Err(NotHere::Forward(leader)) => {
-                let $command(request) = command else {
-                    unreachable!("the command was built from the request above")
-                };
-                let request = $self.backend.forwarded(&$caller, request);
-                Box::pin(async move { $self.leader(leader).await?.$method(request).await }).await
-            }
-            Err(NotHere::Fail(status)) => Err(status),
-        }
+            .await?;
+        Ok(Response::new(response))
     }};
 }
 
@@ -125,17 +93,7 @@ impl Kv for KvService {
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
         if !request.serializable {
-            match self.backend.read_barrier().await {
-                Ok(()) => {}
-                Err(NotHere::Forward(leader)) => {
-                    let request = self.backend.forwarded(&caller, request);
-                    return Box::pin(
-                        async move { self.leader(leader).await?.range(request).await },
-                    )
-                    .await;
-                }
-                Err(NotHere::Fail(status)) => return Err(status),
-            }
+            self.backend.read_barrier().await?;
         }
         let store = self.backend.store();
         caller.check_range(&store, &request.key, &request.range_end, Permission::Read)?;
@@ -159,7 +117,7 @@ impl Kv for KvService {
         self.backend
             .authorize(&caller, |store| caller.check_put(store, &request))
             .await?;
-        write_or_forward!(self, caller, request, Command::Put, put, pb::PutResponse)
+        logged!(self, caller, request, Command::Put, pb::PutResponse)
     }
 
     async fn delete_range(
@@ -171,12 +129,11 @@ impl Kv for KvService {
         self.backend
             .authorize(&caller, |store| caller.check_delete(store, &request))
             .await?;
-        write_or_forward!(
+        logged!(
             self,
             caller,
             request,
             Command::DeleteRange,
-            delete_range,
             pb::DeleteRangeResponse
         )
     }
@@ -193,7 +150,7 @@ impl Kv for KvService {
         self.backend
             .authorize(&caller, |store| caller.check_txn(store, &request))
             .await?;
-        write_or_forward!(self, caller, request, Command::Txn, txn, pb::TxnResponse)
+        logged!(self, caller, request, Command::Txn, pb::TxnResponse)
     }
 
     async fn compact(
@@ -203,12 +160,11 @@ impl Kv for KvService {
         // etcd 3.4 lets any caller compact, authenticated or not.
         let caller = self.backend.caller(&request)?;
         let request = request.into_inner();
-        write_or_forward!(
+        logged!(
             self,
             caller,
             request,
             Command::Compact,
-            compact,
             pb::CompactionResponse
         )
     }

@@ -8,7 +8,7 @@
 //! pick ([`super::lease_ids::LeaseIds`]) and tries again, a bounded number of times, if the
 //! store already holds it.
 
-use super::backend::{EtcdBackend, NotHere};
+use super::backend::EtcdBackend;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_etcd::command::Command;
 use bellwether_kv::KvError;
@@ -22,7 +22,7 @@ const GRANT_ID_ATTEMPTS: usize = 4;
 pub async fn grant(
     backend: &EtcdBackend,
     request: pb::LeaseGrantRequest,
-) -> Result<pb::LeaseGrantResponse, NotHere> {
+) -> Result<pb::LeaseGrantResponse, tonic::Status> {
     let choose = request.id == 0;
     for _ in 0..GRANT_ID_ATTEMPTS {
         let mut chosen = request;
@@ -35,15 +35,11 @@ pub async fn grant(
         {
             // The lessor learnt of the grant when it was applied.
             Ok(response) => return Ok(response),
-            Err(NotHere::Fail(status))
-                if choose && status.message() == KvError::LeaseExists.to_string() =>
-            {
+            Err(status) if choose && status.message() == KvError::LeaseExists.to_string() => {
                 continue;
             }
             Err(other) => return Err(other),
         }
     }
-    Err(NotHere::Fail(super::backend::status_of_kv(
-        &KvError::LeaseExists,
-    )))
+    Err(super::backend::status_of_kv(&KvError::LeaseExists))
 }

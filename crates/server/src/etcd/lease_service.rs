@@ -126,7 +126,7 @@ impl LeaseService {
         if !self.leading() {
             return Ok(false);
         }
-        match self.backend.read_barrier().await {
+        match self.backend.read_barrier_once().await {
             Ok(()) => Ok(true),
             Err(NotHere::Forward(_)) => Ok(false),
             Err(NotHere::Fail(status)) => Err(status),
@@ -187,17 +187,8 @@ impl Lease for LeaseService {
         request: Request<pb::LeaseGrantRequest>,
     ) -> Result<Response<pb::LeaseGrantResponse>, Status> {
         let request = request.into_inner();
-        match super::lease_grant::grant(&self.backend, request).await {
-            Ok(response) => Ok(Response::new(response)),
-            Err(NotHere::Forward(leader)) => {
-                // Boxed: only a forwarding grant pays for this future.
-                Box::pin(
-                    async move { self.leader_client(leader).await?.lease_grant(request).await },
-                )
-                .await
-            }
-            Err(NotHere::Fail(status)) => Err(status),
-        }
+        let response = super::lease_grant::grant(&self.backend, request).await?;
+        Ok(Response::new(response))
     }
 
     async fn lease_revoke(
@@ -213,24 +204,11 @@ impl Lease for LeaseService {
                 caller.check_lease_keys(store, request.id, Permission::Write)
             })
             .await?;
-        match self
+        let response = self
             .backend
             .write_as::<pb::LeaseRevokeResponse>(&caller, &Command::LeaseRevoke(request))
-            .await
-        {
-            Ok(response) => Ok(Response::new(response)),
-            Err(NotHere::Forward(leader)) => {
-                let request = self.backend.forwarded(&caller, request);
-                Box::pin(async move {
-                    self.leader_client(leader)
-                        .await?
-                        .lease_revoke(request)
-                        .await
-                })
-                .await
-            }
-            Err(NotHere::Fail(status)) => Err(status),
-        }
+            .await?;
+        Ok(Response::new(response))
     }
 
     type LeaseKeepAliveStream = ChannelStream<Result<pb::LeaseKeepAliveResponse, Status>>;
@@ -363,20 +341,9 @@ impl Lease for LeaseService {
 
     async fn lease_leases(
         &self,
-        request: Request<pb::LeaseLeasesRequest>,
+        _request: Request<pb::LeaseLeasesRequest>,
     ) -> Result<Response<pb::LeaseLeasesResponse>, Status> {
-        let request = request.into_inner();
-        match self.backend.read_barrier().await {
-            Ok(()) => {}
-            Err(NotHere::Forward(leader)) => {
-                return self
-                    .leader_client(leader)
-                    .await?
-                    .lease_leases(request)
-                    .await;
-            }
-            Err(NotHere::Fail(status)) => return Err(status),
-        }
+        self.backend.read_barrier().await?;
         let leases = self
             .backend
             .store()

@@ -14,10 +14,9 @@
 //! `Unknown` (see [`as_etcd`]).
 
 use super::auth_gate::Caller;
-use super::backend::{EtcdBackend, NotHere};
+use super::backend::EtcdBackend;
 use super::campaign::{self, as_etcd, WithdrawOnDrop};
 use bellwether_api::etcdserverpb as pb;
-use bellwether_api::etcdserverpb::kv_client::KvClient;
 use bellwether_api::v3lockpb as lpb;
 use bellwether_api::v3lockpb::lock_server::Lock;
 use bellwether_etcd::command::Command;
@@ -32,8 +31,7 @@ pub struct LockService {
 }
 
 impl LockService {
-    /// Deletes `key` for `caller`, here when this member leads or on the
-    /// leader.
+    /// Deletes `key` for `caller`, through the log.
     async fn delete(
         &self,
         caller: &Caller,
@@ -43,27 +41,9 @@ impl LockService {
             key,
             ..Default::default()
         };
-        let command = Command::DeleteRange(request.clone());
-        match self
-            .backend
-            .write_as::<pb::DeleteRangeResponse>(caller, &command)
+        self.backend
+            .write_as::<pb::DeleteRangeResponse>(caller, &Command::DeleteRange(request))
             .await
-        {
-            Ok(response) => Ok(response),
-            Err(NotHere::Forward(leader)) => {
-                let channel = self.backend.channel_to(leader).await?;
-                let response = KvClient::new(channel)
-                    .delete_range(self.backend.forwarded(caller, request))
-                    .await;
-                if let Err(status) = &response {
-                    if status.code() == tonic::Code::Unavailable {
-                        self.backend.drop_channel(leader).await;
-                    }
-                }
-                Ok(response?.into_inner())
-            }
-            Err(NotHere::Fail(status)) => Err(status),
-        }
     }
 }
 

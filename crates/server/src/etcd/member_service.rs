@@ -17,7 +17,7 @@
 //! promoting a member that is not a learner or is not caught up.
 
 use super::auth_gate::Caller;
-use super::backend::{EtcdBackend, NotHere};
+use super::backend::EtcdBackend;
 use bellwether_api::etcdserverpb as pb;
 use bellwether_api::etcdserverpb::cluster_client::ClusterClient;
 use bellwether_etcd::command::{Command, MemberChange};
@@ -131,24 +131,18 @@ fn check_urls(urls: &[String]) -> Result<(), Status> {
     Ok(())
 }
 
-/// Writes `command`; `Ok(None)` when another member leads and the call
-/// must go there.
+/// Writes `command` (a follower's goes to the leader through the member)
+/// and returns the member it added or changed.
 async fn write(
     backend: &EtcdBackend,
     caller: &Caller,
     command: &Command,
-) -> Result<Option<(u64, pb::Member)>, Status> {
-    match backend
+) -> Result<(u64, pb::Member), Status> {
+    let response = backend
         .write_as::<pb::MemberAddResponse>(caller, command)
-        .await
-    {
-        Ok(response) => {
-            let member = response.member.unwrap_or_default();
-            Ok(Some((member.id, member)))
-        }
-        Err(NotHere::Forward(_)) => Ok(None),
-        Err(NotHere::Fail(status)) => Err(status),
-    }
+        .await?;
+    let member = response.member.unwrap_or_default();
+    Ok((member.id, member))
 }
 
 /// The leader's client, for a call this member cannot take.
@@ -244,19 +238,7 @@ pub async fn member_add(
         taken_peer_urls,
         ..Default::default()
     });
-    let Some((id, member)) = write(backend, caller, &command).await? else {
-        let answer = leader_client(backend)
-            .await?
-            .member_add(backend.forwarded(caller, request))
-            .await?
-            .into_inner();
-        // Answer once this member knows of the new one too, so that the
-        // caller's next call here finds it.
-        if let Some(id) = answer.member.as_ref().map(|m| m.id) {
-            wait_for(backend, |s| has_member(s, id)).await?;
-        }
-        return Ok(answer);
-    };
+    let (id, member) = write(backend, caller, &command).await?;
     // The store gives a new member at least the id the command asked for,
     // one above every id known here (none is left above u64::MAX: it
     // refuses the add). An answer that breaks this is not the add's: a
@@ -305,13 +287,7 @@ pub async fn member_remove(
         known,
         ..Default::default()
     });
-    if write(backend, caller, &command).await?.is_none() {
-        return Ok(leader_client(backend)
-            .await?
-            .member_remove(backend.forwarded(caller, request))
-            .await?
-            .into_inner());
-    }
+    write(backend, caller, &command).await?;
     // A member removing itself may never hear of its removal (the leader
     // stops sending to it once the entry is in the log): the recorded
     // removal is its answer.
@@ -340,13 +316,7 @@ pub async fn member_update(
         learner,
         ..Default::default()
     });
-    if write(backend, caller, &command).await?.is_none() {
-        return Ok(leader_client(backend)
-            .await?
-            .member_update(backend.forwarded(caller, request))
-            .await?
-            .into_inner());
-    }
+    write(backend, caller, &command).await?;
     let wanted = url_address(&request.peer_urls[0]).map(|a| a.to_string());
     let id = request.id;
     wait_for(backend, |s| {
@@ -378,9 +348,7 @@ pub async fn member_promote(
         id,
         ..Default::default()
     });
-    if write(backend, caller, &command).await?.is_none() {
-        return forward_promote(backend, caller, request).await;
-    }
+    write(backend, caller, &command).await?;
     wait_for(backend, |s| is_learner(s, id) == Some(false)).await?;
     Ok(pb::MemberPromoteResponse {
         header: Some(header(backend)),
@@ -501,17 +469,8 @@ pub async fn publish_client_url(
                 learner,
                 ..Default::default()
             });
-            match backend.write::<pb::MemberAddResponse>(&command).await {
-                Ok(_) => {}
-                Err(NotHere::Forward(leader)) => {
-                    tracing::debug!(
-                        leader = leader.0,
-                        "publishing the client URL waits for the leader"
-                    );
-                }
-                Err(NotHere::Fail(status)) => {
-                    tracing::debug!(%status, "publishing the client URL failed; retrying");
-                }
+            if let Err(status) = backend.write::<pb::MemberAddResponse>(&command).await {
+                tracing::debug!(%status, "publishing the client URL failed; retrying");
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

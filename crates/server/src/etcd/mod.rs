@@ -146,3 +146,5 @@ fn services(
             watches_stopped,
         )))
 }
+#[cfg(test)]
+mod reroute_tests;

@@ -18,7 +18,6 @@ use crate::etcd::lease_service::KeepAliveRelay;
 use crate::etcd::{EtcdBackend, LeaseService};
 use bellwether_etcd::command::Command;
 use bellwether_kv::KeyRange;
-use bellwether_member::ClientError;
 use bellwether_zookeeper::acl::AuthId;
 use bellwether_zookeeper::codes::{keeper_state, op, xid, ErrorCode};
 use bellwether_zookeeper::connect::{ConnectRequest, ConnectResponse};
@@ -46,11 +45,6 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
 /// Packets read ahead of the one being handled, at most.
 const PACKETS_QUEUED_MAX: usize = 64;
-/// How long a write the member refused before logging it (no leader yet,
-/// too busy, or sent to a leader that failed) is tried again, and the
-/// longest pause between two tries.
-const PROPOSE_PATIENCE: Duration = Duration::from_secs(2);
-const PROPOSE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// A session's lease is renewed when a packet comes this long or more
 /// after the last renewal: clients ping every third of their timeout, so
 /// a renewal follows each ping, and a busy client renews at most this often.
@@ -323,7 +317,9 @@ impl Connection {
                 Ok(ttl) => return Ok(ttl > 0),
                 Err(_) if Instant::now() < give_up => {
                     self.relay = None;
-                    self.news_of_a_leader(PROPOSE_RETRY_PAUSE).await;
+                    self.backend
+                        .news_of_a_leader(crate::etcd::backend::REROUTE_PAUSE)
+                        .await;
                 }
                 Err(status) => {
                     return Err(ConnectionError::Unavailable(format!(
@@ -334,15 +330,6 @@ impl Connection {
                 }
             }
         }
-    }
-
-    /// Waits at most `pause` for the member to know a leader other than
-    /// the one it knows now (or than none).
-    async fn news_of_a_leader(&self, pause: Duration) {
-        let mut status = self.backend.status.clone();
-        let known = status.borrow_and_update().leader;
-        let news = status.wait_for(|s| s.leader.is_some() && s.leader != known);
-        let _ = tokio::time::timeout(pause, news).await;
     }
 
     async fn handshake(
@@ -435,29 +422,15 @@ impl Connection {
         self.propose_command(Command::ZooKeeper(entry)).await
     }
 
-    /// [`Connection::propose`] for any command.
+    /// [`Connection::propose`] for any command: through
+    /// [`EtcdBackend::propose`](crate::etcd::EtcdBackend::propose), the one
+    /// way a follower's write reaches the leader, which tries again what
+    /// is safe to try again.
     async fn propose_command(&self, command: Command) -> Result<Vec<u8>, ConnectionError> {
-        let bytes = command.encode();
-        let give_up = Instant::now() + PROPOSE_PATIENCE;
-        loop {
-            let error = match self.backend.client.propose(bytes.clone()).await {
-                Ok(answer) => return Ok(answer),
-                Err(
-                    error @ (ClientError::NotLeader { .. }
-                    | ClientError::Busy
-                    | ClientError::NotApplied),
-                ) => error,
-                Err(error) => return Err(ConnectionError::Unavailable(error.to_string())),
-            };
-            if Instant::now() >= give_up {
-                return Err(ConnectionError::Unavailable(error.to_string()));
-            }
-            match error {
-                ClientError::NotApplied => tokio::task::yield_now().await,
-                ClientError::NotLeader { .. } => self.news_of_a_leader(PROPOSE_RETRY_PAUSE).await,
-                _ => tokio::time::sleep(PROPOSE_RETRY_PAUSE).await,
-            }
-        }
+        self.backend
+            .propose(command.encode())
+            .await
+            .map_err(|error| ConnectionError::Unavailable(error.to_string()))
     }
 
     /// Waits until this member has applied `zxid`.
