@@ -87,7 +87,7 @@ impl<W, R> Member<W, R> {
         );
         let answer = match &entry.payload {
             Payload::Command(command) => {
-                self.snapshots.note_applied(command.len());
+                self.snapshots.note_applied(command.len(), self.now);
                 let (forwarded, command) = forwarding::open(command);
                 let answer = self.machine.apply(entry.index, command);
                 // A write this member forwarded is never also one of its
@@ -101,7 +101,7 @@ impl<W, R> Member<W, R> {
                 }
             }
             _ => {
-                self.snapshots.note_applied(0);
+                self.snapshots.note_applied(0, self.now);
                 None
             }
         };

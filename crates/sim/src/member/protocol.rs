@@ -121,6 +121,7 @@ pub const SIM_SNAPSHOT_SCHEDULE: bellwether_member::SnapshotSchedule =
         slow_log_after: Duration::from_millis(300),
         every_entries_max: 10_000,
         hold_entries_max: 100,
+        idle_after: Duration::from_millis(500),
     };
 
 /// An input that arrived while the member waited on its disk.
