@@ -107,7 +107,7 @@ cargo fmt --all -- --check
 phase "cargo clippy"
 cargo clippy --release --workspace --all-targets -- -D warnings
 
-phase "no file-level import circles in cli, client and server (scripts/import_cycles.py)"
+phase "no file-level import circles in cli, cli-common, harness, client and server (scripts/import_cycles.py)"
 python3 scripts/import_cycles.py crates/cli/src crates/cli-common/src crates/harness/src crates/client/src crates/server/src
 
 phase "cargo build --profile ci"
