@@ -501,9 +501,21 @@ impl EtcdBackend {
     /// the answer. One whose outcome is unknown (timed out, the leader
     /// changed under it) is never sent again.
     pub async fn propose(&self, bytes: Vec<u8>) -> Result<Vec<u8>, ClientError> {
+        self.rerouted(|| self.client.propose(bytes.clone())).await
+    }
+
+    /// Runs `attempt` until it is answered with anything but a refusal that
+    /// is safe to retry ("not the leader", "busy", "not applied"), for up
+    /// to [`REROUTE_PATIENCE`]; the last refusal is the answer after that.
+    /// The rule of [`EtcdBackend::propose`] and [`EtcdBackend::read_barrier`].
+    async fn rerouted<T, F, A>(&self, mut attempt: A) -> Result<T, ClientError>
+    where
+        A: FnMut() -> F,
+        F: std::future::Future<Output = Result<T, ClientError>>,
+    {
         let give_up = Instant::now() + REROUTE_PATIENCE;
         loop {
-            let error = match self.client.propose(bytes.clone()).await {
+            let error = match attempt().await {
                 Ok(answer) => return Ok(answer),
                 Err(
                     error @ (ClientError::NotLeader { .. }
@@ -572,21 +584,9 @@ impl EtcdBackend {
     /// as a write that was refused is (see [`EtcdBackend::propose`]): a
     /// read barrier changes nothing, so every refusal is safe to retry.
     pub async fn read_barrier(&self) -> Result<(), Status> {
-        let give_up = Instant::now() + REROUTE_PATIENCE;
-        loop {
-            let error = match self.client.read_barrier().await {
-                Ok(()) => return Ok(()),
-                Err(error @ (ClientError::NotLeader { .. } | ClientError::Busy)) => error,
-                Err(error) => return Err(status_of(error)),
-            };
-            if Instant::now() >= give_up {
-                return Err(status_of(error));
-            }
-            match error {
-                ClientError::NotLeader { .. } => self.news_of_a_leader(REROUTE_PAUSE).await,
-                _ => tokio::time::sleep(REROUTE_PAUSE).await,
-            }
-        }
+        self.rerouted(|| self.client.read_barrier())
+            .await
+            .map_err(status_of)
     }
 
     /// One read barrier, not asked again: [`NotHere::Forward`] when
