@@ -174,7 +174,16 @@ async fn run(config: NodeConfig) -> Result<ExitCode> {
                 std::future::pending(),
             )));
         }
-        spawn_grpc(&config, listener, backend, lessor, client_tls, grpc_stopped)
+        let calls = node
+            .take_calls()
+            .expect("a fresh node's calls are not taken");
+        spawn_grpc(
+            &config,
+            listener,
+            (backend, lessor, calls),
+            client_tls,
+            grpc_stopped,
+        )
     });
     let http_listener = node.http_listener.take().expect("fresh node");
     let (stop_http, http) = spawn_http(http_listener, &handles, http_tls);
@@ -288,7 +297,7 @@ fn configure_backend(
         .with_data_dir(config.data_dir.clone())
         .with_quota(config.quota_backend_bytes)
         .with_cluster_name(&config.cluster)
-        .with_member_tls(client_tls.map(|t| t.member_client.clone()))
+        .with_client_tls(client_tls.is_some())
         .with_peer_tls(config.peer_tls.is_some())
         .with_auth(bellwether_server::etcd::auth_gate::AuthGate {
             summary: auth_summary,
@@ -310,8 +319,11 @@ fn configure_backend(
 fn spawn_grpc(
     config: &NodeConfig,
     listener: tokio::net::TcpListener,
-    backend: bellwether_server::etcd::EtcdBackend,
-    lessor: bellwether_server::etcd::Lessor,
+    (backend, lessor, calls): (
+        bellwether_server::etcd::EtcdBackend,
+        bellwether_server::etcd::Lessor,
+        tokio::sync::mpsc::Receiver<bellwether_server::member_calls::IncomingCall>,
+    ),
     client_tls: Option<bellwether_server::tls::ClientTls>,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) -> tokio::task::JoinHandle<Result<(), tonic::transport::Error>> {
@@ -330,6 +342,7 @@ fn spawn_grpc(
         listener,
         backend,
         lessor,
+        calls,
         client_tls.map(|t| t.server),
         config.client_connections_max,
         async move {

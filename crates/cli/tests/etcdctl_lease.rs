@@ -225,3 +225,46 @@ fn etcdctl_lease_keep_alive_stream_holds_a_lease_and_expiry_deletes_its_keys() {
     let out = etcdctl::run_ok(&follower, &["lease", "list"]);
     assert_eq!(out.trim(), "found 0 leases");
 }
+
+/// `type`'s count in member `i`'s messages-sent metric.
+fn messages_sent(cluster: &Cluster, i: usize, kind: &str) -> u64 {
+    let metrics = common::get(cluster.http(i), "/metrics").expect("metrics");
+    let prefix = format!("bellwether_messages_sent_total{{type=\"{kind}\"}} ");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {kind} count in member {i}'s metrics"))
+}
+
+/// A follower's keep-alive and time-to-live need the leader's lease clock:
+/// the follower's process asks the leader's over the peer connection (a
+/// member call), not over a gRPC connection of its own to the leader's
+/// client port. Each call and each answer is counted where it is sent.
+#[test]
+fn a_followers_keep_alive_and_time_to_live_are_calls_over_the_peer_connection() {
+    etcdctl::require();
+    let mut cluster = Cluster::start("lease-member-calls", 3, 50, 300);
+    let all = cluster.all();
+    let (leader, _) = cluster.wait_leader(&all, WAIT);
+    let follower = *all.iter().find(|i| **i != leader).expect("a follower");
+    let endpoint = cluster.client(follower).to_string();
+    let lease = grant(&endpoint, 60);
+    let calls_before = messages_sent(&cluster, follower, "member_call");
+    let answers_before = messages_sent(&cluster, leader, "member_call_answer");
+    let out = etcdctl::run_ok(&endpoint, &["lease", "keep-alive", "--once", &lease]);
+    assert_eq!(out.trim(), format!("lease {lease} keepalived with TTL(60)"));
+    let out = etcdctl::run_ok(&endpoint, &["lease", "timetolive", &lease]);
+    assert!(out.contains("granted with TTL(60s)"), "timetolive: {out}");
+    let (still_leader, _) = cluster.wait_leader(&all, WAIT);
+    assert_eq!(still_leader, leader, "the test needs one leader throughout");
+    let calls = messages_sent(&cluster, follower, "member_call") - calls_before;
+    let answers = messages_sent(&cluster, leader, "member_call_answer") - answers_before;
+    assert!(calls >= 2, "the follower sent {calls} calls for 2 requests");
+    assert!(answers >= 2, "the leader answered {answers} calls");
+    assert_eq!(
+        messages_sent(&cluster, leader, "member_call_refused"),
+        0,
+        "the leader took every call"
+    );
+}

@@ -31,6 +31,14 @@ pub enum ClientError {
     /// be applied.
     #[error("request timed out")]
     TimedOut,
+    /// A call for another member's process could not reach it (no
+    /// connection, or its runtime could not take the call); retrying is
+    /// safe.
+    #[error("member {member} cannot take the call now")]
+    Unreachable {
+        /// The member called.
+        member: NodeId,
+    },
 }
 
 impl ClientError {

@@ -1,5 +1,6 @@
 //! What the member asks its runtime to do, besides carrying out a
-//! [`crate::ReadyPlan`]: answer clients, send forwarding messages, and
+//! [`crate::ReadyPlan`]: answer clients, send forwarding messages, serve
+//! other members' calls, and
 //! run the slow parts of a snapshot (encoding one, decoding the leader's)
 //! on another thread.
 //!
@@ -34,6 +35,17 @@ pub enum Effect<W, R> {
     /// Send a forwarding message to `to`. A request that cannot be queued
     /// goes back through [`crate::Member::forward_unsent`].
     Forward(NodeId, Forward),
+    /// Another member's call for this member's process (see
+    /// [`Forward::Call`]): answer it with [`crate::Member::answer_call`],
+    /// or [`crate::Member::refuse_call`].
+    Call {
+        /// The calling member.
+        from: NodeId,
+        /// Its request id, to answer with.
+        request: u64,
+        /// What it asks, in the runtime's encoding.
+        body: Vec<u8>,
+    },
     /// A local client's write, proposed at `proposed_at` on the member's
     /// clock, was applied and answered (for the latency metric).
     ProposalApplied {
@@ -80,6 +92,16 @@ impl<W: fmt::Debug, R: fmt::Debug> fmt::Debug for Effect<W, R> {
             Effect::Forward(to, forward) => {
                 f.debug_tuple("Forward").field(to).field(forward).finish()
             }
+            Effect::Call {
+                from,
+                request,
+                body,
+            } => f
+                .debug_struct("Call")
+                .field("from", from)
+                .field("request", request)
+                .field("bytes", &body.len())
+                .finish(),
             Effect::ProposalApplied { proposed_at } => f
                 .debug_struct("ProposalApplied")
                 .field("proposed_at", proposed_at)

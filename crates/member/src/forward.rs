@@ -1,6 +1,7 @@
 //! What a follower and its leader tell each other about forwarded client
-//! requests (see [`crate::forwarding`]). The server encodes these beside
-//! Raft's messages on the peer connection.
+//! requests (see [`crate::forwarding`]), and the calls one member's
+//! process makes to another's. The server encodes these beside Raft's
+//! messages on the peer connection.
 
 use bellwether_core::{LogIndex, NodeId, Term};
 
@@ -57,16 +58,42 @@ pub enum Forward {
         /// number, 0 for none).
         leader: Option<NodeId>,
     },
+    /// A member's call for another member's process, not its log: a
+    /// lease renewal on the leader's lease clock, a learner's promotion
+    /// that only the leader can judge, a member's history hash. The body
+    /// is the runtime's own encoding; the member only carries it.
+    Call {
+        /// The calling member's request id.
+        request: u64,
+        /// What is asked, in the runtime's encoding.
+        body: Vec<u8>,
+    },
+    /// The answer to [`Forward::Call`], in the runtime's encoding.
+    CallAnswer {
+        /// The calling member's request id.
+        request: u64,
+        /// The answer.
+        body: Vec<u8>,
+    },
+    /// The called member's runtime could not take the call (too many in
+    /// flight, or no one serves calls there).
+    CallRefused {
+        /// The calling member's request id.
+        request: u64,
+    },
 }
 
 impl Forward {
     /// Every kind, in the enum's order, for message counters.
-    pub const KINDS: [&'static str; 5] = [
+    pub const KINDS: [&'static str; 8] = [
         "forward_propose",
         "forward_propose_refused",
         "forward_read_index",
         "forward_read_index_confirmed",
         "forward_read_index_refused",
+        "member_call",
+        "member_call_answer",
+        "member_call_refused",
     ];
 
     /// This message's kind: one of [`Forward::KINDS`].
@@ -77,6 +104,9 @@ impl Forward {
             Forward::ReadIndex { .. } => 2,
             Forward::ReadIndexConfirmed { .. } => 3,
             Forward::ReadIndexRefused { .. } => 4,
+            Forward::Call { .. } => 5,
+            Forward::CallAnswer { .. } => 6,
+            Forward::CallRefused { .. } => 7,
         };
         Forward::KINDS[index]
     }

@@ -134,6 +134,9 @@ pub struct Forwarding<W, R> {
     writes: BTreeMap<u64, Waiting<W>>,
     /// Read-index requests sent to a leader, by request id.
     reads: BTreeMap<u64, Waiting<R>>,
+    /// Calls sent to another member's process, by request id (`leader`
+    /// names the member called).
+    calls: BTreeMap<u64, Waiting<W>>,
     /// Leader side: the core's read id of a follower's read → (follower,
     /// its request id).
     remote_reads: BTreeMap<u64, (NodeId, u64)>,
@@ -190,6 +193,7 @@ impl<W, R> Forwarding<W, R> {
             next_request: first_request.max(1),
             writes: BTreeMap::new(),
             reads: BTreeMap::new(),
+            calls: BTreeMap::new(),
             remote_reads: BTreeMap::new(),
             known_leader: None,
             proposed: BTreeMap::new(),
@@ -198,10 +202,13 @@ impl<W, R> Forwarding<W, R> {
         }
     }
 
-    /// True when no write or read of this member's clients waits on the
-    /// leader, and no follower's read waits here.
+    /// True when no write, read or call of this member's clients waits
+    /// on another member, and no follower's read waits here.
     pub fn is_idle(&self) -> bool {
-        self.writes.is_empty() && self.reads.is_empty() && self.remote_reads.is_empty()
+        self.writes.is_empty()
+            && self.reads.is_empty()
+            && self.calls.is_empty()
+            && self.remote_reads.is_empty()
     }
 
     /// Writes of this member's clients waiting on the leader.
@@ -210,7 +217,7 @@ impl<W, R> Forwarding<W, R> {
     }
 
     fn full(&self) -> bool {
-        self.writes.len() + self.reads.len() >= FORWARDED_MAX
+        self.writes.len() + self.reads.len() + self.calls.len() >= FORWARDED_MAX
     }
 
     fn take_id(&mut self) -> u64 {
@@ -249,6 +256,43 @@ impl<W, R> Forwarding<W, R> {
         let request = self.take_id();
         wait(&mut self.reads, request, (leader, Term(0)), reply, now);
         Ok(request)
+    }
+
+    /// Registers a call for member `to`'s process; returns the request
+    /// id, or gives `reply` back when full.
+    pub fn call(&mut self, to: NodeId, reply: W, now: Duration) -> Result<u64, W> {
+        if self.full() {
+            return Err(reply);
+        }
+        let request = self.take_id();
+        wait(&mut self.calls, request, (to, Term(0)), reply, now);
+        Ok(request)
+    }
+
+    /// A call whose send failed, or that the called member refused: its
+    /// reply and the member called, to answer otherwise.
+    pub fn unsent_call(&mut self, request: u64) -> Option<(W, NodeId)> {
+        self.calls.remove(&request).map(|c| (c.reply, c.leader))
+    }
+
+    /// The called member answered `request`: the reply waiting for it, if
+    /// any still does.
+    pub fn call_answered(&mut self, request: u64) -> Option<W> {
+        self.calls.remove(&request).map(|c| c.reply)
+    }
+
+    /// The connection to `peer` was lost: calls waiting on it get
+    /// "unreachable" (a call is asked again only by its caller, and the
+    /// answer, if one comes, has no one to go to). Their answers go into
+    /// `out`.
+    pub fn peer_lost(&mut self, peer: NodeId, out: &mut Vec<Answer<W, R>>) {
+        for id in ids_where(&self.calls, |c| c.leader == peer) {
+            let call = self.calls.remove(&id).expect("listed");
+            out.push(Answer::Write(
+                call.reply,
+                Err(ClientError::Unreachable { member: peer }),
+            ));
+        }
     }
 
     /// A write whose send failed: its reply, to answer otherwise.
@@ -336,8 +380,9 @@ impl<W, R> Forwarding<W, R> {
 
     /// Answers what can no longer be answered normally: reads sent to a
     /// leader other than `leader` (when a leader is known), and requests
-    /// older than [`FORWARD_TIMEOUT`]. Writes get "timed out" (their
-    /// outcome is unknown); reads get "not the leader" (safe to retry). A
+    /// older than [`FORWARD_TIMEOUT`]. Writes and calls get "timed out"
+    /// (their outcome is unknown); reads get "not the leader" (safe to
+    /// retry). A
     /// write sent to a deposed leader waits for an entry of a later term
     /// ([`Forwarding::applied_term`]), which tells whether it applied.
     /// Cheap when nothing changed: ids grow with time, so only the oldest
@@ -379,6 +424,13 @@ impl<W, R> Forwarding<W, R> {
             }
             let reply = entry.remove().reply;
             out.push(Answer::Read(reply, Err(ClientError::not_leader(leader))));
+        }
+        while let Some(entry) = self.calls.first_entry() {
+            if !old(entry.get().sent) {
+                break;
+            }
+            let reply = entry.remove().reply;
+            out.push(Answer::Write(reply, Err(ClientError::TimedOut)));
         }
     }
 
@@ -518,6 +570,31 @@ mod tests {
             leader.first_sight(NodeId(1), 5),
             "forgotten with its connection"
         );
+    }
+
+    #[test]
+    fn a_call_is_answered_once_and_fails_fast_when_its_member_is_lost() {
+        let mut forwarding = forwarding();
+        let answered = forwarding.call(NodeId(1), 7, Duration::ZERO).unwrap();
+        let lost = forwarding.call(NodeId(3), 8, Duration::ZERO).unwrap();
+        let kept = forwarding.call(NodeId(1), 9, Duration::ZERO).unwrap();
+        assert_eq!(forwarding.call_answered(answered), Some(7));
+        assert_eq!(forwarding.call_answered(answered), None, "answered once");
+        let mut answers = Vec::new();
+        forwarding.peer_lost(NodeId(3), &mut answers);
+        assert_eq!(
+            answers,
+            [Answer::Write(
+                8,
+                Err(ClientError::Unreachable { member: NodeId(3) })
+            )]
+        );
+        assert_eq!(forwarding.call_answered(lost), None);
+        answers.clear();
+        forwarding.expire(Some(NodeId(1)), FORWARD_TIMEOUT, &mut answers);
+        assert_eq!(answers, [Answer::Write(9, Err(ClientError::TimedOut))]);
+        assert_eq!(forwarding.call_answered(kept), None);
+        assert!(forwarding.is_idle());
     }
 
     #[test]

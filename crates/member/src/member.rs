@@ -238,6 +238,9 @@ impl<W, R> Member<W, R> {
     /// The connection to member `peer` was lost.
     pub fn peer_lost(&mut self, peer: NodeId) {
         self.forwarding.forget_origin(peer);
+        let mut answers = Vec::new();
+        self.forwarding.peer_lost(peer, &mut answers);
+        self.effects.extend(answers.into_iter().map(Effect::Answer));
         self.raft.peer_unreachable(peer)
     }
 
@@ -263,6 +266,11 @@ impl<W, R> Member<W, R> {
                 .forwarding
                 .unsent_read(request)
                 .map(|reply| Answer::Read(reply, Err(not_leader))),
+            Forward::Call { request, .. } => {
+                self.forwarding.unsent_call(request).map(|(reply, member)| {
+                    Answer::Write(reply, Err(ClientError::Unreachable { member }))
+                })
+            }
             _ => None,
         };
         self.effects.extend(answer.map(Effect::Answer));

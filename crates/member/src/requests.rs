@@ -42,6 +42,18 @@ pub enum Request<W, R> {
         /// Where the answer goes.
         reply: R,
     },
+    /// Carry `body` to member `to`'s process over the peer connection
+    /// (see [`Forward::Call`]); answer with what it answers. For what
+    /// needs another member's process rather than the log, such as a
+    /// lease renewal on the leader's lease clock.
+    Call {
+        /// The member called: another one.
+        to: NodeId,
+        /// What is asked, in the runtime's encoding.
+        body: Vec<u8>,
+        /// Where the answer goes.
+        reply: W,
+    },
 }
 
 impl<W, R> Member<W, R> {
@@ -57,7 +69,37 @@ impl<W, R> Member<W, R> {
                 Some(leader) => self.forward_read(leader, reply),
                 None => self.read_here(reply),
             },
+            Request::Call { to, body, reply } => self.call(to, body, reply),
         }
+    }
+
+    /// Sends a call to `to`'s process, or answers "unreachable" when `to`
+    /// is this member or too many requests are in flight.
+    fn call(&mut self, to: NodeId, body: Vec<u8>, reply: W) {
+        if to == self.id {
+            // The runtime serves its own process's calls itself.
+            return self.answer_write(reply, Err(ClientError::Unreachable { member: to }));
+        }
+        match self.forwarding.call(to, reply, self.now) {
+            Ok(request) => {
+                let call = Forward::Call { request, body };
+                self.effects.push_back(Effect::Forward(to, call));
+            }
+            Err(reply) => self.answer_write(reply, Err(ClientError::Busy)),
+        }
+    }
+
+    /// The runtime's answer to member `to`'s call `request` (see
+    /// [`Effect::Call`]).
+    pub fn answer_call(&mut self, to: NodeId, request: u64, body: Vec<u8>) {
+        let answer = Forward::CallAnswer { request, body };
+        self.effects.push_back(Effect::Forward(to, answer));
+    }
+
+    /// The runtime could not take member `to`'s call `request`.
+    pub fn refuse_call(&mut self, to: NodeId, request: u64) {
+        let refused = Forward::CallRefused { request };
+        self.effects.push_back(Effect::Forward(to, refused));
     }
 
     /// Starts a leadership transfer to `target`, with etcd's error texts
@@ -152,6 +194,23 @@ impl<W, R> Member<W, R> {
             Forward::ReadIndexRefused { request, leader } => {
                 let answer = self.forwarding.read_refused(request, leader);
                 self.effects.extend(answer.map(Effect::Answer));
+            }
+            Forward::Call { request, body } => {
+                self.effects.push_back(Effect::Call {
+                    from,
+                    request,
+                    body,
+                });
+            }
+            Forward::CallAnswer { request, body } => {
+                if let Some(reply) = self.forwarding.call_answered(request) {
+                    self.answer_write(reply, Ok(body));
+                }
+            }
+            Forward::CallRefused { request } => {
+                if let Some((reply, member)) = self.forwarding.unsent_call(request) {
+                    self.answer_write(reply, Err(ClientError::Unreachable { member }));
+                }
             }
         }
     }

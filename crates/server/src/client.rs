@@ -1,6 +1,8 @@
 //! The in-process client API of a node: propose a command and wait for its
 //! answer, or wait for a linearizable read barrier. The etcd-compatible
-//! gRPC services are built on these two calls.
+//! gRPC services are built on these two calls, and on calls to another
+//! member's process for what is not in the log (see
+//! [`crate::member_calls`]).
 
 use bellwether_core::NodeId;
 use tokio::sync::{mpsc, oneshot};
@@ -44,6 +46,26 @@ pub enum ClientRequest {
         /// Where the answer goes: `Err` names why it cannot start.
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Carry `body` to member `to`'s process over the peer connection and
+    /// answer with what it answers (see [`crate::member_calls`]).
+    Call {
+        /// The member called: another one.
+        to: NodeId,
+        /// What is asked.
+        body: Vec<u8>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<Vec<u8>, ClientError>>,
+    },
+    /// This process's answer to member `to`'s call `request`: `Some`
+    /// answered, `None` refused.
+    AnswerCall {
+        /// The calling member.
+        to: NodeId,
+        /// Its request id.
+        request: u64,
+        /// The answer, or `None`: refused.
+        body: Option<Vec<u8>>,
+    },
 }
 
 /// A cloneable handle to submit requests to a node.
@@ -83,6 +105,19 @@ impl NodeClient {
             .await
             .map_err(|_| ClientError::Stopped)?;
         answer.await.map_err(|_| ClientError::Stopped)?
+    }
+
+    /// Carries `body` to member `to`'s process and returns its answer.
+    pub async fn call(&self, to: NodeId, body: Vec<u8>) -> Result<Vec<u8>, ClientError> {
+        self.ask(|reply| ClientRequest::Call { to, body, reply })
+            .await
+    }
+
+    /// Answers member `to`'s call `request` (`None`: refuses it).
+    pub async fn answer_call(&self, to: NodeId, request: u64, body: Option<Vec<u8>>) {
+        let answer = ClientRequest::AnswerCall { to, request, body };
+        // A stopped node has no one to answer to.
+        let _ = self.sender.send(answer).await;
     }
 
     /// Starts handing leadership to `target`; only the leader can.

@@ -14,6 +14,7 @@ pub mod data_dir;
 pub mod etcd;
 pub mod http;
 pub mod id_serde;
+pub mod member_calls;
 pub mod metrics;
 pub mod node;
 pub mod peer_message;

@@ -22,6 +22,7 @@ mod wiring;
 use crate::client::{ClientError, ClientRequest, NodeClient};
 use crate::config::{NodeConfig, MISSED_TICKS_MAX};
 use crate::data_dir::{self, DataDirError};
+use crate::member_calls::{IncomingCall, INCOMING_CALLS_MAX};
 use crate::metrics::Metrics;
 use crate::peer_message::PeerMessage;
 use crate::status::NodeStatus;
@@ -134,6 +135,12 @@ pub struct Node {
     requests: Option<mpsc::Receiver<ClientRequest>>,
     /// The handle for submitting them.
     client: NodeClient,
+    /// Where other members' calls go (see [`crate::member_calls`]).
+    calls: mpsc::Sender<IncomingCall>,
+    /// Their receiving end, until the process takes it
+    /// ([`Node::take_calls`]); dropped at `run` if no one did, so calls
+    /// are refused at once.
+    calls_taken: Option<mpsc::Receiver<IncomingCall>>,
     /// Writes this member's own snapshots beside the log, on a blocking
     /// thread (see `SnapshotWriter`): the log's appends do not wait for
     /// a snapshot's write and fsync.
@@ -198,6 +205,7 @@ impl Node {
         let http_address = http_listener.local_addr().unwrap_or(config.http_listen);
         let (status_tx, _) = watch::channel(empty_status(&config, http_address));
         let (client, requests) = NodeClient::channel();
+        let (calls, calls_taken) = mpsc::channel(INCOMING_CALLS_MAX);
         let mut node = Node {
             config,
             member,
@@ -218,6 +226,8 @@ impl Node {
             http_listener: Some(http_listener),
             requests: Some(requests),
             client,
+            calls,
+            calls_taken: Some(calls_taken),
             outbound: BTreeMap::new(),
             dialed: BTreeMap::new(),
             wired: None,
@@ -235,6 +245,13 @@ impl Node {
         self.client.clone()
     }
 
+    /// Other members' calls for this process, to answer through
+    /// [`NodeClient::answer_call`] (see [`crate::member_calls`]). Taken
+    /// once, before [`Node::run`].
+    pub fn take_calls(&mut self) -> Option<mpsc::Receiver<IncomingCall>> {
+        self.calls_taken.take()
+    }
+
     /// Observers of this node.
     pub fn handles(&self) -> NodeHandles {
         NodeHandles {
@@ -247,6 +264,8 @@ impl Node {
     /// up-to-date follower before returning.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
         let (events_tx, mut events) = mpsc::channel(INBOUND_QUEUE_MAX);
+        // No one serves calls here: refuse them at once.
+        drop(self.calls_taken.take());
         let identity = self.identity();
         let listener = self.peer_listener.take().expect("run is called once");
         // Stopped when `run` returns, so the peer port is free again for a
@@ -444,6 +463,13 @@ impl Node {
             ClientRequest::MoveLeader { target, reply } => {
                 let _ = reply.send(self.member.move_leader(target));
             }
+            ClientRequest::Call { to, body, reply } => {
+                self.member.request(Request::Call { to, body, reply })
+            }
+            ClientRequest::AnswerCall { to, request, body } => match body {
+                Some(body) => self.member.answer_call(to, request, body),
+                None => self.member.refuse_call(to, request),
+            },
         }
         self.carry_out_effects();
     }

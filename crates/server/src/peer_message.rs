@@ -19,6 +19,9 @@ const PROPOSE_REFUSED: u8 = 33;
 const READ_INDEX: u8 = 34;
 const READ_INDEX_CONFIRMED: u8 = 35;
 const READ_INDEX_REFUSED: u8 = 36;
+const CALL: u8 = 37;
+const CALL_ANSWER: u8 = 38;
+const CALL_REFUSED: u8 = 39;
 
 // `decode` sends every kind below `PROPOSE` to Raft's decoder: the
 // forwarding kinds follow Raft's, one each, in `Forward`'s order.
@@ -27,7 +30,10 @@ const _: () = assert!(
         && PROPOSE_REFUSED == PROPOSE + 1
         && READ_INDEX == PROPOSE + 2
         && READ_INDEX_CONFIRMED == PROPOSE + 3
-        && READ_INDEX_REFUSED == PROPOSE + 4,
+        && READ_INDEX_REFUSED == PROPOSE + 4
+        && CALL == PROPOSE + 5
+        && CALL_ANSWER == PROPOSE + 6
+        && CALL_REFUSED == PROPOSE + 7,
     "the forwarding kinds follow every Raft kind"
 );
 
@@ -122,6 +128,22 @@ pub fn encode(out: &mut Vec<u8>, message: &PeerMessage) {
             put_u64(out, *request);
             put_leader(out, *leader);
         }
+        Forward::Call { request, body } => {
+            put_u8(out, CALL);
+            put_u64(out, *request);
+            put_len(out, body.len());
+            out.extend_from_slice(body);
+        }
+        Forward::CallAnswer { request, body } => {
+            put_u8(out, CALL_ANSWER);
+            put_u64(out, *request);
+            put_len(out, body.len());
+            out.extend_from_slice(body);
+        }
+        Forward::CallRefused { request } => {
+            put_u8(out, CALL_REFUSED);
+            put_u64(out, *request);
+        }
     }
 }
 
@@ -134,6 +156,12 @@ fn put_leader(out: &mut Vec<u8>, leader: Option<NodeId>) {
 fn leader(r: &mut Reader<'_>) -> Result<Option<NodeId>, Malformed> {
     let id = r.u64("leader")?;
     Ok((id != 0).then_some(NodeId(id)))
+}
+
+/// Reads a call's or an answer's body: its length, then its bytes.
+fn body(r: &mut Reader<'_>) -> Result<Vec<u8>, Malformed> {
+    let len = r.u32("body length")? as usize;
+    Ok(r.take(len, "body")?.to_vec())
 }
 
 /// Decodes one message; every byte must be used.
@@ -175,6 +203,15 @@ pub fn decode(bytes: &[u8]) -> Result<PeerMessage, Malformed> {
             request,
             leader: leader(&mut r)?,
         },
+        CALL => Forward::Call {
+            request,
+            body: body(&mut r)?,
+        },
+        CALL_ANSWER => Forward::CallAnswer {
+            request,
+            body: body(&mut r)?,
+        },
+        CALL_REFUSED => Forward::CallRefused { request },
         other => return Err(Malformed(format!("unknown message kind {other}"))),
     };
     r.finish("forwarded request")?;
@@ -208,6 +245,15 @@ mod tests {
                 request: 8,
                 leader: None,
             }),
+            PeerMessage::Forward(Forward::Call {
+                request: 9,
+                body: b"keep-alive".to_vec(),
+            }),
+            PeerMessage::Forward(Forward::CallAnswer {
+                request: 9,
+                body: b"ttl".to_vec(),
+            }),
+            PeerMessage::Forward(Forward::CallRefused { request: 9 }),
         ];
         for message in messages {
             let mut bytes = Vec::new();
@@ -243,6 +289,7 @@ mod tests {
         assert!(decode(&[]).is_err());
         assert!(decode(&[PROPOSE, 1]).is_err());
         assert!(decode(&[99, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        assert!(decode(&[CALL_REFUSED + 1, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
         let mut huge = vec![PROPOSE];
         huge.extend_from_slice(&1u64.to_le_bytes());
         huge.extend_from_slice(&u32::MAX.to_le_bytes());

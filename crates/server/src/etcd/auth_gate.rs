@@ -28,10 +28,6 @@ use tonic::Status;
 /// etcd's default token lifetime (`--auth-token-ttl`).
 pub const AUTH_TOKEN_TTL_DEFAULT: Duration = Duration::from_secs(300);
 
-/// How long a token minted to forward a call to another member lives: it
-/// is checked against that member's clock, so it allows for skew.
-const FORWARD_TOKEN_TTL: Duration = Duration::from_secs(600);
-
 /// Whether auth is on and its revision, published by the state machine
 /// after every auth change so the hot path need not lock the store.
 #[derive(Clone, Debug, Default)]
@@ -253,30 +249,5 @@ impl Caller {
     /// What a txn needs (see [`Permissions::txn`]).
     pub fn check_txn(&self, store: &KvStore, txn: &pb::TxnRequest) -> Result<(), Status> {
         self.permissions(store).txn(txn).map_err(auth_status)
-    }
-
-    /// Metadata that names this caller to the leader when the call is
-    /// forwarded: a short-lived token minted here (the secret is shared
-    /// through the log), so a caller named by its certificate keeps its
-    /// identity on the way.
-    pub fn forwarding_metadata(&self, store: &KvStore) -> MetadataMap {
-        let mut metadata = MetadataMap::new();
-        let auth = store.auth();
-        let Some(user) = self.user.as_deref().filter(|_| auth.is_enabled()) else {
-            return metadata;
-        };
-        let Some(since) = auth.user(user).map(|u| u.since) else {
-            return metadata;
-        };
-        let expires = credentials::now_unix_ms() + FORWARD_TOKEN_TTL.as_millis() as u64;
-        let token = credentials::issue_token(auth.secret(), user, since, expires);
-        // A minted token is hex, digits and dots (the user's name is hex
-        // in it): always a valid value, so the caller keeps its identity.
-        let value = token.parse::<tonic::metadata::AsciiMetadataValue>();
-        assert!(value.is_ok(), "a minted token is valid metadata");
-        if let Ok(value) = value {
-            metadata.insert("token", value);
-        }
-        metadata
     }
 }

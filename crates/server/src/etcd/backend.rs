@@ -33,11 +33,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tonic::transport::Channel;
 use tonic::Status;
 
-/// How long a member waits to connect to the leader when forwarding.
-const FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a write or read barrier that came back unserved, but safe to
 /// retry, is handed to the member again (see [`EtcdBackend::propose`]):
 /// longer than an election takes, shorter than a client's deadline.
@@ -78,10 +75,8 @@ pub struct EtcdBackend {
     pub member_id: NodeId,
     /// Members' peer addresses.
     pub peers: Arc<BTreeMap<NodeId, SocketAddr>>,
-    /// Members' client (gRPC) addresses, to forward requests to the leader.
+    /// Members' client (gRPC) addresses as configured, for the member list.
     pub client_addresses: Arc<BTreeMap<NodeId, SocketAddr>>,
-    /// Open channels to other members, made on first use.
-    channels: Arc<tokio::sync::Mutex<BTreeMap<NodeId, Channel>>>,
     /// Applications' elections and locks served here (see
     /// [`EtcdBackend::with_app_elections`]).
     pub app_elections: Arc<crate::app_elections::AppElections>,
@@ -95,8 +90,9 @@ pub struct EtcdBackend {
     /// How often the leader compares members' history hashes; `None`:
     /// never (see `corruption_check.rs`).
     corruption_check: Option<Duration>,
-    /// TLS for calls to other members' client ports, when they serve TLS.
-    member_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// Whether the client port serves TLS (for the client URLs members
+    /// publish).
+    client_tls: bool,
     /// Whether members speak TLS to each other (for listed peer URLs).
     peer_tls: bool,
     /// Who may do what (see `auth_gate.rs`).
@@ -114,6 +110,7 @@ pub fn status_of(error: ClientError) -> Status {
         ClientError::Stopped => Status::unavailable("etcdserver: server stopped"),
         ClientError::LeaderChanged => Status::unavailable("etcdserver: leader changed"),
         ClientError::TimedOut => Status::unavailable("etcdserver: request timed out"),
+        ClientError::Unreachable { .. } => Status::unavailable(format!("etcdserver: {error}")),
     }
 }
 
@@ -144,13 +141,12 @@ impl EtcdBackend {
             member_id,
             peers: Arc::new(peers),
             client_addresses: Arc::new(client_addresses),
-            channels: Default::default(),
             app_elections: Default::default(),
             data_dir: None,
             quota_bytes: 0,
             cluster_name: Arc::from(""),
             corruption_check: None,
-            member_tls: None,
+            client_tls: false,
             peer_tls: false,
             auth: AuthGate::default(),
             lease_ids: super::lease_ids::LeaseIds::new(member_id),
@@ -240,29 +236,6 @@ impl EtcdBackend {
         Ok(caller)
     }
 
-    /// `request` as this member's own call to another member (a forwarded
-    /// membership change, a campaign's txn, the consistency check's
-    /// HashKV): while auth is on it carries a token for `root`, minted
-    /// here with the secret every member shares through the log. Members
-    /// trust each other already (they replicate every write).
-    pub fn as_member<T>(&self, request: T) -> tonic::Request<T> {
-        let caller = Caller {
-            user: Some(bellwether_kv::ROOT_USER.to_string()),
-            auth_revision: 0,
-            enabled: true,
-        };
-        self.forwarded(&caller, request)
-    }
-
-    /// `request` with metadata naming `caller`, to forward to the leader.
-    pub fn forwarded<T>(&self, caller: &Caller, request: T) -> tonic::Request<T> {
-        if !caller.enabled || caller.user.is_none() {
-            return tonic::Request::new(request);
-        }
-        let metadata = caller.forwarding_metadata(&self.store());
-        tonic::Request::from_parts(metadata, Default::default(), request)
-    }
-
     /// Lists peer URLs as `https://` (members speak mutual TLS).
     pub fn with_peer_tls(mut self, on: bool) -> Self {
         self.peer_tls = on;
@@ -278,16 +251,16 @@ impl EtcdBackend {
         }
     }
 
-    /// Calls other members' client ports over TLS with `tls` (members
-    /// whose client port serves TLS).
-    pub fn with_member_tls(mut self, tls: Option<tonic::transport::ClientTlsConfig>) -> Self {
-        self.member_tls = tls;
+    /// Whether the client port serves TLS (then the client URL this member
+    /// publishes is `https://`).
+    pub fn with_client_tls(mut self, on: bool) -> Self {
+        self.client_tls = on;
         self
     }
 
     /// The scheme of this cluster's client URLs: `https` with TLS.
     pub fn client_scheme(&self) -> &'static str {
-        if self.member_tls.is_some() {
+        if self.client_tls {
             "https"
         } else {
             "http"
@@ -599,33 +572,19 @@ impl EtcdBackend {
             .map_err(|error| self.not_here(error))
     }
 
-    /// A channel to member `member`'s gRPC address, connected on first use
-    /// and reused after.
-    pub async fn channel_to(&self, member: NodeId) -> Result<Channel, Status> {
-        let mut channels = self.channels.lock().await;
-        if let Some(channel) = channels.get(&member) {
-            return Ok(channel.clone());
-        }
-        let address = self.client_address_of(member).ok_or_else(|| {
-            Status::unavailable(format!(
-                "etcdserver: not the leader; the leader {member} has no client address configured"
-            ))
-        })?;
-        let url = format!("{}://{address}", self.client_scheme());
-        let mut endpoint = tonic::transport::Endpoint::from_shared(url)
-            .map_err(|e| Status::internal(e.to_string()))?
-            .connect_timeout(FORWARD_CONNECT_TIMEOUT)
-            .tcp_nodelay(true);
-        if let Some(tls) = &self.member_tls {
-            endpoint = endpoint
-                .tls_config(tls.clone())
-                .map_err(|e| Status::internal(format!("member TLS: {e}")))?;
-        }
-        let channel = endpoint.connect().await.map_err(|e| {
-            Status::unavailable(format!("etcdserver: cannot reach the leader {member}: {e}"))
-        })?;
-        channels.insert(member, channel.clone());
-        Ok(channel)
+    /// Member `to`'s answer to `call`, carried over the peer connection
+    /// (see `member_call.rs`).
+    pub async fn call<T: prost::Message + Default>(
+        &self,
+        to: NodeId,
+        call: &super::member_call::MemberCall,
+    ) -> Result<T, Status> {
+        let answer = self
+            .client
+            .call(to, call.encode())
+            .await
+            .map_err(status_of)?;
+        super::member_call::decode_answer(&answer)
     }
 
     /// Where `member` serves the etcd API: as the member directory or the
@@ -657,12 +616,6 @@ impl EtcdBackend {
             "each member is listed once"
         );
         ids
-    }
-
-    /// Forgets the channel to `member` after it failed, so the next call
-    /// reconnects.
-    pub async fn drop_channel(&self, member: NodeId) {
-        self.channels.lock().await.remove(&member);
     }
 
     /// Waits until the store's revision passes `revision`, or the node

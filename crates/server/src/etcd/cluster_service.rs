@@ -154,32 +154,7 @@ impl Maintenance for ClusterService {
     ) -> Result<Response<pb::HashKvResponse>, Status> {
         self.admin(&request).await?;
         let revision = request.into_inner().revision;
-        let backend = self.backend.clone();
-        let answer = tokio::task::spawn_blocking(move || {
-            let store = backend.store();
-            let hash = super::corruption_check::hash_kv(&store, revision)
-                .map_err(|e| super::backend::status_of_kv(&e))?;
-            let compact_revision = store.compact_revision();
-            let hash_revision = if revision <= 0 {
-                store.revision()
-            } else {
-                revision
-            };
-            // The store hashes only a retained revision it has reached.
-            assert!(
-                compact_revision <= hash_revision && hash_revision <= store.revision(),
-                "HashKV answers for a retained, reached revision"
-            );
-            Ok::<_, Status>(pb::HashKvResponse {
-                header: Some(backend.header()),
-                hash,
-                compact_revision,
-                hash_revision,
-            })
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))??;
-        Ok(Response::new(answer))
+        Ok(Response::new(hash_kv_at(&self.backend, revision).await?))
     }
 
     type SnapshotStream = ChannelStream<Result<pb::SnapshotResponse, Status>>;
@@ -330,4 +305,38 @@ impl Cluster for ClusterService {
             .await
             .map(Response::new)
     }
+}
+
+/// This member's HashKV at `revision` (0: the latest), hashed on a
+/// blocking thread: for a client's call, or another member's (the
+/// consistency check).
+pub async fn hash_kv_at(
+    backend: &EtcdBackend,
+    revision: i64,
+) -> Result<pb::HashKvResponse, Status> {
+    let backend = backend.clone();
+    tokio::task::spawn_blocking(move || {
+        let store = backend.store();
+        let hash = super::corruption_check::hash_kv(&store, revision)
+            .map_err(|e| super::backend::status_of_kv(&e))?;
+        let compact_revision = store.compact_revision();
+        let hash_revision = if revision <= 0 {
+            store.revision()
+        } else {
+            revision
+        };
+        // The store hashes only a retained revision it has reached.
+        assert!(
+            compact_revision <= hash_revision && hash_revision <= store.revision(),
+            "HashKV answers for a retained, reached revision"
+        );
+        Ok::<_, Status>(pb::HashKvResponse {
+            header: Some(backend.header()),
+            hash,
+            compact_revision,
+            hash_revision,
+        })
+    })
+    .await
+    .map_err(|e| Status::internal(e.to_string()))?
 }

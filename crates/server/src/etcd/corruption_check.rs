@@ -1,7 +1,8 @@
 //! The leader's periodic consistency check, as etcd's `--experimental-
 //! corrupt-check-time` runs it: every interval the leader hashes its
 //! retained history at its current revision (HashKV) and asks every other
-//! member for the same revision's hash. A member that answers with the
+//! member for the same revision's hash, through a call over the peer
+//! connection (`member_call.rs`). A member that answers with the
 //! same compact revision and another hash holds different data for the
 //! same log: the leader raises the CORRUPT alarm for it, through the log,
 //! and from then on every member refuses writes until an operator clears
@@ -12,8 +13,8 @@
 //! different compact revision) cannot be compared and is skipped too.
 
 use super::backend::EtcdBackend;
+use super::member_call::MemberCall;
 use bellwether_api::etcdserverpb as pb;
-use bellwether_api::etcdserverpb::maintenance_client::MaintenanceClient;
 use bellwether_core::NodeId;
 use bellwether_etcd::command::Command;
 use bellwether_kv::{AlarmKind, KvError, KvStore};
@@ -127,19 +128,14 @@ pub async fn check_once(backend: &EtcdBackend) -> Vec<NodeId> {
 
 /// `member`'s HashKV at `revision`, or `None` if it cannot be compared now.
 async fn ask(backend: &EtcdBackend, member: NodeId, revision: i64) -> Option<pb::HashKvResponse> {
-    let channel = backend.channel_to(member).await.ok()?;
-    let request = pb::HashKvRequest { revision };
-    let mut client = MaintenanceClient::new(channel);
-    match tokio::time::timeout(ANSWER_WAIT, client.hash_kv(backend.as_member(request))).await {
-        Ok(Ok(answer)) => Some(answer.into_inner()),
+    let call = MemberCall::HashKv { revision };
+    match tokio::time::timeout(ANSWER_WAIT, backend.call(member, &call)).await {
+        Ok(Ok(answer)) => Some(answer),
         Ok(Err(status)) => {
             tracing::debug!(member = member.0, %status, "consistency check: no comparable hash this round");
             None
         }
-        Err(_) => {
-            backend.drop_channel(member).await;
-            None
-        }
+        Err(_) => None,
     }
 }
 

@@ -1,15 +1,16 @@
 //! `etcdserverpb.Lease`: grant, revoke, keep-alive, time-to-live and list.
 //!
 //! Grants and revokes are log entries. Keep-alives and time-to-live need the
-//! leader's clock ([`Lessor`]), so a follower forwards them to the leader: a
-//! keep-alive stream opened on a follower is relayed over one stream to the
-//! leader, reopened when the leader changes.
+//! leader's clock ([`Lessor`]), so a follower asks the leader's process for
+//! each, over the peer connection ([`MemberCall`]). When a keep-alive
+//! stream that asked for release on disconnect ends, the member it was
+//! opened on asks the leader to release its leases the same way.
 
 use super::backend::{EtcdBackend, NotHere};
 use super::channel_stream::ChannelStream;
 use super::lessor::{Lessor, Renewal};
+use super::member_call::{MemberCall, RELEASED_LEASES_MAX};
 use bellwether_api::etcdserverpb as pb;
-use bellwether_api::etcdserverpb::lease_client::LeaseClient;
 use bellwether_api::etcdserverpb::lease_server::Lease;
 use bellwether_core::NodeId;
 use bellwether_etcd::command::Command;
@@ -17,8 +18,7 @@ use bellwether_kv::Permission;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tonic::transport::Channel;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::{Code, Request, Response, Status, Streaming};
 
 /// Responses queued per keep-alive stream, at most (a client that stops
 /// reading stops being served, it does not grow the server's memory).
@@ -44,7 +44,7 @@ pub const RELEASE_ON_DISCONNECT_MS_MIN: u64 = 50;
 pub const RELEASE_ON_DISCONNECT_MS_MAX: u64 = 60_000;
 /// Leases one keep-alive stream tracks for release on disconnect; renewals
 /// of more (unusual: one session has one lease) keep their TTL.
-const RELEASED_LEASES_PER_STREAM_MAX: usize = 64;
+const RELEASED_LEASES_PER_STREAM_MAX: usize = RELEASED_LEASES_MAX;
 
 /// The release-on-disconnect grace a keep-alive stream asked for, if any.
 fn release_on_disconnect(
@@ -84,10 +84,6 @@ impl LeaseService {
     /// The service of the member `backend` serves, with its lease clock.
     pub fn new(backend: EtcdBackend, lessor: Lessor) -> Self {
         LeaseService { backend, lessor }
-    }
-
-    async fn leader_client(&self, leader: NodeId) -> Result<LeaseClient<Channel>, Status> {
-        Ok(LeaseClient::new(self.backend.channel_to(leader).await?))
     }
 
     /// The leader this member knows, if it is another member.
@@ -222,7 +218,6 @@ impl Lease for LeaseService {
         let (replies, stream) = mpsc::channel(KEEP_ALIVE_QUEUE_MAX);
         let service = self.clone();
         tokio::spawn(async move {
-            let mut relay: Option<KeepAliveRelay> = None;
             let mut renewed = std::collections::BTreeSet::new();
             loop {
                 let request = match incoming.message().await {
@@ -236,38 +231,17 @@ impl Lease for LeaseService {
                     renewed.len() <= RELEASED_LEASES_PER_STREAM_MAX,
                     "a stream tracks a bounded number of leases"
                 );
-                let reply = service
-                    .keep_alive_once(request.id, &mut relay, release)
-                    .await;
+                let reply = service.keep_alive_once(request.id).await;
                 let failed = reply.is_err();
                 if replies.send(reply).await.is_err() || failed {
                     break;
                 }
             }
             // The stream ended (the client closed it, crashed, or stopped
-            // reading). Leases renewed through a relay are released by the
-            // leader when the relay's stream ends with this task; the
-            // others are released here.
+            // reading): its leases are released on the leader's lease
+            // clock, here or through a call to the leader.
             if let Some(within) = release {
-                drop(relay);
-                for id in renewed {
-                    let Some(at) = service.lessor.shorten(id, within) else {
-                        continue;
-                    };
-                    tracing::debug!(
-                        lease = id,
-                        ?within,
-                        "keep-alive stream ended; lease released"
-                    );
-                    let lessor = service.lessor.clone();
-                    let backend = service.backend.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep_until(at.into()).await;
-                        if lessor.expire_released(id, at) {
-                            super::lessor::propose_revoke(&backend, id);
-                        }
-                    });
-                }
+                service.release(renewed.into_iter().collect(), within).await;
             }
         });
         Ok(Response::new(ChannelStream::new(stream)))
@@ -289,54 +263,24 @@ impl Lease for LeaseService {
                 .await?;
         }
         if let LeaseClock::Leader(leader) = self.lease_clock().await? {
-            let mut answer = self
-                .leader_client(leader)
-                .await?
-                .lease_time_to_live(self.backend.forwarded(&caller, request))
+            let call = MemberCall::TimeToLive {
+                lease: request.id,
+                keys: request.keys,
+            };
+            let answer = self
+                .backend
+                .call::<pb::LeaseTimeToLiveResponse>(leader, &call)
                 .await?;
             // etcd fills a relayed answer's header in as the member that
             // answers the client.
-            answer.get_mut().header = Some(self.backend.header());
-            return Ok(answer);
-        }
-        // Copy what is needed and release the store before building the
-        // header, which locks it again.
-        let found = {
-            let store = self.backend.store();
-            store.lease(request.id).map(|lease| {
-                let keys = if request.keys {
-                    store.lease_keys(request.id).unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
-                (lease.ttl_seconds, keys)
-            })
-        };
-        let Some((granted, keys)) = found else {
-            // etcd answers a missing lease with TTL -1, not an error.
             return Ok(Response::new(pb::LeaseTimeToLiveResponse {
                 header: Some(self.backend.header()),
-                id: request.id,
-                ttl: -1,
-                granted_ttl: 0,
-                keys: Vec::new(),
+                ..answer
             }));
-        };
-        // Never above the granted TTL, as etcd reports it: a lease may live
-        // longer after a takeover (see `Lessor::set_takeover_extension`),
-        // and a client that counts on less is safe.
-        let ttl = self
-            .lessor
-            .remaining_seconds(request.id)
-            .unwrap_or(granted)
-            .min(granted);
-        Ok(Response::new(pb::LeaseTimeToLiveResponse {
-            header: Some(self.backend.header()),
-            id: request.id,
-            ttl,
-            granted_ttl: granted,
-            keys,
-        }))
+        }
+        Ok(Response::new(
+            self.time_to_live_here(request.id, request.keys),
+        ))
     }
 
     async fn lease_leases(
@@ -358,95 +302,217 @@ impl Lease for LeaseService {
     }
 }
 
-/// A keep-alive stream to the leader, for a stream opened on a follower.
-pub struct KeepAliveRelay {
-    leader: NodeId,
-    requests: mpsc::Sender<pb::LeaseKeepAliveRequest>,
-    responses: Streaming<pb::LeaseKeepAliveResponse>,
-}
-
 impl LeaseService {
-    /// Renews lease `id` at the leader's lease clock, here or relayed over
-    /// `relay` (kept between calls): the TTL it now has, 0 if it is gone.
-    /// For ZooKeeper's sessions, which are leases renewed by their pings.
-    pub async fn renew(&self, id: i64, relay: &mut Option<KeepAliveRelay>) -> Result<i64, Status> {
-        Ok(self.keep_alive_once(id, relay, None).await?.ttl)
+    /// Lease `id`'s time to live on this member's lease clock, which is
+    /// the primary one, with its keys if `keys` is set.
+    fn time_to_live_here(&self, id: i64, keys: bool) -> pb::LeaseTimeToLiveResponse {
+        // Copy what is needed and release the store before building the
+        // header, which locks it again.
+        let found = {
+            let store = self.backend.store();
+            store.lease(id).map(|lease| {
+                let keys = if keys {
+                    store.lease_keys(id).unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                (lease.ttl_seconds, keys)
+            })
+        };
+        let Some((granted, keys)) = found else {
+            // etcd answers a missing lease with TTL -1, not an error.
+            return pb::LeaseTimeToLiveResponse {
+                header: Some(self.backend.header()),
+                id,
+                ttl: -1,
+                granted_ttl: 0,
+                keys: Vec::new(),
+            };
+        };
+        // Never above the granted TTL, as etcd reports it: a lease may live
+        // longer after a takeover (see `Lessor::set_takeover_extension`),
+        // and a client that counts on less is safe.
+        let ttl = self
+            .lessor
+            .remaining_seconds(id)
+            .unwrap_or(granted)
+            .min(granted);
+        pb::LeaseTimeToLiveResponse {
+            header: Some(self.backend.header()),
+            id,
+            ttl,
+            granted_ttl: granted,
+            keys,
+        }
     }
 
-    /// Serves one keep-alive here, or relays it to the leader.
-    async fn keep_alive_once(
-        &self,
-        id: i64,
-        relay: &mut Option<KeepAliveRelay>,
-        release: Option<Duration>,
-    ) -> Result<pb::LeaseKeepAliveResponse, Status> {
-        let leader = loop {
+    /// Renews lease `id` at the leader's lease clock, here or through a
+    /// call to the leader: the TTL it now has, 0 if it is gone. For
+    /// ZooKeeper's sessions, which are leases renewed by their pings.
+    pub async fn renew(&self, id: i64) -> Result<i64, Status> {
+        Ok(self.keep_alive_once(id).await?.ttl)
+    }
+
+    /// Serves one keep-alive here, or asks the leader for it. A leader
+    /// that turns out not to lead (this member's view lagged) is asked
+    /// again once this member knows better, for up to
+    /// [`PRIMARY_WAIT_MAX`].
+    async fn keep_alive_once(&self, id: i64) -> Result<pb::LeaseKeepAliveResponse, Status> {
+        let deadline = Instant::now() + PRIMARY_WAIT_MAX;
+        let ttl = loop {
+            let leader = match self.renew_at_clock(id).await? {
+                Ok(ttl) => break ttl,
+                Err(leader) => leader,
+            };
+            let call = MemberCall::KeepAlive { lease: id };
+            match self
+                .backend
+                .call::<pb::LeaseKeepAliveResponse>(leader, &call)
+                .await
+            {
+                Ok(answer) => break answer.ttl,
+                Err(status) if status.code() == Code::Unavailable && Instant::now() < deadline => {
+                    tokio::time::sleep(PRIMARY_RETRY_INTERVAL).await;
+                }
+                Err(status) => return Err(status),
+            }
+        };
+        // etcd fills a relayed answer's header in as the member that
+        // answers the client.
+        Ok(pb::LeaseKeepAliveResponse {
+            header: Some(self.backend.header()),
+            id,
+            ttl,
+        })
+    }
+
+    /// Renews lease `id` here if this member's lease clock is the primary
+    /// one: `Ok(ttl)` (0: no such lease), or `Err(leader)`, the other
+    /// member that leads.
+    async fn renew_at_clock(&self, id: i64) -> Result<Result<i64, NodeId>, Status> {
+        loop {
             let renewal = match self.still_leading().await? {
                 true => self.renew_here(id),
                 false => Renewal::NotPrimary,
             };
-            let ttl = match renewal {
-                Renewal::Renewed(ttl) => ttl,
-                Renewal::NotFound => 0,
+            return Ok(match renewal {
+                Renewal::Renewed(ttl) => Ok(ttl),
+                Renewal::NotFound => Ok(0),
                 Renewal::NotPrimary => match self.lease_clock().await? {
                     // Became primary meanwhile: renew here.
                     LeaseClock::Here => continue,
-                    LeaseClock::Leader(leader) => break leader,
+                    LeaseClock::Leader(leader) => {
+                        // Calling this member would send the keep-alive
+                        // round and round.
+                        assert_ne!(
+                            leader, self.backend.member_id,
+                            "a keep-alive is sent to another member"
+                        );
+                        Err(leader)
+                    }
                 },
+            });
+        }
+    }
+
+    /// Releases `leases`, renewed by a keep-alive stream that ended, within
+    /// `within` on the leader's lease clock: here, or through a call to the
+    /// leader. A release that cannot be made leaves the leases their TTL.
+    async fn release(&self, leases: Vec<i64>, within: Duration) {
+        if leases.is_empty() {
+            return;
+        }
+        let released = match self.lease_clock().await {
+            Ok(LeaseClock::Here) => {
+                self.release_here(&leases, within);
+                Ok(())
+            }
+            Ok(LeaseClock::Leader(leader)) => {
+                let call = MemberCall::Release {
+                    leases,
+                    within_ms: within.as_millis() as u64,
+                };
+                self.backend.call::<()>(leader, &call).await
+            }
+            Err(status) => Err(status),
+        };
+        if let Err(status) = released {
+            tracing::debug!(%status, "keep-alive stream ended; its leases keep their TTL");
+        }
+    }
+
+    /// Shortens each of `leases` to `within` on this member's lease clock
+    /// and revokes it then, unless it was renewed meanwhile.
+    fn release_here(&self, leases: &[i64], within: Duration) {
+        for &id in leases {
+            let Some(at) = self.lessor.shorten(id, within) else {
+                continue;
             };
-            *relay = None;
-            return Ok(pb::LeaseKeepAliveResponse {
+            tracing::debug!(
+                lease = id,
+                ?within,
+                "keep-alive stream ended; lease released"
+            );
+            let lessor = self.lessor.clone();
+            let backend = self.backend.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at.into()).await;
+                if lessor.expire_released(id, at) {
+                    super::lessor::propose_revoke(&backend, id);
+                }
+            });
+        }
+    }
+
+    /// Another member's keep-alive: served only here, on the primary lease
+    /// clock; "not leader" otherwise, and the caller asks again.
+    pub async fn keep_alive_for_member(
+        &self,
+        id: i64,
+    ) -> Result<pb::LeaseKeepAliveResponse, Status> {
+        match self.renew_at_clock(id).await? {
+            Ok(ttl) => Ok(pb::LeaseKeepAliveResponse {
                 header: Some(self.backend.header()),
                 id,
                 ttl,
-            });
-        };
-        // Relaying to this member would send the keep-alive round and round.
-        assert_ne!(
-            leader, self.backend.member_id,
-            "a keep-alive is relayed to another member"
-        );
-        if relay.as_ref().is_none_or(|r| r.leader != leader) {
-            let (requests, receiver) = mpsc::channel(KEEP_ALIVE_QUEUE_MAX);
-            let mut relayed = Request::new(ChannelStream::new(receiver));
-            if let Some(within) = release {
-                // The leader releases the leases when this relay ends.
-                let millis = within.as_millis().to_string();
-                relayed.metadata_mut().insert(
-                    RELEASE_ON_DISCONNECT_METADATA,
-                    millis.parse().expect("digits are valid metadata"),
-                );
-            }
-            let responses = self
-                .leader_client(leader)
-                .await?
-                .lease_keep_alive(relayed)
-                .await?
-                .into_inner();
-            *relay = Some(KeepAliveRelay {
-                leader,
-                requests,
-                responses,
-            });
+            }),
+            Err(_) => Err(not_leader()),
         }
-        let open = relay.as_mut().expect("relay opened above");
-        let answer = async {
-            open.requests
-                .send(pb::LeaseKeepAliveRequest { id })
-                .await
-                .map_err(|_| no_leader())?;
-            open.responses.message().await?.ok_or_else(no_leader)
-        }
-        .await;
-        if answer.is_err() {
-            *relay = None;
-            self.backend.drop_channel(leader).await;
-        }
-        // etcd fills a relayed answer's header in as the member that
-        // answers the client.
-        answer.map(|reply| pb::LeaseKeepAliveResponse {
-            header: Some(self.backend.header()),
-            ..reply
-        })
     }
+
+    /// Another member's time-to-live, served only here.
+    pub async fn time_to_live_for_member(
+        &self,
+        id: i64,
+        keys: bool,
+    ) -> Result<pb::LeaseTimeToLiveResponse, Status> {
+        match self.lease_clock().await? {
+            LeaseClock::Here => Ok(self.time_to_live_here(id, keys)),
+            LeaseClock::Leader(_) => Err(not_leader()),
+        }
+    }
+
+    /// Another member's release of a finished stream's leases, served only
+    /// here.
+    pub async fn release_for_member(&self, leases: &[i64], within_ms: u64) -> Result<(), Status> {
+        let allowed = RELEASE_ON_DISCONNECT_MS_MIN..=RELEASE_ON_DISCONNECT_MS_MAX;
+        if !allowed.contains(&within_ms) {
+            return Err(Status::invalid_argument(format!(
+                "bellwether: a release grace of {within_ms} ms is outside {RELEASE_ON_DISCONNECT_MS_MIN} to {RELEASE_ON_DISCONNECT_MS_MAX}"
+            )));
+        }
+        match self.lease_clock().await? {
+            LeaseClock::Here => {
+                self.release_here(leases, Duration::from_millis(within_ms));
+                Ok(())
+            }
+            LeaseClock::Leader(_) => Err(not_leader()),
+        }
+    }
+}
+
+/// What a member that is asked for the leader's lease clock, and does not
+/// hold it, answers.
+fn not_leader() -> Status {
+    Status::unavailable("etcdserver: not leader")
 }

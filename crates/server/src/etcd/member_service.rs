@@ -18,8 +18,8 @@
 
 use super::auth_gate::Caller;
 use super::backend::EtcdBackend;
+use super::member_call::MemberCall;
 use bellwether_api::etcdserverpb as pb;
-use bellwether_api::etcdserverpb::cluster_client::ClusterClient;
 use bellwether_etcd::command::{Command, MemberChange};
 use bellwether_kv::MemberIntent;
 use bellwether_member::roster::url_address;
@@ -143,18 +143,6 @@ async fn write(
         .await?;
     let member = response.member.unwrap_or_default();
     Ok((member.id, member))
-}
-
-/// The leader's client, for a call this member cannot take.
-async fn leader_client(
-    backend: &EtcdBackend,
-) -> Result<ClusterClient<tonic::transport::Channel>, Status> {
-    let leader = backend
-        .status
-        .borrow()
-        .leader
-        .ok_or_else(|| Status::unavailable("etcdserver: no leader"))?;
-    Ok(ClusterClient::new(backend.channel_to(leader).await?))
 }
 
 /// Waits until this member's configuration satisfies `done`.
@@ -333,16 +321,52 @@ pub async fn member_update(
 }
 
 /// `Cluster/MemberPromote`. Only the leader knows how far a learner got,
-/// so a follower passes the call on.
+/// so a follower asks the leader's process.
 pub async fn member_promote(
     backend: &EtcdBackend,
     caller: &Caller,
     request: pb::MemberPromoteRequest,
 ) -> Result<pb::MemberPromoteResponse, Status> {
     let id = request.id;
-    if backend.status.borrow().role != bellwether_core::Role::Leader {
-        return forward_promote(backend, caller, request).await;
+    let (role, leader) = {
+        let status = backend.status.borrow();
+        (status.role, status.leader)
+    };
+    if role == bellwether_core::Role::Leader {
+        return promote_here(backend, caller, id).await;
     }
+    let leader = leader
+        .filter(|l| *l != backend.member_id)
+        .ok_or_else(|| Status::unavailable("etcdserver: no leader"))?;
+    let call = MemberCall::Promote {
+        member: id,
+        caller: caller.clone(),
+    };
+    let answer = backend
+        .call::<pb::MemberPromoteResponse>(leader, &call)
+        .await?;
+    Ok(answer)
+}
+
+/// Another member's promotion of learner `id` for `caller`: served only
+/// by the leader, which refuses as "not leader" otherwise.
+pub async fn promote_for_member(
+    backend: &EtcdBackend,
+    caller: &Caller,
+    id: u64,
+) -> Result<pb::MemberPromoteResponse, Status> {
+    if backend.status.borrow().role != bellwether_core::Role::Leader {
+        return Err(Status::unavailable("etcdserver: not leader"));
+    }
+    promote_here(backend, caller, id).await
+}
+
+/// On the leader: promotes learner `id` for `caller` once it may be.
+async fn promote_here(
+    backend: &EtcdBackend,
+    caller: &Caller,
+    id: u64,
+) -> Result<pb::MemberPromoteResponse, Status> {
     check_promotable(backend, id)?;
     let command = Command::MemberPromote(MemberChange {
         id,
@@ -354,20 +378,6 @@ pub async fn member_promote(
         header: Some(header(backend)),
         members: members(backend),
     })
-}
-
-/// Passes a MemberPromote on to the leader, the only member that knows
-/// how far the learner got.
-async fn forward_promote(
-    backend: &EtcdBackend,
-    caller: &Caller,
-    request: pb::MemberPromoteRequest,
-) -> Result<pb::MemberPromoteResponse, Status> {
-    Ok(leader_client(backend)
-        .await?
-        .member_promote(backend.forwarded(caller, request))
-        .await?
-        .into_inner())
 }
 
 /// On the leader: refuses, as etcd does, to promote a member that is

@@ -7,6 +7,7 @@
 pub mod auth_gate;
 pub mod auth_service;
 pub mod backend;
+pub mod call_server;
 pub mod campaign;
 pub mod channel_stream;
 pub mod client_limits;
@@ -24,6 +25,7 @@ pub mod lease_service;
 pub mod lessor;
 pub mod lock_service;
 pub mod machine_signals;
+pub mod member_call;
 pub mod member_service;
 pub mod refusal_status;
 pub mod unary_fast_path;
@@ -57,11 +59,13 @@ pub const GRPC_MESSAGE_BYTES_MAX: usize = bellwether_kv::REQUEST_BYTES_MAX + 512
 /// Serves the etcd API on `listener` until `shutdown` completes, over TLS
 /// when `tls` is set, holding at most `connections_max` client connections
 /// (see `client_limits.rs`). `lessor` is the lease clock the state machine
-/// keeps informed ([`MachineSignals::lessor`]).
+/// keeps informed ([`MachineSignals::lessor`]). Other members' calls
+/// arrive on `calls` ([`crate::node::Node::take_calls`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     backend: EtcdBackend,
     lessor: Lessor,
+    calls: tokio::sync::mpsc::Receiver<crate::member_calls::IncomingCall>,
     tls: Option<tonic::transport::ServerTlsConfig>,
     connections_max: usize,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -83,6 +87,7 @@ pub async fn serve(
         backend: backend.clone(),
     };
     let lease = LeaseService::new(backend.clone(), lessor);
+    let calls = tokio::spawn(call_server::serve_calls(calls, lease.clone()));
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
@@ -99,6 +104,7 @@ pub async fn serve(
         .await;
     expiry.abort();
     compaction.abort();
+    calls.abort();
     if let Some(task) = consistency {
         task.abort();
     }

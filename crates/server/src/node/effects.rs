@@ -2,6 +2,7 @@
 //! messages, and the snapshot jobs that run on blocking threads.
 
 use super::Node;
+use crate::member_calls::IncomingCall;
 use crate::peer_message::PeerMessage;
 use bellwether_core::raft::{SnapshotData, SnapshotMeta};
 use bellwether_core::LogIndex;
@@ -98,6 +99,20 @@ impl Node {
                     };
                     if let Some(PeerMessage::Forward(forward)) = unsent {
                         self.member.forward_unsent(to, forward);
+                    }
+                }
+                Effect::Call {
+                    from,
+                    request,
+                    body,
+                } => {
+                    let call = IncomingCall {
+                        from,
+                        request,
+                        body,
+                    };
+                    if self.calls.try_send(call).is_err() {
+                        self.member.refuse_call(from, request);
                     }
                 }
                 Effect::ProposalApplied { proposed_at } => {

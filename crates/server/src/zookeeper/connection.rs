@@ -14,7 +14,6 @@ use super::four_letter;
 use super::packets::{read_body, read_packet, write_packet, PacketError};
 use super::pipeline::{self, Packet};
 use super::stats::ZkStats;
-use crate::etcd::lease_service::KeepAliveRelay;
 use crate::etcd::{EtcdBackend, LeaseService};
 use bellwether_etcd::command::Command;
 use bellwether_kv::KeyRange;
@@ -102,7 +101,6 @@ pub struct Connection {
     /// Store events from this revision on are still to be looked at for
     /// watches.
     next_event_revision: i64,
-    relay: Option<KeepAliveRelay>,
     /// When the session's lease was last renewed.
     renewed: Instant,
     stats: Arc<ZkStats>,
@@ -128,7 +126,6 @@ impl Connection {
             timeout: Duration::ZERO,
             watches: Watches::default(),
             next_event_revision: 0,
-            relay: None,
             renewed: Instant::now(),
         }
     }
@@ -313,10 +310,9 @@ impl Connection {
         self.renewed = Instant::now();
         let give_up = self.renewed + self.timeout / 3;
         loop {
-            match self.lease.renew(self.session, &mut self.relay).await {
+            match self.lease.renew(self.session).await {
                 Ok(ttl) => return Ok(ttl > 0),
                 Err(_) if Instant::now() < give_up => {
-                    self.relay = None;
                     self.backend
                         .news_of_a_leader(crate::etcd::backend::REROUTE_PAUSE)
                         .await;

@@ -215,6 +215,7 @@ impl EtcdApp {
         let reply = match &request {
             Request::Propose { reply, .. } | Request::ProposeHere { reply, .. } => *reply,
             Request::ReadBarrier { reply } => *reply,
+            Request::Call { .. } => unreachable!("a lease clock makes no member calls"),
         };
         let running = world.hosts[node].is_running();
         let member = world.node_mut(node).filter(|_| running);
@@ -407,6 +408,9 @@ impl EtcdApp {
                 // Unknown outcome: the deadline records it.
                 Err(ClientError::LeaderChanged | ClientError::TimedOut | ClientError::Stopped) => {
                     continue
+                }
+                Err(ClientError::Unreachable { .. }) => {
+                    unreachable!("the simulator's clients make no member calls")
                 }
             };
             clients::reply(world, op.client, op.attempt, reply);

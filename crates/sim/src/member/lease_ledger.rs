@@ -112,6 +112,7 @@ impl LeaseLedger {
                 None
             }
             Err(E::LeaderChanged | E::TimedOut | E::Stopped) => None,
+            Err(E::Unreachable { .. }) => unreachable!("an expiry is a proposal, not a call"),
         }
     }
 

@@ -359,6 +359,9 @@ impl SimMember {
                     to,
                     message: MemberMessage::Forward(forward),
                 }),
+                Effect::Call { .. } => {
+                    unreachable!("the simulator's clients make no member calls")
+                }
                 Effect::ProposalApplied { .. } => {}
                 Effect::EncodeSnapshot { job, .. } => {
                     let mut bytes = Vec::new();
