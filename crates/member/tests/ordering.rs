@@ -50,6 +50,9 @@ struct Cluster {
     /// A member that is down: not ticked, and what is sent to or by it is
     /// lost.
     down: Option<usize>,
+    /// Calls that reached a member's runtime: (member, caller, request,
+    /// body).
+    calls: Vec<(usize, NodeId, u64, Vec<u8>)>,
 }
 
 impl Cluster {
@@ -86,6 +89,7 @@ impl Cluster {
             fsyncs: vec![0; size as usize],
             now: Duration::ZERO,
             down: None,
+            calls: Vec::new(),
         }
     }
 
@@ -98,6 +102,11 @@ impl Cluster {
                     let from = NodeId(i as u64 + 1);
                     self.in_flight.push_back((from, to, Wire::Forward(forward)));
                 }
+                Effect::Call {
+                    from,
+                    request,
+                    body,
+                } => self.calls.push((i, from, request, body)),
                 _ => {}
             }
         }
@@ -410,5 +419,68 @@ fn a_followers_write_lost_with_its_leader_is_answered_not_applied_once_the_next_
         cluster.members[follower].raft().applied_index()
             >= cluster.members[follower].raft().commit_index(),
         "answered from what it applied"
+    );
+}
+
+#[test]
+fn a_call_reaches_the_other_members_runtime_and_its_answer_or_refusal_comes_back() {
+    let mut cluster = Cluster::new(3);
+    let leader = cluster.elect();
+    let follower = (leader + 1) % 3;
+    let leader_id = NodeId(leader as u64 + 1);
+    let follower_id = NodeId(follower as u64 + 1);
+    let call = |reply, body: &[u8]| Request::Call {
+        to: leader_id,
+        body: body.to_vec(),
+        reply,
+    };
+    cluster.request(follower, call(7, b"renew"));
+    cluster.request(follower, call(8, b"promote"));
+    cluster.round();
+    assert_eq!(cluster.calls.len(), 2, "both reached the leader's runtime");
+    for (at, from, _, _) in &cluster.calls {
+        assert_eq!((*at, *from), (leader, follower_id));
+    }
+    assert!(
+        cluster.answer_to(7).is_none(),
+        "no answer before the runtime's"
+    );
+    let (_, _, renew, body) = cluster.calls[0].clone();
+    assert_eq!(body, b"renew");
+    let (_, _, promote, _) = cluster.calls[1].clone();
+    cluster.members[leader].answer_call(follower_id, renew, b"ttl 10".to_vec());
+    cluster.members[leader].refuse_call(follower_id, promote);
+    cluster.effects(leader);
+    cluster.round();
+    assert_eq!(
+        cluster.answer_to(7).map(|(at, answer, _)| (*at, answer)),
+        Some((follower, &Answer::Write(7, Ok(b"ttl 10".to_vec()))))
+    );
+    assert_eq!(
+        cluster.answer_to(8).map(|(_, answer, _)| answer),
+        Some(&Answer::Write(
+            8,
+            Err(ClientError::Unreachable { member: leader_id })
+        ))
+    );
+    // A call whose member's connection breaks is answered at once; one to
+    // the member itself never leaves.
+    cluster.request(follower, call(9, b"renew"));
+    cluster.members[follower].peer_lost(leader_id);
+    cluster.effects(follower);
+    assert_eq!(
+        cluster.answer_to(9).map(|(_, answer, _)| answer),
+        Some(&Answer::Write(
+            9,
+            Err(ClientError::Unreachable { member: leader_id })
+        ))
+    );
+    cluster.request(leader, call(10, b"renew"));
+    assert_eq!(
+        cluster.answer_to(10).map(|(_, answer, _)| answer),
+        Some(&Answer::Write(
+            10,
+            Err(ClientError::Unreachable { member: leader_id })
+        ))
     );
 }
