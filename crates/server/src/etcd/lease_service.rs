@@ -36,7 +36,10 @@ const PRIMARY_RETRY_INTERVAL: Duration = Duration::from_millis(5);
 /// disconnect (a bellwether extension; etcd ignores unknown metadata): the
 /// leases it renews are shortened to this many milliseconds once the stream
 /// ends, so a crashed holder's election moves on within that time instead
-/// of its TTL.
+/// of its TTL. The member the stream was open on asks for the release
+/// when it sees the stream end; if that member itself stops, nothing
+/// does, and the leases keep their TTL: their holder may well be alive and
+/// renewing through another member.
 pub const RELEASE_ON_DISCONNECT_METADATA: &str = "bellwether-release-on-disconnect-ms";
 /// The shortest and longest release-on-disconnect grace accepted.
 pub const RELEASE_ON_DISCONNECT_MS_MIN: u64 = 50;
