@@ -30,8 +30,9 @@ use bellwether_core::{NodeId, Term};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Forwarded writes and reads waiting at once, at most; past it the
-/// follower falls back to forwarding the gRPC call.
+/// Forwarded writes, reads and calls waiting at once, at most; past it a
+/// write or read is answered "not the leader" and a call "busy", and the
+/// runtime asks again (`EtcdBackend::propose` in the server).
 pub const FORWARDED_MAX: usize = 16_384;
 /// A forwarded request not answered within this is given up with an
 /// unknown outcome (etcd's default request timeout is 5 s).

@@ -251,10 +251,10 @@ impl<W, R> Member<W, R> {
             .then(|| self.raft.transfer_leadership(None))
     }
 
-    /// A forwarding message to `to` could not be queued: a request of this
-    /// member's client is answered "not the leader" naming `to`, so the
-    /// caller forwards its gRPC call instead. An answer to a follower is
-    /// dropped; the follower's request times out.
+    /// A forwarding message to `to` could not be queued: a write or read of
+    /// this member's client is answered "not the leader" naming `to` (the
+    /// runtime hands it to the member again), a call "unreachable". An
+    /// answer to another member is dropped; its request times out there.
     pub fn forward_unsent(&mut self, to: NodeId, forward: Forward) {
         let not_leader = crate::ClientError::not_leader(Some(to));
         let answer = match forward {

@@ -4,8 +4,10 @@
 //! A leader proposes a write or starts a ReadIndex read itself. A follower
 //! that knows its leader forwards both over the peer connection (see
 //! [`crate::forwarding`]); one that cannot (no connection, too many in
-//! flight) answers "not the leader" naming it, and the caller forwards its
-//! call instead.
+//! flight) answers "not the leader" naming it, and the runtime hands the
+//! request to the member again (`EtcdBackend::propose` in the server).
+//! A call for another member's process ([`Request::Call`]) travels the
+//! same connection.
 
 use crate::client_error::ClientError;
 use crate::effect::{Answer, Effect};
