@@ -205,7 +205,7 @@ fn a_kubernetes_run_under_the_nemesis_keeps_etcds_watch_guarantees() {
     assert!(out.contains("1 of 1 runs passed"), "{out}");
     assert!(out.contains("nemesis: "), "the nemesis acted: {out}");
     assert!(out.contains("; 0 violations"), "{out}");
-    assert_kubernetes_work(&out);
+    assert_kubernetes_work(&out, true);
 }
 
 /// The same workload and check on a real etcd 3.4 cluster (killed,
@@ -232,18 +232,24 @@ fn the_kubernetes_workload_passes_on_a_real_etcd() {
         "{out}"
     );
     assert!(out.contains("kill and restart an etcd member"), "{out}");
-    assert_kubernetes_work(&out);
+    // Debian's etcd (3.4.23) predates the fix of etcd-io/etcd#15220: its
+    // requested progress notifications can run ahead of its events, so
+    // the watchers ask it for none, as kube-apiserver would not either.
+    assert!(out.contains("the watchers ask for no progress"), "{out}");
+    assert_kubernetes_work(&out, false);
 }
 
-/// A kubernetes run did real work: writes, events, progress checks and
-/// replays compared.
-fn assert_kubernetes_work(out: &str) {
+/// A kubernetes run did real work: writes, events, progress checks (if
+/// `progress`) and replays compared.
+fn assert_kubernetes_work(out: &str, progress: bool) {
     assert!(number_before(out, " txns acknowledged") >= 500, "{out}");
     assert!(number_before(out, " events checked") >= 1_000, "{out}");
-    assert!(
-        number_before(out, " progress notifications checked") >= 20,
-        "{out}"
-    );
+    if progress {
+        assert!(
+            number_before(out, " progress notifications checked") >= 20,
+            "{out}"
+        );
+    }
     assert!(
         number_before(out, " list+watch replays compared") >= 3,
         "{out}"

@@ -351,10 +351,12 @@ pub struct KubeRun {
 }
 
 /// Starts the watchers and the compactor (inside the run's runtime); the
-/// object clients are started by the caller with [`object_client`].
-pub fn start(channels: &[Channel], until: Instant, seed: u64) -> KubeRun {
+/// object clients are started by the caller with [`object_client`]. The
+/// watchers ask for progress now and then only if `progress_requests`
+/// (see `kubernetes_etcd::progress_requests_in_step`).
+pub fn start(channels: &[Channel], until: Instant, seed: u64, progress_requests: bool) -> KubeRun {
     let history = Arc::new(Mutex::new(KubeHistory::default()));
-    let watchers = kubernetes_watch::start(channels, seed, history.clone());
+    let watchers = kubernetes_watch::start(channels, seed, history.clone(), progress_requests);
     let compactor = tokio::spawn(compactor(channels.to_vec(), until, history.clone()));
     KubeRun {
         history,

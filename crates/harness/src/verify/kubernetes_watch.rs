@@ -7,9 +7,9 @@
 //! when that revision is compacted, list again. It also closes each
 //! stream after a few seconds and resumes, now and then after a pause
 //! long enough for compaction to pass it, so that resumptions happen
-//! everywhere in the history, not only where the nemesis struck. Now and then, after a
-//! progress notification, it lists at that revision, which the check
-//! compares with the watch replayed on its list. Everything goes in the
+//! everywhere in the history, not only where the nemesis struck. Now and
+//! then, after a progress notification or an event, it lists at that
+//! revision, which the check compares with the watch replayed on its list. Everything goes in the
 //! watcher's log, in the order it happened (`kubernetes_check::Entry`).
 
 use super::kubernetes_check::{Entry, Event};
@@ -43,6 +43,9 @@ const PROGRESS_WAIT_MAX: Duration = Duration::from_secs(2);
 /// One in this many progress notifications is followed by a list at its
 /// revision, compared with the replay.
 const CHECK_ONE_IN: u64 = 8;
+/// One in this many responses with events is too (they come far more
+/// often than progress notifications).
+const CHECK_AFTER_EVENTS_ONE_IN: u64 = 64;
 /// How long the watchers may take to reach the final revision.
 const CATCH_UP_MAX: Duration = Duration::from_secs(30);
 /// A watch stream lasts this long at most, in ms, before the watcher
@@ -129,6 +132,8 @@ struct Watcher {
     /// The final revision, once the run's clients stopped (0 before).
     target: Arc<AtomicI64>,
     history: Arc<Mutex<KubeHistory>>,
+    /// Whether it asks for progress every [`PROGRESS_EVERY`].
+    progress_requests: bool,
 }
 
 impl Watcher {
@@ -247,7 +252,7 @@ impl Watcher {
     }
 
     /// Reads the stream's answers, asking for progress every
-    /// [`PROGRESS_EVERY`].
+    /// [`PROGRESS_EVERY`] if it asks at all.
     async fn read(
         &mut self,
         from: i64,
@@ -270,7 +275,7 @@ impl Watcher {
                 Some(at) if at.elapsed() > PROGRESS_WAIT_MAX => {
                     return self.broken("a progress request got no answer in time")
                 }
-                None if last_ask.elapsed() >= PROGRESS_EVERY => {
+                None if self.progress_requests && last_ask.elapsed() >= PROGRESS_EVERY => {
                     let request = pb::WatchRequest {
                         request_union: Some(RequestUnion::ProgressRequest(
                             pb::WatchProgressRequest {},
@@ -308,12 +313,15 @@ impl Watcher {
                 asked = None;
                 self.progress(answer.header.map_or(0, |h| h.revision)).await;
             } else {
-                self.events(answer.events);
+                let last = self.events(answer.events);
+                self.now_and_then_check_at(last, CHECK_AFTER_EVENTS_ONE_IN)
+                    .await;
             }
         }
     }
 
-    fn events(&mut self, events: Vec<mvccpb::Event>) {
+    /// Records a response's events; returns the last one's revision.
+    fn events(&mut self, events: Vec<mvccpb::Event>) -> i64 {
         let events: Vec<Event> = events
             .into_iter()
             .map(|event| {
@@ -335,6 +343,19 @@ impl Watcher {
         let last = events.iter().map(|e| e.revision).max().unwrap_or(0);
         self.next = self.next.map(|next| next.max(last + 1));
         self.record(Entry::Events(events));
+        last
+    }
+
+    /// Now and then, once the stream has delivered everything up to
+    /// `revision` (an event's or a progress notification's), a list at it
+    /// for the check to compare with the replay. After an event too, not
+    /// only after progress: the stream sends a revision's events in order
+    /// and whole, and a watcher that asks for no progress (see
+    /// `kubernetes_etcd::progress_requests_in_step`) still compares.
+    async fn now_and_then_check_at(&mut self, revision: i64, one_in: u64) {
+        if self.next == Some(revision + 1) && self.rng.range(0, one_in) == 0 {
+            self.check_at(revision).await;
+        }
     }
 
     /// A progress notification at `revision`; now and then a list at it.
@@ -342,9 +363,7 @@ impl Watcher {
         self.record(Entry::Progress { revision });
         let next = self.next.expect("watching after a list");
         self.next = Some(next.max(revision + 1));
-        if self.next == Some(revision + 1) && self.rng.range(0, CHECK_ONE_IN) == 0 {
-            self.check_at(revision).await;
-        }
+        self.now_and_then_check_at(revision, CHECK_ONE_IN).await;
     }
 }
 
@@ -354,8 +373,14 @@ pub struct Watchers {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// Starts [`WATCHERS`] watchers, each on its own member first.
-pub fn start(channels: &[Channel], seed: u64, history: Arc<Mutex<KubeHistory>>) -> Watchers {
+/// Starts [`WATCHERS`] watchers, each on its own member first, asking for
+/// progress now and then if `progress_requests`.
+pub fn start(
+    channels: &[Channel],
+    seed: u64,
+    history: Arc<Mutex<KubeHistory>>,
+    progress_requests: bool,
+) -> Watchers {
     let target = Arc::new(AtomicI64::new(0));
     history.lock().expect("history lock").logs = vec![Vec::new(); WATCHERS];
     let tasks = (0..WATCHERS)
@@ -368,6 +393,7 @@ pub fn start(channels: &[Channel], seed: u64, history: Arc<Mutex<KubeHistory>>) 
                 next: None,
                 target: target.clone(),
                 history: history.clone(),
+                progress_requests,
             };
             tokio::spawn(watcher.run())
         })

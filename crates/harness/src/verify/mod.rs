@@ -434,8 +434,8 @@ fn run_once(args: &VerifyArgs, seed: u64, dir: &Path) -> Result<(Verdict, Outcom
         ))?),
         _ => None,
     };
-    let kubernetes =
-        (args.workload == Workload::Kubernetes).then(|| kubernetes::start(&channels, until, seed));
+    let kubernetes = (args.workload == Workload::Kubernetes)
+        .then(|| kubernetes::start(&channels, until, seed, true));
     let paced = |i| session::Session::new(i, channels.clone(), origin).paced(args.clients, span);
     let clients: Vec<_> = (0..args.clients as u64)
         .map(|i| match args.workload {
