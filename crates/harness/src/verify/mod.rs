@@ -175,7 +175,9 @@ pub struct VerifyArgs {
     unfenced_writes: bool,
     /// With --workload kubernetes: run the same clients and check on a
     /// real etcd 3.4 cluster (`etcd` on 127.0.<net>.i:2379) instead, under
-    /// kills, pauses and power cuts (no partitions, no full disk).
+    /// kills, pauses and power cuts (no partitions, no full disk). An etcd
+    /// older than 3.4.31 or 3.5.13 is asked for no progress, as
+    /// kube-apiserver asks it for none (etcd-io/etcd#15220).
     #[arg(long)]
     against_etcd: bool,
 }
