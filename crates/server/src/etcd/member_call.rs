@@ -17,6 +17,12 @@ use tonic::{Code, Status};
 /// Leases one release call names, at most: what one keep-alive stream
 /// tracks for release on disconnect.
 pub const RELEASED_LEASES_MAX: usize = 64;
+/// The largest answer a call carries (gRPC's default bound on a message a
+/// client receives, as a relayed gRPC answer had): well under the peer
+/// connection's frame bound, so an answer never becomes a frame that
+/// cannot be sent. A larger one (a time-to-live listing a lease's many
+/// keys) is answered with a clear error instead.
+pub const ANSWER_BYTES_MAX: usize = 4 << 20;
 
 const KEEP_ALIVE: u8 = 1;
 const TIME_TO_LIVE: u8 = 2;
@@ -174,10 +180,18 @@ impl MemberCall {
 }
 
 /// An answer's bytes: the gRPC answer's protobuf, or the status it failed
-/// with.
+/// with; an answer over [`ANSWER_BYTES_MAX`] becomes a ResourceExhausted
+/// status.
 pub fn encode_answer<T: prost::Message>(answer: Result<T, Status>) -> Vec<u8> {
     let mut out = Vec::new();
     match answer {
+        Ok(message) if message.encoded_len() > ANSWER_BYTES_MAX => {
+            let too_large = Status::resource_exhausted(format!(
+                "bellwether: the answer is {} bytes, more than the {ANSWER_BYTES_MAX} one member passes another",
+                message.encoded_len()
+            ));
+            return encode_answer::<T>(Err(too_large));
+        }
         Ok(message) => {
             put_u8(&mut out, ANSWERED);
             message.encode(&mut out).expect("a Vec grows as needed");
@@ -285,5 +299,14 @@ mod tests {
         );
         let status = decode_answer::<pb::LeaseKeepAliveResponse>(&[7]).unwrap_err();
         assert_eq!(status.code(), Code::Internal);
+        // An answer too large to pass becomes a clear error.
+        let huge = pb::LeaseTimeToLiveResponse {
+            keys: vec![vec![b'k'; 1024]; ANSWER_BYTES_MAX / 1024 + 1],
+            ..Default::default()
+        };
+        let bytes = encode_answer(Ok(huge));
+        assert!(bytes.len() < 1024, "a status, not the answer");
+        let status = decode_answer::<pb::LeaseTimeToLiveResponse>(&bytes).unwrap_err();
+        assert_eq!(status.code(), Code::ResourceExhausted);
     }
 }
