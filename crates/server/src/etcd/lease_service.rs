@@ -358,8 +358,8 @@ impl LeaseService {
 
     /// Serves one keep-alive here, or asks the leader for it. A leader
     /// that turns out not to lead (this member's view lagged) is asked
-    /// again once this member knows better, for up to
-    /// [`PRIMARY_WAIT_MAX`].
+    /// again once this member hears of another leader, or after
+    /// `REROUTE_PAUSE`, for up to [`PRIMARY_WAIT_MAX`].
     async fn keep_alive_once(&self, id: i64) -> Result<pb::LeaseKeepAliveResponse, Status> {
         let deadline = Instant::now() + PRIMARY_WAIT_MAX;
         let ttl = loop {
@@ -375,7 +375,12 @@ impl LeaseService {
             {
                 Ok(answer) => break answer.ttl,
                 Err(status) if status.code() == Code::Unavailable && Instant::now() < deadline => {
-                    tokio::time::sleep(PRIMARY_RETRY_INTERVAL).await;
+                    // As a refused write waits (`EtcdBackend::propose`):
+                    // asking the same member again at once would only be
+                    // refused again.
+                    self.backend
+                        .news_of_a_leader(super::backend::REROUTE_PAUSE)
+                        .await;
                 }
                 Err(status) => return Err(status),
             }
